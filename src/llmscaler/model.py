@@ -8,7 +8,7 @@ Units that must not drift (design.md §4):
 
 - A *replica* is a scale-target replica: a pod of a Deployment/StatefulSet, or a leader+workers
   group of a LeaderWorkerSet. `ReplicaMetrics` describes one *engine instance*; with data
-  parallelism (DP > 1) a replica hosts several instances, and the analyzers convert to replica units.
+  parallelism (DP > 1) a replica hosts several instances; the analyzers convert to replicas.
 - Token capacities are KV-cache tokens. Times are seconds (float) on the clock of the caller; the
   core only compares them with the `now` it is handed.
 - Every collection is a tuple in a stable order; code that needs a lookup builds its own dict and
@@ -55,7 +55,7 @@ def finite(value: float | None) -> float | None:
 
 
 class Freshness(enum.StrEnum):
-    """Age class of a metric sample, as WVA's collector reports it (fresh < 1 m, stale < 2 m, ...)."""
+    """Age class of a metric sample, as WVA's collector has it (fresh < 1 m, stale < 2 m, ...)."""
 
     FRESH = 'fresh'
     STALE = 'stale'
