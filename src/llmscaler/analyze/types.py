@@ -146,3 +146,5 @@ class VariantTarget:
     variant: str
     target: int
     reason: str
+    figures: tuple[tuple[str, float], ...] = ()
+    """Named numbers behind the target (e.g. `required`, `spare`, `per_replica_capacity`)."""
