@@ -28,6 +28,11 @@ from typing import Literal, TypeVar
 
 _V = TypeVar('_V')
 
+# Read by the JSON face (llmscaler.io) when it validates input: unknown keys are errors, so a
+# misspelt field is reported instead of silently ignored. A plain dict keeps the core free of
+# any validation library.
+_STRICT_KEYS = {'extra': 'forbid'}
+
 Role = Literal['both', 'prefill', 'decode']
 """P/D role of a variant: the `llm-d.ai/role` pod-template label; anything else is `both`."""
 
@@ -80,6 +85,8 @@ class EngineParams:
     defaults were applied (see `llmscaler.vllm_args`).
     """
 
+    __pydantic_config__ = _STRICT_KEYS
+
     engine: EngineKind = 'vllm'
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
@@ -103,6 +110,8 @@ class Variant:
     `desired_replicas` is the last desired count the autoscaler published (VA status), used to
     seed the decision memory after a restart; None when unknown.
     """
+
+    __pydantic_config__ = _STRICT_KEYS
 
     name: str
     namespace: str
@@ -136,6 +145,8 @@ class ReplicaMetrics:
     the core classifies it as fresh/stale/unavailable against `now`. Optional figures are None
     when the series was absent; analyzers treat None, NaN and Inf alike.
     """
+
+    __pydantic_config__ = _STRICT_KEYS
 
     pod: str
     variant: str
@@ -185,6 +196,8 @@ class PoolMetrics:
     the query failed or was not made, which forbids scale-to-zero.
     """
 
+    __pydantic_config__ = _STRICT_KEYS
+
     model_id: str
     namespace: str
     observed_at: float
@@ -201,6 +214,8 @@ class PoolMetrics:
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything `decide()` may know about the world at one instant."""
+
+    __pydantic_config__ = _STRICT_KEYS
 
     variants: tuple[Variant, ...] = ()
     replicas: tuple[ReplicaMetrics, ...] = ()
@@ -248,6 +263,8 @@ def action_for(*, current: int, target: int) -> Action:
 class K2Sample:
     """One observed compute-bound capacity (tokens in use at a saturated queue), with its time."""
 
+    __pydantic_config__ = _STRICT_KEYS
+
     value: float
     at: float
 
@@ -259,6 +276,8 @@ class CapacityRecord:
     `source` is `live` (measured from running replicas) or `deployment` (derived from the engine
     arguments of the scale target). `k1` is the memory bound when known (0 when not).
     """
+
+    __pydantic_config__ = _STRICT_KEYS
 
     namespace: str
     model_id: str
@@ -283,6 +302,8 @@ class State:
     - `last_desired`: the last target decided per variant key (`namespace/name`).
     - `last_informative`: per `group|analyzer`, the time of the last informative result (liveness).
     """
+
+    __pydantic_config__ = _STRICT_KEYS
 
     k2_history: tuple[tuple[str, tuple[K2Sample, ...]], ...] = ()
     capacity: tuple[tuple[str, CapacityRecord], ...] = ()

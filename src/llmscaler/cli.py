@@ -1,0 +1,96 @@
+"""The `llmscaler` command line.
+
+Subcommands:
+
+- `decide --snapshot FILE [--config FILE] [--state FILE] [--now T] [--state-out FILE]`: run one
+  decision cycle of the core on a snapshot file and print the decisions and the new state as
+  JSON. This answers "what would the autoscaler do now?" without a cluster.
+- `schema`: print the JSON Schema of the snapshot file.
+
+Bad input (a missing file, invalid JSON/YAML, a bad field, an invalid ConfigMap entry) is reported
+on stderr as one line per problem, naming the file, the path to the field and why, and the exit
+status is 2. No traceback reaches the user for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from llmscaler import engine, io
+from llmscaler.config import file as config_file
+from llmscaler.config.errors import ConfigFileError
+from llmscaler.config.types import Config
+from llmscaler.model import EMPTY_STATE
+
+EXIT_BAD_INPUT = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog='llmscaler',
+        description='Cost-aware autoscaler for vLLM inference servers.',
+    )
+    commands = parser.add_subparsers(dest='command', required=True)
+
+    decide = commands.add_parser(
+        'decide', help='run one decision cycle on a snapshot file and print the decisions'
+    )
+    decide.add_argument('--snapshot', required=True, type=Path, help='snapshot JSON file')
+    decide.add_argument(
+        '--config', type=Path, help='settings and ConfigMaps (YAML or JSON); defaults if absent'
+    )
+    decide.add_argument('--state', type=Path, help='state JSON from a previous run')
+    decide.add_argument(
+        '--now', type=float, help='current time in seconds (default: the snapshot\'s "now")'
+    )
+    decide.add_argument('--state-out', type=Path, help='also write the new state to this file')
+
+    commands.add_parser('schema', help='print the JSON Schema of the snapshot file')
+    return parser
+
+
+def _load_config(path: Path | None) -> tuple[Config, list[str]]:
+    if path is None:
+        return Config(), []
+    config, errors = config_file.load_config_file(path=str(path))
+    return config, [str(e) for e in errors]
+
+
+def _decide(args: argparse.Namespace) -> int:
+    try:
+        document = io.load_snapshot(path=args.snapshot)
+        state = io.load_state(path=args.state) if args.state is not None else EMPTY_STATE
+        config, problems = _load_config(args.config)
+    except (io.InputError, ConfigFileError) as exc:
+        print(f'llmscaler: {exc}', file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if problems:
+        for problem in problems:
+            print(f'llmscaler: {problem}', file=sys.stderr)
+        return EXIT_BAD_INPUT
+    now = args.now if args.now is not None else document.effective_now
+    outcome = engine.decide(snapshot=document.snapshot, config=config, state=state, now=now)
+    result = io.dump_outcome(outcome=outcome, now=now)
+    if args.state_out is not None:
+        args.state_out.write_text(json.dumps(result['state'], indent=2) + '\n', encoding='utf-8')
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `llmscaler` console script."""
+    args = _parser().parse_args(argv)
+    if args.command == 'decide':
+        return _decide(args)
+    if args.command == 'schema':
+        print(json.dumps(io.snapshot_schema(), indent=2))
+        return 0
+    raise AssertionError(f'unhandled command {args.command}')  # argparse enforces the choices
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,338 @@
+"""`decide()`: one pure, deterministic decision cycle for every model in a snapshot.
+
+Why: the controller and the simulator must run the very same decision code. This module wires the
+stages of design.md §2 per model (variants grouped by modelID + namespace):
+
+1. freshness: every replica's metrics are classified fresh / stale / unavailable against `now`;
+   only fresh metrics are analysed;
+2. analysis: `saturation-percentage` (WVA V1, the default) produces targets directly;
+   `saturation-token` (WVA V2) produces capacities that go through the threshold post-step, the
+   ballot and the cost-aware optimizer;
+3. enforcement: scale-to-zero / minimum one replica, then the safety rules, then [min, max].
+
+Safety rules (design.md §5), applied whatever the analyzer said:
+
+- a model whose ready replicas lack fresh metrics (stale, unavailable or missing series) never
+  scales down and never goes to zero: every target is at least the current replica count, and the
+  decisions say `MetricsAvailable=False` with the reason (`MetricsStale` / `MetricsMissing`);
+- pending replicas count as anticipated supply (inside the analyzers);
+- targets never leave [minReplicas, maxReplicas];
+- when the ballot cannot name an analyzer to trust, the model holds at
+  max(current, last desired): a hold never lowers a target.
+
+What fails: nothing raises for odd metrics; a variant whose config cannot be honoured holds. The
+result depends only on the arguments: no clock, no I/O, iteration in sorted order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from llmscaler.analyze import ballot, saturation_percentage, saturation_tokens, thresholds
+from llmscaler.analyze.types import AnalyzerResult, VariantTarget
+from llmscaler.config.types import Config, CoreSettings, ModelConfig
+from llmscaler.enforce import bounds, scale_to_zero
+from llmscaler.model import (
+    CapacityRecord,
+    Decision,
+    Freshness,
+    K2Sample,
+    PoolMetrics,
+    ReplicaMetrics,
+    Snapshot,
+    State,
+    Variant,
+    action_for,
+    group_key,
+    sorted_items,
+)
+from llmscaler.optimize import cost_aware
+
+SATURATION_TOKEN = 'saturation-token'
+SATURATION_PERCENTAGE = 'saturation-percentage'
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The decisions of one cycle (sorted by namespace/name) and the memory for the next."""
+
+    decisions: tuple[Decision, ...]
+    state: State
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsStatus:
+    """Whether a variant's ready replicas all have fresh metrics (MetricsAvailable condition)."""
+
+    available: bool
+    reason: str
+    message: str
+
+
+def freshness(*, observed_at: float, now: float, settings: CoreSettings) -> Freshness | None:
+    """Age class of a sample; None when older than the unavailable threshold (dropped).
+
+    A sample from the future (clock skew between scraper and caller) counts as fresh.
+    """
+    age = max(0.0, now - observed_at)
+    if age < settings.fresh_threshold:
+        return Freshness.FRESH
+    if age < settings.stale_threshold:
+        return Freshness.STALE
+    if age < settings.unavailable_threshold:
+        return Freshness.UNAVAILABLE
+    return None
+
+
+def metrics_status(*, variant: Variant, classes: Sequence[Freshness | None]) -> MetricsStatus:
+    """Judge one variant from the freshness classes of its replicas' metrics."""
+    fresh = sum(1 for c in classes if c is Freshness.FRESH)
+    if variant.ready_replicas <= 0 or fresh >= variant.ready_replicas:
+        return MetricsStatus(True, 'MetricsFound', '')
+    if any(c is Freshness.STALE or c is Freshness.UNAVAILABLE for c in classes):
+        return MetricsStatus(
+            False,
+            'MetricsStale',
+            f'{fresh} of {variant.ready_replicas} ready replicas have fresh metrics',
+        )
+    return MetricsStatus(
+        False,
+        'MetricsMissing',
+        f'{fresh} of {variant.ready_replicas} ready replicas report metrics',
+    )
+
+
+def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> Outcome:
+    """Decide the target replicas of every variant in the snapshot.
+
+    Parameters:
+        snapshot: variants, per-replica metrics and pool metrics, as the adapters saw them.
+        config: the resolved configuration; `config.model()` gives each model's settings.
+        state: the memory returned by the previous call (`EMPTY_STATE` at start).
+        now: the current time in seconds, on the same clock as the metrics' `observed_at`.
+    """
+    settings = config.settings
+    by_group: dict[str, list[Variant]] = {}
+    for variant in snapshot.variants:
+        by_group.setdefault(variant.group, []).append(variant)
+    replicas_by_variant: dict[str, list[ReplicaMetrics]] = {}
+    for replica in snapshot.replicas:
+        replicas_by_variant.setdefault(replica.variant_key, []).append(replica)
+    pools = {pool.group: pool for pool in snapshot.pools}
+
+    memory = _Memory(
+        history=state.k2_history_map(),
+        knowledge=state.capacity_map(),
+        last_desired=state.last_desired_map(),
+        last_informative=state.last_informative_map(),
+    )
+    decisions: list[Decision] = []
+    for group in sorted(by_group):
+        variants = sorted(by_group[group], key=lambda v: v.name)
+        decisions.extend(
+            _decide_model(
+                variants=variants,
+                replicas_by_variant=replicas_by_variant,
+                pool=pools.get(group),
+                model_config=config.model(
+                    model_id=variants[0].model_id, namespace=variants[0].namespace
+                ),
+                settings=settings,
+                memory=memory,
+                now=now,
+            )
+        )
+    new_state = State(
+        k2_history=sorted_items(memory.history),
+        capacity=sorted_items(memory.knowledge),
+        last_desired=sorted_items({d.key: d.target for d in decisions}),
+        last_informative=sorted_items(memory.last_informative),
+    )
+    decisions.sort(key=lambda d: (d.namespace, d.variant))
+    return Outcome(decisions=tuple(decisions), state=new_state)
+
+
+@dataclass(slots=True)
+class _Memory:
+    """Mutable working copy of `State` for one `decide()` call; it never escapes the call."""
+
+    history: dict[str, tuple[K2Sample, ...]]
+    knowledge: dict[str, CapacityRecord]
+    last_desired: dict[str, int]
+    last_informative: dict[str, float]
+
+
+def _decide_model(
+    *,
+    variants: Sequence[Variant],
+    replicas_by_variant: Mapping[str, Sequence[ReplicaMetrics]],
+    pool: PoolMetrics | None,
+    model_config: ModelConfig,
+    settings: CoreSettings,
+    memory: _Memory,
+    now: float,
+) -> list[Decision]:
+    fresh: list[ReplicaMetrics] = []
+    status: dict[str, MetricsStatus] = {}
+    for variant in variants:
+        replicas = sorted(replicas_by_variant.get(variant.key, ()), key=lambda r: r.pod)
+        classes = [
+            freshness(observed_at=r.observed_at, now=now, settings=settings) for r in replicas
+        ]
+        fresh.extend(r for r, c in zip(replicas, classes, strict=True) if c is Freshness.FRESH)
+        status[variant.name] = metrics_status(variant=variant, classes=classes)
+    complete = all(s.available for s in status.values())
+    desired = {
+        v.name: d
+        for v in variants
+        if (d := memory.last_desired.get(v.key, v.desired_replicas)) is not None
+    }
+
+    saturation = model_config.saturation
+    model_figures: tuple[tuple[str, float], ...] = ()
+    if saturation.analyzer_path == SATURATION_PERCENTAGE:
+        analyzer = SATURATION_PERCENTAGE
+        targets = saturation_percentage.decide_percentage(
+            variants=variants, replicas=fresh, config=saturation, desired=desired
+        )
+    else:
+        analyzer = SATURATION_TOKEN
+        analysis = saturation_tokens.analyze(
+            model_id=variants[0].model_id,
+            namespace=variants[0].namespace,
+            variants=variants,
+            replicas=fresh,
+            pool=pool,
+            config=saturation,
+            settings=settings,
+            history=memory.history,
+            knowledge=memory.knowledge,
+            now=now,
+        )
+        memory.history = dict(analysis.history)
+        memory.knowledge = dict(analysis.knowledge)
+        targets, model_figures = _token_targets(
+            result=analysis.result,
+            variants=variants,
+            model_config=model_config,
+            settings=settings,
+            memory=memory,
+            desired=desired,
+            now=now,
+        )
+
+    proposed = {t.variant: t for t in targets}
+    enforcement = scale_to_zero.enforce(
+        variants=variants,
+        targets={name: t.target for name, t in sorted(proposed.items())},
+        config=model_config,
+        settings=settings,
+        request_count=pool.request_count if pool is not None else None,
+        metrics_complete=complete,
+    )
+    enforced = dict(enforcement.targets)
+    bounded = dict(
+        bounds.clamp_all(
+            variants=variants,
+            targets={
+                v.name: _safe_target(
+                    target=enforced.get(v.name, v.current_replicas),
+                    current=v.current_replicas,
+                    complete=complete,
+                )
+                for v in variants
+            },
+        )
+    )
+
+    decisions = []
+    for variant in variants:
+        proposal = proposed.get(variant.name)
+        reason = proposal.reason if proposal is not None else 'hold'
+        if variant.name in enforcement.modified:
+            reason = enforcement.reason
+        if not complete and enforced.get(variant.name, 0) < variant.current_replicas:
+            reason = 'metrics unavailable: holding (never down on missing or stale metrics)'
+        target = bounded[variant.name]
+        metrics = status[variant.name]
+        figures = (proposal.figures if proposal is not None else ()) + model_figures
+        decisions.append(
+            Decision(
+                variant=variant.name,
+                namespace=variant.namespace,
+                model_id=variant.model_id,
+                accelerator=variant.accelerator,
+                current=variant.current_replicas,
+                target=target,
+                action=action_for(current=variant.current_replicas, target=target),
+                reason=reason,
+                analyzer=analyzer,
+                figures=tuple(sorted(figures)),
+                metrics_available=metrics.available,
+                metrics_reason=metrics.reason,
+                message=metrics.message,
+            )
+        )
+    return decisions
+
+
+def _safe_target(*, target: int, current: int, complete: bool) -> int:
+    """Missing or stale metrics never lower a target (design.md §5)."""
+    return target if complete else max(target, current)
+
+
+def _token_targets(
+    *,
+    result: AnalyzerResult,
+    variants: Sequence[Variant],
+    model_config: ModelConfig,
+    settings: CoreSettings,
+    memory: _Memory,
+    desired: Mapping[str, int],
+    now: float,
+) -> tuple[tuple[VariantTarget, ...], tuple[tuple[str, float], ...]]:
+    """Threshold post-step, ballot and cost-aware optimizer for a token-based analysis."""
+    saturation = model_config.saturation
+    variant = variants[0]
+    live_key = (
+        f'{group_key(model_id=variant.model_id, namespace=variant.namespace)}|{result.analyzer}'
+    )
+    if result.informative:
+        memory.last_informative[live_key] = now
+    live = ballot.is_live(
+        last_informative=memory.last_informative.get(live_key),
+        now=now,
+        interval=settings.interval,
+    )
+    verdict = ballot.cast(
+        model_id=variant.model_id,
+        namespace=variant.namespace,
+        votes=[ballot.Vote(result=result, voting=_saturation_votes(model_config), live=live)],
+        priority=saturation.priority,
+    )
+    signal = thresholds.signal(result=result, live=live)
+    figures = tuple(
+        (f'{name}_{s.role}', value)
+        for s in signal.roles
+        for name, value in (('required', s.required), ('spare', s.spare))
+    )
+    if isinstance(verdict, ballot.Hold):
+        held = tuple(
+            VariantTarget(
+                variant=v.name,
+                target=max(v.current_replicas, desired.get(v.name, 0)),
+                reason=f'hold: {verdict.reason}: {verdict.message}',
+            )
+            for v in variants
+        )
+        return held, figures
+    return cost_aware.optimize(request=verdict), figures
+
+
+def _saturation_votes(model_config: ModelConfig) -> bool:
+    """§5.1: saturation votes when `analyzers:` is empty or lists it without `enabled: false`."""
+    specs = model_config.saturation.analyzers
+    if not specs:
+        return True
+    return any(s.name.startswith('saturation') and s.enabled for s in specs)
