@@ -184,7 +184,8 @@ class ReplicaMetrics:
         usage = finite(self.kv_usage)
         if total == 0 or usage is None:
             return 0
-        return max(0, min(total, round(usage * total)))
+        # Clamp the fraction first: an absurd finite usage (1e305) must not overflow the product.
+        return round(min(1.0, max(0.0, usage)) * total)
 
 
 @dataclass(frozen=True, slots=True)

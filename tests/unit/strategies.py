@@ -46,7 +46,9 @@ def variants_of_model(draw: st.DrawFn, *, model: str) -> list[Variant]:
 
 
 @st.composite
-def replica_of(draw: st.DrawFn, *, variant: Variant, index: int, now: float) -> ReplicaMetrics:
+def replica_of(
+    draw: st.DrawFn, *, variant: Variant, index: int, now: float, blocks: int
+) -> ReplicaMetrics:
     return ReplicaMetrics(
         pod=f'{variant.name}-{index}',
         variant=variant.name,
@@ -54,7 +56,7 @@ def replica_of(draw: st.DrawFn, *, variant: Variant, index: int, now: float) -> 
         observed_at=now - draw(st.sampled_from([0.0, 5.0, 30.0])),
         kv_usage=draw(st.floats(min_value=0.0, max_value=1.0)),
         queue_length=float(draw(st.integers(min_value=0, max_value=20))),
-        num_gpu_blocks=draw(st.sampled_from([1_700, 11_500, 27_500])),
+        num_gpu_blocks=blocks,
         block_size=16,
         avg_input_tokens=draw(st.sampled_from([200.0, 1000.0, 3000.0])),
         avg_output_tokens=draw(st.sampled_from([50.0, 250.0, 800.0])),
@@ -73,8 +75,12 @@ def snapshots(draw: st.DrawFn, *, now: float = NOW) -> Snapshot:
         group = draw(variants_of_model(model=model))
         variants.extend(group)
         for variant in group:
+            # One hardware configuration per variant: every replica has the same KV capacity.
+            blocks = draw(st.sampled_from([1_700, 11_500, 27_500]))
             for index in range(variant.ready_replicas):
-                replicas.append(draw(replica_of(variant=variant, index=index, now=now)))
+                replicas.append(
+                    draw(replica_of(variant=variant, index=index, now=now, blocks=blocks))
+                )
         pools.append(
             PoolMetrics(
                 model_id=model,

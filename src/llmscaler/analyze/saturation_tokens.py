@@ -1,0 +1,509 @@
+"""The token-based saturation analyzer (WVA's experimental "V2", reference/wva.md §4.1-§4.4).
+
+Why: capacity and demand in absolute KV-cache tokens can be compared across variants (a variant
+on bigger GPUs simply has more tokens), which percentages cannot. This module turns one model's
+replica metrics into per-variant capacities and the model's linear totals (supply, anticipated
+supply, demand), per P/D role where variants have roles; the universal threshold post-step turns
+those into required/spare capacity (§4.5, not here).
+
+What it computes, per engine instance with `cache_config_info` (KV tokens > 0):
+- k1 = ⌊KV tokens × kvCacheThreshold⌋; k2 from the first that applies of P1 observed (queue >=
+  int(queueLengthThreshold) and tokens in use > 0; also recorded in the k2 history), P2 historical
+  (⌊mean of the unexpired history⌋ when > 0), P3 derived from the engine parameters
+  (`capacity_knowledge.capacity_from_params`), P4 k1; k_eff = min(k1, k2);
+- demand = tokens in use + queue × (I for prefill, I + O otherwise), the product rejected (→ 0)
+  when not > 0, >= 2^63, NaN or Inf;
+- without `cache_config_info`: k_eff = ⌊stored capacity × threshold⌋ and demand = ⌊KV usage ×
+  k_eff⌋ + queue demand (label `P4-k1`), or the instance is skipped when nothing is stored. This
+  path does not write the store: its k_eff is already thresholded, and storing it would shrink
+  the capacity by the threshold again every cycle;
+- every other computed instance writes a live capacity record.
+Per variant: integer median of k_eff (even count: truncated mean of the two middle values), the
+k2 label of the lower-median instance, summed demand; without live instances the stored knowledge
+("P0-store"), or `no-data` with capacity 0. Model totals add the scheduler (EPP) queue demand:
+inputTok = max(bytes/4, q·Ī)·(1 − h̄), outputTok = q·Ō, with model-level means over instances
+that report token lengths; roles get prefill → inputTok, decode → inputTok + outputTok, both →
+both, and a role without variants gets nothing.
+
+Deliberate departures from WVA, each an upstream defect fix:
+- UNITS (#1476, design.md §4): capacities and counts are in scale-target replicas. When a replica
+  hosts several engine instances (EngineParams `data_parallel_size` > 1, otherwise ⌊#instances /
+  readyCount⌋ > 1), per-replica capacity = median instance k_eff × instances per replica and
+  replica count = ⌈#instances / instances per replica⌉; pending stays in replicas. Stored
+  knowledge is per instance and is scaled the same way.
+- Zero-replica variants (§10) are analysed like any other: they get their capacity from the
+  knowledge, so the optimizer can choose them.
+- The k2 history and the knowledge expire (`CoreSettings.k2_history_ttl`, `capacity_ttl`).
+- Ties are broken by name/pod, never by input order; an instance of a variant not in `variants`
+  is skipped (its hardware is unknown); an unknown accelerator never borrows another record.
+
+Bad input: NaN, Inf and negative metrics count as absent (0); a KV usage outside [0, 1] is
+clamped; a NaN/Inf queue threshold disables P1; a kvCacheThreshold that is not a positive finite
+number falls back to the default 0.80. Nothing raises.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from llmscaler.analyze import capacity_knowledge as ck
+from llmscaler.analyze import k2_history as kh
+from llmscaler.analyze.types import AnalyzerResult, Totals, VariantCapacity
+from llmscaler.config.types import CoreSettings, SaturationConfig
+from llmscaler.model import (
+    ROLES,
+    CapacityRecord,
+    EngineParams,
+    K2Sample,
+    PoolMetrics,
+    ReplicaMetrics,
+    Role,
+    Variant,
+    finite,
+)
+
+ANALYZER_NAME = 'saturation-token'
+BYTES_PER_TOKEN = 4.0
+"""WVA `BytesPerToken`: a conservative characters-per-token figure for the queue bytes."""
+
+_INT64_LIMIT = float(2**63)
+_DEFAULT_KV_THRESHOLD = SaturationConfig().kv_cache_threshold
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaCapacity:
+    """The capacity of one engine instance as computed this cycle (for figures and tests)."""
+
+    pod: str
+    variant: str
+    k1: int
+    k2: int
+    k_eff: int
+    demand: int
+    source: str
+    """`P1-obs`, `P2-hist`, `P3-k2` or `P4-k1`."""
+    saturated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadAverages:
+    """Model-level means over the instances that report token lengths."""
+
+    avg_input: float = 0.0
+    avg_output: float = 0.0
+    hit_rate: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDemand:
+    """Token demand of the scheduler (EPP flow-control) queue."""
+
+    input_tokens: float = 0.0
+    output_tokens: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.input_tokens + self.output_tokens
+
+    def for_role(self, role: Role) -> float:
+        """Prefill stores the prompts; decode receives them and generates; both does all."""
+        if role == 'prefill':
+            return self.input_tokens
+        return self.total
+
+
+@dataclass(frozen=True, slots=True)
+class TokenAnalysis:
+    """The analyzer result and the analyzer memory to carry into the next cycle."""
+
+    result: AnalyzerResult
+    history: dict[str, tuple[K2Sample, ...]]
+    knowledge: dict[str, CapacityRecord]
+    replicas: tuple[ReplicaCapacity, ...]
+
+
+def _positive(value: float | None) -> float:
+    clean = finite(value)
+    return clean if clean is not None and clean > 0 else 0.0
+
+
+def _role(value: str) -> Role:
+    for role in ROLES:
+        if value == role:
+            return role
+    return 'both'
+
+
+def integer_median(*, values: Sequence[int]) -> int:
+    """WVA's integer median: the middle value, or for an even count the mean of the two middle
+    values truncated toward zero; 0 for no values."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        return 0
+    if n % 2 == 1:
+        return ordered[n // 2]
+    pair = ordered[n // 2 - 1] + ordered[n // 2]
+    return pair // 2 if pair >= 0 else -((-pair) // 2)
+
+
+def waiting_queue_demand(
+    *, queue_length: float, avg_input: float | None, avg_output: float | None, role: Role
+) -> int:
+    """Tokens the local engine queue will need: queue × I (prefill) or queue × (I + O), in float,
+    truncated; 0 when the product is not > 0, >= 2^63, NaN or Inf."""
+    per_request = _positive(avg_input)
+    if role != 'prefill':
+        per_request += _positive(avg_output)
+    product = float(queue_length) * per_request
+    if not product > 0 or product >= _INT64_LIMIT:
+        return 0
+    return int(product)
+
+
+def workload_averages(*, replicas: Sequence[ReplicaMetrics]) -> WorkloadAverages:
+    """Means of I, O and the prefix-cache hit rate over instances with I > 0 or O > 0.
+
+    As in WVA, an instance without a hit rate counts as 0 (no discount); a hit rate outside
+    [0, 1] is dropped (0), as the collector does.
+    """
+    inputs: list[float] = []
+    outputs: list[float] = []
+    hits: list[float] = []
+    for rm in sorted(replicas, key=lambda r: (r.pod, r.variant)):
+        inp, out = _positive(rm.avg_input_tokens), _positive(rm.avg_output_tokens)
+        if inp <= 0 and out <= 0:
+            continue
+        hit = finite(rm.prefix_cache_hit_rate)
+        inputs.append(inp)
+        outputs.append(out)
+        hits.append(hit if hit is not None and 0 <= hit <= 1 else 0.0)
+    if not inputs:
+        return WorkloadAverages()
+    n = len(inputs)
+    return WorkloadAverages(
+        avg_input=math.fsum(inputs) / n,
+        avg_output=math.fsum(outputs) / n,
+        hit_rate=math.fsum(hits) / n,
+    )
+
+
+def scheduler_queue_demand(*, pool: PoolMetrics | None, averages: WorkloadAverages) -> QueueDemand:
+    """inputTok = max(bytes / 4, q·Ī) × (1 − h̄), outputTok = q·Ō (wva.md §4.3)."""
+    if pool is None:
+        return QueueDemand()
+    size, size_bytes = _positive(pool.queue_size), _positive(pool.queue_bytes)
+    if size <= 0 and size_bytes <= 0:
+        return QueueDemand()
+    input_tokens = max(size_bytes / BYTES_PER_TOKEN, size * averages.avg_input)
+    input_tokens *= 1 - averages.hit_rate
+    output_tokens = size * averages.avg_output
+    return QueueDemand(input_tokens=_positive(input_tokens), output_tokens=_positive(output_tokens))
+
+
+def _kv_threshold(config: SaturationConfig) -> float:
+    value = finite(config.kv_cache_threshold)
+    return value if value is not None and value > 0 else _DEFAULT_KV_THRESHOLD
+
+
+def _tokens_in_use(rm: ReplicaMetrics) -> int:
+    # `ReplicaMetrics.tokens_in_use` with the usage clamped to [0, 1] *before* the product, which
+    # gives the same value for any sane usage but cannot overflow on an absurd finite one.
+    return round(min(1.0, _positive(rm.kv_usage)) * rm.kv_capacity_tokens)
+
+
+def _queue_count(rm: ReplicaMetrics) -> int:
+    # WVA's collector hands the analyzer an integer queue length.
+    return int(_positive(rm.queue_length))
+
+
+@dataclass(frozen=True, slots=True)
+class _Memory:
+    history: dict[str, tuple[K2Sample, ...]]
+    knowledge: dict[str, CapacityRecord]
+
+
+def _replica(
+    *,
+    rm: ReplicaMetrics,
+    variant: Variant,
+    model_id: str,
+    namespace: str,
+    config: SaturationConfig,
+    settings: CoreSettings,
+    memory: _Memory,
+    now: float,
+) -> tuple[ReplicaCapacity | None, _Memory]:
+    threshold = _kv_threshold(config)
+    queue = _queue_count(rm)
+    role = _role(variant.role)
+    queue_demand = waiting_queue_demand(
+        queue_length=queue,
+        avg_input=rm.avg_input_tokens,
+        avg_output=rm.avg_output_tokens,
+        role=role,
+    )
+    key = ck.knowledge_key(namespace=namespace, model_id=model_id, variant=variant.name)
+    stored = memory.knowledge.get(key)
+    total = rm.kv_capacity_tokens
+    if total <= 0:
+        capacity = _positive(stored.effective_capacity) if stored is not None else 0.0
+        k_eff = math.floor(capacity * threshold) if capacity * threshold < _INT64_LIMIT else 0
+        if k_eff <= 0:
+            return None, memory
+        usage = min(1.0, _positive(rm.kv_usage))
+        demand = math.floor(usage * k_eff) + queue_demand
+        fallback = ReplicaCapacity(
+            pod=rm.pod,
+            variant=variant.name,
+            k1=k_eff,
+            k2=k_eff,
+            k_eff=k_eff,
+            demand=demand,
+            source='P4-k1',
+            saturated=demand >= k_eff,
+        )
+        return fallback, memory
+
+    k1 = math.floor(total * threshold)
+    tokens = _tokens_in_use(rm)
+    history = memory.history
+    bucket = kh.output_bucket(avg_output_tokens=rm.avg_output_tokens)
+    hkey = kh.history_key(
+        model_id=model_id,
+        accelerator=variant.accelerator,
+        gpus_per_replica=variant.gpus_per_replica,
+        bucket=bucket,
+    )
+    queue_threshold = finite(config.queue_length_threshold)
+    engine = _engine_of(variant=variant, record=stored)
+    mean = kh.average(history=history, key=hkey, now=now, ttl=settings.k2_history_ttl)
+    derived = ck.capacity_from_params(
+        engine=engine, avg_input=rm.avg_input_tokens, avg_output=rm.avg_output_tokens
+    )
+    if queue_threshold is not None and queue >= int(queue_threshold) and tokens > 0:
+        k2, source = tokens, 'P1-obs'
+        history = kh.record(
+            history=history, key=hkey, value=float(tokens), now=now, window=settings.k2_window
+        )
+    elif mean is not None and mean > 0:
+        k2, source = math.floor(mean), 'P2-hist'
+    elif derived > 0:
+        k2, source = derived, 'P3-k2'
+    else:
+        k2, source = k1, 'P4-k1'
+    k_eff = min(k1, k2)
+    demand = tokens + queue_demand
+    knowledge = ck.record_live(
+        knowledge=memory.knowledge,
+        namespace=namespace,
+        model_id=model_id,
+        variant=variant.name,
+        accelerator=variant.accelerator,
+        gpus_per_replica=variant.gpus_per_replica,
+        effective_capacity=float(k_eff),
+        total_kv_capacity_tokens=total,
+        now=now,
+        engine=engine,
+    )
+    computed = ReplicaCapacity(
+        pod=rm.pod,
+        variant=variant.name,
+        k1=k1,
+        k2=k2,
+        k_eff=k_eff,
+        demand=demand,
+        source=source,
+        saturated=demand >= k_eff,
+    )
+    return computed, _Memory(history=history, knowledge=knowledge)
+
+
+def _engine_of(*, variant: Variant, record: CapacityRecord | None) -> EngineParams | None:
+    # The scale target's arguments are current; a record only remembers them.
+    if variant.engine is not None:
+        return variant.engine
+    return record.engine if record is not None else None
+
+
+def _instances_per_replica(
+    *, variant: Variant, instances: int, record: CapacityRecord | None
+) -> int:
+    engine = _engine_of(variant=variant, record=record)
+    if engine is not None and engine.data_parallel_size > 1:
+        return engine.data_parallel_size
+    ready = max(0, variant.current_replicas - max(0, variant.pending_replicas))
+    if ready > 0 and instances // ready > 1:
+        return instances // ready
+    return 1
+
+
+def _variant(
+    *,
+    variant: Variant,
+    instances: Sequence[ReplicaCapacity],
+    record: CapacityRecord | None,
+    knowledge: Mapping[str, CapacityRecord],
+    threshold: float,
+    averages: WorkloadAverages,
+) -> VariantCapacity:
+    count = len(instances)
+    per_unit = _instances_per_replica(variant=variant, instances=count, record=record)
+    if instances:
+        capacity = float(integer_median(values=[r.k_eff for r in instances]))
+        ordered = sorted(instances, key=lambda r: (r.k_eff, r.pod))
+        reason = ordered[(count - 1) // 2].source
+        live = -(-count // per_unit)
+        demand = math.fsum(float(r.demand) for r in instances)
+    else:
+        capacity, reason, live, demand = 0.0, 'no-data', 0, 0.0
+        if record is not None and _positive(record.effective_capacity) > 0:
+            capacity = ck.estimate_stored_capacity(
+                knowledge=knowledge,
+                record=record,
+                kv_cache_threshold=threshold,
+                avg_input=averages.avg_input,
+                avg_output=averages.avg_output,
+            )
+        elif variant.engine is not None:
+            other = ck.compatible(
+                knowledge=knowledge,
+                model_id=variant.model_id,
+                accelerator=variant.accelerator,
+                gpus_per_replica=variant.gpus_per_replica,
+                engine=variant.engine,
+            )
+            capacity = other.effective_capacity if other is not None else 0.0
+        if capacity > 0:
+            reason = 'P0-store'
+        else:
+            capacity = 0.0
+    return VariantCapacity(
+        variant=variant.name,
+        namespace=variant.namespace,
+        role=_role(variant.role),
+        cost=variant.cost,
+        accelerator=variant.accelerator,
+        gpus_per_replica=variant.gpus_per_replica,
+        min_replicas=variant.min_replicas,
+        max_replicas=variant.max_replicas,
+        current_replicas=variant.current_replicas,
+        per_replica_capacity=capacity * per_unit,
+        replica_count=live,
+        pending=max(0, variant.pending_replicas),
+        total_demand=demand,
+        reason=reason,
+    )
+
+
+def _totals(*, variants: Sequence[VariantCapacity], queue: float) -> Totals:
+    return Totals(
+        supply=math.fsum(v.replica_count * v.per_replica_capacity for v in variants),
+        anticipated_supply=math.fsum(
+            (v.replica_count + v.pending) * v.per_replica_capacity for v in variants
+        ),
+        demand=math.fsum(v.total_demand for v in variants) + queue,
+    )
+
+
+def analyze(
+    *,
+    model_id: str,
+    namespace: str,
+    variants: Sequence[Variant],
+    replicas: Sequence[ReplicaMetrics],
+    pool: PoolMetrics | None,
+    config: SaturationConfig,
+    settings: CoreSettings,
+    history: Mapping[str, tuple[K2Sample, ...]],
+    knowledge: Mapping[str, CapacityRecord],
+    now: float,
+) -> TokenAnalysis:
+    """Analyze one model (`replicas` already filtered to fresh metrics of its variants)."""
+    ordered_variants = sorted(variants, key=lambda v: (v.name, v.namespace))
+    by_name: dict[str, Variant] = {}
+    for v in ordered_variants:
+        by_name.setdefault(v.name, v)
+
+    known = ck.expire(knowledge=knowledge, now=now, ttl=settings.capacity_ttl)
+    for v in by_name.values():
+        known = ck.seed_from_deployment(
+            knowledge=known,
+            namespace=namespace,
+            model_id=model_id,
+            variant=v.name,
+            accelerator=v.accelerator,
+            gpus_per_replica=v.gpus_per_replica,
+            engine=v.engine,
+            now=now,
+        )
+    memory = _Memory(
+        history=kh.expire(history=history, now=now, ttl=settings.k2_history_ttl), knowledge=known
+    )
+
+    computed: list[ReplicaCapacity] = []
+    for rm in sorted(replicas, key=lambda r: (r.pod, r.variant, r.namespace)):
+        owner = by_name.get(rm.variant)
+        if owner is None:
+            continue
+        instance, memory = _replica(
+            rm=rm,
+            variant=owner,
+            model_id=model_id,
+            namespace=namespace,
+            config=config,
+            settings=settings,
+            memory=memory,
+            now=now,
+        )
+        if instance is not None:
+            computed.append(instance)
+
+    averages = workload_averages(replicas=replicas)
+    threshold = _kv_threshold(config)
+    capacities = tuple(
+        _variant(
+            variant=v,
+            instances=[r for r in computed if r.variant == v.name],
+            record=memory.knowledge.get(
+                ck.knowledge_key(namespace=namespace, model_id=model_id, variant=v.name)
+            ),
+            knowledge=memory.knowledge,
+            threshold=threshold,
+            averages=averages,
+        )
+        for v in by_name.values()
+    )
+
+    queue = scheduler_queue_demand(pool=pool, averages=averages)
+    present = {c.role for c in capacities}
+    roles: tuple[tuple[Role, Totals], ...] = ()
+    if any(role != 'both' for role in present):
+        roles = tuple(
+            (
+                role,
+                _totals(
+                    variants=[c for c in capacities if c.role == role],
+                    queue=queue.for_role(role),
+                ),
+            )
+            for role in ROLES
+            if role in present
+        )
+    result = AnalyzerResult(
+        analyzer=ANALYZER_NAME,
+        variants=capacities,
+        totals=_totals(variants=capacities, queue=queue.total),
+        roles=roles,
+        scale_up_threshold=config.scale_up_threshold,
+        scale_down_boundary=config.scale_down_boundary,
+        score=1.0,
+    )
+    return TokenAnalysis(
+        result=result,
+        history=memory.history,
+        knowledge=memory.knowledge,
+        replicas=tuple(computed),
+    )
