@@ -275,7 +275,8 @@ class CapacityRecord:
     """What is known of one variant's per-replica capacity, kept for when it has no replicas.
 
     `source` is `live` (measured from running replicas) or `deployment` (derived from the engine
-    arguments of the scale target). `k1` is the memory bound when known (0 when not).
+    arguments of the scale target). The memory bound k1 follows from `total_kv_capacity_tokens`
+    (0 when unknown) and the KV-cache threshold.
     """
 
     __pydantic_config__ = _STRICT_KEYS
