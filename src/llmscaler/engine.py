@@ -26,6 +26,7 @@ result depends only on the arguments: no clock, no I/O, iteration in sorted orde
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -49,7 +50,6 @@ from llmscaler.model import (
 )
 from llmscaler.optimize import cost_aware
 
-SATURATION_TOKEN = 'saturation-token'
 SATURATION_PERCENTAGE = 'saturation-percentage'
 
 
@@ -191,13 +191,12 @@ def _decide_model(
 
     saturation = model_config.saturation
     model_figures: tuple[tuple[str, float], ...] = ()
-    if saturation.analyzer_path == SATURATION_PERCENTAGE:
-        analyzer = SATURATION_PERCENTAGE
+    analyzer: str = saturation.analyzer_path
+    if analyzer == SATURATION_PERCENTAGE:
         targets = saturation_percentage.decide_percentage(
             variants=variants, replicas=fresh, config=saturation, desired=desired
         )
     else:
-        analyzer = SATURATION_TOKEN
         analysis = saturation_tokens.analyze(
             model_id=variants[0].model_id,
             namespace=variants[0].namespace,
@@ -294,6 +293,7 @@ def _token_targets(
 ) -> tuple[tuple[VariantTarget, ...], tuple[tuple[str, float], ...]]:
     """Threshold post-step, ballot and cost-aware optimizer for a token-based analysis."""
     saturation = model_config.saturation
+    result = _with_analyzer_overrides(result=result, model_config=model_config)
     variant = variants[0]
     live_key = (
         f'{group_key(model_id=variant.model_id, namespace=variant.namespace)}|{result.analyzer}'
@@ -336,3 +336,18 @@ def _saturation_votes(model_config: ModelConfig) -> bool:
     if not specs:
         return True
     return any(s.name.startswith('saturation') and s.enabled for s in specs)
+
+
+def _with_analyzer_overrides(
+    *, result: AnalyzerResult, model_config: ModelConfig
+) -> AnalyzerResult:
+    """Apply `analyzers[].scaleUpThreshold/scaleDownBoundary/score` of the saturation entry."""
+    for spec in model_config.saturation.analyzers:
+        if spec.name.startswith('saturation') and spec.enabled:
+            return dataclasses.replace(
+                result,
+                scale_up_threshold=spec.scale_up_threshold or result.scale_up_threshold,
+                scale_down_boundary=spec.scale_down_boundary or result.scale_down_boundary,
+                score=spec.score,
+            )
+    return result
