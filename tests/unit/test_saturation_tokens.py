@@ -458,7 +458,7 @@ def test_dp2_zero_replica_scales_stored_instance_capacity() -> None:
     assert out.result.variants[0].per_replica_capacity == 24000.0
 
 
-# --- model totals and the scheduler queue -----------------------------------------------------
+# --- model totals -----------------------------------------------------------------------------
 
 
 def test_scheduler_queue_with_bytes_and_hit_rate() -> None:
@@ -466,34 +466,6 @@ def test_scheduler_queue_with_bytes_and_hit_rate() -> None:
     # output = 10 × 50 = 500, Q = 1000; demand = 5000 + 1000 = 6000
     out = run([variant()], [replica(usage=0.3125, hit=0.5)], pool=pool(10, 4000))
     assert out.result.totals.demand == 6000.0
-
-
-def test_scheduler_queue_bytes_dominate() -> None:
-    # input = max(20000/4, 10 × 100) × 1 = 5000, output 500: 5000 + 5500 = 10500
-    out = run([variant()], [replica(usage=0.3125)], pool=pool(10, 20000))
-    assert out.result.totals.demand == 10500.0
-
-
-def test_model_level_means_use_replicas_with_token_data() -> None:
-    reps = [
-        replica('a', inp=100.0, out=50.0, hit=0.5),
-        replica('b', inp=300.0, out=150.0, hit=None),
-        replica('c', inp=None, out=None, hit=0.9),  # no token data: not in the means
-    ]
-    averages = stk.workload_averages(replicas=reps)
-    # Ī = 200, Ō = 100, h̄ = (0.5 + 0) / 2 = 0.25
-    assert averages == stk.WorkloadAverages(avg_input=200.0, avg_output=100.0, hit_rate=0.25)
-    queue = stk.scheduler_queue_demand(pool=pool(10), averages=averages)
-    # input = 10 × 200 × 0.75 = 1500, output = 10 × 100 = 1000
-    assert (queue.input_tokens, queue.output_tokens, queue.total) == (1500.0, 1000.0, 2500.0)
-
-
-@pytest.mark.parametrize(
-    'bad', [None, pool(math.nan, math.nan), pool(-5, -100), pool(0, 0), pool(math.inf)]
-)
-def test_scheduler_queue_bad_or_empty_is_zero(bad: PoolMetrics | None) -> None:
-    averages = stk.WorkloadAverages(avg_input=100.0, avg_output=50.0)
-    assert stk.scheduler_queue_demand(pool=bad, averages=averages).total == 0.0
 
 
 def test_pending_counts_as_anticipated_supply() -> None:

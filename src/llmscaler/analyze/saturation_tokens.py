@@ -18,12 +18,12 @@ What it computes, per engine instance with `cache_config_info` (KV tokens > 0):
   path does not write the store: its k_eff is already thresholded, and storing it would shrink
   the capacity by the threshold again every cycle;
 - every other computed instance writes a live capacity record.
+Tokens in use are `ReplicaMetrics.tokens_in_use` (round(KV usage clamped to [0, 1] × KV tokens)).
 Per variant: integer median of k_eff (even count: truncated mean of the two middle values), the
 k2 label of the lower-median instance, summed demand; without live instances the stored knowledge
-("P0-store"), or `no-data` with capacity 0. Model totals add the scheduler (EPP) queue demand:
-inputTok = max(bytes/4, q·Ī)·(1 − h̄), outputTok = q·Ō, with model-level means over instances
-that report token lengths; roles get prefill → inputTok, decode → inputTok + outputTok, both →
-both, and a role without variants gets nothing.
+("P0-store"), or `no-data` with capacity 0. Model totals add the scheduler (EPP) queue demand and
+the model-level workload means from `scheduler_queue` (wva.md §4.3); each role present gets its
+share (`QueueDemand.for_role`), and a role without variants gets nothing.
 
 Deliberate departures from WVA, each an upstream defect fix:
 - UNITS (#1476, design.md §4): capacities and counts are in scale-target replicas. When a replica
@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 from llmscaler.analyze import capacity_knowledge as ck
 from llmscaler.analyze import k2_history as kh
+from llmscaler.analyze import scheduler_queue as sq
 from llmscaler.analyze.types import AnalyzerResult, Totals, VariantCapacity
 from llmscaler.config.types import CoreSettings, SaturationConfig
 from llmscaler.model import (
@@ -65,8 +66,6 @@ from llmscaler.model import (
 )
 
 ANALYZER_NAME = 'saturation-token'
-BYTES_PER_TOKEN = 4.0
-"""WVA `BytesPerToken`: a conservative characters-per-token figure for the queue bytes."""
 
 _INT64_LIMIT = float(2**63)
 _DEFAULT_KV_THRESHOLD = SaturationConfig().kv_cache_threshold
@@ -85,33 +84,6 @@ class ReplicaCapacity:
     source: str
     """`P1-obs`, `P2-hist`, `P3-k2` or `P4-k1`."""
     saturated: bool
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadAverages:
-    """Model-level means over the instances that report token lengths."""
-
-    avg_input: float = 0.0
-    avg_output: float = 0.0
-    hit_rate: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class QueueDemand:
-    """Token demand of the scheduler (EPP flow-control) queue."""
-
-    input_tokens: float = 0.0
-    output_tokens: float = 0.0
-
-    @property
-    def total(self) -> float:
-        return self.input_tokens + self.output_tokens
-
-    def for_role(self, role: Role) -> float:
-        """Prefill stores the prompts; decode receives them and generates; both does all."""
-        if role == 'prefill':
-            return self.input_tokens
-        return self.total
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,55 +135,9 @@ def waiting_queue_demand(
     return int(product)
 
 
-def workload_averages(*, replicas: Sequence[ReplicaMetrics]) -> WorkloadAverages:
-    """Means of I, O and the prefix-cache hit rate over instances with I > 0 or O > 0.
-
-    As in WVA, an instance without a hit rate counts as 0 (no discount); a hit rate outside
-    [0, 1] is dropped (0), as the collector does.
-    """
-    inputs: list[float] = []
-    outputs: list[float] = []
-    hits: list[float] = []
-    for rm in sorted(replicas, key=lambda r: (r.pod, r.variant)):
-        inp, out = _positive(rm.avg_input_tokens), _positive(rm.avg_output_tokens)
-        if inp <= 0 and out <= 0:
-            continue
-        hit = finite(rm.prefix_cache_hit_rate)
-        inputs.append(inp)
-        outputs.append(out)
-        hits.append(hit if hit is not None and 0 <= hit <= 1 else 0.0)
-    if not inputs:
-        return WorkloadAverages()
-    n = len(inputs)
-    return WorkloadAverages(
-        avg_input=math.fsum(inputs) / n,
-        avg_output=math.fsum(outputs) / n,
-        hit_rate=math.fsum(hits) / n,
-    )
-
-
-def scheduler_queue_demand(*, pool: PoolMetrics | None, averages: WorkloadAverages) -> QueueDemand:
-    """inputTok = max(bytes / 4, q·Ī) × (1 − h̄), outputTok = q·Ō (wva.md §4.3)."""
-    if pool is None:
-        return QueueDemand()
-    size, size_bytes = _positive(pool.queue_size), _positive(pool.queue_bytes)
-    if size <= 0 and size_bytes <= 0:
-        return QueueDemand()
-    input_tokens = max(size_bytes / BYTES_PER_TOKEN, size * averages.avg_input)
-    input_tokens *= 1 - averages.hit_rate
-    output_tokens = size * averages.avg_output
-    return QueueDemand(input_tokens=_positive(input_tokens), output_tokens=_positive(output_tokens))
-
-
 def _kv_threshold(config: SaturationConfig) -> float:
     value = finite(config.kv_cache_threshold)
     return value if value is not None and value > 0 else _DEFAULT_KV_THRESHOLD
-
-
-def _tokens_in_use(rm: ReplicaMetrics) -> int:
-    # `ReplicaMetrics.tokens_in_use` with the usage clamped to [0, 1] *before* the product, which
-    # gives the same value for any sane usage but cannot overflow on an absurd finite one.
-    return round(min(1.0, _positive(rm.kv_usage)) * rm.kv_capacity_tokens)
 
 
 def _queue_count(rm: ReplicaMetrics) -> int:
@@ -268,7 +194,7 @@ def _replica(
         return fallback, memory
 
     k1 = math.floor(total * threshold)
-    tokens = _tokens_in_use(rm)
+    tokens = rm.tokens_in_use
     history = memory.history
     bucket = kh.output_bucket(avg_output_tokens=rm.avg_output_tokens)
     hkey = kh.history_key(
@@ -347,7 +273,7 @@ def _variant(
     record: CapacityRecord | None,
     knowledge: Mapping[str, CapacityRecord],
     threshold: float,
-    averages: WorkloadAverages,
+    averages: sq.WorkloadAverages,
 ) -> VariantCapacity:
     count = len(instances)
     per_unit = _instances_per_replica(variant=variant, instances=count, record=record)
@@ -461,7 +387,7 @@ def analyze(
         if instance is not None:
             computed.append(instance)
 
-    averages = workload_averages(replicas=replicas)
+    averages = sq.workload_averages(replicas=replicas)
     threshold = _kv_threshold(config)
     capacities = tuple(
         _variant(
@@ -477,7 +403,7 @@ def analyze(
         for v in by_name.values()
     )
 
-    queue = scheduler_queue_demand(pool=pool, averages=averages)
+    queue = sq.scheduler_queue_demand(pool=pool, averages=averages)
     present = {c.role for c in capacities}
     roles: tuple[tuple[Role, Totals], ...] = ()
     if any(role != 'both' for role in present):
