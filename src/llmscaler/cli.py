@@ -54,10 +54,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _load_config(path: Path | None) -> tuple[Config, list[str]]:
+    """The configuration and its fatal problems; warnings are printed and do not stop the run."""
     if path is None:
         return Config(), []
     config, errors = config_file.load_config_file(path=str(path))
-    return config, [str(e) for e in errors]
+    for warning in (e for e in errors if e.warning):
+        print(f'llmscaler: warning: {warning}', file=sys.stderr)
+    return config, [str(e) for e in errors if not e.warning]
 
 
 def _decide(args: argparse.Namespace) -> int:

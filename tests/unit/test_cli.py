@@ -88,7 +88,7 @@ def bad_input(tmp_path: Path, text: str) -> Path:
         ('{"variants": [{"name": "a", "namespace": "n", "model_id": "m", "cots": 1}]}',
          'variants.0.cots: Unexpected keyword argument'),
         ('{"replicas": [{"pod": "p", "variant": "a", "namespace": "n"}]}',
-         'replicas.0.observed_at: Missing required argument'),
+         'replicas.0.observed_at: Field required'),
         ('{"variants": [{"name": "a", "namespace": "n", "model_id": "m", "role": "x"}]}',
          "variants.0.role: Input should be 'both', 'prefill' or 'decode'"),
     ],
@@ -171,3 +171,22 @@ def test_console_script_runs() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)['decisions']
+
+
+def test_config_warning_is_printed_but_not_fatal(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / 'config.yaml'
+    config.write_text(
+        'configMaps:\n'
+        '  - metadata: {name: wva-model-scale-to-zero-config}\n'
+        '    data:\n'
+        '      default: |\n'
+        '        enable_scale_to_zero: true\n'
+        '        retention_period: 48h\n'
+    )
+    code, out, err = run(capsys, 'decide', '--snapshot', str(TWO), '--config', str(config))
+    assert code == 0
+    assert json.loads(out)['decisions']
+    assert 'warning' in err
+    assert 'retention_period' in err

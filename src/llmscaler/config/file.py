@@ -1,0 +1,250 @@
+"""The `--config FILE` of the CLI: settings and ConfigMaps from one YAML or JSON file.
+
+Why: offline use (`llmscaler decide`, `simulate`) and tests need the cluster's configuration
+without a cluster. The file is parsed as YAML, which also covers JSON, and may take two forms:
+
+(a) a mapping `{settings: {KEY: value, ...}, configMaps: [<ConfigMap objects>]}` (both optional);
+(b) ConfigMap objects as `kubectl get cm -o yaml` prints them: one or more YAML documents, each a
+    ConfigMap or a `kind: List` of them (a bare top-level list, the JSON habit, is accepted too).
+    Settings then come from the environment only (plus the manager ConfigMap, below).
+
+A ConfigMap object has `metadata.name`, `metadata.namespace` (default: the controller namespace)
+and `data`. Only the three WVA ConfigMaps are used by `build_config`; `wva-manager-config` and
+`llmscaler-config` in the controller namespace feed the ConfigMap layer of `load_settings` (keys of
+`llmscaler-config` win over `wva-manager-config`), either as data keys or as a YAML file held
+under a `*.yaml` key (WVA mounts its manager ConfigMap as `config.yaml`); every other ConfigMap
+is ignored, so a whole `kubectl get cm -A -o yaml` dump can be given. An empty file is an empty
+configuration. Precedence of settings: env > file `settings` >
+manager ConfigMap > defaults (the CLI layer is applied by the caller).
+
+`env=None` reads the process environment; pass a mapping to stay independent of it.
+
+What fails: a file that does not exist, cannot be read, is not UTF-8, does not parse as YAML, or
+whose top level has the wrong shape raises `ConfigFileError` with one line
+`<path>: <where>: <why>`. Problems inside it (a malformed ConfigMap object, a non-string data
+value, a bad entry or setting) are returned as `ConfigError`s and the valid rest loads.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import yaml
+
+from llmscaler.config.build import build_config
+from llmscaler.config.configmaps import (
+    QUEUEING_CONFIGMAP,
+    SATURATION_CONFIGMAP,
+    SCALE_TO_ZERO_CONFIGMAP,
+    ConfigMapSource,
+    load_yaml_documents,
+    yaml_error_text,
+)
+from llmscaler.config.errors import ConfigError, ConfigFileError, show_value
+from llmscaler.config.settings import load_settings
+from llmscaler.config.types import Config
+
+MANAGER_CONFIGMAPS = ('wva-manager-config', 'llmscaler-config')
+"""Manager-settings ConfigMaps, lowest precedence first."""
+
+_SCALING_CONFIGMAPS = (SATURATION_CONFIGMAP, SCALE_TO_ZERO_CONFIGMAP, QUEUEING_CONFIGMAP)
+_FORM_A_KEYS = frozenset({'settings', 'configMaps'})
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, 'rb') as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        raise ConfigFileError(path=path, where='open', why='no such file') from None
+    except IsADirectoryError:
+        raise ConfigFileError(path=path, where='open', why='is a directory') from None
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        raise ConfigFileError(path=path, where='open', why=why) from None
+    try:
+        return raw.decode('utf-8-sig')
+    except UnicodeDecodeError as exc:
+        why = 'not UTF-8 text'
+        raise ConfigFileError(path=path, where=f'byte offset {exc.start}', why=why) from None
+
+
+def _documents(path: str, text: str) -> list[object]:
+    try:
+        return load_yaml_documents(text=text)
+    except yaml.YAMLError as exc:
+        where, problem = yaml_error_text(error=exc)
+        why = f'does not parse as YAML: {problem}'
+        raise ConfigFileError(path=path, where=where or 'YAML', why=why) from None
+
+
+def _shape(
+    path: str, docs: list[object]
+) -> tuple[Mapping[object, object], list[tuple[str, object]]]:
+    """(the `settings` mapping, [(where, ConfigMap object)]) or ConfigFileError."""
+    if len(docs) == 1 and isinstance(docs[0], list):
+        return {}, [(f'[{i}]', obj) for i, obj in enumerate(docs[0])]
+    if len(docs) == 1 and isinstance(docs[0], dict) and 'kind' not in docs[0]:
+        top = docs[0]
+        unknown = sorted(str(key) for key in top if key not in _FORM_A_KEYS)
+        if unknown:
+            why = (
+                f'unknown top-level key {unknown[0]!r}; expected settings and configMaps, '
+                'or ConfigMap objects'
+            )
+            raise ConfigFileError(path=path, where='top level', why=why)
+        settings = top.get('settings') or {}
+        if not isinstance(settings, dict):
+            raise ConfigFileError(path=path, where='settings', why='must be a mapping')
+        objects = top.get('configMaps') or []
+        if not isinstance(objects, list):
+            raise ConfigFileError(path=path, where='configMaps', why='must be a list')
+        return settings, [(f'configMaps[{i}]', obj) for i, obj in enumerate(objects)]
+    found: list[tuple[str, object]] = []
+    for number, doc in enumerate(docs, start=1):
+        where = f'document {number}'
+        kind = doc.get('kind') if isinstance(doc, dict) else None
+        if not isinstance(doc, dict) or kind is None:
+            why = 'expected a ConfigMap, a List of ConfigMaps, or {settings, configMaps}'
+            raise ConfigFileError(path=path, where=where, why=why)
+        if kind == 'List':
+            items = doc.get('items') or []
+            if not isinstance(items, list):
+                raise ConfigFileError(path=path, where=f'{where}: items', why='must be a list')
+            found.extend((f'{where}: items[{i}]', item) for i, item in enumerate(items))
+        else:
+            found.append((where, doc))
+    return {}, found
+
+
+def _configmap(
+    path: str, where: str, obj: object, controller_namespace: str
+) -> tuple[ConfigMapSource | None, list[ConfigError]]:
+    def problem(message: str, value: object = None) -> tuple[None, list[ConfigError]]:
+        shown = '' if value is None else show_value(value)
+        return None, [ConfigError(source=path, key=where, value=shown, message=message)]
+
+    if not isinstance(obj, dict):
+        return problem('not a ConfigMap object (expected a mapping)', obj)
+    kind = obj.get('kind', 'ConfigMap')
+    if kind != 'ConfigMap':
+        return problem(f'not a ConfigMap (kind {kind!r}); ignored')
+    metadata = obj.get('metadata')
+    if not isinstance(metadata, dict):
+        return problem('metadata is missing')
+    name = metadata.get('name')
+    if not isinstance(name, str) or not name:
+        return problem('metadata.name is missing')
+    namespace = metadata.get('namespace') or controller_namespace
+    if not isinstance(namespace, str):
+        return problem('metadata.namespace must be a string', namespace)
+    if name not in _SCALING_CONFIGMAPS and name not in MANAGER_CONFIGMAPS:
+        return None, []
+    data = obj.get('data') or {}
+    if not isinstance(data, dict):
+        return problem(f'{namespace}/{name}: data must be a mapping', data)
+    clean: dict[str, str] = {}
+    errors: list[ConfigError] = []
+    for key in sorted(data, key=str):
+        value = data[key]
+        if isinstance(key, str) and isinstance(value, str):
+            clean[key] = value
+            continue
+        errors.append(
+            ConfigError(
+                source=f'{namespace}/{name}',
+                key=str(key),
+                value=show_value(value),
+                message='ConfigMap data keys and values must be strings (quote the value)',
+            )
+        )
+    return ConfigMapSource(name=name, namespace=namespace, data=clean), errors
+
+
+def _setting_text(value: object) -> str:
+    if isinstance(value, bool):
+        return 'true' if value else 'false'
+    return str(value)
+
+
+def _manager_settings(configmap: ConfigMapSource) -> tuple[dict[str, str], list[ConfigError]]:
+    """Settings of a manager ConfigMap: its keys, or the YAML file held under a `*.yaml` key.
+
+    WVA mounts `wva-manager-config` as `config.yaml`; env-style ConfigMaps hold the keys
+    directly. Keys given directly win over the same key inside an embedded file.
+    """
+    embedded: dict[str, str] = {}
+    direct: dict[str, str] = {}
+    errors: list[ConfigError] = []
+    for key in sorted(configmap.data):
+        text = configmap.data[key]
+        if not key.endswith(('.yaml', '.yml', '.json')):
+            direct[key] = text
+            continue
+        try:
+            docs = load_yaml_documents(text=text)
+        except yaml.YAMLError as exc:
+            where, problem = yaml_error_text(error=exc)
+            message = f'YAML does not parse ({where}): {problem}' if where else problem
+            errors.append(ConfigError(source=configmap.source, key=key, message=message))
+            continue
+        if len(docs) > 1 or (docs and not isinstance(docs[0], dict)):
+            message = 'an embedded settings file must be one YAML mapping'
+            errors.append(ConfigError(source=configmap.source, key=key, message=message))
+            continue
+        for doc in docs:
+            if isinstance(doc, dict):
+                embedded.update({str(k): _setting_text(v) for k, v in doc.items()})
+    return {**embedded, **direct}, errors
+
+
+def load_config_file(
+    *,
+    path: str,
+    controller_namespace: str = 'workload-variant-autoscaler-system',
+    env: Mapping[str, str] | None = None,
+) -> tuple[Config, tuple[ConfigError, ...]]:
+    """The `Config` described by the file at `path`, and every entry-level problem in it."""
+    docs = _documents(path, _read(path))
+    file_settings, objects = _shape(path, docs)
+    errors: list[ConfigError] = []
+    scaling: list[ConfigMapSource] = []
+    manager: dict[str, str] = {}
+    managers: dict[str, ConfigMapSource] = {}
+    for where, obj in objects:
+        configmap, problems = _configmap(path, where, obj, controller_namespace)
+        errors.extend(problems)
+        if configmap is None:
+            continue
+        if configmap.name in _SCALING_CONFIGMAPS:
+            scaling.append(configmap)
+        elif configmap.namespace != controller_namespace:
+            errors.append(
+                ConfigError(
+                    source=configmap.source,
+                    message=f'manager settings are read only from namespace '
+                    f'{controller_namespace!r}; ignored',
+                )
+            )
+        elif configmap.name in managers:
+            errors.append(ConfigError(source=configmap.source, message='given twice; first used'))
+        else:
+            managers[configmap.name] = configmap
+    for name in MANAGER_CONFIGMAPS:
+        if name in managers:
+            found, problems = _manager_settings(managers[name])
+            manager.update(found)
+            errors.extend(problems)
+    settings, settings_errors = load_settings(
+        cli={},
+        env=dict(os.environ) if env is None else env,
+        file={str(key): value for key, value in file_settings.items()},
+        configmap=manager,
+        file_source=f'{path}: settings',
+        configmap_source=f'{controller_namespace}/{"+".join(sorted(managers)) or "manager"}',
+    )
+    config, build_errors = build_config(
+        configmaps=scaling, settings=settings, controller_namespace=controller_namespace
+    )
+    return config, (*errors, *settings_errors, *build_errors)
