@@ -22,7 +22,14 @@ from collections.abc import Callable
 
 from llmscaler.config.types import Config, ModelConfig, SaturationConfig
 from llmscaler.engine import decide
-from llmscaler.model import EMPTY_STATE, EngineParams, PoolMetrics, ReplicaMetrics, Snapshot, Variant
+from llmscaler.model import (
+    EMPTY_STATE,
+    EngineParams,
+    PoolMetrics,
+    ReplicaMetrics,
+    Snapshot,
+    Variant,
+)
 
 NOW = 100_000.0
 ACCELERATORS = (('h100', 3.90, 27_500), ('a100', 3.67, 27_500), ('l40s', 1.90, 11_500))

@@ -30,7 +30,14 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from llmscaler.analyze import ballot, saturation_percentage, saturation_tokens, thresholds
+from llmscaler.analyze import (
+    ballot,
+    capacity_knowledge,
+    k2_history,
+    saturation_percentage,
+    saturation_tokens,
+    thresholds,
+)
 from llmscaler.analyze.types import AnalyzerResult, VariantTarget
 from llmscaler.config.types import Config, CoreSettings, ModelConfig
 from llmscaler.enforce import bounds, scale_to_zero
@@ -109,7 +116,8 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
     Parameters:
         snapshot: variants, per-replica metrics and pool metrics, as the adapters saw them.
         config: the resolved configuration; `config.model()` gives each model's settings.
-        state: the memory returned by the previous call (`EMPTY_STATE` at start).
+        state: the memory returned by the previous call (`EMPTY_STATE` at start); its k2 history
+            and capacity knowledge older than their TTLs are dropped once, here.
         now: the current time in seconds, on the same clock as the metrics' `observed_at`.
     """
     settings = config.settings
@@ -121,9 +129,14 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
         replicas_by_variant.setdefault(replica.variant_key, []).append(replica)
     pools = {pool.group: pool for pool in snapshot.pools}
 
+    # Expired once per cycle, not per model: the analyzers read the memory as given.
     memory = _Memory(
-        history=state.k2_history_map(),
-        knowledge=state.capacity_map(),
+        history=k2_history.expire(
+            history=state.k2_history_map(), now=now, ttl=settings.k2_history_ttl
+        ),
+        knowledge=capacity_knowledge.expire(
+            knowledge=state.capacity_map(), now=now, ttl=settings.capacity_ttl
+        ),
         last_desired=state.last_desired_map(),
         last_informative=state.last_informative_map(),
     )
@@ -209,8 +222,8 @@ def _decide_model(
             knowledge=memory.knowledge,
             now=now,
         )
-        memory.history = dict(analysis.history)
-        memory.knowledge = dict(analysis.knowledge)
+        memory.history.update(analysis.history_updates)
+        memory.knowledge.update(analysis.knowledge_updates)
         targets, model_figures = _token_targets(
             result=analysis.result,
             variants=variants,

@@ -67,7 +67,9 @@ def replica_of(
 @st.composite
 def snapshots(draw: st.DrawFn, *, now: float = NOW) -> Snapshot:
     """1-3 models of 1-3 variants each, every ready replica with fresh metrics."""
-    models = draw(st.lists(st.sampled_from(['m1', 'm2', 'm3']), min_size=1, max_size=3, unique=True))
+    models = draw(
+        st.lists(st.sampled_from(['m1', 'm2', 'm3']), min_size=1, max_size=3, unique=True)
+    )
     variants: list[Variant] = []
     replicas: list[ReplicaMetrics] = []
     pools: list[PoolMetrics] = []

@@ -103,7 +103,7 @@ def test_capacity_from_params_without_engine() -> None:
 
 def test_seed_from_deployment_builds_a_deployment_record() -> None:
     engine = EngineParams(num_gpu_blocks_override=1875, block_size=16)
-    seeded = ck.seed_from_deployment(
+    record = ck.seed_from_deployment(
         knowledge={},
         namespace='ns',
         model_id='m',
@@ -113,7 +113,8 @@ def test_seed_from_deployment_builds_a_deployment_record() -> None:
         engine=engine,
         now=42.0,
     )
-    record = seeded[key('v')]
+    assert record is not None
+    assert (record.namespace, record.model_id, record.variant) == ('ns', 'm', 'v')
     assert record.source == 'deployment'
     assert record.effective_capacity == 8192.0  # the default max_num_batched_tokens
     assert record.total_kv_capacity_tokens == 30000  # 1875 blocks × 16 tokens
@@ -132,7 +133,8 @@ def test_seed_without_override_has_unknown_kv_size_and_needs_engine() -> None:
         engine=DEFAULTS,
         now=0.0,
     )
-    assert seeded[key('v')].total_kv_capacity_tokens == 0
+    assert seeded is not None
+    assert seeded.total_kv_capacity_tokens == 0
     none = ck.seed_from_deployment(
         knowledge={},
         namespace='ns',
@@ -143,16 +145,15 @@ def test_seed_without_override_has_unknown_kv_size_and_needs_engine() -> None:
         engine=None,
         now=0.0,
     )
-    assert none == {}
+    assert none is None
 
 
 def test_seed_never_overwrites_live_but_refreshes_deployment() -> None:
     existing = {key('a'): live('a', 40000.0), key('b'): deployment('b')}
     newer = EngineParams(max_num_batched_tokens=4096)
-    seeded = existing
-    for variant in ('a', 'b'):
-        seeded = ck.seed_from_deployment(
-            knowledge=seeded,
+    seeded = {
+        variant: ck.seed_from_deployment(
+            knowledge=existing,
             namespace='ns',
             model_id='m',
             variant=variant,
@@ -161,8 +162,13 @@ def test_seed_never_overwrites_live_but_refreshes_deployment() -> None:
             engine=newer,
             now=10.0,
         )
-    assert seeded[key('a')] == existing[key('a')]
-    assert seeded[key('b')].effective_capacity == 4096.0
+        for variant in ('a', 'b')
+    }
+    assert seeded['a'] is None  # live: nothing to write
+    refreshed = seeded['b']
+    assert refreshed is not None
+    assert (refreshed.source, refreshed.effective_capacity) == ('deployment', 4096.0)
+    assert (refreshed.updated_at, refreshed.engine) == (10.0, newer)
     assert existing[key('b')].effective_capacity == 8192.0  # the input is untouched
 
 
@@ -180,9 +186,43 @@ def test_record_live_preserves_engine_params() -> None:
         total_kv_capacity_tokens=16000,
         now=5.0,
     )
-    record = after[key('v')]
-    assert (record.source, record.effective_capacity, record.engine) == ('live', 12800.0, engine)
+    assert after is not None
+    assert (after.source, after.effective_capacity, after.engine) == ('live', 12800.0, engine)
+    assert (after.variant, after.total_kv_capacity_tokens, after.updated_at) == ('v', 16000, 5.0)
     assert before[key('v')].source == 'deployment'
+
+
+def test_record_live_keeps_a_given_engine_and_needs_no_previous_record() -> None:
+    given_engine = EngineParams(max_num_seqs=32)
+    before = {key('v'): deployment('v', engine=EngineParams(max_num_seqs=64))}
+    after = ck.record_live(
+        knowledge=before,
+        namespace='ns',
+        model_id='m',
+        variant='v',
+        accelerator='H100',
+        gpus_per_replica=1,
+        effective_capacity=12800.0,
+        total_kv_capacity_tokens=-5,
+        now=5.0,
+        engine=given_engine,
+    )
+    assert after is not None
+    # The given engine wins over the stored one; a negative KV size is stored as 0.
+    assert (after.engine, after.total_kv_capacity_tokens) == (given_engine, 0)
+    fresh = ck.record_live(
+        knowledge={},
+        namespace='ns',
+        model_id='m',
+        variant='v',
+        accelerator='H100',
+        gpus_per_replica=1,
+        effective_capacity=100.0,
+        total_kv_capacity_tokens=200,
+        now=5.0,
+    )
+    assert fresh is not None
+    assert (fresh.source, fresh.effective_capacity, fresh.engine) == ('live', 100.0, None)
 
 
 @pytest.mark.parametrize('capacity', [math.nan, math.inf, 0.0, -1.0])
@@ -199,7 +239,7 @@ def test_record_live_rejects_capacity_without_meaning(capacity: float) -> None:
         total_kv_capacity_tokens=16000,
         now=5.0,
     )
-    assert after == before
+    assert after is None  # nothing to write: the deployment record stays
 
 
 def test_expire_after_seven_days_by_default() -> None:

@@ -126,7 +126,9 @@ def test_bad_state_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     assert 'state.json: last_desired.0.1' in err
 
 
-def test_invalid_configmap_entry_is_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_invalid_configmap_entry_is_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     config = tmp_path / 'config.yaml'
     config.write_text(
         'configMaps:\n'

@@ -27,7 +27,9 @@ from llmscaler.engine import decide, freshness
 from llmscaler.model import (
     EMPTY_STATE,
     Action,
+    CapacityRecord,
     Decision,
+    K2Sample,
     PoolMetrics,
     ReplicaMetrics,
     Snapshot,
@@ -158,9 +160,7 @@ def test_scale_to_zero_steps_down_to_one_first() -> None:
 
 
 def test_unknown_request_count_never_allows_zero() -> None:
-    outcome = decide(
-        snapshot=idle_snapshot(count=None), config=ZERO_ON, state=EMPTY_STATE, now=NOW
-    )
+    outcome = decide(snapshot=idle_snapshot(count=None), config=ZERO_ON, state=EMPTY_STATE, now=NOW)
     assert all(d.target >= 1 for d in outcome.decisions)
 
 
@@ -289,8 +289,11 @@ def test_pending_replicas_count_as_supply(snapshot: Snapshot, config: Config) ->
         else v
         for v in snapshot.variants
     )
+    # The next cycle sees the same load, scraped 30 s later.
     second = decide(
-        snapshot=dataclasses.replace(snapshot, variants=started),
+        snapshot=dataclasses.replace(
+            snapshot, variants=started, replicas=shift(snapshot, ages=-30).replicas
+        ),
         config=config,
         state=first.state,
         now=NOW + 30,
@@ -322,3 +325,32 @@ def test_state_round_trips_through_decide() -> None:
     assert isinstance(outcome.state, State)
     # Knowledge of both variants is kept for when they have no replicas.
     assert {key.split('|')[-1] for key, _ in outcome.state.capacity} == {'cheap', 'expensive'}
+
+
+def test_decide_expires_old_history_and_knowledge() -> None:
+    day, week = 24 * 3600.0, 7 * 24 * 3600.0
+    old = State(
+        k2_history=(('m|H100|1|short', (K2Sample(value=5000.0, at=NOW - day - 1),)),),
+        capacity=(
+            (
+                'other|m|gone',
+                CapacityRecord(
+                    namespace='other',
+                    model_id='m',
+                    variant='gone',
+                    accelerator='H100',
+                    gpus_per_replica=1,
+                    effective_capacity=9000.0,
+                    total_kv_capacity_tokens=20000,
+                    source='live',
+                    updated_at=NOW - week - 1,
+                ),
+            ),
+        ),
+    )
+    for config in (Config(), TOKEN):
+        state = decide(snapshot=idle_snapshot(), config=config, state=old, now=NOW).state
+        assert state.k2_history == ()
+        assert 'other|m|gone' not in dict(state.capacity)
+    kept = decide(snapshot=Snapshot(), config=TOKEN, state=old, now=NOW - 2).state
+    assert kept == old

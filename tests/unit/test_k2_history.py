@@ -45,30 +45,56 @@ def test_history_key_format() -> None:
     assert key == 'llama|H100|2|long'
 
 
-def test_record_appends_without_mutating_input() -> None:
-    before = {'k': (K2Sample(value=8000.0, at=0.0),)}
+def put(
+    history: dict[str, tuple[K2Sample, ...]], key: str, value: float, now: float, window: int
+) -> None:
+    """Record into `history` the way the analyzer does: write the returned samples, if any."""
+    samples = kh.record(history=history, key=key, value=value, now=now, window=window)
+    if samples is not None:
+        history[key] = samples
+
+
+def test_record_returns_the_new_samples_of_the_key_only() -> None:
+    before = {
+        'k': (K2Sample(value=8000.0, at=0.0),),
+        'other': (K2Sample(value=1.0, at=0.0),),
+    }
     after = kh.record(history=before, key='k', value=6000.0, now=30.0, window=10)
-    assert before == {'k': (K2Sample(value=8000.0, at=0.0),)}
-    assert after['k'] == (K2Sample(value=8000.0, at=0.0), K2Sample(value=6000.0, at=30.0))
+    assert after == (K2Sample(value=8000.0, at=0.0), K2Sample(value=6000.0, at=30.0))
+    # The input is untouched, the other key included.
+    assert before == {
+        'k': (K2Sample(value=8000.0, at=0.0),),
+        'other': (K2Sample(value=1.0, at=0.0),),
+    }
+
+
+def test_record_of_a_new_key_starts_a_window() -> None:
+    assert kh.record(history={}, key='k', value=5.0, now=7.0, window=10) == (
+        K2Sample(value=5.0, at=7.0),
+    )
 
 
 def test_record_keeps_the_last_window_samples() -> None:
     history: dict[str, tuple[K2Sample, ...]] = {}
     for i in range(1, 13):
-        history = kh.record(history=history, key='k', value=float(i), now=float(i), window=10)
+        put(history, 'k', float(i), float(i), 10)
     # 12 samples recorded, window 10 -> samples 3..12 survive.
     assert [s.value for s in history['k']] == [float(i) for i in range(3, 13)]
 
 
 def test_record_window_below_one_keeps_one_sample() -> None:
-    history = kh.record(history={}, key='k', value=1.0, now=0.0, window=0)
-    history = kh.record(history=history, key='k', value=2.0, now=1.0, window=0)
+    history: dict[str, tuple[K2Sample, ...]] = {}
+    put(history, 'k', 1.0, 0.0, 0)
+    put(history, 'k', 2.0, 1.0, 0)
     assert history['k'] == (K2Sample(value=2.0, at=1.0),)
 
 
 @pytest.mark.parametrize('value', [math.nan, math.inf, -math.inf, 0.0, -3.0])
 def test_record_ignores_values_without_capacity(value: float) -> None:
-    assert kh.record(history={}, key='k', value=value, now=0.0, window=10) == {}
+    # None: nothing to write, whether or not the key already has samples.
+    assert kh.record(history={}, key='k', value=value, now=0.0, window=10) is None
+    history = {'k': (K2Sample(value=8000.0, at=0.0),)}
+    assert kh.record(history=history, key='k', value=value, now=0.0, window=10) is None
 
 
 def test_average_is_the_mean_of_unexpired_samples() -> None:
@@ -113,8 +139,10 @@ samples = st.lists(
 def test_record_never_exceeds_window(values: list[tuple[float, float]], window: int) -> None:
     history: dict[str, tuple[K2Sample, ...]] = {}
     for value, at in values:
-        history = kh.record(history=history, key='k', value=value, now=at, window=window)
+        put(history, 'k', value, at, window)
     assert len(history.get('k', ())) == min(window, len(values))
+    # The window holds the most recent samples, in recording order.
+    assert [s.value for s in history.get('k', ())] == [v for v, _ in values][-window:]
 
 
 @given(samples, st.floats(min_value=0.0, max_value=2e6), st.floats(min_value=1.0, max_value=1e6))

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmscaler.analyze import capacity_knowledge as ck
+from llmscaler.analyze import k2_history as kh
 from llmscaler.analyze import saturation_tokens as stk
 from llmscaler.config.types import CoreSettings, SaturationConfig
 from llmscaler.model import (
@@ -158,7 +159,7 @@ def test_k1_fallback_when_nothing_else_applies() -> None:
         4000.0,
         'P4-k1',
     )
-    assert out.history == {}
+    assert out.history_updates == {}
 
 
 def test_p1_observed_and_recorded() -> None:
@@ -167,13 +168,13 @@ def test_p1_observed_and_recorded() -> None:
     out = run([variant()], [replica(usage=0.5, queue=6)])
     (r,) = out.replicas
     assert (r.k2, r.k_eff, r.demand, r.source, r.saturated) == (8000, 8000, 8900, 'P1-obs', True)
-    assert out.history == {SHORT_KEY: (K2Sample(value=8000.0, at=NOW),)}
+    assert out.history_updates == {SHORT_KEY: (K2Sample(value=8000.0, at=NOW),)}
 
 
 def test_p1_needs_tokens_in_use() -> None:
     out = run([variant()], [replica(usage=0.0, queue=9)])
     assert out.replicas[0].source == 'P4-k1'
-    assert out.history == {}
+    assert out.history_updates == {}
 
 
 def test_queue_threshold_is_truncated_to_int() -> None:
@@ -192,7 +193,7 @@ def test_p2_historical_floor_of_mean() -> None:
     out = run([variant()], [replica(queue=2)], history=history)
     (r,) = out.replicas
     assert (r.k2, r.k_eff, r.source) == (7000, 7000, 'P2-hist')
-    assert out.history == history
+    assert out.history_updates == {}  # P2 only reads the history
 
 
 def test_p2_is_per_output_bucket() -> None:
@@ -229,11 +230,28 @@ def test_history_expires_after_24_hours() -> None:
     history = {SHORT_KEY: (K2Sample(value=8000.0, at=0.0),)}
     kept = run([variant()], [replica()], history=history, now=DAY)
     assert kept.replicas[0].source == 'P2-hist'
-    assert kept.history == history
-    # 1 s later the sample is 86401 s old: gone from the result and from the memory
+    assert kept.history_updates == {}
+    # 1 s later the sample is 86401 s old: ignored even when the caller has not expired it yet
     gone = run([variant()], [replica()], history=history, now=DAY + 1)
     assert gone.replicas[0].source == 'P4-k1'
-    assert gone.history == {}
+    # and the caller's once-per-cycle expiry drops it from the memory
+    assert kh.expire(history=history, now=DAY + 1, ttl=CoreSettings().k2_history_ttl) == {}
+
+
+def test_expired_samples_do_not_count_in_a_new_window() -> None:
+    # An old sample (age 86401 s) and a P1 observation now (tokens 8000): the new window keeps
+    # both (the caller expires), but a second replica's P2 mean sees only the live sample: 8000.
+    history = {SHORT_KEY: (K2Sample(value=2000.0, at=NOW - DAY - 1),)}
+    out = run(
+        [variant(current=2)],
+        [replica('p1', usage=0.5, queue=6), replica('p2')],
+        history=history,
+    )
+    assert [(r.pod, r.k2, r.source) for r in out.replicas] == [
+        ('p1', 8000, 'P1-obs'),
+        ('p2', 8000, 'P2-hist'),
+    ]
+    assert out.history_updates == {SHORT_KEY: (*history[SHORT_KEY], K2Sample(8000.0, NOW))}
 
 
 def test_in_cycle_history_and_lower_median_label() -> None:
@@ -330,7 +348,7 @@ def test_fallback_uses_stored_capacity_and_does_not_rewrite_it() -> None:
     out = run([variant()], [replica(blocks=None, usage=0.5, queue=2)], knowledge=knowledge)
     (r,) = out.replicas
     assert (r.k1, r.k2, r.k_eff, r.demand, r.source) == (9600, 9600, 9600, 5100, 'P4-k1')
-    assert out.knowledge[kkey('v1')].effective_capacity == 12000.0
+    assert out.knowledge_updates == {}  # the stored 12000 stays as it is
 
 
 def test_fallback_with_deployment_record_is_the_step_budget() -> None:
@@ -353,7 +371,7 @@ def test_fallback_without_record_skips_the_replica() -> None:
 def test_live_record_written_with_engine_params() -> None:
     engine = EngineParams(max_num_seqs=64)
     out = run([variant(engine=engine)], [replica()])
-    record = out.knowledge[kkey('v1')]
+    record = out.knowledge_updates[kkey('v1')]
     # O = 50: N = min(8192·50/150, 64) = 64, k2 = 64 × (100 + 25) = 8000 < k1 → k_eff 8000
     assert (record.source, record.effective_capacity, record.engine) == ('live', 8000.0, engine)
     assert record.total_kv_capacity_tokens == 16000
@@ -362,10 +380,11 @@ def test_live_record_written_with_engine_params() -> None:
 def test_seeding_never_overwrites_live() -> None:
     knowledge = {kkey('v2'): live_record('v2', 12000.0)}
     out = run([variant('v2', current=0, engine=EngineParams())], knowledge=knowledge)
-    assert out.knowledge[kkey('v2')] == knowledge[kkey('v2')]
+    assert out.knowledge_updates == {}
     seeded = run([variant('v3', current=0, engine=EngineParams())], knowledge=knowledge)
-    assert seeded.knowledge[kkey('v3')].source == 'deployment'
-    assert seeded.knowledge[kkey('v3')].effective_capacity == 8192.0
+    assert set(seeded.knowledge_updates) == {kkey('v3')}
+    assert seeded.knowledge_updates[kkey('v3')].source == 'deployment'
+    assert seeded.knowledge_updates[kkey('v3')].effective_capacity == 8192.0
 
 
 def test_zero_replica_variant_with_live_knowledge() -> None:
@@ -402,6 +421,20 @@ def test_zero_replica_variant_bounded_by_compatible_live() -> None:
     assert out.result.variants[1].per_replica_capacity == 12800.0
 
 
+def test_compatible_sees_this_cycles_record_over_the_stored_one() -> None:
+    # The stored v1 record says 5000; this cycle v1 measures 12800 (as above) and rewrites it.
+    # v2 is bounded by the rewritten record: min(140800, 12800) = 12800, not 5000.
+    stored = {kkey('v1'): live_record('v1', 5000.0, engine=EngineParams())}
+    out = run(
+        [variant('v1', engine=EngineParams()), variant('v2', current=0, engine=EngineParams())],
+        [replica(inp=500.0, out=100.0)],
+        knowledge=stored,
+    )
+    assert out.result.variants[1].per_replica_capacity == 12800.0
+    assert out.knowledge_updates[kkey('v1')].effective_capacity == 12800.0
+    assert stored[kkey('v1')].effective_capacity == 5000.0
+
+
 def test_zero_replica_variant_without_anything_is_no_data() -> None:
     out = run([variant('v1', current=0)])
     (v,) = out.result.variants
@@ -417,13 +450,19 @@ def test_cross_variant_branch_when_own_budget_is_zero() -> None:
 
 
 def test_knowledge_expires_after_7_days() -> None:
+    # The caller expires the knowledge once per cycle (as the engine does), then analyzes.
     knowledge = {kkey('v2'): live_record('v2', 12000.0, at=0.0)}
+    ttl = CoreSettings().capacity_ttl
     week = 7 * DAY
-    kept = run([variant('v2', current=0)], knowledge=knowledge, now=week)
+    at_week = ck.expire(knowledge=knowledge, now=week, ttl=ttl)
+    kept = run([variant('v2', current=0)], knowledge=at_week, now=week)
     assert kept.result.variants[0].per_replica_capacity == 12000.0
-    gone = run([variant('v2', current=0)], knowledge=knowledge, now=week + 1)
+    # 1 s later the record is 604801 s old: expired, so the variant has no data
+    after = ck.expire(knowledge=knowledge, now=week + 1, ttl=ttl)
+    assert after == {}
+    gone = run([variant('v2', current=0)], knowledge=after, now=week + 1)
     assert gone.result.variants[0].reason == 'no-data'
-    assert gone.knowledge == {}
+    assert gone.knowledge_updates == {}
 
 
 # --- units: DP > 1 ----------------------------------------------------------------------------
@@ -554,6 +593,31 @@ def test_replica_of_unknown_variant_is_ignored() -> None:
     assert out.result.totals.demand == 4000.0
 
 
+def test_updates_hold_only_this_models_keys() -> None:
+    # Memory of other models (one of them long expired) is neither returned nor touched, and
+    # only the keys written for model m come back: v1's P1 sample and live record, v2's seed.
+    other_history = {'other|H100|1|short': (K2Sample(value=3.0, at=0.0),)}
+    other_knowledge = {
+        'ns|other|x': live_record('x', 7.0, at=0.0),
+        'elsewhere|m|y': live_record('y', 9.0),
+    }
+    history = {**other_history, 'm|A100|1|short': (K2Sample(value=5.0, at=NOW),)}
+    knowledge = dict(other_knowledge)
+    out = run(
+        [variant('v1'), variant('v2', current=0, accelerator='A100', engine=EngineParams())],
+        [replica(usage=0.5, queue=6)],
+        history=history,
+        knowledge=knowledge,
+    )
+    # P1: 0.5 × 16000 = 8000 tokens, k_eff = min(12800, 8000) = 8000
+    assert out.history_updates == {SHORT_KEY: (K2Sample(value=8000.0, at=NOW),)}
+    assert set(out.knowledge_updates) == {kkey('v1'), kkey('v2')}
+    assert out.knowledge_updates[kkey('v1')].effective_capacity == 8000.0
+    assert out.knowledge_updates[kkey('v2')].source == 'deployment'
+    assert history == {**other_history, 'm|A100|1|short': (K2Sample(value=5.0, at=NOW),)}
+    assert knowledge == other_knowledge
+
+
 def test_inputs_are_not_mutated() -> None:
     history = {SHORT_KEY: (K2Sample(value=8000.0, at=NOW),)}
     knowledge = {kkey('v1'): live_record('v1', 12000.0)}
@@ -613,6 +677,22 @@ pool_st = st.one_of(
 )
 
 
+OTHER_HISTORY = {'other|H100|1|short': (K2Sample(value=3.0, at=NOW),)}
+OTHER_KNOWLEDGE = {
+    ck.knowledge_key(namespace='ns', model_id='other', variant='a'): CapacityRecord(
+        namespace='ns',
+        model_id='other',
+        variant='a',
+        accelerator='H100',
+        gpus_per_replica=1,
+        effective_capacity=7.0,
+        total_kv_capacity_tokens=0,
+        source='live',
+        updated_at=NOW,
+    )
+}
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(variant_st, max_size=3, unique_by=lambda v: v.name),
@@ -626,7 +706,10 @@ def test_properties(
     epp: PoolMetrics | None,
     data: st.DataObject,
 ) -> None:
-    out = run(variants, replicas, pool=epp)
+    out = run(variants, replicas, pool=epp, history=OTHER_HISTORY, knowledge=OTHER_KNOWLEDGE)
+    # Only model m's keys are written back; other models' memory is left alone.
+    assert all(key.startswith('m|') for key in out.history_updates)
+    assert all(key.startswith('ns|m|') for key in out.knowledge_updates)
     totals = out.result.totals
     assert totals.demand >= 0
     assert totals.supply <= totals.anticipated_supply
@@ -641,4 +724,11 @@ def test_properties(
     # Input order never matters.
     shuffled_variants = data.draw(st.permutations(variants))
     shuffled_replicas = data.draw(st.permutations(replicas))
-    assert run(shuffled_variants, shuffled_replicas, pool=epp) == out
+    again = run(
+        shuffled_variants,
+        shuffled_replicas,
+        pool=epp,
+        history=OTHER_HISTORY,
+        knowledge=OTHER_KNOWLEDGE,
+    )
+    assert again == out

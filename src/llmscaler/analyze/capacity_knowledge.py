@@ -23,9 +23,12 @@ the stored effective capacity. `compatible` finds a record of another variant of
 records first, ties broken by key.
 
 UPSTREAM DEFECT FIX (wva.md §4.6): WVA never expires the store; `expire` drops records older than
-the TTL (`CoreSettings.capacity_ttl`, default 7 days).
+the TTL (`CoreSettings.capacity_ttl`, default 7 days). The engine expires the store once per
+cycle; the lookups here trust what they are given.
 
-All functions are pure over plain mappings and return new dicts. Bad input: a NaN, infinite,
+All functions are pure over plain mappings and never mutate them. `record_live` and
+`seed_from_deployment` return only the record to write (None: nothing to write), so writing one
+record costs O(1) whatever the size of the store. Bad input: a NaN, infinite,
 zero or negative capacity is never recorded and never returned as capacity (0 instead); missing,
 NaN, infinite or negative average lengths count as 0 (no output length → no P3 estimate); an
 unknown or empty accelerator never matches another record, since it says nothing about the GPU.
@@ -87,22 +90,23 @@ def record_live(
     total_kv_capacity_tokens: int,
     now: float,
     engine: EngineParams | None = None,
-) -> Knowledge:
-    """A copy of `knowledge` with a live record for the variant.
+) -> CapacityRecord | None:
+    """The live record to store under `knowledge_key(...)` for the variant.
 
-    `engine` is kept on the record; when None, the engine parameters of the existing record are
-    preserved (they are what `compatible` matches on). A capacity that is not a positive finite
-    number leaves the knowledge unchanged: it would only hide a useful deployment record.
+    `engine` is kept on the record; when None, the engine parameters of the record already in
+    `knowledge` are preserved (they are what `compatible` matches on). A capacity that is not a
+    positive finite number gives None (nothing to write): it would only hide a useful
+    deployment record.
     """
-    result = dict(knowledge)
     capacity = finite(effective_capacity)
     if capacity is None or capacity <= 0:
-        return result
-    key = knowledge_key(namespace=namespace, model_id=model_id, variant=variant)
-    existing = result.get(key)
-    if engine is None and existing is not None:
-        engine = existing.engine
-    result[key] = CapacityRecord(
+        return None
+    if engine is None:
+        existing = knowledge.get(
+            knowledge_key(namespace=namespace, model_id=model_id, variant=variant)
+        )
+        engine = existing.engine if existing is not None else None
+    return CapacityRecord(
         namespace=namespace,
         model_id=model_id,
         variant=variant,
@@ -114,7 +118,6 @@ def record_live(
         updated_at=now,
         engine=engine,
     )
-    return result
 
 
 def seed_from_deployment(
@@ -127,24 +130,22 @@ def seed_from_deployment(
     gpus_per_replica: int,
     engine: EngineParams | None,
     now: float,
-) -> Knowledge:
-    """A copy of `knowledge` with a deployment record derived from the variant's engine
-    parameters (WVA `LoadFromScaleTarget`).
+) -> CapacityRecord | None:
+    """The deployment record to store under `knowledge_key(...)`, derived from the variant's
+    engine parameters (WVA `LoadFromScaleTarget`), or None (nothing to write).
 
     Effective capacity = `max_num_batched_tokens`; KV size = `num_gpu_blocks_override ×
-    block_size` when the override is set, else 0 (unknown). A live record is never overwritten;
-    no engine parameters → nothing to seed.
+    block_size` when the override is set, else 0 (unknown). A live record in `knowledge` is
+    never overwritten (None); no engine parameters → nothing to seed (None).
     """
-    result = dict(knowledge)
     if engine is None:
-        return result
-    key = knowledge_key(namespace=namespace, model_id=model_id, variant=variant)
-    existing = result.get(key)
+        return None
+    existing = knowledge.get(knowledge_key(namespace=namespace, model_id=model_id, variant=variant))
     if existing is not None and existing.source == 'live':
-        return result
+        return None
     blocks = engine.num_gpu_blocks_override
     total = blocks * engine.block_size if blocks and blocks > 0 and engine.block_size > 0 else 0
-    result[key] = CapacityRecord(
+    return CapacityRecord(
         namespace=namespace,
         model_id=model_id,
         variant=variant,
@@ -156,7 +157,6 @@ def seed_from_deployment(
         updated_at=now,
         engine=engine,
     )
-    return result
 
 
 def expire(*, knowledge: Mapping[str, CapacityRecord], now: float, ttl: float) -> Knowledge:

@@ -11,13 +11,15 @@ UPSTREAM DEFECT FIX (wva.md §4.6, §10 "k2 history never expires"): WVA has evi
 never calls them, so one saturated observation pins a bucket's capacity until a restart. Here
 every sample carries its time and is ignored once older than the TTL
 (`CoreSettings.k2_history_ttl`, default 24 h); `expire` also drops such samples and empty keys so
-the persisted state stays small.
+the persisted state stays small. The engine expires the whole history once per cycle; `average`
+still ignores expired samples on its own.
 
-All functions are pure: they take a plain mapping and return a new dict, never mutating the
-input. Bad input: a NaN, infinite, zero or negative value is not recorded (it carries no
-capacity); a missing, NaN, infinite or negative average output length falls in the `short`
-bucket, as WVA's zero default does; a window below 1 keeps one sample; a NaN TTL expires nothing
-(comparisons with NaN are false) and `math.inf` disables expiry.
+All functions are pure and never mutate their input. `record` returns only the new samples of
+its key (O(window), not O(history)), so a caller can collect one cycle's writes in a small dict.
+Bad input: a NaN, infinite, zero or negative value is not recorded (it carries no capacity); a
+missing, NaN, infinite or negative average output length falls in the `short` bucket, as WVA's
+zero default does; a window below 1 keeps one sample; a NaN TTL expires nothing (comparisons
+with NaN are false) and `math.inf` disables expiry.
 """
 
 from __future__ import annotations
@@ -64,17 +66,15 @@ def record(
     value: float,
     now: float,
     window: int,
-) -> History:
-    """A copy of `history` with `value` observed at `now` appended under `key`, keeping only the
-    last `window` samples of that key. A value that is not a positive finite number is ignored."""
-    result = dict(history)
+) -> tuple[K2Sample, ...] | None:
+    """The samples of `key` once `value` observed at `now` is appended: the last `window` of them.
+    None (nothing to write) when the value is not a positive finite number."""
     clean = finite(value)
     if clean is None or clean <= 0:
-        return result
+        return None
     keep = max(1, window)
-    samples = (*result.get(key, ()), K2Sample(value=clean, at=now))
-    result[key] = samples[-keep:]
-    return result
+    samples = (*history.get(key, ()), K2Sample(value=clean, at=now))
+    return samples[-keep:]
 
 
 def average(

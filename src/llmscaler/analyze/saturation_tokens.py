@@ -33,9 +33,15 @@ Deliberate departures from WVA, each an upstream defect fix:
   knowledge is per instance and is scaled the same way.
 - Zero-replica variants (§10) are analysed like any other: they get their capacity from the
   knowledge, so the optimizer can choose them.
-- The k2 history and the knowledge expire (`CoreSettings.k2_history_ttl`, `capacity_ttl`).
+- The k2 history and the knowledge expire (`CoreSettings.k2_history_ttl`, `capacity_ttl`): the
+  caller expires both once per cycle (the engine does, before the first model); the history
+  average here still ignores samples older than the TTL.
 - Ties are broken by name/pod, never by input order; an instance of a variant not in `variants`
   is skipped (its hardware is unknown); an unknown accelerator never borrows another record.
+
+Memory: `analyze` reads the caller's history and knowledge through an overlay of its own writes
+and returns only those writes (`history_updates`, `knowledge_updates`: the keys written for this
+model), never a copy of the whole memory, so a cycle over many models stays linear.
 
 Bad input: NaN, Inf and negative metrics count as absent (0); a KV usage outside [0, 1] is
 clamped; a NaN/Inf queue threshold disables P1; a kvCacheThreshold that is not a positive finite
@@ -45,8 +51,9 @@ number falls back to the default 0.80. Nothing raises.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import ItemsView, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar, overload
 
 from llmscaler.analyze import capacity_knowledge as ck
 from llmscaler.analyze import k2_history as kh
@@ -88,11 +95,16 @@ class ReplicaCapacity:
 
 @dataclass(frozen=True, slots=True)
 class TokenAnalysis:
-    """The analyzer result and the analyzer memory to carry into the next cycle."""
+    """The analyzer result and what it wrote to the analyzer memory this cycle.
+
+    `history_updates` and `knowledge_updates` hold only the keys this call wrote (each value
+    replaces the caller's value under that key); merging them into the memory with `dict.update`
+    gives the memory for the next model and the next cycle.
+    """
 
     result: AnalyzerResult
-    history: dict[str, tuple[K2Sample, ...]]
-    knowledge: dict[str, CapacityRecord]
+    history_updates: dict[str, tuple[K2Sample, ...]]
+    knowledge_updates: dict[str, CapacityRecord]
     replicas: tuple[ReplicaCapacity, ...]
 
 
@@ -145,10 +157,77 @@ def _queue_count(rm: ReplicaMetrics) -> int:
     return int(_positive(rm.queue_length))
 
 
+_V = TypeVar('_V')
+_D = TypeVar('_D')
+
+
+class _Overlay(Mapping[str, _V]):
+    """Read-only view of `updates` over `base`: a key in `updates` hides the same key in `base`.
+
+    Like `collections.ChainMap`, but over read-only mappings and with a cheaper `get`, the
+    analyzer's hot path: a lookup is O(1) and copies nothing. A scan (iteration, `items`, `len`)
+    merges the two mappings first, in C, which beats a Python-level lookup per key.
+    """
+
+    __slots__ = ('_base', '_updates')
+
+    def __init__(self, *, updates: Mapping[str, _V], base: Mapping[str, _V]) -> None:
+        self._updates = updates
+        self._base = base
+
+    def __getitem__(self, key: str) -> _V:
+        if key in self._updates:
+            return self._updates[key]
+        return self._base[key]
+
+    @overload
+    def get(self, key: str, /) -> _V | None: ...
+    @overload
+    def get(self, key: str, /, default: _V | _D) -> _V | _D: ...
+    def get(self, key: str, /, default: object = None) -> object:
+        if key in self._updates:
+            return self._updates[key]
+        return self._base.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._updates or key in self._base
+
+    def _merged(self) -> dict[str, _V]:
+        return {**self._base, **self._updates}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._merged())
+
+    def __len__(self) -> int:
+        return len(self._merged())
+
+    def items(self) -> ItemsView[str, _V]:
+        return self._merged().items()
+
+
 @dataclass(frozen=True, slots=True)
 class _Memory:
-    history: dict[str, tuple[K2Sample, ...]]
-    knowledge: dict[str, CapacityRecord]
+    """One call's view of the memory: reads see this call's writes over the caller's mappings;
+    writes go to the update dicts only, which are local to the call (the caller's are never
+    touched)."""
+
+    history_updates: dict[str, tuple[K2Sample, ...]]
+    knowledge_updates: dict[str, CapacityRecord]
+    history: Mapping[str, tuple[K2Sample, ...]]
+    knowledge: Mapping[str, CapacityRecord]
+
+
+def _memory(
+    *, history: Mapping[str, tuple[K2Sample, ...]], knowledge: Mapping[str, CapacityRecord]
+) -> _Memory:
+    history_updates: dict[str, tuple[K2Sample, ...]] = {}
+    knowledge_updates: dict[str, CapacityRecord] = {}
+    return _Memory(
+        history_updates=history_updates,
+        knowledge_updates=knowledge_updates,
+        history=_Overlay(updates=history_updates, base=history),
+        knowledge=_Overlay(updates=knowledge_updates, base=knowledge),
+    )
 
 
 def _replica(
@@ -161,7 +240,8 @@ def _replica(
     settings: CoreSettings,
     memory: _Memory,
     now: float,
-) -> tuple[ReplicaCapacity | None, _Memory]:
+) -> ReplicaCapacity | None:
+    """One instance's capacity; writes its k2 observation and live record to `memory`."""
     threshold = _kv_threshold(config)
     queue = _queue_count(rm)
     role = _role(variant.role)
@@ -178,7 +258,7 @@ def _replica(
         capacity = _positive(stored.effective_capacity) if stored is not None else 0.0
         k_eff = math.floor(capacity * threshold) if capacity * threshold < _INT64_LIMIT else 0
         if k_eff <= 0:
-            return None, memory
+            return None
         usage = min(1.0, _positive(rm.kv_usage))
         demand = math.floor(usage * k_eff) + queue_demand
         fallback = ReplicaCapacity(
@@ -191,11 +271,10 @@ def _replica(
             source='P4-k1',
             saturated=demand >= k_eff,
         )
-        return fallback, memory
+        return fallback
 
     k1 = math.floor(total * threshold)
     tokens = rm.tokens_in_use
-    history = memory.history
     bucket = kh.output_bucket(avg_output_tokens=rm.avg_output_tokens)
     hkey = kh.history_key(
         model_id=model_id,
@@ -205,24 +284,33 @@ def _replica(
     )
     queue_threshold = finite(config.queue_length_threshold)
     engine = _engine_of(variant=variant, record=stored)
-    mean = kh.average(history=history, key=hkey, now=now, ttl=settings.k2_history_ttl)
-    derived = ck.capacity_from_params(
-        engine=engine, avg_input=rm.avg_input_tokens, avg_output=rm.avg_output_tokens
-    )
+    # Each priority is computed only when the ones before it do not apply (all are pure).
     if queue_threshold is not None and queue >= int(queue_threshold) and tokens > 0:
         k2, source = tokens, 'P1-obs'
-        history = kh.record(
-            history=history, key=hkey, value=float(tokens), now=now, window=settings.k2_window
+        samples = kh.record(
+            history=memory.history,
+            key=hkey,
+            value=float(tokens),
+            now=now,
+            window=settings.k2_window,
         )
-    elif mean is not None and mean > 0:
+        if samples is not None:
+            memory.history_updates[hkey] = samples
+    elif (
+        mean := kh.average(history=memory.history, key=hkey, now=now, ttl=settings.k2_history_ttl)
+    ) is not None and mean > 0:
         k2, source = math.floor(mean), 'P2-hist'
-    elif derived > 0:
+    elif (
+        derived := ck.capacity_from_params(
+            engine=engine, avg_input=rm.avg_input_tokens, avg_output=rm.avg_output_tokens
+        )
+    ) > 0:
         k2, source = derived, 'P3-k2'
     else:
         k2, source = k1, 'P4-k1'
     k_eff = min(k1, k2)
     demand = tokens + queue_demand
-    knowledge = ck.record_live(
+    written = ck.record_live(
         knowledge=memory.knowledge,
         namespace=namespace,
         model_id=model_id,
@@ -234,6 +322,8 @@ def _replica(
         now=now,
         engine=engine,
     )
+    if written is not None:
+        memory.knowledge_updates[key] = written
     computed = ReplicaCapacity(
         pod=rm.pod,
         variant=variant.name,
@@ -244,7 +334,7 @@ def _replica(
         source=source,
         saturated=demand >= k_eff,
     )
-    return computed, _Memory(history=history, knowledge=knowledge)
+    return computed
 
 
 def _engine_of(*, variant: Variant, record: CapacityRecord | None) -> EngineParams | None:
@@ -347,16 +437,21 @@ def analyze(
     knowledge: Mapping[str, CapacityRecord],
     now: float,
 ) -> TokenAnalysis:
-    """Analyze one model (`replicas` already filtered to fresh metrics of its variants)."""
+    """Analyze one model (`replicas` already filtered to fresh metrics of its variants).
+
+    `history` and `knowledge` are the memory as the caller has it, already expired (nothing here
+    drops an old record; the history average still skips samples older than the TTL). They are
+    never mutated; the result carries only the keys written for this model.
+    """
     ordered_variants = sorted(variants, key=lambda v: (v.name, v.namespace))
     by_name: dict[str, Variant] = {}
     for v in ordered_variants:
         by_name.setdefault(v.name, v)
 
-    known = ck.expire(knowledge=knowledge, now=now, ttl=settings.capacity_ttl)
+    memory = _memory(history=history, knowledge=knowledge)
     for v in by_name.values():
-        known = ck.seed_from_deployment(
-            knowledge=known,
+        seeded = ck.seed_from_deployment(
+            knowledge=memory.knowledge,
             namespace=namespace,
             model_id=model_id,
             variant=v.name,
@@ -365,16 +460,17 @@ def analyze(
             engine=v.engine,
             now=now,
         )
-    memory = _Memory(
-        history=kh.expire(history=history, now=now, ttl=settings.k2_history_ttl), knowledge=known
-    )
+        if seeded is not None:
+            memory.knowledge_updates[
+                ck.knowledge_key(namespace=namespace, model_id=model_id, variant=v.name)
+            ] = seeded
 
     computed: list[ReplicaCapacity] = []
     for rm in sorted(replicas, key=lambda r: (r.pod, r.variant, r.namespace)):
         owner = by_name.get(rm.variant)
         if owner is None:
             continue
-        instance, memory = _replica(
+        instance = _replica(
             rm=rm,
             variant=owner,
             model_id=model_id,
@@ -429,7 +525,7 @@ def analyze(
     )
     return TokenAnalysis(
         result=result,
-        history=memory.history,
-        knowledge=memory.knowledge,
+        history_updates=memory.history_updates,
+        knowledge_updates=memory.knowledge_updates,
         replicas=tuple(computed),
     )
