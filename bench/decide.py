@@ -28,6 +28,7 @@ from llmscaler.model import (
     PoolMetrics,
     ReplicaMetrics,
     Snapshot,
+    State,
     Variant,
 )
 
@@ -35,7 +36,8 @@ NOW = 100_000.0
 ACCELERATORS = (('h100', 3.90, 27_500), ('a100', 3.67, 27_500), ('l40s', 1.90, 11_500))
 
 
-def build(*, models: int, replicas: int) -> Snapshot:
+def build(*, models: int, replicas: int, zero: str = '') -> Snapshot:
+    """The benchmark fleet; the variants on accelerator `zero` (if any) have no replicas."""
     variants: list[Variant] = []
     metrics: list[ReplicaMetrics] = []
     pools: list[PoolMetrics] = []
@@ -44,6 +46,7 @@ def build(*, models: int, replicas: int) -> Snapshot:
         namespace = f'ns-{m % 20:02d}'
         for accelerator, cost, blocks in ACCELERATORS:
             name = f'{model}-{accelerator}'
+            count = 0 if accelerator == zero else replicas
             variants.append(
                 Variant(
                     name=name,
@@ -53,12 +56,12 @@ def build(*, models: int, replicas: int) -> Snapshot:
                     accelerator=accelerator.upper(),
                     min_replicas=1,
                     max_replicas=40,
-                    current_replicas=replicas,
-                    ready_replicas=replicas,
+                    current_replicas=count,
+                    ready_replicas=count,
                     engine=EngineParams(),
                 )
             )
-            for r in range(replicas):
+            for r in range(count):
                 # Deterministic spread of load so every branch of the analyzers is exercised.
                 load = ((m * 7 + r * 13) % 100) / 100
                 metrics.append(
@@ -115,6 +118,7 @@ def main() -> None:
     args = parser.parse_args()
 
     snapshot = build(models=args.models, replicas=args.replicas)
+    with_zero = build(models=args.models, replicas=args.replicas, zero='a100')
     records = [dataclasses.astuple(r) for r in snapshot.replicas]
     baseline = timed(lambda: json.dumps(records), repeat=args.repeat)
     print(
@@ -122,16 +126,19 @@ def main() -> None:
         f'replicas = {len(snapshot.replicas)} replica records'
     )
     print(f'baseline json.dumps(replica records): {baseline * 1000:8.1f} ms')
-    paths = {
-        'saturation-percentage': Config(),
-        'saturation-token': Config(
-            default=ModelConfig(saturation=SaturationConfig(analyzer_name='saturation'))
-        ),
+    token = Config(default=ModelConfig(saturation=SaturationConfig(analyzer_name='saturation')))
+    # The zero-replica case runs on the state of a previous cycle, so the idle variant's capacity
+    # comes from stored knowledge (the path that looks for compatible records).
+    warm = decide(snapshot=snapshot, config=token, state=EMPTY_STATE, now=NOW - 30).state
+    cases = {
+        'saturation-percentage': (Config(), snapshot, EMPTY_STATE),
+        'saturation-token': (token, snapshot, EMPTY_STATE),
+        'token, 1 variant at 0': (token, with_zero, warm),
     }
-    for label, config in paths.items():
+    for label, (config, snap, state) in cases.items():
 
-        def once(config: Config = config) -> object:
-            return decide(snapshot=snapshot, config=config, state=EMPTY_STATE, now=NOW)
+        def once(config: Config = config, snap: Snapshot = snap, state: State = state) -> object:
+            return decide(snapshot=snap, config=config, state=state, now=NOW)
 
         seconds = timed(once, repeat=args.repeat)
         peak = peak_bytes(once)

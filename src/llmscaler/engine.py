@@ -134,8 +134,10 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
         history=k2_history.expire(
             history=state.k2_history_map(), now=now, ttl=settings.k2_history_ttl
         ),
-        knowledge=capacity_knowledge.expire(
-            knowledge=state.capacity_map(), now=now, ttl=settings.capacity_ttl
+        knowledge=_by_model(
+            capacity_knowledge.expire(
+                knowledge=state.capacity_map(), now=now, ttl=settings.capacity_ttl
+            )
         ),
         last_desired=state.last_desired_map(),
         last_informative=state.last_informative_map(),
@@ -158,7 +160,9 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
         )
     new_state = State(
         k2_history=sorted_items(memory.history),
-        capacity=sorted_items(memory.knowledge),
+        capacity=sorted_items(
+            {key: rec for records in memory.knowledge.values() for key, rec in records.items()}
+        ),
         last_desired=sorted_items({d.key: d.target for d in decisions}),
         last_informative=sorted_items(memory.last_informative),
     )
@@ -171,9 +175,18 @@ class _Memory:
     """Mutable working copy of `State` for one `decide()` call; it never escapes the call."""
 
     history: dict[str, tuple[K2Sample, ...]]
-    knowledge: dict[str, CapacityRecord]
+    knowledge: dict[str, dict[str, CapacityRecord]]
+    """Capacity records by modelID: an analysis only ever reads records of its own model (its
+    variants' and compatible siblings' in other namespaces), so it is handed just that slice."""
     last_desired: dict[str, int]
     last_informative: dict[str, float]
+
+
+def _by_model(knowledge: Mapping[str, CapacityRecord]) -> dict[str, dict[str, CapacityRecord]]:
+    index: dict[str, dict[str, CapacityRecord]] = {}
+    for key, record in knowledge.items():
+        index.setdefault(record.model_id, {})[key] = record
+    return index
 
 
 def _decide_model(
@@ -219,11 +232,11 @@ def _decide_model(
             config=saturation,
             settings=settings,
             history=memory.history,
-            knowledge=memory.knowledge,
+            knowledge=memory.knowledge.get(variants[0].model_id, {}),
             now=now,
         )
         memory.history.update(analysis.history_updates)
-        memory.knowledge.update(analysis.knowledge_updates)
+        memory.knowledge.setdefault(variants[0].model_id, {}).update(analysis.knowledge_updates)
         targets, model_figures = _token_targets(
             result=analysis.result,
             variants=variants,
