@@ -109,6 +109,9 @@ def parse_snapshot(*, data: Any, source: str = '<snapshot>') -> SnapshotDocument
 def dump_outcome(*, outcome: Outcome, now: float) -> dict[str, Any]:
     """Decisions and the new state as plain JSON-ready data."""
     data: dict[str, Any] = _OUTCOME.dump_python(outcome, mode='json')
+    for decision in data['decisions']:
+        # Named figures read better as an object; the pairs are already sorted by name.
+        decision['figures'] = dict(decision['figures'])
     return {'now': now, **data}
 
 
