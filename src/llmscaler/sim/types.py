@@ -11,12 +11,14 @@ Nothing here does I/O.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from llmscaler.model import Role
+from llmscaler.model import Role, Snapshot
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -183,3 +185,35 @@ class SimResult:
     timeline: Timeline
     sample_interval: float
     wall_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ControlView:
+    """What a policy sees at a control instant.
+
+    `snapshot` is exactly what the controller would build from Prometheus at `now` (windows,
+    scrape lag and all) and is the only input of the core policies. `replicas` is each variant's
+    current target (the scale subresource's `spec.replicas`) and `ready` its ready replicas;
+    baselines that read the cluster directly (the clairvoyant one) may use them too.
+    """
+
+    now: float
+    snapshot: Snapshot
+    replicas: Mapping[str, int]
+    ready: Mapping[str, int]
+
+
+class Policy(Protocol):
+    """A scaling policy under test: the core with some configuration, or a baseline.
+
+    `targets` runs every control cycle and returns the desired replicas per variant name (variants
+    it leaves out keep their target). `wake` runs on the short scale-from-zero period and returns
+    targets for variants to wake (usually empty).
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    def targets(self, *, view: ControlView) -> dict[str, int]: ...
+
+    def wake(self, *, view: ControlView) -> dict[str, int]: ...
