@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/llmscaler decide --snapshot examples/snapshot-two-variants.json
+	$(BIN)/llmscaler simulate --out out
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
@@ -32,6 +32,7 @@ test: lint typecheck contracts unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/decide.py
+	$(BIN)/python bench/simulate.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

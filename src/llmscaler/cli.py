@@ -6,6 +6,8 @@ Subcommands:
   decision cycle of the core on a snapshot file and print the decisions and the new state as
   JSON. This answers "what would the autoscaler do now?" without a cluster.
 - `schema`: print the JSON Schema of the snapshot file.
+- `simulate [--scenario FILE] [--trace FILE] [--policy NAME ...] [--out DIR] ...`: replay a
+  workload against a simulated vLLM fleet under each policy and report cost and SLO attainment.
 
 Bad input (a missing file, invalid JSON/YAML, a bad field, an invalid ConfigMap entry) is reported
 on stderr as one line per problem, naming the file, the path to the field and why, and the exit
@@ -50,7 +52,81 @@ def _parser() -> argparse.ArgumentParser:
     decide.add_argument('--state-out', type=Path, help='also write the new state to this file')
 
     commands.add_parser('schema', help='print the JSON Schema of the snapshot file')
+
+    simulate = commands.add_parser(
+        'simulate',
+        help='replay a workload against a simulated vLLM fleet under several policies',
+        description='Replay a workload (the built-in one, a scenario or a trace file) against a '
+        'simulated vLLM fleet under each policy and report cost and SLO attainment side by side.',
+    )
+    simulate.add_argument('--scenario', type=Path, help='scenario YAML (variants, workload, ...)')
+    simulate.add_argument('--trace', help='request trace: Azure CSV, generic CSV or JSONL')
+    simulate.add_argument(
+        '--trace-format', choices=('auto', 'azure', 'csv', 'jsonl'), help='trace format'
+    )
+    simulate.add_argument(
+        '--policy',
+        action='append',
+        default=[],
+        metavar='NAME',
+        help='policy to run (repeatable): default, saturation-percentage, saturation-token, '
+        'keda-queue, static:N, static:VARIANT=N,..., config:FILE, clairvoyant',
+    )
+    simulate.add_argument('--rate-scale', type=float, help='multiply the request rate')
+    simulate.add_argument('--start', type=float, help='start of the trace window (s)')
+    simulate.add_argument('--duration', type=float, help='length of the workload (s)')
+    simulate.add_argument('--seed', type=int, help='random seed of the workload')
+    simulate.add_argument(
+        '--engine', choices=('fast', 'reference'), help='replica engine (default fast)'
+    )
+    simulate.add_argument(
+        '--skip-bad-rows', action='store_true', help='skip malformed trace rows (counted)'
+    )
+    simulate.add_argument('--out', type=Path, default=Path('out'), help='report directory')
+    simulate.add_argument('--no-progress', action='store_true', help='no progress bar')
     return parser
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    # Imported here: the simulator pulls numpy and matplotlib, which `decide` does not need.
+    from rich.console import Console
+
+    from llmscaler.sim import report, scenario, simulate
+    from llmscaler.sim.trace import TraceError
+
+    console = Console()
+    try:
+        document = (
+            scenario.read_document(path=args.scenario)
+            if args.scenario is not None
+            else scenario.DEFAULT_DOCUMENT
+        )
+        document = scenario.with_overrides(
+            document=document,
+            trace_path=args.trace,
+            trace_format=args.trace_format,
+            policies=args.policy,
+            rate_scale=args.rate_scale,
+            start=args.start,
+            duration=args.duration,
+            seed=args.seed,
+            engine=args.engine,
+            skip_bad=args.skip_bad_rows,
+        )
+        where = str(args.scenario) if args.scenario is not None else 'scenario'
+        setup = scenario.from_document(document=document, where=where)
+        outcome = simulate.run(
+            setup=setup, out=args.out, console=console, progress=not args.no_progress
+        )
+    except (scenario.ScenarioError, TraceError) as exc:
+        print(f'llmscaler: {exc}', file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if outcome.workload.skipped_rows:
+        console.print(f'skipped {outcome.workload.skipped_rows} malformed trace rows')
+    report.print_table(summaries=outcome.summaries, slo=outcome.slo, console=console)
+    if outcome.report is not None:
+        console.print(f'report: {outcome.report}')
+    return 0
 
 
 def _load_config(path: Path | None) -> tuple[Config, list[str]]:
@@ -89,6 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == 'decide':
         return _decide(args)
+    if args.command == 'simulate':
+        return _simulate(args)
     if args.command == 'schema':
         print(json.dumps(io.snapshot_schema(), indent=2))
         return 0

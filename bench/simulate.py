@@ -1,0 +1,110 @@
+"""Benchmark: wall time and peak memory of the simulator on a real and a synthetic day-long trace.
+
+Cases (issue: simulate):
+(a) the Azure 2023 conversation trace from ../shared/traces at a rate scale that keeps at least
+    8 replicas busy, under the default core policy; goal ≤ 3 s;
+(b) a synthetic 24 h conversation-like trace of about 500k requests (diurnal envelope), under the
+    default core policy; goal ≤ 60 s; memory goal ≤ 1 GB.
+
+Baseline in the same run: the same replay under `static:N` (no control decisions), so the ratio
+shows what the decision core and its snapshots add on top of the fleet simulation itself. Peak
+memory is the process's maximum resident set size (ru_maxrss), which includes the interpreter,
+numpy and matplotlib imports.
+
+Usage: python bench/simulate.py [--case a|b|all]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+from pathlib import Path
+
+from llmscaler.sim import runner, scenario, synthetic, trace
+from llmscaler.sim.policies import CorePolicy, parse_static
+from llmscaler.sim.types import Policy, SimResult, Trace, VariantSpec
+
+TRACES = Path(__file__).resolve().parents[2] / 'shared' / 'traces'
+
+
+def fleet(*, h100_max: int, l40s_max: int) -> tuple[VariantSpec, ...]:
+    document = dict(scenario.DEFAULT_DOCUMENT)
+    document['variants'] = [
+        {'name': 'h100', 'preset': 'llama-3.1-8b-h100', 'max_replicas': h100_max},
+        {'name': 'l40s', 'preset': 'llama-3.1-8b-l40s', 'max_replicas': l40s_max},
+    ]
+    return scenario.from_document(document=document).variants
+
+
+def timed(*, workload: Trace, variants: tuple[VariantSpec, ...], policy: Policy) -> SimResult:
+    started = time.perf_counter()
+    result = runner.run(
+        trace=workload, variants=variants, policy=policy, settings=runner.SimSettings()
+    )
+    result.wall_seconds = time.perf_counter() - started
+    return result
+
+
+def peak_replicas(result: SimResult) -> int:
+    totals = [
+        sum(series[i] for series in result.timeline.replicas.values())
+        for i in range(len(result.timeline.times))
+    ]
+    return max(totals, default=0)
+
+
+def report(*, label: str, workload: Trace, variants: tuple[VariantSpec, ...], static: str) -> None:
+    base = timed(
+        workload=workload,
+        variants=variants,
+        policy=parse_static(text=static, variants=[v.name for v in variants]),
+    )
+    core = timed(
+        workload=workload,
+        variants=variants,
+        policy=CorePolicy(name='default', config=scenario.core_config(name='default')),
+    )
+    done = sum(1 for r in core.requests if r.finished == r.finished)
+    print(f'{label}: {len(workload):,} requests over {workload.duration / 3600:.1f} h')
+    print(f'  baseline {static:14s}: {base.wall_seconds:7.2f} s')
+    print(
+        f'  default core policy   : {core.wall_seconds:7.2f} s '
+        f'({core.wall_seconds / base.wall_seconds:4.2f}x baseline), '
+        f'{done:,} completed, peak {peak_replicas(core)} replicas, '
+        f'{workload.duration / core.wall_seconds:,.0f} simulated s per wall s'
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--case', choices=('a', 'b', 'all'), default='all')
+    parser.add_argument('--rate-scale', type=float, default=4.0)
+    args = parser.parse_args()
+    if args.case in ('a', 'all'):
+        path = TRACES / 'AzureLLMInferenceTrace_conv.csv'
+        if not path.exists():
+            print(f'(a) skipped: {path} not found')
+        else:
+            workload = trace.load_trace(path=path, rate_scale=args.rate_scale, seed=1)
+            report(
+                label=f'(a) Azure conv x{args.rate_scale:g}',
+                workload=workload,
+                variants=fleet(h100_max=16, l40s_max=16),
+                static='static:h100=8',
+            )
+    if args.case in ('b', 'all'):
+        spec = synthetic.preset(name='azure-conv', duration=24 * 3600.0, rate=5.8, diurnal=True)
+        workload = synthetic.generate(spec=spec, seed=1)
+        report(
+            label='(b) synthetic 24 h',
+            workload=workload,
+            variants=fleet(h100_max=16, l40s_max=16),
+            static='static:h100=6',
+        )
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f'peak resident memory: {peak:,.0f} MiB')
+
+
+if __name__ == '__main__':
+    main()

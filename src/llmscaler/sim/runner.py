@@ -1,0 +1,336 @@
+"""The simulator's event loop: one policy against one trace on a simulated fleet, in virtual time.
+
+Why: `llmscaler simulate` compares policies on the same traffic. This loop plays the controller
+(control cycle, scale-from-zero period, scrape lag, actuation delay) around the cluster model of
+`sim.cluster` and the metric view of `sim.observe`, so a policy is driven exactly as the real
+controller would drive it.
+
+Events, merged in time order; at equal times the order is fixed:
+
+    replica ready < actuation < arrival < scrape < wake < control < sample
+
+so a replica that becomes Ready at t takes the arrivals of t, a scrape at t sees them, and the
+timeline at t shows the result of everything else at t. Arrivals come from the trace; control
+ticks every `cycle` (first at t = cycle), wake ticks every `wake_period` (first at t =
+wake_period), scrapes and samples every `scrape_interval` / `sample_interval` from t = 0;
+actuations fire `actuation_delay` after the decision; replicas become Ready `startup_delay` after
+creation. Before handling an event every engine is advanced to its time and the gateway queue is
+expired. A control (wake) tick hands the policy a `ControlView` built from `Observer.snapshot`,
+and schedules an actuation for every variant whose returned target differs from its current
+target; when the actuation fires the target is clamped and, if it changed, a `ScaleEvent` with
+reason 'policy' (or 'wake') is logged. A sample appends to the `Timeline`: replicas existing per
+variant (pending, ready and terminating: what costs), ready non-terminating ones per variant,
+and over every replica with an engine (terminating ones still serve) the mean KV usage and the
+sums of waiting and running requests, plus the gateway queue length. The run stops at
+trace.duration + tail: requests not finished then stay unfinished (not failed); an engine step
+already started at the end completes.
+
+What fails: `run` raises `ValueError` for no variants, duplicate variant names, variants of
+different models or namespaces (all variants serve one model, the scenario's), a trace whose
+arrivals are not finite, non-negative and non-decreasing, invalid settings
+(a period ≤ 0 or NaN, a negative lag, delay or tail; `wake_period` and `gateway_timeout` may be
+inf to disable them), and a policy returning an unknown variant name.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from llmscaler.sim.cluster import Cluster
+from llmscaler.sim.observe import Observer
+from llmscaler.sim.types import (
+    ControlView,
+    Policy,
+    ScaleEvent,
+    SimRequest,
+    SimResult,
+    Timeline,
+    Trace,
+    VariantSpec,
+)
+
+READY, ACTUATE, ARRIVAL, SCRAPE, WAKE, CONTROL, SAMPLE = range(7)
+_CHUNK = 4096  # arrivals converted from numpy at a time
+
+
+@dataclass(frozen=True, slots=True)
+class SimSettings:
+    """Timing of the simulated control loop, gateway and measurement (seconds)."""
+
+    cycle: float = 30.0
+    """Main control period (`policy.targets`)."""
+    wake_period: float = 1.0
+    """Scale-from-zero period (`policy.wake`); inf disables it."""
+    scrape_interval: float = 5.0
+    """Prometheus scrape period of every replica and of the gateway."""
+    scrape_lag: float = 10.0
+    """The controller sees samples at least this old."""
+    actuation_delay: float = 2.0
+    """Decision → scale subresource written."""
+    gateway_timeout: float = 120.0
+    """A request queued at the gateway fails after this; inf disables it."""
+    router: Literal['least-loaded', 'round-robin'] = 'least-loaded'
+    sample_interval: float = 10.0
+    """Timeline sampling period."""
+    retention_period: float = 600.0
+    """Window of the request count in the snapshot (the scale-to-zero retention)."""
+    tail: float = 300.0
+    """Keep simulating this long after the last arrival."""
+    engine: Literal['fast', 'reference'] = 'fast'
+
+
+def check_settings(*, settings: SimSettings) -> None:
+    """Raise `ValueError` naming the first invalid setting."""
+    for name in ('cycle', 'scrape_interval', 'sample_interval', 'retention_period'):
+        value = getattr(settings, name)
+        if not (value > 0 and math.isfinite(value)):
+            raise ValueError(f'settings.{name} must be > 0 and finite, got {value!r}')
+    for name in ('wake_period', 'gateway_timeout'):
+        value = getattr(settings, name)
+        if not value > 0:
+            raise ValueError(f'settings.{name} must be > 0 (inf disables it), got {value!r}')
+    for name in ('scrape_lag', 'actuation_delay', 'tail'):
+        value = getattr(settings, name)
+        if not (value >= 0 and math.isfinite(value)):
+            raise ValueError(f'settings.{name} must be >= 0 and finite, got {value!r}')
+
+
+def check_variants(*, variants: Sequence[VariantSpec]) -> None:
+    """Raise `ValueError` unless the variants are non-empty, uniquely named, of one model."""
+    if not variants:
+        raise ValueError('no variants to simulate')
+    names = [v.name for v in variants]
+    if len(set(names)) != len(names):
+        raise ValueError(f'duplicate variant names: {sorted(names)}')
+    models = sorted({(v.model_id, v.namespace) for v in variants})
+    if len(models) > 1:
+        raise ValueError(
+            'all variants must serve one model in one namespace, got '
+            + ', '.join(f'{m} in {ns}' for m, ns in models)
+        )
+
+
+def check_trace(*, trace: Trace) -> None:
+    """Raise `ValueError` unless the arrivals are finite, >= 0 and in order (`Trace`'s promise)."""
+    arrivals = trace.arrivals
+    if not len(trace):
+        return
+    if not bool(np.all(np.isfinite(arrivals))) or float(arrivals[0]) < 0:
+        raise ValueError(f'trace {trace.name!r}: arrivals must be finite and >= 0')
+    if bool(np.any(np.diff(arrivals) < 0)):
+        raise ValueError(f'trace {trace.name!r}: arrivals must be non-decreasing')
+
+
+def _arrivals(trace: Trace) -> Iterator[tuple[float, int, int]]:
+    # Chunks keep the per-item cost of Python floats without materialising a huge list at once.
+    for start in range(0, len(trace), _CHUNK):
+        stop = start + _CHUNK
+        yield from zip(
+            trace.arrivals[start:stop].tolist(),
+            trace.input_tokens[start:stop].tolist(),
+            trace.output_tokens[start:stop].tolist(),
+            strict=True,
+        )
+
+
+class _Loop:
+    """The state of one run; `run` is its only user."""
+
+    def __init__(
+        self,
+        *,
+        trace: Trace,
+        variants: Sequence[VariantSpec],
+        policy: Policy,
+        settings: SimSettings,
+        progress: Callable[[float], None] | None,
+    ) -> None:
+        self.settings = settings
+        self.policy = policy
+        self.progress = progress
+        self.end = trace.duration + settings.tail
+        self.cluster = Cluster(
+            variants=variants,
+            engine=settings.engine,
+            router=settings.router,
+            gateway_timeout=settings.gateway_timeout,
+        )
+        self.observer = Observer(
+            scrape_interval=settings.scrape_interval,
+            scrape_lag=settings.scrape_lag,
+            retention_period=settings.retention_period,
+        )
+        names = self.cluster.variant_names
+        self.timeline = Timeline(replicas={v: [] for v in names}, ready={v: [] for v in names})
+        self.requests: list[SimRequest] = []
+        self.events: list[ScaleEvent] = []
+        self.actuations: list[tuple[float, int, str, int, str]] = []
+        self._sequence = 0
+        self._reported = -1.0
+
+    # ---- ticks -------------------------------------------------------------------------------
+
+    def view(self, now: float) -> ControlView:
+        cluster = self.cluster
+        return ControlView(
+            now=now,
+            snapshot=self.observer.snapshot(now=now, cluster=cluster),
+            replicas=dict(cluster.targets),
+            ready={v: cluster.ready_count(variant=v) for v in cluster.variant_names},
+        )
+
+    def decide(self, now: float, wanted: dict[str, int], reason: str) -> None:
+        targets = self.cluster.targets
+        for variant in sorted(wanted):
+            if variant not in targets:
+                raise ValueError(
+                    f'policy {self.policy.name!r} returned unknown variant {variant!r}; '
+                    f'known: {", ".join(self.cluster.variant_names)}'
+                )
+            target = int(wanted[variant])
+            if target != targets[variant]:
+                self._sequence += 1
+                heapq.heappush(
+                    self.actuations,
+                    (now + self.settings.actuation_delay, self._sequence, variant, target, reason),
+                )
+
+    def actuate(self, now: float) -> None:
+        _, _, variant, target, reason = heapq.heappop(self.actuations)
+        before, after = self.cluster.set_target(variant=variant, target=target, now=now)
+        if after != before:
+            self.events.append(
+                ScaleEvent(time=now, variant=variant, before=before, after=after, reason=reason)
+            )
+
+    def sample(self, now: float) -> None:
+        cluster, timeline = self.cluster, self.timeline
+        timeline.times.append(now)
+        for variant in cluster.variant_names:
+            timeline.replicas[variant].append(cluster.existing[variant])
+            timeline.ready[variant].append(cluster.ready_count(variant=variant))
+        kv, waiting, running = 0.0, 0, 0
+        live = cluster.live
+        for replica in live:
+            engine = replica.engine
+            assert engine is not None
+            kv += engine.kv_usage
+            waiting += engine.waiting
+            running += engine.running
+        timeline.kv_usage.append(kv / len(live) if live else 0.0)
+        timeline.waiting.append(waiting)
+        timeline.running.append(running)
+        timeline.gateway_queue.append(len(cluster.queue))
+        if self.progress is not None and self.end > 0:
+            done = min(1.0, now / self.end)
+            if done - self._reported >= 0.01:
+                self._reported = done
+                self.progress(done)
+
+    # ---- the loop ----------------------------------------------------------------------------
+
+    def run(self, trace: Trace) -> None:
+        s, cluster, end = self.settings, self.cluster, self.end
+        arrivals = _arrivals(trace)
+        nxt = next(arrivals, None)
+        n_scrape = n_sample = 0
+        n_control = n_wake = 1
+        while True:
+            t_scrape = n_scrape * s.scrape_interval
+            t_sample = n_sample * s.sample_interval
+            t_control = n_control * s.cycle
+            t_wake = n_wake * s.wake_period
+            t_act = self.actuations[0][0] if self.actuations else math.inf
+            other = min(
+                (cluster.next_ready_time(), READY),
+                (t_act, ACTUATE),
+                (t_scrape, SCRAPE),
+                (t_wake, WAKE),
+                (t_control, CONTROL),
+                (t_sample, SAMPLE),
+            )
+            if nxt is not None and (nxt[0], ARRIVAL) < other:
+                # The hot path: every arrival before the next other event, without re-deciding.
+                limit_t, limit_kind = other
+                while nxt is not None and nxt[0] <= end:
+                    t = nxt[0]
+                    if t > limit_t or (t == limit_t and limit_kind < ARRIVAL):
+                        break
+                    cluster.advance(until=t)
+                    if cluster.queue:
+                        cluster.expire(now=t)
+                    request = SimRequest(
+                        rid=len(self.requests), arrival=t, input_tokens=nxt[1], output_tokens=nxt[2]
+                    )
+                    self.requests.append(request)
+                    cluster.arrive(request=request, now=t)
+                    nxt = next(arrivals, None)
+                if nxt is not None and nxt[0] > end:
+                    nxt = None
+                continue
+            t, kind = other
+            if t > end:
+                break
+            cluster.advance(until=t)
+            cluster.expire(now=t)
+            if kind == READY:
+                cluster.promote(now=t)
+            elif kind == ACTUATE:
+                self.actuate(t)
+            elif kind == SCRAPE:
+                self.observer.scrape(now=t, cluster=cluster)
+                n_scrape += 1
+            elif kind == WAKE:
+                self.decide(t, self.policy.wake(view=self.view(t)), 'wake')
+                n_wake += 1
+            elif kind == CONTROL:
+                self.decide(t, self.policy.targets(view=self.view(t)), 'policy')
+                n_control += 1
+            else:
+                self.sample(t)
+                n_sample += 1
+        cluster.advance(until=end)
+        cluster.expire(now=end)
+        if self.progress is not None:
+            self.progress(1.0)
+
+
+def run(
+    *,
+    trace: Trace,
+    variants: Sequence[VariantSpec],
+    policy: Policy,
+    settings: SimSettings,
+    progress: Callable[[float], None] | None = None,
+) -> SimResult:
+    """Replay `trace` on a fleet of `variants` scaled by `policy`; deterministic.
+
+    All variants serve ONE model (the scenario's): they must share `model_id` and `namespace`,
+    so the snapshot holds one model and one pool. Each variant starts with `initial_replicas`
+    Ready replicas. `progress(fraction_done)` is called now and then with a fraction of the
+    simulated time; `SimResult.wall_seconds` is left at 0 for the caller to fill.
+    """
+    check_settings(settings=settings)
+    check_variants(variants=variants)
+    check_trace(trace=trace)
+    loop = _Loop(
+        trace=trace, variants=variants, policy=policy, settings=settings, progress=progress
+    )
+    loop.run(trace)
+    return SimResult(
+        policy=policy.name,
+        trace=trace.name,
+        duration=loop.end,
+        requests=loop.requests,
+        variants=tuple(variants),
+        replica_seconds=loop.cluster.finish(end=loop.end),
+        events=loop.events,
+        timeline=loop.timeline,
+        sample_interval=settings.sample_interval,
+    )

@@ -1,0 +1,210 @@
+"""Hardware presets (reference/vllm.md §5): the table's numbers, their derivations, overrides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from llmscaler.sim import presets
+
+H100_8B = 'llama-3.1-8b-h100'
+ALL = (
+    'llama-3.1-70b-h100-tp4',
+    'llama-3.1-70b-h100-tp8',
+    'llama-3.1-8b-a100',
+    'llama-3.1-8b-h100',
+    'llama-3.1-8b-l4',
+    'llama-3.1-8b-l40s',
+)
+
+
+def test_names_are_the_six_presets_sorted() -> None:
+    assert presets.names() == ALL
+    assert tuple(sorted(presets.PRESETS)) == ALL
+
+
+@pytest.mark.parametrize(
+    ('name', 'model', 'accelerator', 'gpus', 'price', 'blocks', 'perf', 'startup'),
+    [
+        (H100_8B, presets.MODEL_8B, 'H100', 1, 3.90, 27_500, (7.0, 0.042, 24.0, 0.052), 90.0),
+        (
+            'llama-3.1-8b-a100',
+            presets.MODEL_8B,
+            'A100',
+            1,
+            3.67,
+            27_500,
+            (11.0, 0.029, 66.8, 0.086),
+            90.0,
+        ),
+        (
+            'llama-3.1-8b-l40s',
+            presets.MODEL_8B,
+            'L40S',
+            1,
+            1.90,
+            11_500,
+            (22.6, 0.181, 68.0, 0.20),
+            90.0,
+        ),
+        ('llama-3.1-8b-l4', presets.MODEL_8B, 'L4', 1, 0.80, 1_700, (70.0, 0.5, 200.0, 0.58), 90.0),
+        (
+            'llama-3.1-70b-h100-tp4',
+            presets.MODEL_70B,
+            'H100',
+            4,
+            3.90,
+            29_000,
+            (22.0, 0.01, 64.0, 0.033),
+            180.0,
+        ),
+        (
+            'llama-3.1-70b-h100-tp8',
+            presets.MODEL_70B,
+            'H100',
+            8,
+            3.90,
+            86_000,
+            (15.0, 0.024, 39.9, 0.016),
+            180.0,
+        ),
+    ],
+)
+def test_preset_table(
+    name: str,
+    model: str,
+    accelerator: str,
+    gpus: int,
+    price: float,
+    blocks: int,
+    perf: tuple[float, float, float, float],
+    startup: float,
+) -> None:
+    spec = presets.preset(name=name)
+    assert spec.name == name
+    assert spec.preset == name
+    assert spec.model_id == model
+    assert spec.accelerator == accelerator
+    assert spec.gpus_per_replica == gpus
+    assert spec.price_per_gpu_hour == pytest.approx(price)
+    assert spec.cost_per_hour == pytest.approx(price * gpus)
+    assert spec.num_gpu_blocks == blocks
+    assert spec.block_size == 16
+    assert spec.startup_delay == startup
+    alpha_ms, beta_ms, prefill_us, kv_ms_per_1k = perf
+    assert spec.perf.step_overhead == pytest.approx(alpha_ms / 1e3)
+    assert spec.perf.decode_per_seq == pytest.approx(beta_ms / 1e3)
+    assert spec.perf.prefill_per_token == pytest.approx(prefill_us / 1e6)
+    assert spec.perf.kv_read_per_token == pytest.approx(kv_ms_per_1k / 1e6)
+
+
+def test_model_ids() -> None:
+    assert presets.MODEL_8B == 'meta-llama/Llama-3.1-8B-Instruct'
+    assert presets.MODEL_70B == 'meta-llama/Llama-3.1-70B-Instruct'
+
+
+def test_cost_per_hour_worked_examples() -> None:
+    # 70B TP8: 8 GPUs × $3.90 = $31.20 per replica-hour; L4: 1 × $0.80.
+    assert presets.preset(name='llama-3.1-70b-h100-tp8').cost_per_hour == pytest.approx(31.2)
+    assert presets.preset(name='llama-3.1-8b-l4').cost_per_hour == pytest.approx(0.8)
+
+
+def test_scheduler_limits_follow_the_vllm_serve_defaults() -> None:
+    # §1.5: H100 (≥ 70 GiB, not A100) 1024 seqs / 8192 tokens; A100, L40S, L4 256 / 2048.
+    for name in ALL:
+        spec = presets.preset(name=name)
+        expected = (1024, 8192) if spec.accelerator == 'H100' else (256, 2048)
+        assert (spec.max_num_seqs, spec.max_num_batched_tokens) == expected, name
+
+
+def test_max_model_len_fits_the_kv_cache() -> None:
+    # L4: 1,700 blocks = 27,200 tokens, so 4096; the others keep Llama-3.1's 131,072.
+    assert presets.preset(name='llama-3.1-8b-l4').max_model_len == 4096
+    for name in ALL:
+        spec = presets.preset(name=name)
+        assert spec.max_model_len <= (spec.num_gpu_blocks - 1) * spec.block_size, name
+        if name != 'llama-3.1-8b-l4':
+            assert spec.max_model_len == 131_072
+
+
+def test_every_preset_runs_on_the_fast_path() -> None:
+    # The fast engine's lockstep needs max_num_seqs ≤ max_num_batched_tokens.
+    for name in ALL:
+        spec = presets.preset(name=name)
+        assert spec.max_num_seqs <= spec.max_num_batched_tokens
+
+
+@pytest.mark.parametrize(
+    ('name', 'kv_bytes_per_token_per_gpu', 'bandwidth'),
+    [
+        (H100_8B, 128 * 1024, 3.35e12),
+        ('llama-3.1-8b-a100', 128 * 1024, 2.04e12),
+        ('llama-3.1-8b-l40s', 128 * 1024, 0.864e12),
+        ('llama-3.1-8b-l4', 128 * 1024, 0.30e12),
+        ('llama-3.1-70b-h100-tp4', 80 * 1024, 3.35e12),
+        ('llama-3.1-70b-h100-tp8', 40 * 1024, 3.35e12),
+    ],
+)
+def test_kv_read_term_is_the_roofline(
+    name: str, kv_bytes_per_token_per_gpu: int, bandwidth: float
+) -> None:
+    # κ = KV bytes per token per GPU / (75 % of HBM bandwidth); e.g. H100 8B:
+    # 131,072 B / 2.5125e12 B/s = 5.217e-8 s (0.052 ms per 1k tokens). Within 5 % (rounding).
+    spec = presets.preset(name=name)
+    roofline = kv_bytes_per_token_per_gpu / (0.75 * bandwidth)
+    assert spec.perf.kv_read_per_token == pytest.approx(roofline, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ('name', 'flops'), [('llama-3.1-8b-l40s', 362e12), ('llama-3.1-8b-l4', 121e12)]
+)
+def test_roofline_prefill_terms(name: str, flops: float) -> None:
+    # δ = 2 · 8.03e9 / (0.65 · F): L40S 68.3 µs, L4 204 µs per token.
+    spec = presets.preset(name=name)
+    assert spec.perf.prefill_per_token == pytest.approx(2 * 8.03e9 / (0.65 * flops), rel=0.03)
+
+
+def test_l4_overhead_is_the_weight_read_time() -> None:
+    # 16.06 GB / (0.30 TB/s · 0.75) = 71.4 ms ≈ 70 ms.
+    spec = presets.preset(name='llama-3.1-8b-l4')
+    assert spec.perf.step_overhead == pytest.approx(16.06e9 / (0.75 * 0.30e12), rel=0.03)
+
+
+def test_variant_name_and_overrides() -> None:
+    spec = presets.preset(
+        name=H100_8B, variant_name='fast-pool', price_per_gpu_hour=2.5, num_gpu_blocks=4000
+    )
+    assert spec.name == 'fast-pool'
+    assert spec.preset == H100_8B
+    assert spec.cost_per_hour == pytest.approx(2.5)
+    assert spec.num_gpu_blocks == 4000
+    # Untouched fields keep the preset's values.
+    assert spec.perf == presets.preset(name=H100_8B).perf
+
+
+def test_builders_in_the_table_name_the_variant() -> None:
+    spec = presets.PRESETS['llama-3.1-8b-l40s']('cheap')
+    assert spec.name == 'cheap'
+    assert spec.preset == 'llama-3.1-8b-l40s'
+
+
+def test_unknown_preset_lists_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match='unknown preset') as info:
+        presets.preset(name='llama-3.1-8b-b200')
+    message = str(info.value)
+    assert "'llama-3.1-8b-b200'" in message
+    for name in ALL:
+        assert name in message
+
+
+@pytest.mark.parametrize('field', ['nonsense', 'preset'])
+def test_unknown_or_reserved_override_is_rejected(field: str) -> None:
+    overrides: dict[str, Any] = {field: 1}
+    with pytest.raises(ValueError, match=f'unknown override {field}'):
+        presets.preset(name=H100_8B, **overrides)
+
+
+def test_the_table_is_read_only() -> None:
+    with pytest.raises(TypeError):
+        presets.PRESETS['mine'] = presets.PRESETS[H100_8B]  # type: ignore[index]
