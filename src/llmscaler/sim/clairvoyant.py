@@ -22,9 +22,9 @@ What it computes:
   maximum.
 - Keeping what is still needed: replicas asked for now serve only from t + d, but a replica
   removed now is gone now. So the mix must also keep, of the replicas ready now (pending ones
-  serve nothing yet and are no reason to keep a mix chosen a cycle earlier), enough to cover H(t) = max of rate[k] for k in
-  [floor(t), floor(t + d)] (the load until the new ones are ready):
-  Σ min(n_v, current_v)·capacity_v ≥ H, with H capped at what keeping all of them gives.
+  serve nothing yet and are no reason to keep a mix chosen a cycle earlier), enough to cover
+  H(t) = max of rate[k] for k in [floor(t), floor(t + d)] (the load until the new ones are
+  ready): Σ min(n_v, ready_v)·capacity_v ≥ H, with H capped at what keeping all of them gives.
   Without this a change of mix (say 2 × H100 → 1 × H100 + 2 × L40S) would drop capacity for d
   seconds. Otherwise scale-down is immediate: no stabilization, the future is known.
 - `calibrate`: capacity_v, the req/s one replica sustains within the SLO, by replaying a seeded
