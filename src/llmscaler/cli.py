@@ -8,6 +8,8 @@ Subcommands:
 - `schema`: print the JSON Schema of the snapshot file.
 - `simulate [--scenario FILE] [--trace FILE] [--policy NAME ...] [--out DIR] ...`: replay a
   workload against a simulated vLLM fleet under each policy and report cost and SLO attainment.
+- `emulate [--preset P] [--replicas N] [--base-port PORT] [--epp-port PORT] [--rate R] ...`:
+  serve emulated vLLM pods in real time (see `llmscaler emulate --help`).
 
 Bad input (a missing file, invalid JSON/YAML, a bad field, an invalid ConfigMap entry) is reported
 on stderr as one line per problem, naming the file, the path to the field and why, and the exit
@@ -84,6 +86,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     simulate.add_argument('--out', type=Path, default=Path('out'), help='report directory')
     simulate.add_argument('--no-progress', action='store_true', help='no progress bar')
+
+    emulate = commands.add_parser(
+        'emulate',
+        help='serve emulated vLLM pods (/metrics, /v1/completions) and an EPP metrics endpoint',
+        add_help=False,
+    )
+    emulate.add_argument('arguments', nargs='*', help='see `llmscaler emulate --help`')
     return parser
 
 
@@ -162,7 +171,13 @@ def _decide(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `llmscaler` console script."""
-    args = _parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ['emulate']:
+        # The emulator owns its options; argparse sub-commands cannot pass them through untouched.
+        from llmscaler.emulate import server  # aiohttp is not needed by the other commands
+
+        return server.main(arguments[1:])
+    args = _parser().parse_args(arguments)
     if args.command == 'decide':
         return _decide(args)
     if args.command == 'simulate':

@@ -192,3 +192,12 @@ def test_config_warning_is_printed_but_not_fatal(
     assert json.loads(out)['decisions']
     assert 'warning' in err
     assert 'retention_period' in err
+
+
+def test_emulate_passes_its_options_through(capsys: pytest.CaptureFixture[str]) -> None:
+    # Bad options are the emulator's own to reject: status 2 and its usage line, no traceback.
+    code = main(['emulate', '--replicas', '-1'])
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert 'replicas' in err
+    assert 'Traceback' not in err

@@ -1,0 +1,317 @@
+"""The pod-scraping metrics source: vLLM and gateway (EPP) pages read directly, no Prometheus.
+
+Why: seed 001's built-in scraper lets a cluster without Prometheus autoscale. This source fetches
+every pod's `/metrics` page itself, keeps the recent samples in local windows (`collect.windows`),
+and computes from them the same `Reading` as the Prometheus source computes with seed 000's
+queries (`collect.scrape_reading` has the computations and their correspondence with the
+queries), so attribution and the core cannot tell the sources apart.
+
+The controller calls `scrape(now=...)` every scrape interval and `read(scope=..., now=...)` every
+cycle; `read` never fetches. Windows are keyed by (namespace, pod, series); histogram buckets and
+`_created` series are not kept (no query reads them); a series not updated for its horizon is
+forgotten, and so is an untargeted pod with no series left. The request counters are kept for
+`request_count_horizon`, the others for `horizon`. Pages are parsed off the event loop, by one
+`exposition.Parser` per family set (vLLM, EPP) that remembers the label sets of earlier pages.
+
+Failures never raise; each target gets at most one `SourceError(target=url)` per scrape:
+UNREACHABLE (refused, DNS, TLS, dropped connection, unreadable token file), TIMEOUT (no complete
+page within `timeout`), HTTP_4XX / HTTP_5XX, BAD_RESPONSE (another status, a body over
+`max_page_bytes` or that does not decompress, a content type that is not a text exposition, or a
+page that gave no wanted sample while it had parse errors, was not UTF-8, or was a vLLM page
+without one vLLM series) and PARTIAL_DATA (parse errors beside good samples, or a vLLM page lacking
+KV usage, queue length, running or cache_config_info). A failed scrape adds nothing and makes the
+pod's present series stale; the samples already kept still serve the windows. NaN and ±Inf
+samples are dropped and counted (`Reading.dropped_non_finite`, last scrape). A `concurrency` below
+1 counts as 1.
+
+The bearer token (`token_file`, re-read every scrape so rotated tokens work, else `bearer_token`)
+is sent to EPP targets over HTTPS only: vLLM pods need none, and a token never travels in clear.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from llmscaler.collect.exposition import EPP_FAMILIES, VLLM_FAMILIES, Page, Parser
+from llmscaler.collect.scrape_reading import REQUEST_SUCCESS, PodSeries, compute_reading
+from llmscaler.collect.scrape_reading import Kind as Kind
+from llmscaler.collect.types import ErrorReason, ModelScope, Reading, SourceError
+from llmscaler.collect.windows import SeriesWindow
+
+ACCEPT = 'text/plain;version=0.0.4'
+"""The 0.0.4 text format keeps the colons of vLLM names (python_stack.md §3.1)."""
+_TEXT_TYPES = ('text/plain', 'application/openmetrics-text')
+_UNUSED_SUFFIXES = ('_bucket', '_created')
+_VLLM_ALWAYS = (
+    (('vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'), 'KV usage'),
+    (('vllm:num_requests_waiting',), 'queue length'),
+    (('vllm:num_requests_running',), 'running'),
+    (('vllm:cache_config_info',), 'cache_config_info'),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeTarget:
+    """One pod's metrics endpoint; `model_name` names the model of series without that label."""
+
+    namespace: str
+    pod: str
+    url: str
+    kind: Kind = 'vllm'
+    model_name: str = ''
+
+
+def pod_url(*, ip: str, port: int, scheme: str = 'http', path: str = '/metrics') -> str:
+    """`scheme://ip:port/path`, with an IPv6 address in brackets."""
+    host = f'[{ip}]' if ':' in ip else ip
+    return f'{scheme}://{host}:{port}{path}'
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeConfig:
+    """How pods are scraped. Times are seconds; `horizon` is how long samples are kept."""
+
+    timeout: float = 2.0
+    concurrency: int = 32
+    bearer_token: str | None = None
+    token_file: Path | None = None
+    ca_file: Path | None = None
+    insecure_skip_verify: bool = False
+    horizon: float = 360.0
+    request_count_horizon: float = 3600.0
+    max_page_bytes: int = 16 * 1024 * 1024
+
+
+def ssl_context(*, config: ScrapeConfig) -> ssl.SSLContext:
+    """The client TLS context: `ca_file` alone is trusted when given, else the system store."""
+    context = ssl.create_default_context(
+        cafile=str(config.ca_file) if config.ca_file is not None else None
+    )
+    if config.insecure_skip_verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+@dataclass(frozen=True, slots=True)
+class _Fetched:
+    page: Page | None = None
+    error: SourceError | None = None
+
+
+class PodScrapeSource:
+    """`MetricsSource` that scrapes the pods itself (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        config: ScrapeConfig,
+        targets_fn: Callable[[], Sequence[ScrapeTarget]],
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._config = config
+        self._targets_fn = targets_fn
+        self._owns_client = client is None
+        if client is None:
+            client = httpx.AsyncClient(verify=ssl_context(config=config), timeout=config.timeout)
+        self._client = client
+        # One Parser per family set: the label sets of a kind's pages come back on every scrape.
+        self._parsers: dict[Kind, Parser] = {
+            'vllm': Parser(families=VLLM_FAMILIES),
+            'epp': Parser(families=EPP_FAMILIES),
+        }
+        self._pods: dict[tuple[str, str], PodSeries] = {}
+        self._errors: tuple[SourceError, ...] = ()
+        self._dropped = 0
+        self._first_scrape: float | None = None
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this source created it."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    @property
+    def series_count(self) -> int:
+        """How many series windows are held (for the controller's own metrics)."""
+        return sum(len(pod.series) for pod in self._pods.values())
+
+    async def scrape(self, *, now: float) -> list[SourceError]:
+        """Fetch every target's page once and add its samples to the windows."""
+        targets: dict[tuple[str, str], ScrapeTarget] = {}
+        for target in sorted(self._targets_fn(), key=lambda t: (t.namespace, t.pod, t.url)):
+            targets.setdefault((target.namespace, target.pod), target)
+        token, token_error = self._token()
+        gate = asyncio.Semaphore(max(1, self._config.concurrency))
+        ordered = [targets[key] for key in sorted(targets)]
+        fetched = await asyncio.gather(
+            *(
+                self._fetch(target=t, token=token, token_error=token_error, gate=gate)
+                for t in ordered
+            )
+        )
+        errors: list[SourceError] = []
+        dropped = 0
+        for target, result in zip(ordered, fetched, strict=True):
+            pod = self._pods.setdefault((target.namespace, target.pod), PodSeries(target.kind, ''))
+            pod.kind, pod.hint = target.kind, target.model_name
+            if result.error is not None:
+                errors.append(result.error)
+            if result.page is None:
+                pod.present = frozenset()
+                continue
+            dropped += result.page.dropped_non_finite
+            present = set()
+            for sample in result.page.samples:
+                if sample.name.endswith(_UNUSED_SUFFIXES):
+                    continue
+                key = (sample.name, sample.labels)
+                window = pod.series.get(key)
+                if window is None:
+                    window = SeriesWindow(horizon=self._horizon(sample.name))
+                    pod.series[key] = window
+                window.add(t=now, value=sample.value)
+                present.add(key)
+            pod.present = frozenset(present)
+        self._forget(now=now, current=targets.keys())
+        if self._first_scrape is None and targets:
+            self._first_scrape = now
+        self._errors = tuple(sorted(errors, key=lambda e: (e.target, e.reason)))
+        self._dropped = dropped
+        return list(self._errors)
+
+    async def read(self, *, scope: tuple[ModelScope, ...], now: float) -> Reading:
+        """The figures of the models in `scope` at `now`, from the kept windows."""
+        return compute_reading(
+            pods=self._pods,
+            scope=scope,
+            now=now,
+            history=self._history,
+            scraping_since=self._first_scrape,
+            errors=self._errors,
+            dropped_non_finite=self._dropped,
+        )
+
+    @property
+    def _history(self) -> float:
+        """How long the request counters are kept."""
+        return max(self._config.horizon, self._config.request_count_horizon)
+
+    # --- scraping ------------------------------------------------------------------------------
+
+    def _horizon(self, name: str) -> float:
+        return self._history if name == REQUEST_SUCCESS else self._config.horizon
+
+    def _token(self) -> tuple[str | None, str | None]:
+        if self._config.token_file is None:
+            return self._config.bearer_token, None
+        try:
+            token = self._config.token_file.read_text(encoding='utf-8').strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            return None, f'bearer token file unreadable, nothing sent: {exc}'
+        if not token:
+            return None, f'bearer token file {self._config.token_file} is empty, nothing sent'
+        return token, None
+
+    async def _fetch(
+        self,
+        *,
+        target: ScrapeTarget,
+        token: str | None,
+        token_error: str | None,
+        gate: asyncio.Semaphore,
+    ) -> _Fetched:
+        def failed(reason: ErrorReason, message: str) -> _Fetched:
+            return _Fetched(error=SourceError(target.url, reason, message))
+
+        headers = {'Accept': ACCEPT}
+        secure = target.url.startswith('https://')
+        if target.kind == 'epp' and secure:
+            if token_error is not None:
+                return failed(ErrorReason.UNREACHABLE, token_error)
+            if token:
+                headers['Authorization'] = f'Bearer {token}'
+        timeout = self._config.timeout
+        try:
+            async with gate, asyncio.timeout(timeout):
+                body, failure = await self._get(url=target.url, headers=headers)
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            return failed(ErrorReason.TIMEOUT, f'no complete page within {timeout}s: {exc!r}')
+        except httpx.DecodingError as exc:
+            return failed(ErrorReason.BAD_RESPONSE, f'undecodable body: {exc!r}')
+        except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
+            return failed(ErrorReason.UNREACHABLE, repr(exc))
+        if failure is not None:
+            return _Fetched(error=SourceError(target.url, failure[0], failure[1]))
+        return await _parse_page(target=target, body=body, parser=self._parsers[target.kind])
+
+    async def _get(
+        self, *, url: str, headers: dict[str, str]
+    ) -> tuple[bytes, tuple[ErrorReason, str] | None]:
+        limit = self._config.max_page_bytes
+        async with self._client.stream('GET', url, headers=headers) as response:
+            status = response.status_code
+            if 400 <= status <= 599:
+                reason = ErrorReason.HTTP_4XX if status < 500 else ErrorReason.HTTP_5XX
+                return b'', (reason, f'HTTP {status}')
+            if not 200 <= status <= 299:
+                return b'', (ErrorReason.BAD_RESPONSE, f'unexpected HTTP {status}')
+            media = response.headers.get('content-type', '').split(';')[0].strip().lower()
+            if media and media not in _TEXT_TYPES:
+                return b'', (ErrorReason.BAD_RESPONSE, f'content type {media!r} is not metrics')
+            chunks = []
+            size = 0
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    return b'', (ErrorReason.BAD_RESPONSE, f'page larger than {limit} bytes')
+                chunks.append(chunk)
+        return b''.join(chunks), None
+
+    def _forget(self, *, now: float, current: Iterable[tuple[str, str]]) -> None:
+        """Drop series not seen for their horizon, then pods no longer targeted and empty."""
+        keep = set(current)
+        for key, pod in list(self._pods.items()):
+            for series, window in list(pod.series.items()):
+                if window.last_seen <= now - window.horizon:
+                    del pod.series[series]
+            if not pod.series and key not in keep:
+                del self._pods[key]
+
+
+async def _parse_page(*, target: ScrapeTarget, body: bytes, parser: Parser) -> _Fetched:
+    text: bytes | str = body
+    utf8 = True
+    try:
+        text = body.decode('utf-8')
+    except UnicodeDecodeError:
+        utf8 = False
+    page = await asyncio.to_thread(parser.parse, page=text)
+
+    def error(reason: ErrorReason, message: str) -> SourceError:
+        return SourceError(target.url, reason, message)
+
+    if not page.samples:
+        if page.errors:
+            message = 'no usable sample: ' + '; '.join(page.errors[:3])
+            return _Fetched(error=error(ErrorReason.BAD_RESPONSE, message))
+        if not utf8:
+            return _Fetched(error=error(ErrorReason.BAD_RESPONSE, 'page is not UTF-8'))
+        if target.kind == 'vllm':
+            message = 'no vLLM series on the page (names escaped to underscores?)'
+            return _Fetched(error=error(ErrorReason.BAD_RESPONSE, message))
+        return _Fetched(page=page)
+    problems = list(page.errors[:3])
+    if target.kind == 'vllm':
+        names = {sample.name for sample in page.samples}
+        missing = [what for options, what in _VLLM_ALWAYS if names.isdisjoint(options)]
+        if missing:
+            problems.append('no ' + ', '.join(missing))
+    if problems:
+        return _Fetched(page=page, error=error(ErrorReason.PARTIAL_DATA, '; '.join(problems)))
+    return _Fetched(page=page)

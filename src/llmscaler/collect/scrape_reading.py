@@ -1,0 +1,419 @@
+"""The pod-scraping source's figures: seed 000's queries answered from locally kept windows.
+
+Why: the pod-scraping source (`collect.scrape`) must hand attribution and the core the same
+`Reading` as the Prometheus source computes with seed 000's queries (`collect.queries`), so that
+they cannot tell the sources apart. The scraper keeps the recent samples of every pod in windows
+(`collect.windows`); this module is the other half, pure: no I/O, no clock (`now` is passed in),
+it evaluates the registry's queries over those windows.
+
+Correspondence with the PromQL registry (M = the pod's series of model m in namespace n; a series
+without `model_name` counts as the target's `model_name` hint; "present" = on the last successful
+page of that pod, newest sample at most 5 min old, as Prometheus' staleness and lookback have it):
+
+query                   computed here
+----------------------  ----------------------------------------------------------------------
+kv_cache_usage          per engine label set: 1-min max of vllm:kv_cache_usage_perc, else of
+                        vllm:gpu_cache_usage_perc (`A or B`); then the max over the engines
+queue_length            max over engines of the 1-min max of vllm:num_requests_waiting
+running                 max over engines of the present vllm:num_requests_running
+cache_config_info       present series of the pod, any model; positive integer num_gpu_blocks and
+                        block_size labels; the smallest capacity (blocks × size) wins
+avg_input/output_tokens sum of 5-min rates of x_sum / sum of 5-min rates of x_count over engines
+prefix_cache_hit_rate   the same ratio over prefix_cache_{hits,queries}_total, else over the
+                        gpu_prefix_cache_* names; 5 min
+avg_ttft / avg_itl      the ratio over 1 min; ITL from inter_token_latency_seconds, else from
+                        time_per_output_token_seconds
+pod_arrival_rate        EPP pages: sum by (namespace, pod_name) of the 1-min rate of
+                        inference_extension_scheduler_attempts_total{status="success"} whose
+                        namespace and target_model_name are in scope
+scheduler_queue_size /  EPP pages: sum of the present inference_extension_flow_control_queue_size
+  _bytes                (/_bytes) series of target_model_name = m; no namespace label exists, so
+                        the figure applies to m in every namespace in scope
+model_arrival_rate      EPP pages: sum by (namespace, target_model_name) of the same 1-min rates
+model_request_count     sum over the model's pods (gone ones too) and finished_reason series of
+                        increase(vllm:request_success_total[retention])
+
+Pods and models are kept as the Prometheus source keeps them: a pod with a KV-usage or queue-length
+series in its 1-min window, one `PodReading` per (namespace, pod), figures of several in-scope
+models of one pod combined by max; a `ModelReading` per in-scope model with any figure. A ratio
+whose denominator did not grow (Prometheus: NaN) is None. `observed_at` is the newest sample used
+(the Prometheus source has the evaluation time there). NaN samples are not stored, so a pod whose
+only KV and queue samples were NaN is not kept, where Prometheus would keep it with None figures.
+
+What Prometheus has and a young scraper has not is history, so the request count is None (which
+forbids scale-to-zero) until targets have been scraped for the whole retention period, and None
+with a PARTIAL_DATA error when the retention exceeds `history`, the seconds of counter history
+kept. Scope entries without a model or a namespace are ignored; of two entries for one model the
+longest valid retention counts; a retention that is not a positive finite number gives no count.
+Nothing raises.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from llmscaler.collect.types import (
+    ErrorReason,
+    ModelReading,
+    ModelScope,
+    PodReading,
+    Reading,
+    SourceError,
+)
+from llmscaler.collect.windows import SeriesWindow
+
+Kind = Literal['vllm', 'epp']
+Labels = tuple[tuple[str, str], ...]
+SeriesKey = tuple[str, Labels]
+
+LOOKBACK = 300.0
+"""Prometheus' instant-query lookback: a present series older than this is not returned."""
+REQUEST_SUCCESS = 'vllm:request_success_total'
+"""The counter of the request count, the one series kept for longer than the others."""
+_QUEUE_FIELDS = {
+    'inference_extension_flow_control_queue_size': 'queue_size',
+    'inference_extension_flow_control_queue_bytes': 'queue_bytes',
+}
+_ATTEMPTS = 'inference_extension_scheduler_attempts_total'
+
+
+@dataclass(slots=True)
+class PodSeries:
+    """What is kept of one scraped pod: a window per series, and the series of its last page.
+
+    `hint` is the target's model name, for series without a `model_name` label; `present` is
+    empty after a failed scrape (Prometheus marks a failed target's series stale).
+    """
+
+    kind: Kind
+    hint: str
+    series: dict[SeriesKey, SeriesWindow] = field(default_factory=dict)
+    present: frozenset[SeriesKey] = frozenset()
+
+
+def compute_reading(
+    *,
+    pods: Mapping[tuple[str, str], PodSeries],
+    scope: tuple[ModelScope, ...],
+    now: float,
+    history: float,
+    scraping_since: float | None,
+    errors: tuple[SourceError, ...] = (),
+    dropped_non_finite: int = 0,
+) -> Reading:
+    """The figures of the models in `scope` at `now`, from the windows of the (namespace, pod)s.
+
+    `history` is how many seconds of request counters are kept and `scraping_since` when the
+    targets were first scraped (None: never); `errors` and `dropped_non_finite` (the last
+    scrape's) lead the reading's own.
+    """
+    models = _normalize(scope)
+    in_scope = {(entry.namespace, entry.model_id) for entry in models}
+    views: dict[Kind, list[_View]] = {'vllm': [], 'epp': []}
+    counters: dict[tuple[str, str], list[SeriesWindow]] = {}
+    for key in sorted(pods):
+        pod = pods[key]
+        for (name, labels), window in sorted(pod.series.items()):
+            model = dict(labels).get('model_name', pod.hint)
+            if name == REQUEST_SUCCESS and pod.kind == 'vllm':
+                counters.setdefault((key[0], model), []).append(window)
+                continue
+            present = (name, labels) in pod.present
+            views[pod.kind].append(_View(*key, model, name, labels, window, present))
+    attempts = _attempt_rates(views=views['epp'], in_scope=in_scope, now=now)
+    found_errors = list(errors)
+    readings = []
+    for entry in models:
+        count, error = _request_count(
+            entry=entry,
+            windows=counters.get((entry.namespace, entry.model_id), []),
+            now=now,
+            history=history,
+            since=scraping_since,
+        )
+        found_errors.extend([error] if error is not None else [])
+        reading = _model_reading(
+            entry=entry, views=views['epp'], attempts=attempts, count=count, now=now
+        )
+        readings.extend([reading] if reading is not None else [])
+    return Reading(
+        pods=_pod_readings(views=views['vllm'], in_scope=in_scope, attempts=attempts, now=now),
+        models=tuple(readings),
+        errors=tuple(found_errors),
+        dropped_non_finite=dropped_non_finite,
+    )
+
+
+def _request_count(
+    *,
+    entry: ModelScope,
+    windows: list[SeriesWindow],
+    now: float,
+    history: float,
+    since: float | None,
+) -> tuple[tuple[float, float] | None, SourceError | None]:
+    """sum(increase(vllm:request_success_total[retention])) and its newest sample time."""
+    retention = entry.retention_period
+    if not math.isfinite(retention) or retention <= 0:
+        return None, None
+    if retention > history:
+        message = f'retention {retention:g}s exceeds the {history:g}s of history kept'
+        return None, SourceError('model_request_count', ErrorReason.PARTIAL_DATA, message)
+    if since is None or now - since < retention:
+        return None, None
+    found = [
+        (increase, _newest(window, now))
+        for window in windows
+        if (increase := window.increase(now=now, seconds=retention)) is not None
+    ]
+    if not found:
+        return None, None
+    return (sum(value for value, _ in found), max(t for _, t in found)), None
+
+
+def _normalize(scope: tuple[ModelScope, ...]) -> tuple[ModelScope, ...]:
+    """Entries with a model and a namespace; a duplicate keeps its longest valid retention."""
+
+    def rank(entry: ModelScope) -> float:
+        valid = math.isfinite(entry.retention_period) and entry.retention_period > 0
+        return entry.retention_period if valid else -1.0
+
+    kept: dict[tuple[str, str], ModelScope] = {}
+    for entry in scope:
+        key = (entry.namespace, entry.model_id)
+        if all(key) and (key not in kept or rank(entry) > rank(kept[key])):
+            kept[key] = entry
+    return tuple(kept[key] for key in sorted(kept))
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    """One kept series as `compute_reading` sees it; `model`: its model_name label or the hint."""
+
+    namespace: str
+    pod: str
+    model: str
+    name: str
+    labels: Labels
+    window: SeriesWindow
+    present: bool
+
+    def label(self, name: str) -> str:
+        return dict(self.labels).get(name, '')
+
+    def instant(self, now: float) -> tuple[float, float] | None:
+        """What an instant query returns: only series on the last good page, 5-min lookback."""
+        return self.window.latest(now=now, seconds=LOOKBACK) if self.present else None
+
+
+_Windows = dict[Labels, _View]
+_AttemptRates = dict[tuple[str, str, str], tuple[float, float]]
+
+
+def _attempt_rates(
+    *, views: list[_View], in_scope: set[tuple[str, str]], now: float
+) -> _AttemptRates:
+    """(namespace, pod_name, target model) → (1-min rate of successful attempts, newest time)."""
+    namespaces = {ns for ns, _ in in_scope}
+    models = {model for _, model in in_scope}
+    rates: _AttemptRates = {}
+    for view in views:
+        key = (view.label('namespace'), view.label('pod_name'), view.label('target_model_name'))
+        if view.name != _ATTEMPTS or view.label('status') != 'success':
+            continue
+        rate = view.window.rate(now=now, seconds=60.0)
+        if key[0] in namespaces and key[2] in models and rate is not None:
+            total, newest = rates.get(key, (0.0, -math.inf))
+            rates[key] = (total + rate, max(newest, _newest(view.window, now)))
+    return rates
+
+
+def _model_reading(
+    *,
+    entry: ModelScope,
+    views: list[_View],
+    attempts: _AttemptRates,
+    count: tuple[float, float] | None,
+    now: float,
+) -> ModelReading | None:
+    figures: dict[str, tuple[float, float]] = {}
+
+    def add(name: str, value: float, t: float) -> None:
+        total, newest = figures.get(name, (0.0, -math.inf))
+        figures[name] = (total + value, max(newest, t))
+
+    for view in views:
+        field_name = _QUEUE_FIELDS.get(view.name)
+        found = view.instant(now)
+        if field_name and found and view.label('target_model_name') == entry.model_id:
+            add(field_name, found[1], found[0])
+    for (namespace, _, model), (rate, newest) in sorted(attempts.items()):
+        if (namespace, model) == (entry.namespace, entry.model_id):
+            add('arrival_rate', rate, newest)
+    if count is not None:
+        add('request_count', *count)
+    if not figures:
+        return None
+    return ModelReading(
+        model_id=entry.model_id,
+        namespace=entry.namespace,
+        observed_at=max(t for _, t in figures.values()),
+        **{name: value for name, (value, _) in sorted(figures.items())},
+    )
+
+
+def _pod_readings(
+    *, views: list[_View], in_scope: set[tuple[str, str]], attempts: _AttemptRates, now: float
+) -> tuple[PodReading, ...]:
+    pods: dict[tuple[str, str], dict[str, dict[str, _Windows]]] = {}
+    configs: dict[tuple[str, str], list[_View]] = {}
+    for view in views:
+        key = (view.namespace, view.pod)
+        if view.name == 'vllm:cache_config_info':
+            configs.setdefault(key, []).append(view)
+        elif (view.namespace, view.model) in in_scope:
+            by_name = pods.setdefault(key, {}).setdefault(view.model, {})
+            by_name.setdefault(view.name, {})[view.labels] = view
+    arrivals: dict[tuple[str, str], float] = {}
+    for (namespace, pod, _), (rate, _) in sorted(attempts.items()):
+        if pod:
+            arrivals[(namespace, pod)] = arrivals.get((namespace, pod), 0.0) + rate
+    readings = []
+    for key in sorted(pods):
+        figures: dict[str, float] = {}
+        kept = []
+        for model in sorted(pods[key]):
+            found = _model_figures(pods[key][model], now)
+            kept.extend([model] if found else [])
+            for name, value in found.items():
+                figures[name] = max(value, figures.get(name, -math.inf))
+        if not kept:
+            continue
+        blocks, size, seen = _cache_config(configs.get(key, []), now)
+        newest = max(
+            _newest(view.window, now)
+            for model in kept
+            for by_labels in pods[key][model].values()
+            for view in by_labels.values()
+        )
+        readings.append(
+            PodReading(
+                namespace=key[0],
+                pod=key[1],
+                observed_at=max(newest, seen),
+                model_name=kept[0],
+                labels=(('model_name', kept[0]),),
+                num_gpu_blocks=blocks,
+                block_size=size,
+                arrival_rate=arrivals.get(key),
+                **figures,
+            )
+        )
+    return tuple(readings)
+
+
+def _model_figures(names: dict[str, _Windows], now: float) -> dict[str, float]:
+    """One model's figures on one pod by `PodReading` field; empty without KV or queue."""
+    get = names.get
+    kv = _max_over(get('vllm:kv_cache_usage_perc', {}), get('vllm:gpu_cache_usage_perc', {}), now)
+    queue = _max_over(get('vllm:num_requests_waiting', {}), {}, now)
+    if kv is None and queue is None:
+        return {}
+    running = [
+        sample[1]
+        for view in get('vllm:num_requests_running', {}).values()
+        if (sample := view.instant(now)) is not None
+    ]
+    hits = ('_hits_total', '_queries_total')
+    found: dict[str, float | None] = {
+        'kv_usage': kv,
+        'queue_length': queue,
+        'running_requests': max(running) if running else None,
+        'avg_input_tokens': _ratio(names, 'vllm:request_prompt_tokens', 300.0, now)[1],
+        'avg_output_tokens': _ratio(names, 'vllm:request_generation_tokens', 300.0, now)[1],
+        'prefix_cache_hit_rate': _either(
+            _ratio(names, 'vllm:prefix_cache', 300.0, now, parts=hits),
+            _ratio(names, 'vllm:gpu_prefix_cache', 300.0, now, parts=hits),
+        ),
+        'avg_ttft': _ratio(names, 'vllm:time_to_first_token_seconds', 60.0, now)[1],
+        'avg_itl': _either(
+            _ratio(names, 'vllm:inter_token_latency_seconds', 60.0, now),
+            _ratio(names, 'vllm:time_per_output_token_seconds', 60.0, now),
+        ),
+    }
+    return {
+        name: value for name, value in found.items() if value is not None and math.isfinite(value)
+    }
+
+
+def _max_over(new: _Windows, old: _Windows, now: float) -> float | None:
+    """max over engines of (max_over_time(new[1m]) or max_over_time(old[1m]))."""
+    values = []
+    for labels in sorted(set(new) | set(old)):
+        value = new[labels].window.max_over(now=now, seconds=60.0) if labels in new else None
+        if value is None and labels in old:
+            value = old[labels].window.max_over(now=now, seconds=60.0)
+        if value is not None:
+            values.append(value)
+    return max(values) if values else None
+
+
+def _ratio(
+    names: dict[str, _Windows],
+    family: str,
+    seconds: float,
+    now: float,
+    *,
+    parts: tuple[str, str] = ('_sum', '_count'),
+) -> tuple[bool, float | None]:
+    """sum of rates of family+parts[0] / sum of rates of family+parts[1] over the engines.
+
+    (whether PromQL has a result at all, its value or None where it is NaN or ±Inf)
+    """
+    sums = []
+    for part in parts:
+        rates = [
+            v.window.rate(now=now, seconds=seconds) for v in names.get(family + part, {}).values()
+        ]
+        known = [rate for rate in rates if rate is not None]
+        if not known:
+            return False, None
+        sums.append(sum(known))
+    return True, (sums[0] / sums[1] if sums[1] else None)
+
+
+def _either(first: tuple[bool, float | None], second: tuple[bool, float | None]) -> float | None:
+    """PromQL `first or second`: the second only where the first has no result at all."""
+    return first[1] if first[0] else second[1]
+
+
+def _cache_config(views: list[_View], now: float) -> tuple[int | None, int | None, float]:
+    """(num_gpu_blocks, block_size, sample time) of the smallest present capacity."""
+    best: tuple[int, int] | None = None
+    seen = -math.inf
+    for view in views:
+        found = view.instant(now)
+        blocks = _positive_int(view.label('num_gpu_blocks'))
+        size = _positive_int(view.label('block_size'))
+        if found is None or blocks is None or size is None:
+            continue
+        seen = max(seen, found[0])
+        if best is None or blocks * size < best[0] * best[1]:
+            best = (blocks, size)
+    return (best[0], best[1], seen) if best is not None else (None, None, seen)
+
+
+def _positive_int(text: str) -> int | None:
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def _newest(window: SeriesWindow, now: float) -> float:
+    found = window.latest(now=now, seconds=window.horizon)
+    return found[0] if found is not None else -math.inf

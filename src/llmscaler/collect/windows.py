@@ -1,0 +1,180 @@
+"""Prometheus' range-vector windows, computed locally from scraped samples.
+
+Why: without Prometheus (seed 001, pods scraped directly) the collectors still need the figures
+seed 000's queries produce: `max_over_time(...[1m])` of KV usage and queue length, and
+`rate(x_sum[5m]) / rate(x_count[5m])` for token and latency averages. Both sources must agree on
+the same `Reading`, so the window arithmetic here follows Prometheus (promql/functions.go, 3.x):
+
+- A range `[d]` evaluated at `now` holds the samples with `now − d < t ≤ now` (left-open).
+- `max_over_time` is the largest value in that range; None when the range is empty.
+- `increase` follows `extrapolatedRate`:
+  1. at least 2 samples in range, else None;
+  2. raw = last − first, plus every value just before a drop (a drop is a counter reset, so the
+     counter restarted from 0 and the value before the drop had been gained as well);
+  3. sampled = t_last − t_first; average step = sampled / (n − 1);
+  4. to_start = t_first − (now − d) and to_end = now − t_last; each gap counts in full when it
+     is below 1.1 × the average step, otherwise only half a step is assumed (the series
+     probably started or ended inside the range);
+  5. a counter cannot go below 0: when raw > 0 and first ≥ 0, to_start is further capped at
+     sampled × first / raw, the time the counter would have needed to climb from 0;
+  6. increase = raw × (sampled + to_start + to_end) / sampled.
+  `rate` = increase / d, divided by the full range as Prometheus does.
+  Prometheus 2.x (such as the 2.42 used by the integration tests) took the samples in the
+  closed range `[now − d, now]` and applied step 5 before the 1.1 test of step 4; the results
+  differ only for a sample exactly on the left edge or a counter that starts inside the range.
+
+Bad input: NaN and ±Inf values are ignored (a scrape that gave NaN adds nothing); a sample whose
+time is not after the newest one is ignored (time never goes backwards within a series); a query
+with `seconds ≤ 0` or non-finite arguments gives None. Samples older than `horizon` (relative to
+the newest) are dropped on every `add`, and at most `max_samples` are kept per series, so memory
+is bounded; a query longer than the horizon therefore sees only the horizon.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+DEFAULT_MAX_SAMPLES = 2048
+"""Enough for a 10-minute horizon at one scrape every 0.3 s."""
+
+
+class SeriesWindow:
+    """The recent (t, value) samples of one series, for `horizon` seconds back from the newest."""
+
+    __slots__ = ('_samples', 'horizon', 'last_seen')
+
+    def __init__(self, *, horizon: float, max_samples: int = DEFAULT_MAX_SAMPLES) -> None:
+        self.horizon = horizon
+        self._samples: deque[tuple[float, float]] = deque(maxlen=max(2, max_samples))
+        self.last_seen = -math.inf
+        """The newest time `add` was called with, even for a value that was ignored."""
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def add(self, *, t: float, value: float) -> None:
+        """Record one sample; NaN/±Inf values and times not after the newest are ignored."""
+        if not math.isfinite(t):
+            return
+        self.last_seen = max(self.last_seen, t)
+        samples = self._samples
+        if not math.isfinite(value) or (samples and t <= samples[-1][0]):
+            return
+        samples.append((t, value))
+        oldest_kept = t - self.horizon
+        while samples and samples[0][0] <= oldest_kept:
+            samples.popleft()
+
+    def in_range(self, *, now: float, seconds: float) -> list[tuple[float, float]]:
+        """The samples with now − seconds < t ≤ now, oldest first."""
+        if not (math.isfinite(now) and math.isfinite(seconds)) or seconds <= 0:
+            return []
+        start = now - seconds
+        found: list[tuple[float, float]] = []
+        for sample in reversed(self._samples):
+            if sample[0] <= start:
+                break
+            if sample[0] <= now:
+                found.append(sample)
+        found.reverse()
+        return found
+
+    def max_over(self, *, now: float, seconds: float) -> float | None:
+        """`max_over_time(series[seconds])` at `now`; None when no sample is in range."""
+        found = self.in_range(now=now, seconds=seconds)
+        return max(value for _, value in found) if found else None
+
+    def latest(self, *, now: float, seconds: float) -> tuple[float, float] | None:
+        """The newest (t, value) in range, as an instant query with `seconds` of lookback."""
+        found = self.in_range(now=now, seconds=seconds)
+        return found[-1] if found else None
+
+    def increase(self, *, now: float, seconds: float) -> float | None:
+        """`increase(series[seconds])` at `now` for a counter; None with fewer than 2 samples."""
+        found = self.in_range(now=now, seconds=seconds)
+        if len(found) < 2:
+            return None
+        first_t, first = found[0]
+        last_t, last = found[-1]
+        raw = last - first
+        previous = first
+        for _, value in found[1:]:
+            if value < previous:
+                raw += previous
+            previous = value
+        sampled = last_t - first_t
+        step = sampled / (len(found) - 1)
+        to_start = first_t - (now - seconds)
+        to_end = now - last_t
+        threshold = 1.1 * step
+        if to_start >= threshold:
+            to_start = step / 2
+        if raw > 0 and first >= 0:
+            to_start = min(to_start, sampled * first / raw)
+        if to_end >= threshold:
+            to_end = step / 2
+        return raw * (sampled + to_start + to_end) / sampled
+
+    def rate(self, *, now: float, seconds: float) -> float | None:
+        """`rate(series[seconds])` at `now`: the increase per second of the whole range."""
+        increase = self.increase(now=now, seconds=seconds)
+        return None if increase is None else increase / seconds
+
+
+@dataclass(slots=True)
+class WindowStore:
+    """Windows of many series, keyed by whatever identifies a series to the caller.
+
+    A key is typically (pod, sample name, labels). Series of pods that went away stop being
+    updated; `forget_older_than` drops them so the store does not grow with pod churn.
+    """
+
+    horizon: float
+    max_samples: int = DEFAULT_MAX_SAMPLES
+    _series: dict[Hashable, SeriesWindow] = field(default_factory=dict, init=False, repr=False)
+
+    def __len__(self) -> int:
+        return len(self._series)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._series
+
+    def add(self, *, key: Hashable, t: float, value: float) -> SeriesWindow:
+        window = self._series.get(key)
+        if window is None:
+            window = SeriesWindow(horizon=self.horizon, max_samples=self.max_samples)
+            self._series[key] = window
+        window.add(t=t, value=value)
+        return window
+
+    def get(self, *, key: Hashable) -> SeriesWindow | None:
+        return self._series.get(key)
+
+    def forget_older_than(self, *, now: float, seconds: float | None = None) -> int:
+        """Drop the series not updated in the last `seconds` (default: the horizon); how many.
+
+        "Updated" counts every `add`, even of a NaN, because a pod that answers is still there.
+        """
+        cutoff = now - (self.horizon if seconds is None else seconds)
+        stale = [key for key, window in self._series.items() if window.last_seen <= cutoff]
+        for key in stale:
+            del self._series[key]
+        return len(stale)
+
+
+def ratio_of_rates(
+    *, numerator: SeriesWindow, denominator: SeriesWindow, now: float, seconds: float
+) -> float | None:
+    """rate(numerator[seconds]) / rate(denominator[seconds]), e.g. rate(x_sum) / rate(x_count).
+
+    None when either rate is missing or the denominator did not increase (Prometheus would give
+    NaN or ±Inf there, which the collectors drop anyway).
+    """
+    bottom = denominator.rate(now=now, seconds=seconds)
+    if bottom is None or bottom == 0:
+        return None
+    top = numerator.rate(now=now, seconds=seconds)
+    return None if top is None else top / bottom

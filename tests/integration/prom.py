@@ -1,0 +1,115 @@
+"""A real Prometheus server (Debian's `prometheus` 2.42) for the integration tests.
+
+Started on a free 127.0.0.1 port with a temporary TSDB, a 1-second scrape interval and static
+targets; stopped by PID. Locally a missing binary skips the test with the reason; in CI
+(`CI=true`) it fails, because .ci/run installs the package.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One scrape target with the labels the kube service discovery would attach."""
+
+    address: str
+    labels: tuple[tuple[str, str], ...]
+    job: str = 'vllm'
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def binary() -> str:
+    path = shutil.which('prometheus')
+    if path is None:
+        message = 'Debian package prometheus is not installed (.ci/run installs it)'
+        if os.environ.get('CI') == 'true':
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@contextlib.asynccontextmanager
+async def running(*, targets: Sequence[Target], workdir: Path) -> AsyncIterator[str]:
+    """Run Prometheus scraping `targets` every second; yields its base URL.
+
+    Asynchronous so that servers on the same event loop (the emulator) keep serving meanwhile.
+    """
+    jobs: dict[str, list[dict[str, object]]] = {}
+    for target in targets:
+        jobs.setdefault(target.job, []).append(
+            {'targets': [target.address], 'labels': dict(target.labels)}
+        )
+    config = {
+        'global': {'scrape_interval': '1s', 'evaluation_interval': '1s'},
+        'scrape_configs': [
+            {'job_name': job, 'static_configs': statics, 'scrape_timeout': '900ms'}
+            for job, statics in sorted(jobs.items())
+        ],
+    }
+    config_path = workdir / 'prometheus.yml'
+    config_path.write_text(yaml.safe_dump(config))
+    port = free_port()
+    log = (workdir / 'prometheus.log').open('w')
+    process = subprocess.Popen(
+        [
+            binary(),
+            f'--config.file={config_path}',
+            f'--storage.tsdb.path={workdir / "data"}',
+            f'--web.listen-address=127.0.0.1:{port}',
+            '--log.level=warn',
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f'http://127.0.0.1:{port}'
+    try:
+        deadline = time.monotonic() + 20
+        async with httpx.AsyncClient(timeout=1) as client:
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await client.get(f'{url}/-/ready')).status_code == 200:
+                        break
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError((workdir / 'prometheus.log').read_text()[-2000:])
+                await asyncio.sleep(0.05)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+async def wait_for(*, url: str, query: str, count: int, timeout: float = 30.0) -> None:
+    """Wait until `query` returns at least `count` series (first data takes ~6-8 s)."""
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient(timeout=2) as client:
+        while time.monotonic() < deadline:
+            response = await client.get(f'{url}/api/v1/query', params={'query': query})
+            if len(response.json().get('data', {}).get('result', [])) >= count:
+                return
+            await asyncio.sleep(0.25)
+    raise AssertionError(f'no data for {query} after {timeout} s')

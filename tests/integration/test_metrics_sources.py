@@ -1,0 +1,220 @@
+"""Both metric sources against the vLLM pod emulator, with a real Prometheus in between.
+
+The emulator serves two replicas of Llama-3.1-8B on H100 under a Poisson load, with vLLM's real
+metric names; Debian's Prometheus 2.42 scrapes them every second, and the pod-scraping source
+scrapes the same endpoints itself. Then:
+
+| check | expectation |
+|---|---|
+| every registered query, through Prometheus | no error; the emulator's pods, its KV blocks, fresh |
+| Prometheus source vs pod-scraping source | same pods and KV capacity; gauges, averages close |
+| both readings attributed and decided | the same decisions from `engine.decide` |
+| replicas scaled to 0 while requests arrive | both see the EPP queue; scale-from-zero wakes h100 |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from llmscaler.collect.attribution import PodInfo, TargetRef, attribute
+from llmscaler.collect.prometheus import PrometheusConfig, PrometheusSource
+from llmscaler.collect.scrape import PodScrapeSource, ScrapeConfig, ScrapeTarget
+from llmscaler.collect.types import ModelScope, PodReading, Reading
+from llmscaler.config.types import Config
+from llmscaler.emulate.load import PoissonLoad
+from llmscaler.emulate.server import RunningEmulator, serve
+from llmscaler.enforce.scale_from_zero import wake
+from llmscaler.engine import decide
+from llmscaler.model import EMPTY_STATE, Snapshot, Variant
+from llmscaler.sim.presets import preset
+from tests.integration import prom
+
+pytestmark = pytest.mark.integration
+
+MODEL = 'meta-llama/Llama-3.1-8B-Instruct'
+NS = 'llm'
+SCOPE = (ModelScope(model_id=MODEL, namespace=NS, retention_period=15.0),)
+SPEC = preset(name='llama-3.1-8b-h100', variant_name='h100')
+
+
+@contextlib.asynccontextmanager
+async def emulator(replicas: int) -> AsyncIterator[RunningEmulator]:
+    running = await serve(
+        base_port=0,
+        epp_port=0,
+        spec=SPEC,
+        replicas=replicas,
+        model_name=MODEL,
+        namespace=NS,
+        load=PoissonLoad(rate=6.0),
+        seed=1,
+    )
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+def prometheus_targets(running: RunningEmulator) -> list[prom.Target]:
+    # The labels a kube pod service discovery would attach; the EPP's own series carry theirs.
+    targets = [
+        prom.Target(address=f'127.0.0.1:{pod.port}', labels=(('namespace', NS), ('pod', pod.name)))
+        for pod in running.emulator.pods
+    ]
+    targets.append(prom.Target(address=f'127.0.0.1:{running.epp_port}', labels=(), job='epp'))
+    return targets
+
+
+def scrape_targets(running: RunningEmulator) -> list[ScrapeTarget]:
+    targets = [
+        ScrapeTarget(namespace=NS, pod=pod.name, url=f'http://127.0.0.1:{pod.port}/metrics')
+        for pod in running.emulator.pods
+    ]
+    targets.append(
+        ScrapeTarget(
+            namespace=NS, pod='epp', url=f'http://127.0.0.1:{running.epp_port}/metrics', kind='epp'
+        )
+    )
+    return targets
+
+
+async def scrape_every_second(source: PodScrapeSource, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        await source.scrape(now=time.time())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=1.0)
+
+
+def close(a: float | None, b: float | None, *, rel: float, abs_: float = 0.0) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
+
+
+def snapshot_of(reading: Reading, running: RunningEmulator) -> Snapshot:
+    variant = Variant(
+        name='h100',
+        namespace=NS,
+        model_id=MODEL,
+        cost=3.9,
+        min_replicas=1,
+        max_replicas=8,
+        current_replicas=2,
+        ready_replicas=2,
+    )
+    pods = [
+        PodInfo(
+            namespace=NS,
+            name=pod.name,
+            owners=(('ReplicaSet', 'h100-5d8b'), ('Deployment', 'h100')),
+        )
+        for pod in running.emulator.pods
+    ]
+    attributed = attribute(
+        reading=reading,
+        variants=[variant],
+        targets=[TargetRef(namespace=NS, kind='Deployment', name='h100', variant='h100')],
+        pods=pods,
+    )
+    return Snapshot(variants=(variant,), replicas=attributed.replicas, pools=attributed.pools)
+
+
+async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path) -> None:
+    prom.binary()
+    async with emulator(replicas=2) as running:
+        scraper = PodScrapeSource(config=ScrapeConfig(), targets_fn=lambda: scrape_targets(running))
+        stop = asyncio.Event()
+        scraping = asyncio.create_task(scrape_every_second(scraper, stop))
+        async with prom.running(targets=prometheus_targets(running), workdir=tmp_path) as url:
+            await prom.wait_for(url=url, query='vllm:num_requests_running', count=2)
+            await prom.wait_for(
+                url=url, query='inference_extension_flow_control_queue_size', count=1
+            )
+            await asyncio.sleep(15)  # samples for the 1-minute rates and the whole 15 s count
+            source = PrometheusSource(config=PrometheusConfig(base_url=url, timeout=5.0))
+            now = time.time()
+            through_prometheus = await source.read(scope=SCOPE, now=now)
+            scraped = await scraper.read(scope=SCOPE, now=now)
+            await source.aclose()
+
+            assert through_prometheus.errors == ()
+            assert through_prometheus.dropped_non_finite == 0
+            pods = {pod.name for pod in running.emulator.pods}
+            by_prometheus = {p.pod: p for p in through_prometheus.pods}
+            by_scrape = {p.pod: p for p in scraped.pods}
+            assert set(by_prometheus) == set(by_scrape) == pods
+            for name in sorted(pods):
+                compare_pods(by_prometheus[name], by_scrape[name], now=now)
+
+            (model_p,) = through_prometheus.models
+            (model_s,) = scraped.models
+            assert model_p.queue_size == model_s.queue_size == 0
+            assert model_p.request_count is not None
+            assert model_p.request_count > 0
+            assert close(model_p.request_count, model_s.request_count, rel=0.35, abs_=5)
+
+            decided_p = decide(
+                snapshot=snapshot_of(through_prometheus, running),
+                config=Config(),
+                state=EMPTY_STATE,
+                now=now,
+            )
+            decided_s = decide(
+                snapshot=snapshot_of(scraped, running), config=Config(), state=EMPTY_STATE, now=now
+            )
+            assert [d.metrics_reason for d in decided_p.decisions] == ['MetricsFound']
+            assert [(d.variant, d.target) for d in decided_p.decisions] == [
+                (d.variant, d.target) for d in decided_s.decisions
+            ]
+
+            # No replica left: requests queue in the gateway, both sources see it.
+            await running.scale(replicas=0)
+            await asyncio.sleep(4)
+            source = PrometheusSource(config=PrometheusConfig(base_url=url, timeout=5.0))
+            now = time.time()
+            queued_p = await source.read(scope=SCOPE, now=now)
+            queued_s = await scraper.read(scope=SCOPE, now=now)
+            await source.aclose()
+        stop.set()
+        await scraping
+        await scraper.aclose()
+    for reading in (queued_p, queued_s):
+        (model,) = reading.models
+        assert model.queue_size is not None
+        assert model.queue_size > 0
+        assert model.queue_bytes is not None
+        assert model.queue_bytes > 0
+        idle = Variant(name='h100', namespace=NS, model_id=MODEL, min_replicas=0, max_replicas=8)
+        snapshot = Snapshot(variants=(idle,), pools=snapshot_of(reading, running).pools)
+        assert [w.variant for w in wake(variants=snapshot.variants, pools=snapshot.pools)] == [
+            'h100'
+        ]
+
+
+def compare_pods(p: PodReading, s: PodReading, *, now: float) -> None:
+    """The two sources see the same pod within the window tolerance."""
+    assert p.model_name == s.model_name == MODEL
+    assert p.num_gpu_blocks == s.num_gpu_blocks == SPEC.num_gpu_blocks
+    assert p.block_size == s.block_size == SPEC.block_size
+    for reading in (p, s):
+        assert now - 5 <= reading.observed_at <= now + 1, reading
+        assert reading.kv_usage is not None
+        assert 0 <= reading.kv_usage <= 1
+        assert reading.queue_length is not None
+        assert reading.queue_length >= 0
+        assert reading.avg_input_tokens is not None
+        assert reading.avg_input_tokens > 1
+    # 1-minute maxima sampled at different instants: close, not equal.
+    assert close(p.kv_usage, s.kv_usage, rel=0.5, abs_=0.05)
+    assert close(p.queue_length, s.queue_length, rel=0.5, abs_=2)
+    assert close(p.avg_input_tokens, s.avg_input_tokens, rel=0.25)
+    assert close(p.avg_output_tokens, s.avg_output_tokens, rel=0.25)
+    assert close(p.avg_ttft, s.avg_ttft, rel=0.5, abs_=0.05)
+    assert close(p.avg_itl, s.avg_itl, rel=0.5, abs_=0.01)

@@ -1,0 +1,383 @@
+"""Tests of pod → variant attribution (reference/wva.md §2.1): owner walks, labels, skips."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llmscaler.collect.attribution import (
+    Attribution,
+    PodInfo,
+    TargetRef,
+    attribute,
+)
+from llmscaler.collect.types import ErrorReason, ModelReading, PodReading, Reading, SourceError
+from llmscaler.model import PoolMetrics, ReplicaMetrics, Variant
+
+NOW = 5_000.0
+NS = 'ns'
+MODEL = 'meta-llama/Llama-3.1-8B-Instruct'
+WORKER_INDEX = 'leaderworkerset.sigs.k8s.io/worker-index'
+
+VARIANTS = (
+    Variant(name='llama-h100', namespace=NS, model_id=MODEL),
+    Variant(name='llama-sts', namespace=NS, model_id=MODEL),
+    Variant(name='llama-lws', namespace=NS, model_id=MODEL),
+    Variant(name='qwen', namespace='other', model_id='qwen'),
+)
+TARGETS = (
+    TargetRef(namespace=NS, kind='Deployment', name='llama', variant='llama-h100'),
+    TargetRef(namespace=NS, kind='StatefulSet', name='llama-s', variant='llama-sts'),
+    TargetRef(namespace=NS, kind='LeaderWorkerSet', name='llama-l', variant='llama-lws'),
+    TargetRef(namespace='other', kind='Deployment', name='qwen', variant='qwen'),
+)
+DEPLOYMENT_OWNERS = (('ReplicaSet', 'llama-7c9f'), ('Deployment', 'llama'))
+
+
+def pod_reading(pod: str, **figures: Any) -> PodReading:
+    base = PodReading(
+        namespace=NS, pod=pod, observed_at=NOW, model_name=MODEL, kv_usage=0.5, queue_length=2.0
+    )
+    return replace(base, **figures)
+
+
+def pod_info(name: str, *owners: tuple[str, str], **labels: str) -> PodInfo:
+    return PodInfo(
+        namespace=NS,
+        name=name,
+        labels=tuple(sorted(labels.items())),
+        owners=owners,
+    )
+
+
+def run(readings: list[PodReading], pods: list[PodInfo]) -> Attribution:
+    return attribute(
+        reading=Reading(pods=tuple(readings)), variants=VARIANTS, targets=TARGETS, pods=pods
+    )
+
+
+def only_variant(result: Attribution) -> str:
+    assert len(result.replicas) == 1, result
+    return result.replicas[0].variant
+
+
+# --- the owner walk ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ('owners', 'variant'),
+    [
+        (DEPLOYMENT_OWNERS, 'llama-h100'),
+        ((('StatefulSet', 'llama-s'),), 'llama-sts'),
+        ((('LeaderWorkerSet', 'llama-l'),), 'llama-lws'),
+        ((('StatefulSet', 'llama-l-0'), ('LeaderWorkerSet', 'llama-l')), 'llama-lws'),
+    ],
+    ids=['deployment-via-replicaset', 'statefulset', 'lws-direct', 'lws-via-statefulset'],
+)
+def test_owner_walk_reaches_the_scale_target(
+    owners: tuple[tuple[str, str], ...], variant: str
+) -> None:
+    result = run([pod_reading('p')], [pod_info('p', *owners)])
+    assert only_variant(result) == variant
+    assert result.unattributed == ()
+
+
+def test_lws_leader_is_the_replica_and_workers_are_skipped() -> None:
+    owners = (('StatefulSet', 'llama-l-0'), ('LeaderWorkerSet', 'llama-l'))
+    result = run(
+        [pod_reading('l-0'), pod_reading('l-0-1'), pod_reading('l-0-2')],
+        [
+            pod_info('l-0', *owners, **{WORKER_INDEX: '0'}),
+            pod_info('l-0-1', *owners, **{WORKER_INDEX: '1'}),
+            pod_info('l-0-2', *owners, **{WORKER_INDEX: '2'}),
+        ],
+    )
+    assert [r.pod for r in result.replicas] == ['l-0']
+    assert result.unattributed == ((NS, 'l-0-1', 'lws-worker'), (NS, 'l-0-2', 'lws-worker'))
+
+
+@pytest.mark.parametrize(
+    ('info', 'reason'),
+    [
+        (pod_info('p'), 'no-owner'),
+        (
+            pod_info('p', ('ReplicaSet', 'unmanaged-1'), ('Deployment', 'unmanaged')),
+            'unknown-target',
+        ),
+        # a Deployment called like a StatefulSet target is not that target: kinds must match
+        (pod_info('p', ('Deployment', 'llama-s')), 'unknown-target'),
+        # a target in another namespace does not own pods of this one
+        (pod_info('p', ('Deployment', 'qwen')), 'unknown-target'),
+    ],
+    ids=['no-owner', 'unmanaged', 'kind-mismatch', 'other-namespace'],
+)
+def test_pods_outside_every_target_are_unattributed(info: PodInfo, reason: str) -> None:
+    result = run([pod_reading('p')], [info])
+    assert result.replicas == ()
+    assert result.unattributed == ((NS, 'p', reason),)
+
+
+def test_target_naming_an_unknown_variant() -> None:
+    result = attribute(
+        reading=Reading(pods=(pod_reading('p'),)),
+        variants=VARIANTS,
+        targets=(TargetRef(namespace=NS, kind='Deployment', name='llama', variant='gone'),),
+        pods=[pod_info('p', *DEPLOYMENT_OWNERS)],
+    )
+    assert result.unattributed == ((NS, 'p', 'unknown-variant'),)
+
+
+# --- labels -----------------------------------------------------------------------------------
+
+
+def test_series_label_overrides_the_owner_walk() -> None:
+    reading = pod_reading('p', labels=(('llm_d_ai_variant', 'llama-sts'), ('engine', '0')))
+    result = run([reading], [pod_info('p', *DEPLOYMENT_OWNERS)])
+    assert only_variant(result) == 'llama-sts'
+
+
+def test_pod_label_names_the_variant_when_the_series_has_none() -> None:
+    info = pod_info('p', *DEPLOYMENT_OWNERS, **{'llm-d.ai/variant': 'llama-lws'})
+    assert only_variant(run([pod_reading('p')], [info])) == 'llama-lws'
+    # the series label still wins over the pod label
+    reading = pod_reading('p', labels=(('llm_d_ai_variant', 'llama-sts'),))
+    assert only_variant(run([reading], [info])) == 'llama-sts'
+
+
+def test_label_naming_an_unknown_variant_is_not_silently_walked() -> None:
+    reading = pod_reading('p', labels=(('llm_d_ai_variant', 'nope'),))
+    result = run([reading], [pod_info('p', *DEPLOYMENT_OWNERS)])
+    assert result.unattributed == ((NS, 'p', 'unknown-variant'),)
+
+
+def test_worker_skip_applies_even_with_a_variant_label() -> None:
+    reading = pod_reading('w', labels=(('llm_d_ai_variant', 'llama-lws'),))
+    result = run([reading], [pod_info('w', ('LeaderWorkerSet', 'llama-l'), **{WORKER_INDEX: '3'})])
+    assert result.unattributed == ((NS, 'w', 'lws-worker'),)
+
+
+def test_model_mismatch_is_unattributed_and_empty_model_name_is_accepted() -> None:
+    pods = [pod_info('a', *DEPLOYMENT_OWNERS), pod_info('b', *DEPLOYMENT_OWNERS)]
+    result = run([pod_reading('a', model_name='qwen'), pod_reading('b', model_name='')], pods)
+    assert [r.pod for r in result.replicas] == ['b']
+    assert result.unattributed == ((NS, 'a', 'model-mismatch'),)
+
+
+# --- pod gone, missing figures ----------------------------------------------------------------
+
+
+def test_reading_of_a_deleted_pod_is_unattributed() -> None:
+    result = run([pod_reading('gone'), pod_reading('here')], [pod_info('here', *DEPLOYMENT_OWNERS)])
+    assert [r.pod for r in result.replicas] == ['here']
+    assert result.unattributed == ((NS, 'gone', 'pod-gone'),)
+
+
+def test_missing_kv_counts_as_zero_and_is_listed_as_partial() -> None:
+    result = run([pod_reading('p', kv_usage=None)], [pod_info('p', *DEPLOYMENT_OWNERS)])
+    (replica,) = result.replicas
+    assert replica.kv_usage == 0.0
+    assert replica.queue_length == 2.0
+    assert result.partial == ((NS, 'p', 'kv-missing'),)
+
+
+def test_missing_queue_counts_as_zero_and_is_listed_as_partial() -> None:
+    result = run([pod_reading('p', queue_length=math.nan)], [pod_info('p', *DEPLOYMENT_OWNERS)])
+    (replica,) = result.replicas
+    assert (replica.kv_usage, replica.queue_length) == (0.5, 0.0)
+    assert result.partial == ((NS, 'p', 'queue-missing'),)
+
+
+@pytest.mark.parametrize(('kv', 'queue'), [(None, None), (math.nan, None), (math.inf, -math.inf)])
+def test_pod_with_neither_saturation_figure_is_unattributed(
+    kv: float | None, queue: float | None
+) -> None:
+    result = run(
+        [pod_reading('p', kv_usage=kv, queue_length=queue)], [pod_info('p', *DEPLOYMENT_OWNERS)]
+    )
+    assert result.replicas == ()
+    assert result.unattributed == ((NS, 'p', 'no-saturation-metrics'),)
+    assert result.partial == ()
+
+
+def test_every_figure_is_copied_and_bad_values_become_none() -> None:
+    reading = pod_reading(
+        'p',
+        kv_usage=0.25,
+        queue_length=0.0,
+        num_gpu_blocks=27863,
+        block_size=-16,
+        avg_input_tokens=1243.2,
+        avg_output_tokens=math.inf,
+        prefix_cache_hit_rate=0.35,
+        avg_ttft=0.085,
+        avg_itl=None,
+        running_requests=41.0,
+        arrival_rate=3.5,
+    )
+    (replica,) = run([reading], [pod_info('p', *DEPLOYMENT_OWNERS)]).replicas
+    assert replica == ReplicaMetrics(
+        pod='p',
+        variant='llama-h100',
+        namespace=NS,
+        observed_at=NOW,
+        kv_usage=0.25,
+        queue_length=0.0,
+        num_gpu_blocks=27863,
+        block_size=None,
+        avg_input_tokens=1243.2,
+        avg_output_tokens=None,
+        prefix_cache_hit_rate=0.35,
+        arrival_rate=3.5,
+        avg_ttft=0.085,
+        avg_itl=None,
+        running_requests=41.0,
+    )
+    # queue 0.0 is a real zero, not a missing series
+    assert run([reading], [pod_info('p', *DEPLOYMENT_OWNERS)]).partial == ()
+
+
+# --- silent pods, pools, pass-through ---------------------------------------------------------
+
+
+def test_ready_pods_without_an_attributed_reading_are_silent() -> None:
+    pods = [
+        pod_info('reporting', *DEPLOYMENT_OWNERS),
+        pod_info('quiet', *DEPLOYMENT_OWNERS),
+        PodInfo(namespace=NS, name='starting', owners=DEPLOYMENT_OWNERS, ready=False),
+        pod_info('worker', ('LeaderWorkerSet', 'llama-l'), **{WORKER_INDEX: '1'}),
+        pod_info('stray', ('Deployment', 'unmanaged')),
+    ]
+    result = run([pod_reading('reporting')], pods)
+    assert result.silent == ((NS, 'quiet', 'llama-h100'),)
+
+
+def test_pools_for_variant_groups_only() -> None:
+    reading = Reading(
+        models=(
+            ModelReading(model_id='unmanaged', namespace=NS, observed_at=NOW, queue_size=9.0),
+            ModelReading(
+                model_id=MODEL,
+                namespace=NS,
+                observed_at=NOW,
+                queue_size=None,
+                queue_bytes=math.nan,
+                arrival_rate=2.5,
+                request_count=None,
+            ),
+            ModelReading(
+                model_id='qwen',
+                namespace='other',
+                observed_at=NOW,
+                queue_size=3.0,
+                request_count=0.0,
+            ),
+        )
+    )
+    result = attribute(reading=reading, variants=VARIANTS, targets=TARGETS, pods=())
+    assert result.pools == (
+        PoolMetrics(
+            model_id=MODEL,
+            namespace=NS,
+            observed_at=NOW,
+            queue_size=0.0,
+            queue_bytes=0.0,
+            request_count=None,
+            arrival_rate=2.5,
+        ),
+        PoolMetrics(
+            model_id='qwen', namespace='other', observed_at=NOW, queue_size=3.0, request_count=0.0
+        ),
+    )
+
+
+def test_errors_and_drop_count_pass_through() -> None:
+    errors = (
+        SourceError(target='http://b/metrics', reason=ErrorReason.TIMEOUT, message='t'),
+        SourceError(target='http://a/metrics', reason=ErrorReason.HTTP_5XX, message='500'),
+    )
+    result = attribute(
+        reading=Reading(errors=errors, dropped_non_finite=3), variants=(), targets=(), pods=()
+    )
+    assert result.errors == (errors[1], errors[0])
+    assert result.dropped_non_finite == 3
+    assert (result.replicas, result.pools, result.unattributed) == ((), (), ())
+
+
+def test_empty_inputs_give_an_empty_attribution() -> None:
+    assert attribute(reading=Reading(), variants=(), targets=(), pods=()) == Attribution()
+
+
+def test_duplicate_targets_resolve_to_the_first_variant_by_name() -> None:
+    targets = (
+        TargetRef(namespace=NS, kind='Deployment', name='llama', variant='llama-sts'),
+        TargetRef(namespace=NS, kind='Deployment', name='llama', variant='llama-h100'),
+    )
+    for order in (targets, targets[::-1]):
+        result = attribute(
+            reading=Reading(pods=(pod_reading('p'),)),
+            variants=VARIANTS,
+            targets=order,
+            pods=[pod_info('p', *DEPLOYMENT_OWNERS)],
+        )
+        assert only_variant(result) == 'llama-h100'
+
+
+# --- property: order of the inputs does not matter --------------------------------------------
+
+OWNER_CHOICES = [
+    DEPLOYMENT_OWNERS,
+    (('StatefulSet', 'llama-s'),),
+    (('StatefulSet', 'llama-l-0'), ('LeaderWorkerSet', 'llama-l')),
+    (('Deployment', 'unmanaged'),),
+    (),
+]
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> tuple[list[PodReading], list[PodInfo], list[ModelReading]]:
+    names = draw(st.lists(st.sampled_from('abcdefgh'), min_size=0, max_size=8, unique=True))
+    readings = []
+    infos = []
+    figure = st.one_of(st.none(), st.sampled_from([0.0, 0.3, 1.0, math.nan]))
+    for name in names:
+        readings.append(pod_reading(name, kv_usage=draw(figure), queue_length=draw(figure)))
+        if draw(st.booleans()) or name == 'a':
+            labels = (
+                {WORKER_INDEX: draw(st.sampled_from(['0', '1']))} if draw(st.booleans()) else {}
+            )
+            infos.append(pod_info(name, *draw(st.sampled_from(OWNER_CHOICES)), **labels))
+    models = [
+        ModelReading(model_id=model, namespace=NS, observed_at=NOW, queue_size=1.0)
+        for model in draw(st.lists(st.sampled_from([MODEL, 'x']), unique=True))
+    ]
+    return readings, infos, models
+
+
+@given(world=worlds(), data=st.data())
+def test_output_does_not_depend_on_input_order(
+    world: tuple[list[PodReading], list[PodInfo], list[ModelReading]], data: st.DataObject
+) -> None:
+    readings, infos, models = world
+    first = attribute(
+        reading=Reading(pods=tuple(readings), models=tuple(models)),
+        variants=VARIANTS,
+        targets=TARGETS,
+        pods=infos,
+    )
+    second = attribute(
+        reading=Reading(
+            pods=tuple(data.draw(st.permutations(readings))),
+            models=tuple(data.draw(st.permutations(models))),
+        ),
+        variants=data.draw(st.permutations(VARIANTS)),
+        targets=data.draw(st.permutations(TARGETS)),
+        pods=data.draw(st.permutations(infos)),
+    )
+    assert first == second
+    # every reading ends up in exactly one place
+    assert len(first.replicas) + len(first.unattributed) == len(readings)

@@ -1,0 +1,479 @@
+"""Tests of the pod-scraping source's figures, computed from windows filled by hand.
+
+Windows are filled the way a successful scrape fills them (`feed`): every sample of a parsed page
+but histogram buckets and `_created` series, at chosen `now` values. Pages come from the real
+example page (reference/vllm_metrics_example.txt, values substituted per scrape) and from
+`prometheus_client.generate_latest` of private registries. Every window figure below is worked
+out by hand from the Prometheus rules in `collect.windows` (left-open range, extrapolation to the
+range edges).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from llmscaler.collect.exposition import EPP_FAMILIES, VLLM_FAMILIES, parse
+from llmscaler.collect.scrape_reading import (
+    LOOKBACK,
+    REQUEST_SUCCESS,
+    Kind,
+    PodSeries,
+    compute_reading,
+)
+from llmscaler.collect.types import ErrorReason, ModelScope, Reading, SourceError
+from llmscaler.collect.windows import SeriesWindow
+
+NS = 'llm'
+MODEL = 'meta-llama/Llama-3.1-8B-Instruct'
+SCOPE = (ModelScope(model_id=MODEL, namespace=NS, retention_period=60.0),)
+EXAMPLE = Path(__file__).resolve().parents[3] / 'shared' / 'reference' / 'vllm_metrics_example.txt'
+TIMES = (1000.0, 1015.0, 1030.0, 1045.0)
+HISTORY = 3600.0
+
+Pods = dict[tuple[str, str], PodSeries]
+
+
+# --- pages ------------------------------------------------------------------------------------
+
+
+def example_page(values: dict[str, float], *, old_names: bool = False, model: str = MODEL) -> bytes:
+    """The example page with the given series' values replaced (`name` or `name{label="x"`)."""
+    if not EXAMPLE.exists():
+        pytest.skip(f'{EXAMPLE} is not present')
+    text = EXAMPLE.read_text()
+    for series, value in values.items():
+        name, _, label = series.partition('{')
+        pattern = re.compile(
+            rf'^({re.escape(name)}\{{[^}}\n]*{re.escape(label)}[^}}\n]*\}}) \S+$', re.MULTILINE
+        )
+        text, count = pattern.subn(rf'\g<1> {value!r}', text)
+        assert count == 1, series
+    if old_names:
+        for new, old in (
+            ('vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'),
+            ('vllm:inter_token_latency_seconds', 'vllm:time_per_output_token_seconds'),
+            ('vllm:prefix_cache_', 'vllm:gpu_prefix_cache_'),
+        ):
+            text = text.replace(new, old)
+    return text.replace(MODEL, model).encode()
+
+
+def scrape_values(i: int) -> dict[str, float]:
+    """The figures of scrape i (0..3, at TIMES[i])."""
+    return {
+        'vllm:kv_cache_usage_perc': (0.2, 0.9, 0.4, 0.3)[i],
+        'vllm:num_requests_waiting': (0.0, 3.0, 1.0, 0.0)[i],
+        'vllm:num_requests_running': (41.0, 40.0, 39.0, 38.0)[i],
+        'vllm:request_prompt_tokens_sum': 1000.0 + 300 * i,
+        'vllm:request_prompt_tokens_count': 10.0 + 2 * i,
+        'vllm:request_generation_tokens_sum': 200.0 + 60 * i,
+        'vllm:request_generation_tokens_count': 10.0 + 2 * i,
+        'vllm:prefix_cache_hits_total': 100.0 + 60 * i,
+        'vllm:prefix_cache_queries_total': 400.0 + 200 * i,
+        'vllm:time_to_first_token_seconds_sum': (10.0, 11.0, 12.5, 14.0)[i],
+        'vllm:time_to_first_token_seconds_count': 100.0 + 10 * i,
+        'vllm:inter_token_latency_seconds_sum': 50.0 + 2 * i,
+        'vllm:inter_token_latency_seconds_count': 1000.0 + 100 * i,
+    }
+
+
+def epp_page(
+    *, queue: Sequence[tuple[str, str, float]], attempts: Sequence[tuple[str, str, str, float]]
+) -> bytes:
+    """A gateway page: queue (priority, target model, size); attempts (status, model, pod, n)."""
+    registry = CollectorRegistry()
+    labels = ['fairness_id', 'priority', 'inference_pool', 'model_name', 'target_model_name']
+    size = Gauge('inference_extension_flow_control_queue_size', 'q', labels, registry=registry)
+    size_bytes = Gauge(
+        'inference_extension_flow_control_queue_bytes', 'b', labels, registry=registry
+    )
+    for priority, model, value in queue:
+        size.labels('f', priority, 'pool', model, model).set(value)
+        size_bytes.labels('f', priority, 'pool', model, model).set(value * 1000)
+    counter = Counter(
+        'inference_extension_scheduler_attempts',
+        'attempts',
+        ['status', 'target_model_name', 'pod_name', 'namespace', 'port'],
+        registry=registry,
+    )
+    for status, model, pod, value in attempts:
+        counter.labels(status, model, pod, NS if pod else '', '8000' if pod else '').inc(value)
+    Gauge('inference_extension_info', 'info', ['commit'], registry=registry).labels('abc').set(1)
+    return generate_latest(registry)
+
+
+def epp_pages(i: int) -> dict[str, bytes]:
+    """Two vLLM pods and their gateway at scrape i; the gateway counts attempts since 0."""
+    vllm = {pod: example_page(scrape_values(i)) for pod in ('p1', 'p2')}
+    gateway = epp_page(
+        queue=[('0', MODEL, 3.0), ('1', MODEL, 2.0), ('0', 'qwen', 7.0)],
+        attempts=[
+            ('success', MODEL, 'p1', 30.0 * i),
+            ('success', MODEL, 'p2', 15.0 * i),
+            ('success', 'qwen', 'p2', 100.0 * i),
+            ('failure', MODEL, '', 50.0 * i),
+        ],
+    )
+    return {**vllm, 'epp': gateway}
+
+
+def check_gateway_figures(reading: Reading) -> None:
+    """What `epp_pages` give at 1045 after the four scrapes of TIMES."""
+    # p1: 0, 30, 60, 90 over (985, 1045]; the counter starts at 0, so to_start is capped at 0:
+    # increase 90, rate 90 / 60 = 1.5/s; p2: 0, 15, 30, 45 → 0.75/s (qwen is out of scope)
+    assert [(p.pod, p.arrival_rate) for p in reading.pods] == [('p1', 1.5), ('p2', 0.75)]
+    (model,) = reading.models
+    assert model.arrival_rate == pytest.approx(2.25)
+    assert (model.queue_size, model.queue_bytes) == (5.0, 5000.0)  # priorities 0 and 1 summed
+
+
+# --- windows filled as a scrape fills them ------------------------------------------------------
+
+
+def feed(
+    pods: Pods,
+    pod: str,
+    page: bytes,
+    *,
+    now: float,
+    namespace: str = NS,
+    kind: Kind = 'vllm',
+    hint: str = '',
+) -> None:
+    """Add one successful scrape of `page` at `now` (collect.scrape does the same)."""
+    series = pods.setdefault((namespace, pod), PodSeries(kind, hint))
+    present = set()
+    families = EPP_FAMILIES if kind == 'epp' else VLLM_FAMILIES
+    for sample in parse(page=page, families=families).samples:
+        if sample.name.endswith(('_bucket', '_created')):
+            continue
+        key = (sample.name, sample.labels)
+        horizon = HISTORY if sample.name == REQUEST_SUCCESS else 360.0
+        series.series.setdefault(key, SeriesWindow(horizon=horizon)).add(t=now, value=sample.value)
+        present.add(key)
+    series.present = frozenset(present)
+
+
+def scraped(
+    pages: Callable[[int], dict[str, bytes]], *, kinds: dict[str, Kind] | None = None
+) -> Pods:
+    """The pods after one scrape of `pages(i)` at each of TIMES."""
+    pods: Pods = {}
+    for i, now in enumerate(TIMES):
+        for pod, body in pages(i).items():
+            feed(pods, pod, body, now=now, kind=(kinds or {}).get(pod, 'vllm'))
+    return pods
+
+
+def read(
+    pods: Pods,
+    *,
+    now: float,
+    scope: tuple[ModelScope, ...] = SCOPE,
+    since: float | None = TIMES[0],
+    history: float = HISTORY,
+) -> Reading:
+    return compute_reading(pods=pods, scope=scope, now=now, history=history, scraping_since=since)
+
+
+# --- the registry's figures -----------------------------------------------------------------------
+
+
+def test_window_figures_match_the_registry_queries() -> None:
+    pods = scraped(lambda i: {'p1': example_page(scrape_values(i))})
+    reading = read(pods, now=1045.0)
+    (pod,) = reading.pods
+    assert (pod.namespace, pod.pod, pod.model_name, pod.observed_at) == (NS, 'p1', MODEL, 1045.0)
+    assert pod.labels == (('model_name', MODEL),)
+    # max_over_time[1m] at 1045 holds (985, 1045]: all four samples
+    assert pod.kv_usage == 0.9
+    assert pod.queue_length == 3.0
+    assert pod.running_requests == 38.0  # instant: the newest sample
+    assert (pod.num_gpu_blocks, pod.block_size) == (27863, 16)  # the page's cache_config_info
+    # 5-min rates at 1045: range (745, 1045], samples at 1000..1045, sampled 45 s, step 15 s;
+    # the gap to the range start (255 s) is over 1.1 steps, so half a step (7.5 s) is added.
+    # prompt sum: raw 900, increase 900 × 52.5 / 45 = 1050; count: raw 6, 6 × 52.5/45 = 7
+    assert pod.avg_input_tokens == pytest.approx(150.0)  # (1050/300) / (7/300)
+    assert pod.avg_output_tokens == pytest.approx(30.0)  # raw 180 / raw 6, same factor
+    assert pod.prefix_cache_hit_rate == pytest.approx(0.3)  # raw 180 / raw 600
+    # 1-min rates at 1045: range (985, 1045], the 15 s gap to the start is kept in full
+    assert pod.avg_ttft == pytest.approx(4.0 / 30.0)  # (14 − 10) / (130 − 100)
+    assert pod.avg_itl == pytest.approx(6.0 / 300.0)
+    assert pod.arrival_rate is None  # no gateway scraped
+    assert reading.errors == ()
+    assert reading.models == ()  # 45 s of scraping < the 60 s retention, and no gateway
+
+    later = read(pods, now=1080.0).pods[0]
+    # (1020, 1080] keeps the samples of 1030 and 1045 only
+    assert (later.kv_usage, later.queue_length) == (0.4, 1.0)
+    # ttft: raw sum 1.5, raw count 10 over the same span → 0.15
+    assert later.avg_ttft == pytest.approx(0.15)
+    assert later.running_requests == 38.0  # within the 5-min lookback
+
+    # nothing in the last minute: no KV or queue series, so the pod is not reported
+    assert read(pods, now=1106.0).pods == ()
+
+
+def test_instant_figures_need_the_last_page_and_the_lookback() -> None:
+    pods: Pods = {}
+    feed(pods, 'epp', epp_page(queue=[('0', MODEL, 4.0)], attempts=[]), now=1000.0, kind='epp')
+    assert [m.queue_size for m in read(pods, now=1000.0 + LOOKBACK - 1).models] == [4.0]
+    # LOOKBACK later the sample is out of the left-open range (1000, 1300]
+    assert read(pods, now=1000.0 + LOOKBACK).models == ()
+
+    pods = scraped(lambda i: {'p1': example_page(scrape_values(i))})
+    pods[(NS, 'p1')].present = frozenset()  # what a failed scrape leaves
+    (pod,) = read(pods, now=1045.0).pods
+    assert pod.kv_usage == 0.9  # the window still holds its samples
+    assert (pod.running_requests, pod.num_gpu_blocks, pod.block_size) == (None, None, None)
+
+
+def test_the_old_name_generation_gives_the_same_figures() -> None:
+    pods = scraped(lambda i: {'p1': example_page(scrape_values(i), old_names=True)})
+    (pod,) = read(pods, now=1045.0).pods
+    assert pod.kv_usage == 0.9  # vllm:gpu_cache_usage_perc
+    assert pod.prefix_cache_hit_rate == pytest.approx(0.3)  # vllm:gpu_prefix_cache_*
+    assert pod.avg_itl == pytest.approx(0.02)  # vllm:time_per_output_token_seconds
+
+
+def test_the_new_name_wins_where_a_pod_exposes_both() -> None:
+    old = b'vllm:gpu_cache_usage_perc{engine="0",model_name="%s"} 0.95\n' % MODEL.encode()
+    pods: Pods = {}
+    feed(pods, 'p1', example_page({'vllm:kv_cache_usage_perc': 0.5}) + old, now=1000.0)
+    (pod,) = read(pods, now=1000.0).pods
+    assert pod.kv_usage == 0.5  # `new or old` per engine, not the max of both
+
+
+def test_new_names_win_for_the_ratios_too() -> None:
+    labels = f'{{engine="0",model_name="{MODEL}"}}'
+
+    def page(i: int) -> dict[str, bytes]:
+        # vLLM 0.9.2-0.11 serve both generations; here the old series tell another story:
+        # ITL 6 s over 30 tokens (0.2) and a prefix hit rate of 1.0
+        old = (
+            f'vllm:time_per_output_token_seconds_sum{labels} {50.0 + 2 * i}\n'
+            f'vllm:time_per_output_token_seconds_count{labels} {1000.0 + 10 * i}\n'
+            f'vllm:gpu_prefix_cache_hits_total{labels} {100.0 + 60 * i}\n'
+            f'vllm:gpu_prefix_cache_queries_total{labels} {100.0 + 60 * i}\n'
+        )
+        return {'p1': example_page(scrape_values(i)) + old.encode()}
+
+    (pod,) = read(scraped(page), now=1045.0).pods
+    assert pod.avg_itl == pytest.approx(0.02)  # 6 / 300 from inter_token_latency_seconds
+    assert pod.prefix_cache_hit_rate == pytest.approx(0.3)  # 180 / 600 from the new names
+
+
+def test_an_idle_pod_has_no_averages_rather_than_zero() -> None:
+    (pod,) = read(scraped(lambda i: {'p1': example_page(scrape_values(0))}), now=1045.0).pods
+    # every counter stood still: rate(sum) / rate(count) is 0 / 0, NaN in PromQL
+    assert (pod.avg_input_tokens, pod.avg_ttft, pod.avg_itl) == (None, None, None)
+    assert pod.prefix_cache_hit_rate is None
+    assert pod.kv_usage == 0.2
+
+
+def test_data_parallel_engines_combine_like_the_queries() -> None:
+    def page(i: int) -> dict[str, bytes]:
+        registry = CollectorRegistry()
+        labels = ['engine', 'model_name']
+        kv = Gauge('vllm:kv_cache_usage_perc', 'kv', labels, registry=registry)
+        waiting = Gauge('vllm:num_requests_waiting', 'w', labels, registry=registry)
+        running = Gauge('vllm:num_requests_running', 'r', labels, registry=registry)
+        prompt = Histogram(
+            'vllm:request_prompt_tokens', 'p', labels, buckets=(100, 1000), registry=registry
+        )
+        info = Gauge(
+            'vllm:cache_config_info',
+            'c',
+            ['block_size', 'engine', 'num_gpu_blocks'],
+            registry=registry,
+        )
+        for engine, (usage, queue, run, blocks) in enumerate(
+            [(0.6, 2.0, 10.0, '900'), (0.3, 5.0, 12.0, '1000')]
+        ):
+            kv.labels(str(engine), MODEL).set(usage)
+            waiting.labels(str(engine), MODEL).set(queue)
+            running.labels(str(engine), MODEL).set(run)
+            info.labels('16', str(engine), blocks).set(1)
+        # engine 0 finishes 2 requests of 100 tokens per scrape, engine 1 one of 400
+        for _ in range(2 * i):
+            prompt.labels('0', MODEL).observe(100)
+        for _ in range(i):
+            prompt.labels('1', MODEL).observe(400)
+        return {'dp': generate_latest(registry)}
+
+    (pod,) = read(scraped(page), now=1045.0).pods
+    assert (pod.kv_usage, pod.queue_length, pod.running_requests) == (0.6, 5.0, 12.0)
+    assert (pod.num_gpu_blocks, pod.block_size) == (900, 16)  # the smaller capacity
+    # summed rates: tokens 200·3 + 400·3 = 1800 over 6 + 3 = 9 requests (same extrapolation
+    # for every series, as each starts at 0 and the cap to_start = 0 applies to all)
+    assert pod.avg_input_tokens == pytest.approx(1800.0 / 9.0)
+
+
+def test_scope_selects_pods_by_namespace_and_model() -> None:
+    unlabelled = b'vllm:num_requests_waiting 4\nvllm:kv_cache_usage_perc 0.1\n'
+    pods: Pods = {}
+    feed(pods, 'mine', example_page({}), now=1000.0)
+    feed(pods, 'other-model', example_page({}, model='qwen'), now=1000.0)
+    feed(pods, 'other-ns', example_page({}), now=1000.0, namespace='elsewhere')
+    feed(pods, 'hinted', unlabelled, now=1000.0, hint=MODEL)
+    reading = read(pods, now=1000.0)
+    assert [(p.namespace, p.pod) for p in reading.pods] == [(NS, 'hinted'), (NS, 'mine')]
+    hinted = reading.pods[0]
+    assert (hinted.model_name, hinted.queue_length, hinted.kv_usage) == (MODEL, 4.0, 0.1)
+    assert (hinted.running_requests, hinted.num_gpu_blocks) == (None, None)
+
+
+def test_figures_of_two_models_on_one_pod_combine_by_max() -> None:
+    qwen = b'vllm:kv_cache_usage_perc{engine="0",model_name="qwen"} 0.7\n'
+    pods: Pods = {}
+    feed(pods, 'p1', example_page({'vllm:kv_cache_usage_perc': 0.5}) + qwen, now=1000.0)
+    scope = (*SCOPE, ModelScope(model_id='qwen', namespace=NS))
+    (pod,) = read(pods, now=1000.0, scope=scope).pods
+    assert (pod.kv_usage, pod.model_name) == (0.7, MODEL)  # max; the first model names the pod
+    assert read(pods, now=1000.0).pods[0].kv_usage == 0.5  # qwen out of scope
+
+
+# --- the gateway (EPP) ------------------------------------------------------------------------
+
+
+def test_gateway_figures() -> None:
+    pods = scraped(epp_pages, kinds={'epp': 'epp'})
+    check_gateway_figures(read(pods, now=1045.0))
+
+
+def test_gateway_queue_applies_to_the_model_in_every_namespace_in_scope() -> None:
+    pods: Pods = {}
+    feed(pods, 'epp', epp_page(queue=[('0', MODEL, 4.0)], attempts=[]), now=1000.0, kind='epp')
+    scope = (*SCOPE, ModelScope(model_id=MODEL, namespace='other'))
+    reading = read(pods, now=1000.0, scope=scope)
+    assert [(m.namespace, m.queue_size, m.observed_at) for m in reading.models] == [
+        (NS, 4.0, 1000.0),
+        ('other', 4.0, 1000.0),
+    ]
+    assert reading.pods == ()
+
+
+# --- request count ----------------------------------------------------------------------------
+
+
+def test_request_count_is_the_increase_over_the_retention() -> None:
+    stop = (100.0, 103.0, 103.0, 110.0, 112.0)
+    length = (5.0, 5.0, 6.0, 6.0, 7.0)
+    pods: Pods = {}
+    for i, now in enumerate((1000.0, 1015.0, 1030.0, 1045.0, 1060.0)):
+        page = example_page(
+            {
+                'vllm:request_success_total{finished_reason="stop"': stop[i],
+                'vllm:request_success_total{finished_reason="length"': length[i],
+                'vllm:request_success_total{finished_reason="abort"': 0.0,
+            }
+        )
+        feed(pods, 'p1', page, now=now)
+    # scraping for 45 s < the 60 s retention: the count is not known yet, and with no gateway
+    # there is no other model figure, so no model reading at all
+    assert read(pods, now=1045.0).models == ()
+    # range (1000, 1060]: samples at 1015..1060, sampled 45 s, the 15 s gap to the start is
+    # under 1.1 steps so it counts in full: stop raw 9 → 9 × 60/45 = 12; length raw 2 →
+    # 2 × 60/45 = 8/3; abort 0
+    (model,) = read(pods, now=1060.0).models
+    assert model.request_count == pytest.approx(12.0 + 8.0 / 3.0)
+    assert (model.model_id, model.namespace, model.observed_at) == (MODEL, NS, 1060.0)
+    assert model.queue_size is None  # no gateway scraped
+
+    # the pod goes away (no more samples): its counters still count while in the range
+    (model,) = read(pods, now=1075.0).models
+    # (1015, 1075]: stop 103, 110, 112 (raw 9, sampled 30, step 15, to_start 15 kept,
+    # to_end 15 kept) → 9 × 60/30 = 18; length 6, 6, 7 → 1 × 60/30 = 2
+    assert model.request_count == pytest.approx(20.0)
+    assert read(pods, now=1075.0, since=None).models == ()  # never scraped: unknown
+
+
+def test_retention_longer_than_the_history_kept_is_unknown_and_reported() -> None:
+    pods: Pods = {}
+    feed(pods, 'p1', example_page({}), now=1000.0)
+    scope = (ModelScope(model_id=MODEL, namespace=NS, retention_period=900.0),)
+    reading = read(pods, now=2000.0, scope=scope, history=360.0)
+    assert reading.models == ()
+    assert reading.errors == (
+        SourceError(
+            'model_request_count',
+            ErrorReason.PARTIAL_DATA,
+            'retention 900s exceeds the 360s of history kept',
+        ),
+    )
+
+
+@pytest.mark.parametrize('retention', [0.0, -60.0, math.nan, math.inf])
+def test_a_retention_that_is_not_a_positive_number_gives_no_count(retention: float) -> None:
+    pods = scraped(lambda i: {'p1': example_page(scrape_values(i))})
+    scope = (ModelScope(model_id=MODEL, namespace=NS, retention_period=retention),)
+    reading = read(pods, now=1045.0, scope=scope)
+    assert (reading.models, reading.errors) == ((), ())
+    assert len(reading.pods) == 1
+
+
+def test_scope_entries_are_normalized() -> None:
+    pods: Pods = {}
+    for i, now in enumerate(TIMES):
+        page = example_page({'vllm:request_success_total{finished_reason="stop"': 10.0 * i})
+        feed(pods, 'p1', page, now=now)
+    scope = (
+        ModelScope(model_id=MODEL, namespace=NS, retention_period=math.nan),
+        ModelScope(model_id=MODEL, namespace=NS, retention_period=30.0),
+        ModelScope(model_id='', namespace=NS),
+        ModelScope(model_id=MODEL, namespace=''),
+    )
+    (model,) = read(pods, now=1045.0, scope=scope).models
+    # the valid 30 s retention counts: (1015, 1045] holds 20 at 1030 and 30 at 1045 (left-open:
+    # the sample of 1015 is out); raw 10, sampled 15, step 15, the 15 s gap to the range start
+    # is under 1.1 steps and kept, to_end 0 → 10 × (15 + 15) / 15 = 20; the other finished
+    # reasons stood still
+    assert model.request_count == pytest.approx(20.0)
+
+
+# --- what the reading carries ---------------------------------------------------------------------
+
+
+def test_scrape_errors_lead_and_the_dropped_count_passes_through() -> None:
+    pods: Pods = {}
+    feed(pods, 'p1', example_page({}), now=1000.0)
+    scrape_error = SourceError('http://p2/metrics', ErrorReason.TIMEOUT, 'slow')
+    scope = (ModelScope(model_id=MODEL, namespace=NS, retention_period=900.0),)
+    reading = compute_reading(
+        pods=pods,
+        scope=scope,
+        now=1000.0,
+        history=360.0,
+        scraping_since=1000.0,
+        errors=(scrape_error,),
+        dropped_non_finite=3,
+    )
+    assert [e.target for e in reading.errors] == ['http://p2/metrics', 'model_request_count']
+    assert reading.dropped_non_finite == 3
+
+
+def test_no_pods_or_no_scope() -> None:
+    assert read({}, now=1.0) == Reading()
+    assert read({}, now=1.0, scope=()) == Reading()
+    assert read(
+        scraped(lambda i: {'p1': example_page(scrape_values(i))}), now=1045.0, scope=()
+    ) == (Reading())
+
+
+@settings(max_examples=30, deadline=None)
+@given(order=st.permutations(['p1', 'p2', 'epp']), now=st.sampled_from([1045.0, 1060.0, 1200.0]))
+def test_the_reading_does_not_depend_on_the_order_of_the_pods(order: list[str], now: float) -> None:
+    pods = scraped(epp_pages, kinds={'epp': 'epp'})
+    shuffled = {(NS, pod): pods[(NS, pod)] for pod in order}
+    # a windows dict filled in another order too
+    for series in shuffled.values():
+        series.series = dict(reversed(list(series.series.items())))
+    assert read(shuffled, now=now) == read(scraped(epp_pages, kinds={'epp': 'epp'}), now=now)
