@@ -33,6 +33,7 @@ test: lint typecheck contracts unit
 bench: $(STAMP)
 	$(BIN)/python bench/decide.py
 	$(BIN)/python bench/simulate.py
+	$(BIN)/python bench/metrics.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
