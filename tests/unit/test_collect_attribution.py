@@ -381,3 +381,12 @@ def test_output_does_not_depend_on_input_order(
     assert first == second
     # every reading ends up in exactly one place
     assert len(first.replicas) + len(first.unattributed) == len(readings)
+
+
+def test_two_readings_of_one_pod_sort_by_their_whole_value() -> None:
+    # Same (namespace, variant, pod): the tie is broken by repr, where kv_usage=0.25 < 0.5.
+    low, high = pod_reading('p', kv_usage=0.25), pod_reading('p', kv_usage=0.5)
+    pods = [pod_info('p', *DEPLOYMENT_OWNERS)]
+    for readings in ([low, high], [high, low]):
+        result = run(readings, pods)
+        assert [r.kv_usage for r in result.replicas] == [0.25, 0.5]

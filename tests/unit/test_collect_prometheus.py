@@ -682,6 +682,58 @@ def test_property_finite_values_pass_through(values: list[str]) -> None:
     assert reading.dropped_non_finite == expected.count(None)
 
 
+_SHUFFLED = {
+    'kv_cache_usage': [
+        sample(
+            '0.5', namespace='ns-a', pod='p0', model_name=LLAMA, engine='1', llm_d_ai_variant='v2'
+        ),
+        sample(
+            '0.25', namespace='ns-a', pod='p0', model_name=LLAMA, engine='0', llm_d_ai_variant='v1'
+        ),
+        sample('-0', namespace='ns-a', pod='p1', model_name=LLAMA, engine='0'),
+        sample('0', namespace='ns-a', pod='p1', model_name=LLAMA, engine='1'),
+    ],
+    'queue_length': [
+        sample('3', namespace='ns-a', pod='p0', model_name=LLAMA, llm_d_ai_variant='v3'),
+        sample('1', namespace='ns-a', pod='p1', model_name=LLAMA),
+    ],
+    'cache_config_info': [
+        sample('1', namespace='ns-a', pod=p, num_gpu_blocks=blocks, block_size=size)
+        for p in ('p0', 'p1')
+        for blocks, size in (('8', '32'), ('16', '16'), ('64', '16'))
+    ],
+}
+
+
+@settings(max_examples=25, deadline=None)
+@given(orders=st.fixed_dictionaries({name: st.permutations(s) for name, s in _SHUFFLED.items()}))
+def test_property_series_order_does_not_change_the_reading(
+    orders: dict[str, list[dict[str, Any]]],
+) -> None:
+    async def scenario() -> Reading:
+        server = FakePrometheus()
+        await server.start()
+        for name, series in orders.items():
+            server.answer(name, vector(*series))
+        try:
+            return await read(PrometheusConfig(base_url=server.url))
+        finally:
+            await server.stop()
+
+    reading = asyncio.run(scenario())
+    p0, p1 = reading.pods
+    # Two KV series of p0 combine by max: max(0.5, 0.25) = 0.5. Its labels come from the KV series
+    # first in label order (engine '0' < '1'), and the KV query precedes the queue query, whose
+    # v3 therefore loses.
+    assert (p0.kv_usage, p0.queue_length) == (0.5, 3.0)
+    assert p0.labels == (('engine', '0'), ('llm_d_ai_variant', 'v1'), ('model_name', LLAMA))
+    # 8 × 32 = 16 × 16 = 256 < 64 × 16 = 1024; of the tied two, block_size '16' sorts first.
+    assert (p0.num_gpu_blocks, p0.block_size) == (16, 16)
+    # -0 reads as 0, so the sign of p1's zero cannot depend on which series came first.
+    assert p1.kv_usage == 0.0
+    assert math.copysign(1.0, p1.kv_usage) == 1.0
+
+
 # --- failures ------------------------------------------------------------------------------------
 
 
@@ -732,6 +784,12 @@ def test_property_finite_values_pass_through(values: list[str]) -> None:
             'a series has no [timestamp, value] sample',
         ),
         (Canned('', status=302), ErrorReason.BAD_RESPONSE, 'unexpected HTTP 302'),
+        # An integer stamp beyond the float range: a bad answer, not an OverflowError.
+        (
+            vector({'metric': {}, 'value': [10**400, '1']}),
+            ErrorReason.BAD_RESPONSE,
+            f'bad sample timestamp {10**400}',
+        ),
     ],
 )
 async def test_failed_query_is_classified_and_its_field_is_none(

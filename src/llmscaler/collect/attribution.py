@@ -40,8 +40,9 @@ sorts first, so the result does not depend on the order of the inputs. Nothing r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from llmscaler.collect.types import ModelReading, PodReading, Reading, SourceError
 from llmscaler.model import PoolMetrics, ReplicaMetrics, Variant, finite
@@ -49,6 +50,8 @@ from llmscaler.model import PoolMetrics, ReplicaMetrics, Variant, finite
 VARIANT_SERIES_LABEL = 'llm_d_ai_variant'
 VARIANT_POD_LABEL = 'llm-d.ai/variant'
 LWS_WORKER_INDEX_LABEL = 'leaderworkerset.sigs.k8s.io/worker-index'
+
+_T = TypeVar('_T')
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +194,18 @@ def _pool(reading: ModelReading) -> PoolMetrics:
     )
 
 
+def _sorted(items: list[_T], *, key: Callable[[_T], tuple[str, ...]]) -> tuple[_T, ...]:
+    """`items` sorted by `key`, ties broken by `repr` (the whole value).
+
+    Ties are rare (one reading per pod and per model), and `repr` of a wide dataclass costs more
+    than the rest of the sort, so it is only computed when two keys are equal.
+    """
+    ordered = sorted(items, key=key)
+    if len({key(item) for item in items}) < len(items):
+        ordered = sorted(items, key=lambda item: (*key(item), repr(item)))
+    return tuple(ordered)
+
+
 def attribute(
     *,
     reading: Reading,
@@ -252,8 +267,8 @@ def attribute(
     pools = [pool for pool in map(_pool, reading.models) if pool.group in groups]
 
     return Attribution(
-        replicas=tuple(sorted(replicas, key=lambda r: (r.namespace, r.variant, r.pod, repr(r)))),
-        pools=tuple(sorted(pools, key=lambda p: (p.namespace, p.model_id, repr(p)))),
+        replicas=_sorted(replicas, key=lambda r: (r.namespace, r.variant, r.pod)),
+        pools=_sorted(pools, key=lambda p: (p.namespace, p.model_id)),
         unattributed=tuple(sorted(unattributed)),
         partial=tuple(sorted(partial)),
         silent=tuple(silent),

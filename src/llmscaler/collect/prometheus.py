@@ -27,12 +27,13 @@ per model in scope with at least one series).
   `model_name`s on one pod, say) combine by max; for `cache_config_info` the smallest capacity
   (num_gpu_blocks × block_size) wins, the conservative figure.
 - Every NaN or ±Inf sample of the answers is dropped and counted in `dropped_non_finite` (idle
-  pods give NaN means, 0/0); its series still counts as present. Range checks (a hit rate above
-  1, a negative queue) are left to the core.
+  pods give NaN means, 0/0); its series still counts as present. A -0 sample reads as 0, so that
+  no figure depends on the order of the series in an answer. Range checks (a hit rate above 1, a
+  negative queue) are left to the core.
 
 Failures never raise; each query gets at most one `SourceError(target=query name, ...)`:
 - UNREACHABLE: connection refused, DNS failure, TLS verification failure, a connection dropped
-  mid-answer, or a token file that cannot be read (then no request is sent at all);
+  mid-answer, or a token file that cannot be read or is empty (then nothing is sent);
 - TIMEOUT: no complete answer within `timeout` seconds;
 - HTTP_4XX / HTTP_5XX: the status code, with Prometheus' `errorType: error` text and any
   Retry-After header in the message (the next cycle is the retry);
@@ -52,22 +53,26 @@ construction, a configuration error. `server_name` overrides the name used for S
 checks through httpx's `sni_hostname` request extension (httpcore passes it as `server_hostname`).
 The bearer token comes from `token_file`, re-read every cycle so rotated tokens work, else from
 `bearer_token`. A caller-supplied client keeps its own TLS settings; headers, timeout and
-`server_name` still apply.
+`server_name` still apply. `collect.http` holds the TLS, client, token and error-classification
+plumbing that this source shares with the pod scraper.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import math
 import ssl
-from collections.abc import Mapping
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from llmscaler.collect import http
 from llmscaler.collect import queries as q
 from llmscaler.collect.queries import Query
 from llmscaler.collect.types import (
@@ -100,6 +105,7 @@ _MODEL_FIELDS = {
 _POD_DEFINING = (q.KV_CACHE_USAGE, q.QUEUE_LENGTH)
 _ALWAYS_PRESENT = (q.KV_CACHE_USAGE, q.QUEUE_LENGTH, q.RUNNING, q.CACHE_CONFIG_INFO)
 _IDENTITY_SKIP = frozenset({'namespace', 'pod'})
+_JSON_NUMBERS = (int, float)
 _LISTED_PODS = 10
 
 
@@ -121,24 +127,17 @@ class PrometheusConfig:
 
 def ssl_context(*, config: PrometheusConfig) -> ssl.SSLContext:
     """The client TLS context: `ca_file` alone is trusted when given, else the system store."""
-    context = ssl.create_default_context(
-        cafile=str(config.ca_file) if config.ca_file is not None else None
+    return http.client_ssl_context(
+        ca_file=config.ca_file,
+        insecure_skip_verify=config.insecure_skip_verify,
+        client_cert_file=config.client_cert_file,
+        client_key_file=config.client_key_file,
     )
-    if config.insecure_skip_verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    if config.client_cert_file is not None:
-        key = str(config.client_key_file) if config.client_key_file is not None else None
-        context.load_cert_chain(certfile=str(config.client_cert_file), keyfile=key)
-    return context
 
 
-@dataclass(frozen=True, slots=True)
-class _Series:
-    labels: Mapping[str, str]
-    timestamp: float
-    value: float | None
-    """None when Prometheus returned NaN or ±Inf."""
+# (labels, timestamp, value): a plain tuple, as a response holds one per pod and family.
+# The value is None when Prometheus returned NaN or ±Inf.
+_Series = tuple[dict[str, str], float, float | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,44 +158,37 @@ class PrometheusSource:
     def __init__(self, *, config: PrometheusConfig, client: httpx.AsyncClient | None = None):
         self._config = config
         self._url = config.base_url.rstrip('/') + '/api/v1/query'
-        self._owns_client = client is None
-        if client is None:
-            client = httpx.AsyncClient(verify=ssl_context(config=config), timeout=config.timeout)
-        self._client = client
+        self._http = http.OwnedClient(
+            client=client, verify=lambda: ssl_context(config=config), timeout=config.timeout
+        )
         self._extensions = {'sni_hostname': config.server_name} if config.server_name else {}
 
     async def aclose(self) -> None:
         """Close the HTTP client if this source created it."""
-        if self._owns_client:
-            await self._client.aclose()
+        await self._http.aclose()
 
     async def read(self, *, scope: tuple[ModelScope, ...], now: float) -> Reading:
         batch = q.build(scope=scope)
         if not batch:
             return Reading()
         headers = {'Accept': 'application/json'}
-        try:
-            token = self._token()
-        except (OSError, ValueError) as exc:
-            message = f'bearer token file unreadable, nothing sent: {exc}'
+        token = http.read_token(
+            token_file=self._config.token_file, bearer_token=self._config.bearer_token
+        )
+        if token.error is not None:
             return Reading(
-                errors=tuple(SourceError(qu.name, ErrorReason.UNREACHABLE, message) for qu in batch)
+                errors=tuple(
+                    SourceError(qu.name, ErrorReason.UNREACHABLE, token.error) for qu in batch
+                )
             )
-        if token:
-            headers['Authorization'] = f'Bearer {token}'
+        if token.value:
+            headers['Authorization'] = f'Bearer {token.value}'
         gate = asyncio.Semaphore(max(1, self._config.concurrency))
         outcomes = await asyncio.gather(
             *(self._run(query=query, now=now, headers=headers, gate=gate) for query in batch)
         )
-        return _assemble(queries=batch, outcomes=tuple(outcomes))
-
-    def _token(self) -> str | None:
-        if self._config.token_file is None:
-            return self._config.bearer_token
-        token = self._config.token_file.read_text(encoding='utf-8').strip()
-        if not token:
-            raise ValueError(f'{self._config.token_file} is empty')
-        return token
+        with _collector_paused():
+            return _assemble(queries=batch, outcomes=tuple(outcomes))
 
     async def _run(
         self, *, query: Query, now: float, headers: dict[str, str], gate: asyncio.Semaphore
@@ -208,18 +200,39 @@ class PrometheusSource:
             async with gate:
                 # POST with a form body: a scope of many models makes regex matchers longer than
                 # the URL limits of proxies and servers (8 KiB is common); the API takes both.
-                response = await self._client.post(
+                response = await self._http.client.post(
                     self._url,
                     data={'query': query.promql, 'time': f'{now:.3f}'},
                     headers=headers,
                     timeout=self._config.timeout,
                     extensions=self._extensions,
                 )
-        except httpx.TimeoutException as exc:
-            return failed(ErrorReason.TIMEOUT, f'no answer within {self._config.timeout}s: {exc!r}')
-        except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
-            return failed(ErrorReason.UNREACHABLE, f'{self._url}: {exc!r}')
+        except http.TRANSPORT_ERRORS as exc:
+            timeout = self._config.timeout
+            return failed(
+                *http.transport_failure(exc=exc, timeout=timeout, awaited='answer', where=self._url)
+            )
         return _outcome(query=query, response=response)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Hold off Python's cyclic garbage collector for one synchronous step.
+
+    Decoding an answer and folding the answers allocate hundreds of thousands of containers, none
+    of them in reference cycles; each allocation burst sets off collections that walk every live
+    object, which cost more than the decoding itself (about 70% of `json.loads`' time for 10,000
+    pods). Reference counting still frees everything; the collector resumes, if it was on, when
+    the step ends, before any other coroutine runs.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _outcome(*, query: Query, response: httpx.Response) -> _Outcome:
@@ -228,18 +241,19 @@ def _outcome(*, query: Query, response: httpx.Response) -> _Outcome:
     def failed(reason: ErrorReason, message: str) -> _Outcome:
         return _Outcome(series=None, error=SourceError(query.name, reason, message))
 
-    if 400 <= status <= 599:
-        reason = ErrorReason.HTTP_4XX if status < 500 else ErrorReason.HTTP_5XX
-        message = f'HTTP {status}'
+    failure = http.status_failure(status=status)
+    if failure is not None:
+        reason, message = failure
+        if reason is ErrorReason.BAD_RESPONSE:
+            return failed(reason, message)
         retry_after = response.headers.get('Retry-After')
         if retry_after is not None:
             message += f' (Retry-After: {retry_after})'
         detail = _error_detail(response)
         return failed(reason, f'{message}: {detail}' if detail else message)
-    if not 200 <= status <= 299:
-        return failed(ErrorReason.BAD_RESPONSE, f'unexpected HTTP {status}')
     try:
-        series, dropped, warnings = _parse(json.loads(response.content))
+        with _collector_paused():
+            series, dropped, warnings = _parse(json.loads(response.content))
     except (ValueError, _BadResponse) as exc:
         # json.JSONDecodeError and UnicodeDecodeError are ValueErrors.
         return failed(ErrorReason.BAD_RESPONSE, str(exc) or type(exc).__name__)
@@ -275,16 +289,50 @@ def _parse(body: Any) -> tuple[tuple[_Series, ...], int, list[str]]:
     result = data.get('result')
     if not isinstance(result, list):
         raise _BadResponse('data.result is not a list')
-    parsed: list[_Series] = []
-    dropped = 0
-    for item in result:
-        series = _parse_series(item)
-        dropped += series.value is None
-        parsed.append(series)
+    parsed, dropped = _parse_result(result)
     return tuple(parsed), dropped, warnings
 
 
+def _parse_result(result: list[Any]) -> tuple[list[_Series], int]:
+    """The series of a vector and the number of non-finite values among them.
+
+    The fast path trusts the shapes `json.loads` can produce: object keys are always strings, so
+    joining the label values is enough to prove they are all strings. An item it rejects goes
+    through `_parse_series`, which raises with the precise complaint.
+    """
+    parsed: list[_Series] = []
+    append = parsed.append
+    join = ''.join
+    isfinite = math.isfinite
+    dropped = 0
+    for item in result:
+        try:
+            metric = item['metric']
+            stamp, text = item['value']
+            join(metric.values())
+            ok = (
+                type(metric) is dict
+                and type(text) is str
+                and type(stamp) in _JSON_NUMBERS
+                and isfinite(stamp)
+            )
+            value = float(text) if ok else math.nan
+        except (AttributeError, KeyError, OverflowError, TypeError, ValueError):
+            ok = False
+        if not ok:
+            _parse_series(item)
+            raise _BadResponse('a series is malformed')  # unreachable: it raised
+        if isfinite(value):
+            # + 0.0 turns -0 into 0, so that combining series by max cannot depend on their order.
+            append((metric, float(stamp), value + 0.0))
+        else:
+            append((metric, float(stamp), None))
+            dropped += 1
+    return parsed, dropped
+
+
 def _parse_series(item: Any) -> _Series:
+    """One series, checked field by field (the slow path: it names what is wrong)."""
     metric = item.get('metric') if isinstance(item, dict) else None
     sample = item.get('value') if isinstance(item, dict) else None
     if not isinstance(metric, dict) or not all(
@@ -294,7 +342,12 @@ def _parse_series(item: Any) -> _Series:
     if not isinstance(sample, list) or len(sample) != 2:
         raise _BadResponse('a series has no [timestamp, value] sample')
     stamp, text = sample
-    if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not math.isfinite(stamp):
+    try:
+        finite_stamp = not isinstance(stamp, bool) and math.isfinite(stamp)
+    except (OverflowError, TypeError):
+        # An integer beyond float range overflows; a non-number is a TypeError.
+        finite_stamp = False
+    if not finite_stamp:
         raise _BadResponse(f'bad sample timestamp {stamp!r}')
     if not isinstance(text, str):
         raise _BadResponse(f'sample value {text!r} is not a string')
@@ -302,23 +355,26 @@ def _parse_series(item: Any) -> _Series:
         value = float(text)
     except ValueError:
         raise _BadResponse(f'sample value {text!r} is not a number') from None
-    return _Series(dict(metric), float(stamp), value if math.isfinite(value) else None)
+    return metric, float(stamp), value + 0.0 if math.isfinite(value) else None
 
 
 @dataclass(slots=True)
 class _Acc:
-    """A reading under construction: figures by field name, identifying labels, newest sample."""
+    """A reading under construction: figures by field name, identifying labels, newest sample.
+
+    Every figure and the time combine by max, which no order of the series can change (-0 was
+    read as 0); only the labels and the cache capacity need an order to break ties (see
+    `_define_pods` and `_fill_cache_config`).
+    """
 
     observed_at: float = -math.inf
     values: dict[str, float] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
 
-    def see(self, series: _Series) -> None:
-        self.observed_at = max(self.observed_at, series.timestamp)
 
-    def put(self, name: str, value: float | None) -> None:
-        if value is not None:
-            self.values[name] = max(value, self.values.get(name, -math.inf))
+def _label_order(series: _Series) -> list[tuple[str, str]]:
+    """The order that breaks ties between series: their sorted label pairs."""
+    return sorted(series[0].items())
 
 
 def _assemble(*, queries: tuple[Query, ...], outcomes: tuple[_Outcome, ...]) -> Reading:
@@ -326,23 +382,25 @@ def _assemble(*, queries: tuple[Query, ...], outcomes: tuple[_Outcome, ...]) -> 
     errors: dict[str, SourceError] = {}
     pods: dict[tuple[str, str], _Acc] = {}
     seen: dict[str, set[tuple[str, str]]] = {}
-    usable = []
+    usable: list[tuple[Query, tuple[_Series, ...]]] = []
     for query, outcome in zip(queries, outcomes, strict=True):
         if outcome.error is not None:
             errors[query.name] = outcome.error
         if outcome.series is not None:
-            ordered = sorted(outcome.series, key=lambda s: sorted(s.labels.items()))
-            usable.append((query, ordered))
-    for query, ordered in usable:
+            usable.append((query, outcome.series))
+    kept = {
+        query.name: _pod_series(query, series)
+        for query, series in usable
+        if query.kind == 'pod' and query.family != q.CACHE_CONFIG_INFO
+    }
+    for query, _ in usable:
         if query.family in _POD_DEFINING:
-            for series, key in _pod_series(query, ordered):
-                acc = pods.setdefault(key, _Acc())
-                for name, value in sorted(series.labels.items()):
-                    if name not in _IDENTITY_SKIP:
-                        acc.labels.setdefault(name, value)
-    for query, ordered in usable:
-        if query.kind == 'pod':
-            seen[query.family] = _fill_pods(query, ordered, pods)
+            _define_pods(kept[query.name], pods)
+    for query, series in usable:
+        if query.family == q.CACHE_CONFIG_INFO:
+            seen[query.family] = _fill_cache_config(series, pods)
+        elif query.kind == 'pod':
+            seen[query.family] = _fill_pods(_POD_FIELDS[query.family], kept[query.name], pods)
     for family in _ALWAYS_PRESENT:
         if family in seen:
             missing = sorted(set(pods) - seen[family])
@@ -357,58 +415,110 @@ def _assemble(*, queries: tuple[Query, ...], outcomes: tuple[_Outcome, ...]) -> 
     )
 
 
-def _pod_series(query: Query, ordered: list[_Series]) -> list[tuple[_Series, tuple[str, str]]]:
+def _pod_series(query: Query, series: tuple[_Series, ...]) -> list[tuple[_Series, tuple[str, str]]]:
     """The series of a per-pod query that belong to the scope, with their (namespace, pod)."""
+    kept: list[tuple[_Series, tuple[str, str]]] = []
+    append = kept.append
     if query.family == q.POD_ARRIVAL_RATE:
         # Summed over target models already; the matchers kept only models in scope.
         namespaces = {entry.namespace for entry in query.models}
-        return [
-            (series, (series.labels['namespace'], series.labels['pod_name']))
-            for series in ordered
-            if series.labels.get('namespace') in namespaces and series.labels.get('pod_name')
-        ]
-    in_scope = {(entry.namespace, entry.model_id) for entry in query.models}
-    return [
-        (series, (series.labels['namespace'], series.labels['pod']))
-        for series in ordered
-        if (series.labels.get('namespace'), series.labels.get('model_name')) in in_scope
-        and series.labels.get('pod')
-    ]
+        for one in series:
+            labels = one[0]
+            namespace, pod = labels.get('namespace'), labels.get('pod_name')
+            if pod and namespace in namespaces:
+                append((one, (labels['namespace'], pod)))
+        return kept
+    in_scope: dict[str, set[str]] = {}
+    for entry in query.models:
+        in_scope.setdefault(entry.namespace, set()).add(entry.model_id)
+    for one in series:
+        labels = one[0]
+        pod = labels.get('pod')
+        namespace = labels.get('namespace')
+        if not pod or namespace is None:
+            continue
+        models = in_scope.get(namespace)
+        if models is not None and labels.get('model_name') in models:
+            append((one, (namespace, pod)))
+    return kept
+
+
+def _define_pods(
+    kept: list[tuple[_Series, tuple[str, str]]], pods: dict[tuple[str, str], _Acc]
+) -> None:
+    """Create the pods of a pod-defining query and gather their identifying labels.
+
+    Of two series of one pod naming one label differently, the first in label order wins, as
+    does the first query; only a pod with several series in one answer needs sorting.
+    """
+    first: dict[tuple[str, str], _Series] = {}
+    more: dict[tuple[str, str], list[_Series]] = {}
+    for one, key in kept:
+        if key in first:
+            more.setdefault(key, [first[key]]).append(one)
+        else:
+            first[key] = one
+    skip = _IDENTITY_SKIP
+    for key, one in first.items():
+        group = sorted(more[key], key=_label_order) if key in more else [one]
+        acc = pods.get(key)
+        if acc is None:
+            acc = pods[key] = _Acc()
+        for member in group:
+            labels = {name: value for name, value in member[0].items() if name not in skip}
+            labels.update(acc.labels)
+            acc.labels = labels
 
 
 def _fill_pods(
-    query: Query, ordered: list[_Series], pods: dict[tuple[str, str], _Acc]
+    name: str, kept: list[tuple[_Series, tuple[str, str]]], pods: dict[tuple[str, str], _Acc]
 ) -> set[tuple[str, str]]:
-    if query.family == q.CACHE_CONFIG_INFO:
-        return _fill_cache_config(ordered, pods)
+    """Fold one per-pod family into the pods already defined; the pods it had a series for."""
     found = set()
-    for series, key in _pod_series(query, ordered):
+    for (_, stamp, value), key in kept:
         acc = pods.get(key)
         if acc is None:
             continue
-        acc.see(series)
-        acc.put(_POD_FIELDS[query.family], series.value)
+        if stamp > acc.observed_at:
+            acc.observed_at = stamp
+        if value is not None:
+            values = acc.values
+            known = values.get(name)
+            if known is None or value > known:
+                values[name] = value
         found.add(key)
     return found
 
 
 def _fill_cache_config(
-    ordered: list[_Series], pods: dict[tuple[str, str], _Acc]
+    series: tuple[_Series, ...], pods: dict[tuple[str, str], _Acc]
 ) -> set[tuple[str, str]]:
-    found = set()
-    for series in ordered:
-        key = (series.labels.get('namespace', ''), series.labels.get('pod', ''))
-        blocks = _positive_int(series.labels.get('num_gpu_blocks'))
-        size = _positive_int(series.labels.get('block_size'))
+    """The smallest capacity per pod; between equal capacities, the series first in label order."""
+    best: dict[tuple[str, str], tuple[int, _Series, int, int]] = {}
+    for one in series:
+        labels, stamp, _ = one
+        key = (labels.get('namespace', ''), labels.get('pod', ''))
         acc = pods.get(key)
-        if acc is None or blocks is None or size is None:
+        if acc is None:
             continue
-        acc.see(series)
-        known = acc.values.get('num_gpu_blocks', math.inf) * acc.values.get('block_size', 1)
-        if blocks * size < known:
-            acc.values['num_gpu_blocks'], acc.values['block_size'] = blocks, size
-        found.add(key)
-    return found
+        blocks = _positive_int(labels.get('num_gpu_blocks'))
+        size = _positive_int(labels.get('block_size'))
+        if blocks is None or size is None:
+            continue
+        if stamp > acc.observed_at:
+            acc.observed_at = stamp
+        capacity = blocks * size
+        known = best.get(key)
+        if (
+            known is None
+            or capacity < known[0]
+            or (capacity == known[0] and _label_order(one) < _label_order(known[1]))
+        ):
+            best[key] = (capacity, one, blocks, size)
+    for key, (_, _, blocks, size) in best.items():
+        values = pods[key].values
+        values['num_gpu_blocks'], values['block_size'] = blocks, size
+    return set(best)
 
 
 def _positive_int(text: str | None) -> int | None:
@@ -432,32 +542,38 @@ def _add_partial(
 
 
 def _fill_models(
-    usable: list[tuple[Query, list[_Series]]], queries: tuple[Query, ...]
+    usable: list[tuple[Query, tuple[_Series, ...]]], queries: tuple[Query, ...]
 ) -> dict[tuple[str, str], _Acc]:
-    scope = sorted({(e.namespace, e.model_id) for query in queries for e in query.models})
-    models: dict[tuple[str, str], _Acc] = {}
-    for query, ordered in usable:
-        for series in ordered:
-            for key in _model_keys(query, series.labels, scope):
-                acc = models.setdefault(key, _Acc())
-                acc.see(series)
-                acc.put(_MODEL_FIELDS[query.family], series.value)
-    return models
-
-
-def _model_keys(
-    query: Query, labels: Mapping[str, str], scope: list[tuple[str, str]]
-) -> list[tuple[str, str]]:
-    """The in-scope (namespace, model) pairs a model-level series speaks for."""
-    namespace = labels.get('namespace', '')
-    if query.family == q.MODEL_REQUEST_COUNT:
-        key = (namespace, labels.get('model_name', ''))
-        return [key] if key in {(e.namespace, e.model_id) for e in query.models} else []
-    model = labels.get('target_model_name', '')
-    if query.family == q.MODEL_ARRIVAL_RATE:
-        return [(namespace, model)] if (namespace, model) in scope else []
+    scope = {(e.namespace, e.model_id) for query in queries for e in query.models}
     # The EPP queue has no namespace label: one model name speaks for every namespace.
-    return [key for key in scope if key[1] == model]
+    by_model: dict[str, list[tuple[str, str]]] = {}
+    for key in sorted(scope):
+        by_model.setdefault(key[1], []).append(key)
+    models: dict[tuple[str, str], _Acc] = {}
+    for query, series in usable:
+        name = _MODEL_FIELDS[query.family]
+        own = {(e.namespace, e.model_id) for e in query.models}
+        for labels, stamp, value in series:
+            namespace = labels.get('namespace', '')
+            if query.family == q.MODEL_REQUEST_COUNT:
+                key = (namespace, labels.get('model_name', ''))
+                keys = [key] if key in own else []
+            elif query.family == q.MODEL_ARRIVAL_RATE:
+                key = (namespace, labels.get('target_model_name', ''))
+                keys = [key] if key in scope else []
+            else:
+                keys = by_model.get(labels.get('target_model_name', ''), [])
+            for key in keys:
+                acc = models.get(key)
+                if acc is None:
+                    acc = models[key] = _Acc()
+                if stamp > acc.observed_at:
+                    acc.observed_at = stamp
+                if value is not None:
+                    known = acc.values.get(name)
+                    if known is None or value > known:
+                        acc.values[name] = value
+    return models
 
 
 def _pod_reading(key: tuple[str, str], acc: _Acc) -> PodReading:

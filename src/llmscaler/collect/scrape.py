@@ -14,15 +14,15 @@ forgotten, and so is an untargeted pod with no series left. The request counters
 `exposition.Parser` per family set (vLLM, EPP) that remembers the label sets of earlier pages.
 
 Failures never raise; each target gets at most one `SourceError(target=url)` per scrape:
-UNREACHABLE (refused, DNS, TLS, dropped connection, unreadable token file), TIMEOUT (no complete
-page within `timeout`), HTTP_4XX / HTTP_5XX, BAD_RESPONSE (another status, a body over
-`max_page_bytes` or that does not decompress, a content type that is not a text exposition, or a
-page that gave no wanted sample while it had parse errors, was not UTF-8, or was a vLLM page
-without one vLLM series) and PARTIAL_DATA (parse errors beside good samples, or a vLLM page lacking
-KV usage, queue length, running or cache_config_info). A failed scrape adds nothing and makes the
-pod's present series stale; the samples already kept still serve the windows. NaN and ±Inf
-samples are dropped and counted (`Reading.dropped_non_finite`, last scrape). A `concurrency` below
-1 counts as 1.
+UNREACHABLE (refused, DNS, TLS, dropped connection, unreadable or empty token file),
+TIMEOUT (no complete page within `timeout`), HTTP_4XX / HTTP_5XX, BAD_RESPONSE (another status, a
+body over `max_page_bytes` or that does not decompress, a content type that is not a text
+exposition, or a page that gave no wanted sample while it had parse errors, was not UTF-8, or was
+a vLLM page without one vLLM series) and PARTIAL_DATA (parse errors beside good samples, or a vLLM
+page lacking KV usage, queue length, running or cache_config_info). A failed scrape adds nothing
+and makes the pod's present series stale; the samples already kept still serve the windows. NaN
+and ±Inf samples are dropped and counted (`Reading.dropped_non_finite`, last scrape). A
+`concurrency` below 1 counts as 1.
 
 The bearer token (`token_file`, re-read every scrape so rotated tokens work, else `bearer_token`)
 is sent to EPP targets over HTTPS only: vLLM pods need none, and a token never travels in clear.
@@ -38,6 +38,7 @@ from pathlib import Path
 
 import httpx
 
+from llmscaler.collect import http
 from llmscaler.collect.exposition import EPP_FAMILIES, VLLM_FAMILIES, Page, Parser
 from llmscaler.collect.scrape_reading import REQUEST_SUCCESS, PodSeries, compute_reading
 from llmscaler.collect.scrape_reading import Kind as Kind
@@ -90,13 +91,9 @@ class ScrapeConfig:
 
 def ssl_context(*, config: ScrapeConfig) -> ssl.SSLContext:
     """The client TLS context: `ca_file` alone is trusted when given, else the system store."""
-    context = ssl.create_default_context(
-        cafile=str(config.ca_file) if config.ca_file is not None else None
+    return http.client_ssl_context(
+        ca_file=config.ca_file, insecure_skip_verify=config.insecure_skip_verify
     )
-    if config.insecure_skip_verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +114,9 @@ class PodScrapeSource:
     ) -> None:
         self._config = config
         self._targets_fn = targets_fn
-        self._owns_client = client is None
-        if client is None:
-            client = httpx.AsyncClient(verify=ssl_context(config=config), timeout=config.timeout)
-        self._client = client
+        self._http = http.OwnedClient(
+            client=client, verify=lambda: ssl_context(config=config), timeout=config.timeout
+        )
         # One Parser per family set: the label sets of a kind's pages come back on every scrape.
         self._parsers: dict[Kind, Parser] = {
             'vllm': Parser(families=VLLM_FAMILIES),
@@ -133,8 +129,7 @@ class PodScrapeSource:
 
     async def aclose(self) -> None:
         """Close the HTTP client if this source created it."""
-        if self._owns_client:
-            await self._client.aclose()
+        await self._http.aclose()
 
     @property
     def series_count(self) -> int:
@@ -146,14 +141,13 @@ class PodScrapeSource:
         targets: dict[tuple[str, str], ScrapeTarget] = {}
         for target in sorted(self._targets_fn(), key=lambda t: (t.namespace, t.pod, t.url)):
             targets.setdefault((target.namespace, target.pod), target)
-        token, token_error = self._token()
+        token = http.read_token(
+            token_file=self._config.token_file, bearer_token=self._config.bearer_token
+        )
         gate = asyncio.Semaphore(max(1, self._config.concurrency))
         ordered = [targets[key] for key in sorted(targets)]
         fetched = await asyncio.gather(
-            *(
-                self._fetch(target=t, token=token, token_error=token_error, gate=gate)
-                for t in ordered
-            )
+            *(self._fetch(target=t, token=token, gate=gate) for t in ordered)
         )
         errors: list[SourceError] = []
         dropped = 0
@@ -207,23 +201,11 @@ class PodScrapeSource:
     def _horizon(self, name: str) -> float:
         return self._history if name == REQUEST_SUCCESS else self._config.horizon
 
-    def _token(self) -> tuple[str | None, str | None]:
-        if self._config.token_file is None:
-            return self._config.bearer_token, None
-        try:
-            token = self._config.token_file.read_text(encoding='utf-8').strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            return None, f'bearer token file unreadable, nothing sent: {exc}'
-        if not token:
-            return None, f'bearer token file {self._config.token_file} is empty, nothing sent'
-        return token, None
-
     async def _fetch(
         self,
         *,
         target: ScrapeTarget,
-        token: str | None,
-        token_error: str | None,
+        token: http.Token,
         gate: asyncio.Semaphore,
     ) -> _Fetched:
         def failed(reason: ErrorReason, message: str) -> _Fetched:
@@ -232,20 +214,20 @@ class PodScrapeSource:
         headers = {'Accept': ACCEPT}
         secure = target.url.startswith('https://')
         if target.kind == 'epp' and secure:
-            if token_error is not None:
-                return failed(ErrorReason.UNREACHABLE, token_error)
-            if token:
-                headers['Authorization'] = f'Bearer {token}'
+            if token.error is not None:
+                return failed(ErrorReason.UNREACHABLE, token.error)
+            if token.value:
+                headers['Authorization'] = f'Bearer {token.value}'
         timeout = self._config.timeout
         try:
             async with gate, asyncio.timeout(timeout):
                 body, failure = await self._get(url=target.url, headers=headers)
-        except (TimeoutError, httpx.TimeoutException) as exc:
-            return failed(ErrorReason.TIMEOUT, f'no complete page within {timeout}s: {exc!r}')
         except httpx.DecodingError as exc:
             return failed(ErrorReason.BAD_RESPONSE, f'undecodable body: {exc!r}')
-        except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
-            return failed(ErrorReason.UNREACHABLE, repr(exc))
+        except http.TRANSPORT_ERRORS as exc:
+            return failed(
+                *http.transport_failure(exc=exc, timeout=timeout, awaited='complete page')
+            )
         if failure is not None:
             return _Fetched(error=SourceError(target.url, failure[0], failure[1]))
         return await _parse_page(target=target, body=body, parser=self._parsers[target.kind])
@@ -254,13 +236,10 @@ class PodScrapeSource:
         self, *, url: str, headers: dict[str, str]
     ) -> tuple[bytes, tuple[ErrorReason, str] | None]:
         limit = self._config.max_page_bytes
-        async with self._client.stream('GET', url, headers=headers) as response:
-            status = response.status_code
-            if 400 <= status <= 599:
-                reason = ErrorReason.HTTP_4XX if status < 500 else ErrorReason.HTTP_5XX
-                return b'', (reason, f'HTTP {status}')
-            if not 200 <= status <= 299:
-                return b'', (ErrorReason.BAD_RESPONSE, f'unexpected HTTP {status}')
+        async with self._http.client.stream('GET', url, headers=headers) as response:
+            failure = http.status_failure(status=response.status_code)
+            if failure is not None:
+                return b'', failure
             media = response.headers.get('content-type', '').split(';')[0].strip().lower()
             if media and media not in _TEXT_TYPES:
                 return b'', (ErrorReason.BAD_RESPONSE, f'content type {media!r} is not metrics')
