@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from llmscaler.collect.types import ModelReading, PodReading, Reading, SourceError
+from llmscaler.collect.types import ModelReading, PodReading, Reading, SourceError, label_value
 from llmscaler.model import PoolMetrics, ReplicaMetrics, Variant, finite
 
 VARIANT_SERIES_LABEL = 'llm_d_ai_variant'
@@ -69,10 +69,7 @@ class PodInfo:
     ready: bool = True
 
     def label(self, name: str) -> str | None:
-        for key, value in self.labels:
-            if key == name:
-                return value
-        return None
+        return label_value(labels=self.labels, name=name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,14 @@ class SourceError:
     message: str
 
 
+def label_value(*, labels: tuple[tuple[str, str], ...], name: str) -> str | None:
+    """The value of label `name` in sorted (name, value) pairs, or None."""
+    for key, value in labels:
+        if key == name:
+            return value
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class PodReading:
     """One engine instance's figures, windows applied; None where the series was absent.
@@ -67,10 +75,7 @@ class PodReading:
     arrival_rate: float | None = None
 
     def label(self, name: str) -> str | None:
-        for key, value in self.labels:
-            if key == name:
-                return value
-        return None
+        return label_value(labels=self.labels, name=name)
 
 
 @dataclass(frozen=True, slots=True)
