@@ -1,0 +1,1 @@
+"""Kubernetes adapters: the VariantAutoscaling custom resource and its conditions."""

@@ -1,0 +1,474 @@
+"""An in-process fake kube-apiserver over real HTTP, for testing the controller and its clients.
+
+Why: no kube-apiserver runs here, and the controller's correctness hinges on wire semantics
+(discovery, optimistic concurrency, `/status` and `/scale` subresources, watch streams and 410s)
+that a mock of the client would not check. `async with FakeAPI() as api:` serves on an ephemeral
+127.0.0.1 port given by `api.url`; kubectl works against it with `--server=<url>`.
+
+Served: discovery (`/api`, `/api/v1`, `/apis`, `/apis/<g>/<v>`, `/version`) and namespaced CRUD,
+`/status`, `/scale`, list and watch for the kinds in `resources.RESOURCES`. Storage rules live in
+`store.Store`. Errors are metav1.Status JSON with `reason` and `code`.
+
+Patches: merge patch and JSON patch everywhere; strategic merge patch on built-in kinds is applied
+as a merge patch (list merge keys are not modelled) and answers 415 on custom resources, as the
+apiserver does; apply patches (server-side apply) answer 415. A patch whose result carries a stale
+metadata.resourceVersion answers 409.
+
+Watch: `?watch=true` answers 200 with a chunked stream of `{"type", "object"}` lines. Without a
+resourceVersion (or with "0") it first replays the current objects as ADDED. A resourceVersion
+older than the kept history (or a forced 410) is reported the way the apiserver does: HTTP 200
+and a single ERROR event whose object is a Status with code 410 (reason Expired), then the stream
+ends. BOOKMARK events are sent every `bookmark_interval` seconds and on `bookmark()`, only when
+the request asked for `allowWatchBookmarks=true`. `timeoutSeconds` ends the stream. Objects that
+stop matching a watch's label selector are not reported as DELETED (simplification).
+
+Fault injection: `fail()` (500, 429 with Retry-After, 409, 410 ... for the next N matching
+requests), `latency`, `drop_watches()`, `force_watch_gone()`. Every request is appended to
+`requests` (method, path, query, content type, body) before faults and latency apply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+from tests.fakeapi import resources
+from tests.fakeapi.resources import Resource
+from tests.fakeapi.semantics import (
+    ApiError,
+    field_selector_matches,
+    json_patch,
+    label_selector_matches,
+    merge_patch,
+    status_body,
+)
+from tests.fakeapi.store import Event, Obj, Store, from_scale, to_scale
+
+MERGE = 'application/merge-patch+json'
+JSON_PATCH = 'application/json-patch+json'
+STRATEGIC = 'application/strategic-merge-patch+json'
+BOOKMARK = 'BOOKMARK'
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    method: str
+    path: str
+    query: dict[str, str]
+    content_type: str
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass(slots=True)
+class Fault:
+    status: int
+    method: str | None
+    path_prefix: str
+    remaining: int
+    retry_after: int
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    resource: Resource
+    namespace: str | None
+    name: str | None = None
+    sub: str | None = None
+
+
+@dataclass(slots=True)
+class _Watch:
+    queue: asyncio.Queue[Event | str | None] = field(default_factory=asyncio.Queue)
+
+
+def _json(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        status=status, text=json.dumps(obj), content_type='application/json', headers=headers
+    )
+
+
+def _error(err: ApiError, headers: dict[str, str] | None = None) -> web.Response:
+    body = status_body(code=err.code, reason=err.reason, message=err.message)
+    return _json(body, err.code, headers)
+
+
+def _parse_target(parts: list[str]) -> Target | None:
+    if parts[:2] == ['api', 'v1']:
+        group, version, rest = '', 'v1', parts[2:]
+    elif parts[:1] == ['apis'] and len(parts) >= 3:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    namespace: str | None = None
+    if len(rest) >= 3 and rest[0] == 'namespaces':
+        namespace, rest = rest[1], rest[2:]
+    if not 1 <= len(rest) <= 3 or (namespace is None and len(rest) > 1):
+        return None
+    resource = resources.find(group=group, version=version, plural=rest[0])
+    if resource is None:
+        return None
+    name = rest[1] if len(rest) > 1 else None
+    sub = rest[2] if len(rest) > 2 else None
+    if sub not in (None, 'status', 'scale') or (sub == 'status' and not resource.status):
+        return None
+    if sub == 'scale' and resource.scale is None:
+        return None
+    return Target(resource, namespace, name, sub)
+
+
+class FakeAPI:
+    def __init__(self, *, history_limit: int = 1000, bookmark_interval: float = 1.0) -> None:
+        self.store = Store(history_limit=history_limit)
+        self.requests: list[RecordedRequest] = []
+        self.latency = 0.0
+        self.bookmark_interval = bookmark_interval
+        self._faults: list[Fault] = []
+        self._gone_watches = 0
+        self._runner: web.AppRunner | None = None
+        self.url = ''
+
+    async def __aenter__(self) -> FakeAPI:
+        app = web.Application()
+        app.router.add_route('*', '/{tail:.*}', self._handle)
+        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, '127.0.0.1', 0)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f'http://{host}:{port}'
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.drop_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- fault injection and test helpers ---------------------------------------------------
+
+    def fail(
+        self,
+        *,
+        status: int,
+        method: str | None = None,
+        path_prefix: str = '',
+        times: int = 1,
+        retry_after: int = 1,
+    ) -> None:
+        """Answer the next `times` requests matching method and path prefix with `status`."""
+        self._faults.append(Fault(status, method, path_prefix, times, retry_after))
+
+    def drop_watches(self) -> None:
+        """End every open watch stream now (the client sees the chunked body end)."""
+        for queue in self.store.watchers:
+            queue.put_nowait(None)
+
+    def force_watch_gone(self, *, times: int = 1) -> None:
+        """The next `times` watch requests get an in-stream ERROR 410, whatever their RV."""
+        self._gone_watches += times
+
+    def bookmark(self) -> None:
+        """Send a BOOKMARK at the current resourceVersion to watches that allow bookmarks."""
+        for queue in self.store.watchers:
+            queue.put_nowait(BOOKMARK)
+
+    def seed(self, obj: Obj) -> Obj:
+        """Store an object directly, status included (as if a kube controller had written it)."""
+        resource = resources.by_kind(api_version=obj['apiVersion'], kind=obj['kind'])
+        if resource is None:
+            raise KeyError(f'unknown kind {obj["apiVersion"]} {obj["kind"]}')
+        namespace = obj['metadata'].get('namespace', 'default')
+        return self.store.create(resource, namespace, obj, keep_status=True)
+
+    def store_resource(self, obj: Obj) -> Resource:
+        resource = resources.by_kind(api_version=obj['apiVersion'], kind=obj['kind'])
+        if resource is None:
+            raise KeyError(f'unknown kind {obj["apiVersion"]} {obj["kind"]}')
+        return resource
+
+    def get(self, *, api_version: str, kind: str, namespace: str, name: str) -> Obj:
+        resource = resources.by_kind(api_version=api_version, kind=kind)
+        if resource is None:
+            raise KeyError(f'unknown kind {api_version} {kind}')
+        return self.store.get(resource, namespace, name)
+
+    def requests_to(self, *, method: str, path: str) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.method == method and r.path == path]
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    def _take_fault(self, method: str, path: str) -> Fault | None:
+        for fault in self._faults:
+            if fault.method not in (None, method) or not path.startswith(fault.path_prefix):
+                continue
+            fault.remaining -= 1
+            if fault.remaining <= 0:
+                self._faults.remove(fault)
+            return fault
+        return None
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        self.requests.append(
+            RecordedRequest(
+                request.method,
+                request.path,
+                dict(request.query),
+                request.headers.get('Content-Type', ''),
+                body,
+            )
+        )
+        if self.latency > 0:
+            await asyncio.sleep(self.latency)
+        fault = self._take_fault(request.method, request.path)
+        if fault is not None:
+            headers = {'Retry-After': str(fault.retry_after)} if fault.status == 429 else None
+            return _error(ApiError(fault.status, f'injected fault {fault.status}'), headers)
+        try:
+            return await self._dispatch(request, body)
+        except ApiError as err:
+            return _error(err)
+
+    async def _dispatch(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        parts = [p for p in request.path.split('/') if p]
+        if request.method == 'GET':
+            doc = self._discovery(parts)
+            if doc is not None:
+                return _json(doc)
+        target = _parse_target(parts)
+        if target is None:
+            raise ApiError(404, f'the server could not find the requested resource {request.path}')
+        q = request.query
+        if target.name is None:
+            if request.method == 'GET' and q.get('watch') in ('true', '1'):
+                return await self._watch(request, target)
+            if request.method == 'GET':
+                return _json(self._list(target, q))
+            if request.method == 'POST' and target.namespace is not None:
+                return _json(
+                    self.store.create(
+                        target.resource, target.namespace, _load(body), keep_status=False
+                    ),
+                    201,
+                )
+            raise ApiError(405, f'{request.method} is not supported on collections here')
+        assert target.namespace is not None
+        return _json(
+            self._object(
+                request.method,
+                target,
+                target.namespace,
+                target.name,
+                body,
+                request.headers.get('Content-Type', ''),
+            )
+        )
+
+    def _discovery(self, parts: list[str]) -> dict[str, Any] | None:
+        if parts == ['api']:
+            return resources.api_versions()
+        if parts == ['api', 'v1']:
+            return resources.api_resource_list(group='', version='v1')
+        if parts == ['apis']:
+            return resources.api_group_list()
+        if parts == ['version']:
+            return {
+                'major': '1',
+                'minor': '32',
+                'gitVersion': 'v1.32.0-fakeapi',
+                'platform': 'linux/amd64',
+            }
+        if (
+            len(parts) == 3
+            and parts[0] == 'apis'
+            and resources.has_group_version(group=parts[1], version=parts[2])
+        ):
+            return resources.api_resource_list(group=parts[1], version=parts[2])
+        return None
+
+    def _matches(self, target: Target, q: Any, obj: Obj) -> bool:
+        meta = obj.get('metadata', {})
+        if target.namespace is not None and meta.get('namespace') != target.namespace:
+            return False
+        labels = meta.get('labels') or {}
+        if q.get('labelSelector') and not label_selector_matches(
+            selector=q['labelSelector'], labels=labels
+        ):
+            return False
+        return not q.get('fieldSelector') or field_selector_matches(
+            selector=q['fieldSelector'], obj=obj
+        )
+
+    def _list(self, target: Target, q: Any) -> Obj:
+        r = target.resource
+        items = [o for o in self.store.list(r, target.namespace) if self._matches(target, q, o)]
+        return {
+            'kind': f'{r.kind}List',
+            'apiVersion': r.group_version,
+            'metadata': {'resourceVersion': str(self.store.rv)},
+            'items': items,
+        }
+
+    def _patch(self, resource: Resource, current: Obj, body: bytes, content_type: str) -> Obj:
+        media = content_type.split(';')[0].strip()
+        if (media == STRATEGIC and resource.builtin) or media == MERGE:
+            return dict(merge_patch(current, _load(body, dict_only=False)))
+        if media == JSON_PATCH:
+            patched = json_patch(current, _load(body, dict_only=False))
+            if not isinstance(patched, dict):
+                raise ApiError(422, 'a JSON patch must leave an object')
+            return patched
+        raise ApiError(
+            415,
+            f'the body of the request was in an unknown format - accepted '
+            f'media types include: {JSON_PATCH}, {MERGE}'
+            + (f', {STRATEGIC}' if resource.builtin else ''),
+        )
+
+    def _object(
+        self,
+        method: str,
+        target: Target,
+        ns: str,
+        name: str,
+        body: bytes,
+        content_type: str,
+    ) -> Obj:
+        r, store = target.resource, self.store
+        if target.sub == 'scale':
+            assert r.scale is not None
+            if method == 'GET':
+                return to_scale(r.scale, store.get(r, ns, name))
+            current = store.get(r, ns, name)
+            if method == 'PUT':
+                scale_obj = _load(body)
+            elif method == 'PATCH':
+                scale_obj = self._patch(r, to_scale(r.scale, current), body, content_type)
+            else:
+                raise ApiError(405, f'{method} is not supported on /scale')
+            new = from_scale(r.scale, current, scale_obj)
+            return to_scale(r.scale, store.update(r, ns, name, new, part='main'))
+        part = 'status' if target.sub == 'status' else 'main'
+        if method == 'GET':
+            return store.get(r, ns, name)
+        if method == 'PUT':
+            return store.update(r, ns, name, _load(body), part=part)
+        if method == 'PATCH':
+            patched = self._patch(r, store.get(r, ns, name), body, content_type)
+            return store.update(r, ns, name, patched, part=part)
+        if method == 'DELETE' and part == 'main':
+            return store.delete(r, ns, name)
+        raise ApiError(405, f'{method} is not supported here')
+
+    async def _watch(self, request: web.Request, target: Target) -> web.StreamResponse:
+        q = request.query
+        bookmarks = q.get('allowWatchBookmarks') in ('true', '1')
+        timeout = float(q['timeoutSeconds']) if q.get('timeoutSeconds') else None
+        rv = q.get('resourceVersion', '')
+        watch = _Watch()
+        response = web.StreamResponse(headers={'Content-Type': 'application/json'})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        if self._gone_watches > 0:
+            self._gone_watches -= 1
+            await self._send_gone(response, f'too old resource version: {rv}')
+            return response
+        try:
+            if rv in ('', '0'):
+                backlog = [
+                    Event(target.resource, 'ADDED', o)
+                    for o in self.store.list(target.resource, target.namespace)
+                ]
+            else:
+                backlog = self.store.history_since(int(rv))
+        except (ApiError, ValueError) as err:
+            await self._send_gone(response, str(err))
+            return response
+        self.store.watchers.add(watch.queue)
+        try:
+            for event in backlog:
+                watch.queue.put_nowait(event)
+            await self._stream(response, target, q, watch, bookmarks=bookmarks, timeout=timeout)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.store.watchers.discard(watch.queue)
+        with contextlib.suppress(ConnectionResetError):
+            await response.write_eof()
+        return response
+
+    async def _send_gone(self, response: web.StreamResponse, message: str) -> None:
+        status = status_body(code=410, reason='Expired', message=message)
+        with contextlib.suppress(ConnectionResetError):
+            await response.write(_line({'type': 'ERROR', 'object': status}))
+            await response.write_eof()
+
+    async def _stream(
+        self,
+        response: web.StreamResponse,
+        target: Target,
+        q: Any,
+        watch: _Watch,
+        *,
+        bookmarks: bool,
+        timeout: float | None,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            wait = self.bookmark_interval
+            if deadline is not None:
+                wait = min(wait, deadline - loop.time())
+                if wait <= 0:
+                    return
+            try:
+                item = await asyncio.wait_for(watch.queue.get(), wait)
+            except TimeoutError:
+                item = BOOKMARK if deadline is None or loop.time() < deadline else None
+            if item is None:
+                return
+            if isinstance(item, str):
+                if bookmarks:
+                    r = target.resource
+                    await response.write(
+                        _line(
+                            {
+                                'type': 'BOOKMARK',
+                                'object': {
+                                    'kind': r.kind,
+                                    'apiVersion': r.group_version,
+                                    'metadata': {'resourceVersion': str(self.store.rv)},
+                                },
+                            }
+                        )
+                    )
+                continue
+            if item.resource == target.resource and self._matches(target, q, item.object):
+                await response.write(_line({'type': item.type, 'object': item.object}))
+
+
+def _line(event: Obj) -> bytes:
+    return json.dumps(event).encode() + b'\n'
+
+
+def _load(body: bytes, *, dict_only: bool = True) -> Any:
+    try:
+        value = json.loads(body)
+    except ValueError as err:
+        raise ApiError(400, f'the request body is not valid JSON: {err}') from err
+    if dict_only and not isinstance(value, dict):
+        raise ApiError(400, 'the request body must be a JSON object')
+    return value

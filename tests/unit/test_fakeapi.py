@@ -1,0 +1,411 @@
+"""The fake kube-apiserver over real loopback HTTP (httpx): each semantic the controller relies on.
+
+Worked numbers: the resourceVersion counter starts at 0 and every effective write adds 1, so the
+first seeded object is RV 1, the second RV 2, and an update of the first is RV 3.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fakeapi import FakeAPI
+from tests.fakeapi.semantics import label_selector_matches
+
+NS = '/namespaces/ns'
+DEPLOY = f'/apis/apps/v1{NS}/deployments'
+STS = f'/apis/apps/v1{NS}/statefulsets'
+LWS = f'/apis/leaderworkerset.x-k8s.io/v1{NS}/leaderworkersets'
+VA = f'/apis/llmd.ai/v1alpha1{NS}/variantautoscalings'
+MERGE = {'Content-Type': 'application/merge-patch+json'}
+JSONP = {'Content-Type': 'application/json-patch+json'}
+
+
+def deployment(name: str = 'x', replicas: int = 1) -> dict[str, Any]:
+    return {
+        'apiVersion': 'apps/v1',
+        'kind': 'Deployment',
+        'metadata': {'name': name, 'namespace': 'ns', 'labels': {'app': name, 'tier': 'gpu'}},
+        'spec': {'replicas': replicas, 'selector': {'matchLabels': {'b': '2', 'a': '1'}}},
+        'status': {'replicas': replicas},
+    }
+
+
+def va(name: str = 'v') -> dict[str, Any]:
+    return {
+        'apiVersion': 'llmd.ai/v1alpha1',
+        'kind': 'VariantAutoscaling',
+        'metadata': {'name': name, 'namespace': 'ns'},
+        'spec': {'modelID': 'm'},
+    }
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeAPI]:
+    async with FakeAPI(bookmark_interval=0.05) as running:
+        yield running
+
+
+@pytest.fixture
+async def http(api: FakeAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=api.url, timeout=5) as client:
+        yield client
+
+
+async def test_discovery_lists_kinds_and_subresources(http: httpx.AsyncClient) -> None:
+    assert (await http.get('/api')).json()['versions'] == ['v1']
+    core = {r['name'] for r in (await http.get('/api/v1')).json()['resources']}
+    assert core == {'configmaps', 'pods', 'pods/status', 'events'}
+    groups = {g['name'] for g in (await http.get('/apis')).json()['groups']}
+    assert groups == {
+        'apps',
+        'coordination.k8s.io',
+        'events.k8s.io',
+        'leaderworkerset.x-k8s.io',
+        'llmd.ai',
+    }
+    apps = {r['name']: r for r in (await http.get('/apis/apps/v1')).json()['resources']}
+    assert apps['deployments/scale']['kind'] == 'Scale'
+    assert apps['deployments/scale']['group'] == 'autoscaling'
+    assert 'statefulsets/status' in apps
+    llmd = (await http.get('/apis/llmd.ai/v1alpha1')).json()['resources']
+    assert llmd[0]['shortNames'] == ['va']
+    assert llmd[0]['namespaced'] is True
+    assert [r['name'] for r in llmd] == ['variantautoscalings', 'variantautoscalings/status']
+    assert (await http.get('/apis/nope/v1')).status_code == 404
+
+
+async def test_create_sets_metadata_and_rv_increments(http: httpx.AsyncClient) -> None:
+    first = (await http.post(DEPLOY, json=deployment('a'))).json()
+    second = (await http.post(DEPLOY, json=deployment('b'))).json()
+    assert first['metadata']['resourceVersion'] == '1'
+    assert second['metadata']['resourceVersion'] == '2'
+    assert first['metadata']['generation'] == 1
+    assert first['metadata']['uid']
+    assert first['metadata']['creationTimestamp'].endswith('Z')
+    assert 'status' not in first  # status subresource: create drops status
+    dup = await http.post(DEPLOY, json=deployment('a'))
+    assert dup.status_code == 409
+    assert dup.json()['reason'] == 'AlreadyExists'
+    assert dup.json()['code'] == 409
+    listed = (await http.get(DEPLOY)).json()
+    assert listed['kind'] == 'DeploymentList'
+    assert listed['metadata']['resourceVersion'] == '2'
+    assert [o['metadata']['name'] for o in listed['items']] == ['a', 'b']
+
+
+async def test_list_selectors(api: FakeAPI, http: httpx.AsyncClient) -> None:
+    api.seed(deployment('a'))
+    api.seed(deployment('b'))
+    other = deployment('c')
+    other['metadata']['namespace'] = 'other'
+    api.seed(other)
+
+    async def names(**params: str) -> list[str]:
+        items = (await http.get(DEPLOY, params=params)).json()['items']
+        return [o['metadata']['name'] for o in items]
+
+    assert await names() == ['a', 'b']
+    assert await names(labelSelector='app=a') == ['a']
+    assert await names(labelSelector='app in (a,b),tier') == ['a', 'b']
+    assert await names(labelSelector='app notin (a),!missing') == ['b']
+    assert await names(labelSelector='app!=a') == ['b']
+    assert await names(fieldSelector='metadata.name=b') == ['b']
+    everywhere = (
+        await http.get(
+            '/apis/apps/v1/deployments', params={'fieldSelector': 'metadata.namespace=other'}
+        )
+    ).json()['items']
+    assert [o['metadata']['name'] for o in everywhere] == ['c']
+    bad = await http.get(DEPLOY, params={'fieldSelector': 'spec.replicas=1'})
+    assert bad.status_code == 400
+    assert bad.json()['reason'] == 'BadRequest'
+
+
+def test_label_selector_requires_all_requirements() -> None:
+    assert label_selector_matches(selector='a=1,b=2', labels={'a': '1', 'b': '2'})
+    assert not label_selector_matches(selector='a=1,b=2', labels={'a': '1'})
+
+
+async def test_put_conflict_and_generation(api: FakeAPI, http: httpx.AsyncClient) -> None:
+    stored = api.seed(deployment())  # RV 1
+    stored['spec']['replicas'] = 4
+    ok = await http.put(f'{DEPLOY}/x', json=stored)
+    assert ok.status_code == 200
+    assert ok.json()['metadata']['resourceVersion'] == '2'
+    assert ok.json()['metadata']['generation'] == 2
+    stale = await http.put(f'{DEPLOY}/x', json=stored)  # still carries RV 1
+    assert stale.status_code == 409
+    assert stale.json()['reason'] == 'Conflict'
+    # A label change is metadata: RV 3, generation stays 2.
+    fresh = ok.json()
+    fresh['metadata']['labels'] = {'app': 'y'}
+    relabelled = (await http.put(f'{DEPLOY}/x', json=fresh)).json()
+    assert relabelled['metadata']['resourceVersion'] == '3'
+    assert relabelled['metadata']['generation'] == 2
+
+
+async def test_merge_patch_and_stale_rv(api: FakeAPI, http: httpx.AsyncClient) -> None:
+    api.seed(deployment())  # RV 1
+    patch = {'metadata': {'resourceVersion': '1'}, 'spec': {'replicas': 2}}
+    ok = await http.patch(f'{DEPLOY}/x', content=json.dumps(patch), headers=MERGE)
+    assert ok.json()['spec']['replicas'] == 2
+    assert ok.json()['metadata']['resourceVersion'] == '2'
+    stale = await http.patch(f'{DEPLOY}/x', content=json.dumps(patch), headers=MERGE)
+    assert stale.status_code == 409
+    unconditional = {'spec': {'replicas': None, 'paused': True}}
+    done = await http.patch(f'{DEPLOY}/x', content=json.dumps(unconditional), headers=MERGE)
+    assert 'replicas' not in done.json()['spec']
+    assert done.json()['spec']['paused'] is True
+
+
+async def test_json_patch_test_failure_is_422(api: FakeAPI, http: httpx.AsyncClient) -> None:
+    api.seed(deployment(replicas=1))
+    ops = [
+        {'op': 'test', 'path': '/spec/replicas', 'value': 5},
+        {'op': 'replace', 'path': '/spec/replicas', 'value': 6},
+    ]
+    failed = await http.patch(f'{DEPLOY}/x', content=json.dumps(ops), headers=JSONP)
+    assert failed.status_code == 422
+    assert failed.json()['reason'] == 'Invalid'
+    ops[0]['value'] = 1
+    ok = await http.patch(f'{DEPLOY}/x', content=json.dumps(ops), headers=JSONP)
+    assert ok.json()['spec']['replicas'] == 6
+    ops2 = [
+        {'op': 'add', 'path': '/metadata/labels/new', 'value': 'n'},
+        {'op': 'remove', 'path': '/metadata/labels/tier'},
+        {'op': 'copy', 'from': '/metadata/labels/new', 'path': '/metadata/labels/c'},
+    ]
+    labels = (await http.patch(f'{DEPLOY}/x', content=json.dumps(ops2), headers=JSONP)).json()
+    assert labels['metadata']['labels'] == {'app': 'x', 'new': 'n', 'c': 'n'}
+    stale = [{'op': 'replace', 'path': '/metadata/resourceVersion', 'value': '1'}]
+    assert (
+        await http.patch(f'{DEPLOY}/x', content=json.dumps(stale), headers=JSONP)
+    ).status_code == 409
+
+
+async def test_strategic_merge_patch(api: FakeAPI, http: httpx.AsyncClient) -> None:
+    api.seed(deployment())
+    api.seed(va())
+    smp = {'Content-Type': 'application/strategic-merge-patch+json'}
+    body = json.dumps({'spec': {'replicas': 3}})
+    assert (await http.patch(f'{DEPLOY}/x', content=body, headers=smp)).status_code == 200
+    refused = await http.patch(f'{VA}/v', content=body, headers=smp)
+    assert refused.status_code == 415
+    assert refused.json()['reason'] == 'UnsupportedMediaType'
+
+
+async def test_status_and_main_writes_are_separate(api: FakeAPI, http: httpx.AsyncClient) -> None:
+    api.seed(va())
+    main = {'spec': {'modelID': 'n'}, 'status': {'ignored': True}}
+    after_main = (await http.patch(f'{VA}/v', content=json.dumps(main), headers=MERGE)).json()
+    assert after_main['spec']['modelID'] == 'n'
+    assert 'status' not in after_main
+    assert after_main['metadata']['generation'] == 2
+    status = {'spec': {'modelID': 'ignored'}, 'status': {'desired': 2}}
+    after = (await http.patch(f'{VA}/v/status', content=json.dumps(status), headers=MERGE)).json()
+    assert after['status'] == {'desired': 2}
+    assert after['spec']['modelID'] == 'n'
+    assert after['metadata']['generation'] == 2  # a status write is no spec change
+    put = dict(after, status={'desired': 3})
+    put_status = (await http.put(f'{VA}/v/status', json=put)).json()
+    assert put_status['status'] == {'desired': 3}
+    assert (await http.get(f'{VA}/v/status')).json()['status'] == {'desired': 3}
+    assert (await http.get(f'{DEPLOY}/x/status')).status_code == 404
+
+
+async def test_scale_deployment_and_statefulset(api: FakeAPI, http: httpx.AsyncClient) -> None:
+    api.seed(deployment(replicas=2))
+    sts = deployment('s', replicas=1) | {'kind': 'StatefulSet'}
+    api.seed(sts)
+    scale = (await http.get(f'{DEPLOY}/x/scale')).json()
+    assert scale['kind'] == 'Scale'
+    assert scale['apiVersion'] == 'autoscaling/v1'
+    assert scale['spec'] == {'replicas': 2}
+    assert scale['status'] == {'replicas': 2, 'selector': 'a=1,b=2'}  # sorted by key
+    scale['spec']['replicas'] = 5
+    put = (await http.put(f'{DEPLOY}/x/scale', json=scale)).json()
+    assert put['spec']['replicas'] == 5
+    assert put['metadata']['resourceVersion'] == '3'
+    assert (await http.put(f'{DEPLOY}/x/scale', json=scale)).status_code == 409
+    assert (
+        api.get(api_version='apps/v1', kind='Deployment', namespace='ns', name='x')['metadata'][
+            'generation'
+        ]
+        == 2
+    )
+    patch = json.dumps({'spec': {'replicas': 0}})
+    sts_scale = (await http.patch(f'{STS}/s/scale', content=patch, headers=MERGE)).json()
+    assert sts_scale['spec']['replicas'] == 0
+    assert sts_scale['status']['replicas'] == 1
+    stale = json.dumps({'metadata': {'resourceVersion': '1'}, 'spec': {'replicas': 1}})
+    assert (await http.patch(f'{STS}/s/scale', content=stale, headers=MERGE)).status_code == 409
+    negative = json.dumps({'spec': {'replicas': -1}})
+    assert (await http.patch(f'{STS}/s/scale', content=negative, headers=MERGE)).status_code == 422
+
+
+async def test_scale_lws_uses_hpa_pod_selector(api: FakeAPI, http: httpx.AsyncClient) -> None:
+    selector = 'leaderworkerset.sigs.k8s.io/name=l,leaderworkerset.sigs.k8s.io/worker-index=0'
+    api.seed(
+        {
+            'apiVersion': 'leaderworkerset.x-k8s.io/v1',
+            'kind': 'LeaderWorkerSet',
+            'metadata': {'name': 'l', 'namespace': 'ns'},
+            'spec': {'replicas': 2},
+            'status': {'replicas': 2, 'hpaPodSelector': selector},
+        }
+    )
+    scale = (await http.get(f'{LWS}/l/scale')).json()
+    assert scale['status'] == {'replicas': 2, 'selector': selector}
+    patched = await http.patch(f'{LWS}/l/scale', content='{"spec":{"replicas":4}}', headers=MERGE)
+    assert patched.json()['spec']['replicas'] == 4
+    assert (await http.get(f'{LWS}/l')).json()['spec']['replicas'] == 4
+    smp = {'Content-Type': 'application/strategic-merge-patch+json'}
+    assert (await http.patch(f'{LWS}/l/scale', content='{}', headers=smp)).status_code == 415
+
+
+async def test_delete(api: FakeAPI, http: httpx.AsyncClient) -> None:
+    api.seed(deployment())
+    gone = await http.delete(f'{DEPLOY}/x')
+    assert gone.status_code == 200
+    assert gone.json()['metadata']['resourceVersion'] == '2'
+    missing = await http.get(f'{DEPLOY}/x')
+    assert missing.status_code == 404
+    assert missing.json()['reason'] == 'NotFound'
+
+
+async def read_events(
+    http: httpx.AsyncClient,
+    path: str,
+    params: dict[str, str],
+    count: int,
+    during: Any = None,
+) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    async with http.stream('GET', path, params={'watch': 'true', **params}) as response:
+        assert response.status_code == 200
+        if during is not None:
+            asyncio.get_running_loop().call_later(0.05, during)
+        async for line in response.aiter_lines():
+            if line:
+                events.append(json.loads(line))
+            if len(events) >= count:
+                break
+    return events
+
+
+async def test_watch_from_rv_with_bookmarks(api: FakeAPI, http: httpx.AsyncClient) -> None:
+    api.seed(deployment('a'))  # RV 1
+    api.seed(deployment('b'))  # RV 2
+
+    def later() -> None:
+        obj = api.get(api_version='apps/v1', kind='Deployment', namespace='ns', name='a')
+        obj['spec']['replicas'] = 7
+        api.store.update(api.store_resource(obj), 'ns', 'a', obj, part='main')  # RV 3
+        api.bookmark()
+
+    events = await read_events(
+        http, DEPLOY, {'resourceVersion': '1', 'allowWatchBookmarks': 'true'}, 3, later
+    )
+    assert [(e['type'], e['object']['metadata']['resourceVersion']) for e in events] == [
+        ('ADDED', '2'),
+        ('MODIFIED', '3'),
+        ('BOOKMARK', '3'),
+    ]
+    initial = await read_events(http, DEPLOY, {'labelSelector': 'app=b'}, 1)
+    assert initial[0]['type'] == 'ADDED'
+    assert initial[0]['object']['metadata']['name'] == 'b'
+
+
+async def test_watch_bookmarks_only_when_allowed(api: FakeAPI, http: httpx.AsyncClient) -> None:
+    api.seed(deployment('a'))
+    events = await read_events(http, DEPLOY, {'resourceVersion': '1', 'timeoutSeconds': '0.3'}, 9)
+    assert events == []  # 0.3 s at a 0.05 s bookmark interval, yet no BOOKMARK
+    ticks = await read_events(
+        http, DEPLOY, {'resourceVersion': '1', 'allowWatchBookmarks': 'true'}, 2
+    )
+    assert [e['type'] for e in ticks] == ['BOOKMARK', 'BOOKMARK']
+
+
+async def test_watch_deleted(api: FakeAPI, http: httpx.AsyncClient) -> None:
+    api.seed(deployment('a'))
+    events = await read_events(
+        http,
+        DEPLOY,
+        {'resourceVersion': '1'},
+        1,
+        lambda: asyncio.ensure_future(http.delete(f'{DEPLOY}/a')),
+    )
+    assert events[0]['type'] == 'DELETED'
+    assert events[0]['object']['metadata']['name'] == 'a'
+
+
+async def test_watch_too_old_is_in_stream_410(http: httpx.AsyncClient) -> None:
+    async with FakeAPI(history_limit=2) as small, httpx.AsyncClient(base_url=small.url) as c:
+        for name in 'abc':
+            small.seed(deployment(name))  # RV 3 pushes RV 1 out: compacted = 1
+        ok = await read_events(c, DEPLOY, {'resourceVersion': '1'}, 2)
+        assert [e['object']['metadata']['name'] for e in ok] == ['b', 'c']
+        replay = await read_events(c, DEPLOY, {'resourceVersion': '0'}, 3)
+        assert len(replay) == 3  # RV 0 replays current objects as ADDED
+        small.store.compact()
+        err = await read_events(c, DEPLOY, {'resourceVersion': '2'}, 1)
+        assert err[0]['type'] == 'ERROR'
+        assert err[0]['object']['code'] == 410
+        assert err[0]['object']['reason'] == 'Expired'
+
+
+async def test_faults(api: FakeAPI, http: httpx.AsyncClient) -> None:
+    api.seed(deployment())
+    api.fail(status=429, method='GET', path_prefix=DEPLOY, times=2, retry_after=7)
+    api.fail(status=500, method='PATCH')
+    throttled = await http.get(f'{DEPLOY}/x')
+    assert throttled.status_code == 429
+    assert throttled.headers['Retry-After'] == '7'
+    assert throttled.json()['reason'] == 'TooManyRequests'
+    assert (await http.get(DEPLOY)).status_code == 429
+    assert (await http.get(DEPLOY)).status_code == 200
+    assert (await http.patch(f'{DEPLOY}/x', content='{}', headers=MERGE)).status_code == 500
+    assert (await http.patch(f'{DEPLOY}/x', content='{}', headers=MERGE)).status_code == 200
+    api.fail(status=409, path_prefix=f'{DEPLOY}/x/scale')
+    api.fail(status=410, path_prefix='/api/v1')
+    assert (await http.get(f'{DEPLOY}/x/scale')).json()['reason'] == 'Conflict'
+    assert (await http.get('/api/v1/namespaces/ns/pods')).json()['reason'] == 'Expired'
+
+
+async def test_latency_and_forced_watch_gone(api: FakeAPI, http: httpx.AsyncClient) -> None:
+    api.latency = 0.2
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await http.get('/api')
+    assert loop.time() - start >= 0.2
+    api.latency = 0.0
+    api.force_watch_gone()
+    err = await read_events(http, DEPLOY, {'resourceVersion': '0'}, 1)
+    assert err[0]['object']['code'] == 410
+    assert await read_events(http, DEPLOY, {'timeoutSeconds': '0.1'}, 1) == []
+
+
+async def test_drop_watches_ends_stream(api: FakeAPI, http: httpx.AsyncClient) -> None:
+    api.seed(deployment())
+    events = await read_events(http, DEPLOY, {'resourceVersion': '1'}, 5, api.drop_watches)
+    assert events == []
+
+
+async def test_request_log(api: FakeAPI, http: httpx.AsyncClient) -> None:
+    api.seed(va())
+    await http.patch(
+        f'{VA}/v/status',
+        content='{"status":{"a":1}}',
+        headers=MERGE,
+        params={'fieldManager': 'llmscaler'},
+    )
+    [logged] = api.requests_to(method='PATCH', path=f'{VA}/v/status')
+    assert logged.content_type == MERGE['Content-Type']
+    assert logged.query == {'fieldManager': 'llmscaler'}
+    assert logged.json() == {'status': {'a': 1}}
