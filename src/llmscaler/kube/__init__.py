@@ -1,1 +1,2 @@
-"""Kubernetes adapters: the VariantAutoscaling custom resource and its conditions."""
+"""Kubernetes adapters: the VariantAutoscaling resource and its conditions, and the scale
+targets it points at (Deployment, StatefulSet, LeaderWorkerSet) read through one accessor."""
