@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import strategies as st
 
 from llmscaler.model import EngineParams, PoolMetrics, ReplicaMetrics, Snapshot, Variant
@@ -65,8 +67,12 @@ def replica_of(
 
 
 @st.composite
-def snapshots(draw: st.DrawFn, *, now: float = NOW) -> Snapshot:
-    """1-3 models of 1-3 variants each, every ready replica with fresh metrics."""
+def snapshots(draw: st.DrawFn, *, now: float = NOW, balanced: bool = False) -> Snapshot:
+    """1-3 models of 1-3 variants each, every ready replica with fresh metrics.
+
+    `balanced`: every replica of a variant reports the same figures (an evenly balancing router),
+    so capacity estimates learned from them (the k2 history) do not drift from cycle to cycle.
+    """
     models = draw(
         st.lists(st.sampled_from(['m1', 'm2', 'm3']), min_size=1, max_size=3, unique=True)
     )
@@ -80,9 +86,10 @@ def snapshots(draw: st.DrawFn, *, now: float = NOW) -> Snapshot:
             # One hardware configuration per variant: every replica has the same KV capacity.
             blocks = draw(st.sampled_from([1_700, 11_500, 27_500]))
             for index in range(variant.ready_replicas):
-                replicas.append(
-                    draw(replica_of(variant=variant, index=index, now=now, blocks=blocks))
-                )
+                replica = draw(replica_of(variant=variant, index=index, now=now, blocks=blocks))
+                if balanced and index > 0:
+                    replica = dataclasses.replace(replicas[-1], pod=replica.pod)
+                replicas.append(replica)
         pools.append(
             PoolMetrics(
                 model_id=model,
