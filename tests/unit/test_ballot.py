@@ -23,34 +23,15 @@ from llmscaler.analyze.types import (
     RoleSignal,
     ScalingRequest,
     Totals,
-    VariantCapacity,
 )
-
-
-def capacity(name: str, prc: float, reason: str = 'P1-obs') -> VariantCapacity:
-    return VariantCapacity(
-        variant=name,
-        namespace='ns',
-        role='both',
-        cost=10.0,
-        accelerator='H100',
-        gpus_per_replica=1,
-        min_replicas=1,
-        max_replicas=4,
-        current_replicas=1,
-        per_replica_capacity=prc,
-        replica_count=1,
-        pending=0,
-        total_demand=0.0,
-        reason=reason,
-    )
+from tests.unit.test_thresholds import capacity
 
 
 def result(name: str, *, informative: bool = True, prc: float = 100.0) -> AnalyzerResult:
     reason = 'P1-obs' if informative else 'no-data'
     return AnalyzerResult(
         analyzer=name,
-        variants=(capacity('v2', prc, reason), capacity('v1', prc, reason)),
+        variants=(capacity('v2', prc, reason=reason), capacity('v1', prc, reason=reason)),
         # 170 / 0.85 − 100 = 100 required; spare 0.
         totals=Totals(supply=100.0, anticipated_supply=100.0, demand=170.0),
     )

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmscaler.config.types import Config, ModelConfig, SaturationConfig
+from llmscaler.config.types import Config
 from llmscaler.engine import decide
 from llmscaler.model import EMPTY_STATE, PoolMetrics, ReplicaMetrics, Snapshot, Variant
 from llmscaler.sim.policies import (
@@ -35,22 +35,7 @@ from llmscaler.sim.policies import (
 )
 from llmscaler.sim.types import ControlView
 from tests.unit.strategies import NOW, snapshots
-
-MODEL = 'meta/llama-3.1-8b'
-NS = 'llm'
-TOKEN = Config(default=ModelConfig(saturation=SaturationConfig(analyzer_name='saturation')))
-
-
-def variant(name: str, **kw: object) -> Variant:
-    fields: dict[str, object] = {
-        'name': name,
-        'namespace': NS,
-        'model_id': MODEL,
-        'min_replicas': 0,
-        'max_replicas': 10,
-    }
-    fields.update(kw)
-    return Variant(**fields)  # type: ignore[arg-type]
+from tests.unit.test_engine import MODEL, NS, TOKEN, variant
 
 
 def running(name: str, count: int, **kw: object) -> Variant:

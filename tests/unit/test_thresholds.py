@@ -16,7 +16,7 @@ from llmscaler.analyze.types import AnalyzerResult, Totals, VariantCapacity
 from llmscaler.model import Role
 
 
-def capacity(name: str, prc: float, role: Role = 'both') -> VariantCapacity:
+def capacity(name: str, prc: float, role: Role = 'both', reason: str = 'P1-obs') -> VariantCapacity:
     return VariantCapacity(
         variant=name,
         namespace='ns',
@@ -31,7 +31,7 @@ def capacity(name: str, prc: float, role: Role = 'both') -> VariantCapacity:
         replica_count=1,
         pending=0,
         total_demand=0.0,
-        reason='P1-obs',
+        reason=reason,
     )
 
 

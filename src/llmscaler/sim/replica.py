@@ -286,6 +286,39 @@ class EngineBase:
         c.prompt_tokens_sum += e.r.input_tokens
         c.generation_tokens_sum += e.target
 
+    def _admit(
+        self, *, budget: int, into: list[Entry], scheduled: list[tuple[Entry, int]]
+    ) -> tuple[int, int]:
+        """Admit WAITING requests FCFS while the budget and `max_num_seqs` allow.
+
+        Each needs blocks for its whole prompt (plus recomputed output) at once; the first that
+        does not fit stops admission (head-of-line blocking). Admitted requests join `into` and
+        their first chunk joins `scheduled`. Returns the budget left and the prefill tokens
+        scheduled. Both engines step through this, so they admit identically.
+        """
+        waiting = self._waiting
+        max_seqs = self.spec.max_num_seqs
+        prefill = 0
+        while waiting and budget > 0 and self._nrun < max_seqs:
+            e = waiting[0]
+            need = blocks_for(e.tokens, self._bs)
+            if need > self._free:
+                break
+            waiting.popleft()
+            self._free -= need
+            e.blocks = need
+            e.prompt = e.tokens
+            e.state = PREFILL
+            e.seq = self._seq
+            self._seq += 1
+            into.append(e)
+            self._nrun += 1
+            new = min(e.tokens, budget)
+            scheduled.append((e, new))
+            budget -= new
+            prefill += new
+        return budget, prefill
+
     def _to_waiting(self, e: Entry, blocks: int) -> None:
         """Preempt a running request whose `g`/`tokens` are exact (recompute later)."""
         self._free += blocks
@@ -337,25 +370,9 @@ class EngineBase:
             budget -= new
             i += 1
         if not preempted:
-            waiting = self._waiting
-            while waiting and budget > 0 and len(running) < spec.max_num_seqs:
-                e = waiting[0]
-                need = blocks_for(e.tokens, bs)
-                if need > self._free:
-                    break
-                waiting.popleft()
-                self._free -= need
-                e.blocks = need
-                e.prompt = e.tokens
-                e.state = PREFILL
-                e.seq = self._seq
-                self._seq += 1
-                running.append(e)
-                self._nrun += 1
-                new = min(e.tokens, budget)
-                prefill_tokens += new
-                scheduled.append((e, new))
-                budget -= new
+            self._nrun = len(running)
+            budget, admitted = self._admit(budget=budget, into=running, scheduled=scheduled)
+            prefill_tokens += admitted
         self._nrun = len(running)
         t_end = self.clock + spec.perf.step_seconds(
             decode_seqs=decode_seqs, prefill_tokens=prefill_tokens, context_tokens=context

@@ -274,28 +274,9 @@ class FastReplica(EngineBase):
             prefill += new
             context += x.computed
             self._x = None
-        waiting = self._waiting
-        if waiting:
-            max_seqs = spec.max_num_seqs
-            order = self._order
-            while waiting and budget > 0 and self._nrun < max_seqs:
-                e = waiting[0]
-                blocks = blocks_for(e.tokens, bs)
-                if blocks > self._free:
-                    break
-                waiting.popleft()
-                self._free -= blocks
-                e.blocks = blocks
-                e.prompt = e.tokens
-                e.state = PREFILL
-                e.seq = self._seq
-                self._seq += 1
-                order.append(e)
-                self._nrun += 1
-                new = min(e.tokens, budget)
-                pre.append((e, new))
-                budget -= new
-                prefill += new
+        if self._waiting:
+            budget, admitted = self._admit(budget=budget, into=self._order, scheduled=pre)
+            prefill += admitted
         dur = spec.perf.step_seconds(decode_seqs=n, prefill_tokens=prefill, context_tokens=context)
         self._end_step(done, n, dur, pre)
 
