@@ -8,6 +8,8 @@ Subcommands:
 - `schema`: print the JSON Schema of the snapshot file.
 - `simulate [--scenario FILE] [--trace FILE] [--policy NAME ...] [--out DIR] ...`: replay a
   workload against a simulated vLLM fleet under each policy and report cost and SLO attainment.
+- `run [--leader-elect] [--watch-namespace NS] [--actuation direct|metrics|both] ...`: the
+  Kubernetes controller (see `llmscaler run --help` and docs/controller.md).
 - `emulate [--preset P] [--replicas N] [--base-port PORT] [--epp-port PORT] [--rate R] ...`:
   serve emulated vLLM pods in real time (see `llmscaler emulate --help`).
 
@@ -93,6 +95,10 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     emulate.add_argument('arguments', nargs='*', help='see `llmscaler emulate --help`')
+    run = commands.add_parser(
+        'run', help='run the Kubernetes controller (see `llmscaler run --help`)', add_help=False
+    )
+    run.add_argument('arguments', nargs='*', help='see `llmscaler run --help`')
     return parser
 
 
@@ -177,6 +183,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from llmscaler.emulate import server  # aiohttp is not needed by the other commands
 
         return server.main(arguments[1:])
+    if arguments[:1] == ['run']:
+        # The controller owns its options too (flags with environment equivalents).
+        from llmscaler.controller import app
+
+        return app.main(arguments[1:])
     args = _parser().parse_args(arguments)
     if args.command == 'decide':
         return _decide(args)

@@ -22,6 +22,9 @@ ends. BOOKMARK events are sent every `bookmark_interval` seconds and on `bookmar
 the request asked for `allowWatchBookmarks=true`. `timeoutSeconds` ends the stream. Objects that
 stop matching a watch's label selector are not reported as DELETED (simplification).
 
+Tables: a GET that asks for a meta.k8s.io/v1 Table (as `kubectl get` does) gets one for custom
+resources whose CRD is in deploy/base/crds (`table.negotiate`); otherwise the plain object.
+
 Fault injection: `fail()` (500, 429 with Retry-After, 409, 410 ... for the next N matching
 requests), `latency`, `drop_watches()`, `force_watch_gone()`. Every request is appended to
 `requests` (method, path, query, content type, body) before faults and latency apply.
@@ -38,7 +41,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakeapi import resources
+from tests.fakeapi import resources, table
 from tests.fakeapi.resources import Resource
 from tests.fakeapi.semantics import (
     ApiError,
@@ -91,9 +94,11 @@ class _Watch:
 
 
 def _json(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(
-        status=status, text=json.dumps(obj), content_type='application/json', headers=headers
-    )
+    # Exactly `application/json`, no charset parameter, as the apiserver sends it: clients such
+    # as lightkube compare the header verbatim to decide whether the body is a metav1.Status.
+    response = web.Response(status=status, body=json.dumps(obj).encode(), headers=headers)
+    response.headers['Content-Type'] = 'application/json'
+    return response
 
 
 def _error(err: ApiError, headers: dict[str, str] | None = None) -> web.Response:
@@ -256,7 +261,11 @@ class FakeAPI:
             if request.method == 'GET' and q.get('watch') in ('true', '1'):
                 return await self._watch(request, target)
             if request.method == 'GET':
-                return _json(self._list(target, q))
+                listed = self._list(target, q)
+                accept = request.headers.get('Accept', '')
+                return _json(
+                    table.negotiate(accept=accept, query=q, resource=target.resource, body=listed)
+                )
             if request.method == 'POST' and target.namespace is not None:
                 return _json(
                     self.store.create(
@@ -266,16 +275,18 @@ class FakeAPI:
                 )
             raise ApiError(405, f'{request.method} is not supported on collections here')
         assert target.namespace is not None
-        return _json(
-            self._object(
-                request.method,
-                target,
-                target.namespace,
-                target.name,
-                body,
-                request.headers.get('Content-Type', ''),
-            )
+        result = self._object(
+            request.method,
+            target,
+            target.namespace,
+            target.name,
+            body,
+            request.headers.get('Content-Type', ''),
         )
+        if request.method == 'GET' and target.sub is None:
+            accept = request.headers.get('Accept', '')
+            result = table.negotiate(accept=accept, query=q, resource=target.resource, body=result)
+        return _json(result)
 
     def _discovery(self, parts: list[str]) -> dict[str, Any] | None:
         if parts == ['api']:

@@ -97,6 +97,9 @@ class ScaleTarget:
     role: Role
     accelerator: str
     selector: str
+    resource_version: str = ''
+    """`metadata.resourceVersion` of the object read ('' when absent): the precondition of a
+    write decided from this copy (`ScaleClient.scale_at`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +324,7 @@ def _read(obj: Mapping[str, Any], kind: str, namespace: str, name: str) -> Scale
         role=_role(leader),
         accelerator=_accelerator(leader, object_labels),
         selector=selector,
+        resource_version=rv if isinstance(rv := metadata.get('resourceVersion'), str) else '',
     )
 
 

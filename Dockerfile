@@ -1,0 +1,34 @@
+# The llmscaler controller image (`llmscaler run`; deploy/ runs it). Two stages: the builder
+# turns the project into a wheel and installs it with its dependencies into a virtualenv; the
+# runtime stage is a slim Python with only that virtualenv, run as a numeric non-root user, and
+# works on a read-only root filesystem (the Deployment mounts /tmp; HOME and MPLCONFIGDIR point
+# there). Build: docker build -t ghcr.io/llmscaler/llmscaler:0.1.0 .
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore
+WORKDIR /build
+COPY pyproject.toml README.md ./
+COPY src/ src/
+# The bytecode is compiled here, at install time, since the runtime filesystem is read-only.
+RUN python -m venv /opt/llmscaler \
+    && /opt/llmscaler/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /build/dist . \
+    && /opt/llmscaler/bin/pip install --no-cache-dir --compile /build/dist/llmscaler-*.whl
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="llmscaler" \
+      org.opencontainers.image.description="Cost-aware autoscaler for vLLM inference servers on Kubernetes" \
+      org.opencontainers.image.licenses="Apache-2.0"
+ENV PATH=/opt/llmscaler/bin:${PATH} \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HOME=/tmp \
+    MPLCONFIGDIR=/tmp/matplotlib
+COPY --from=builder /opt/llmscaler /opt/llmscaler
+# 65532 is the conventional "nonroot" id of distroless images; it has no entry in /etc/passwd
+# and needs none. Numeric, so that the kubelet can check runAsNonRoot.
+USER 65532:65532
+EXPOSE 8080 8081
+ENTRYPOINT ["llmscaler", "run"]

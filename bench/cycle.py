@@ -1,0 +1,253 @@
+"""How long one main cycle of the controller takes with 1,000 variants.
+
+Setup: the in-repo fake kube-apiserver on loopback holds 1,000 VariantAutoscalings (334 models of
+three variants, one variant at zero replicas, the others at 2) with their Deployments, and one Pod
+per replica. The metric source is in memory (fresh readings for every pod), so the figure is the
+controller's own cost: world building from the informer caches, attribution, `decide()`, the
+`/scale` writes and one status write per VA over HTTP.
+
+The fake API server runs in a child process, so its own work (it deep-copies every object it
+serves) is not counted in the controller's cycle; the cycles are spaced by one second, as real
+cycles are spaced by their interval, so the informers have seen the previous cycle's writes.
+
+Baseline, measured in the same run: the same number of status merge-patches sent alone through the
+same client and concurrency — the irreducible API cost of a cycle that writes every status.
+Prints the cycle time (first cycle, and the median of the next ones), the share of `decide()`, and
+the ratio to the baseline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lightkube.types import PatchType
+
+from fakeproc import fake_api
+from llmscaler import engine
+from llmscaler.clock import LoopClock
+from llmscaler.collect.types import ModelScope, PodReading, Reading
+from llmscaler.controller.app import Controller
+from llmscaler.controller.options import resolve_options
+from llmscaler.kube.client import VariantAutoscalingResource
+
+MODELS = 334
+NAMESPACE = 'bench'
+CYCLES = 5
+
+
+def _deployment(name: str, replicas: int, accelerator: str) -> dict[str, Any]:
+    labels = {'app': name}
+    return {
+        'apiVersion': 'apps/v1',
+        'kind': 'Deployment',
+        'metadata': {'name': name, 'namespace': NAMESPACE},
+        'spec': {
+            'replicas': replicas,
+            'selector': {'matchLabels': labels},
+            'template': {
+                'metadata': {'labels': labels},
+                'spec': {
+                    'nodeSelector': {'nvidia.com/gpu.product': accelerator},
+                    'containers': [
+                        {
+                            'name': 'vllm',
+                            'image': 'vllm/vllm-openai:v0.11.0',
+                            'args': ['--model', name, '--max-num-seqs', '128'],
+                            'resources': {'limits': {'nvidia.com/gpu': '1'}},
+                        }
+                    ],
+                },
+            },
+        },
+        'status': {'replicas': replicas, 'readyReplicas': replicas},
+    }
+
+
+def _va(name: str, model: str, cost: float) -> dict[str, Any]:
+    return {
+        'apiVersion': 'llmd.ai/v1alpha1',
+        'kind': 'VariantAutoscaling',
+        'metadata': {'name': name, 'namespace': NAMESPACE},
+        'spec': {
+            'modelID': model,
+            'scaleTargetRef': {'apiVersion': 'apps/v1', 'kind': 'Deployment', 'name': name},
+            'minReplicas': 0,
+            'maxReplicas': 8,
+            'variantCost': f'{cost:.1f}',
+        },
+    }
+
+
+def _pod(deployment: str, index: int) -> dict[str, Any]:
+    return {
+        'apiVersion': 'v1',
+        'kind': 'Pod',
+        'metadata': {
+            'name': f'{deployment}-abc12-{index}',
+            'namespace': NAMESPACE,
+            'labels': {'app': deployment, 'pod-template-hash': 'abc12'},
+            'ownerReferences': [
+                {
+                    'apiVersion': 'apps/v1',
+                    'kind': 'ReplicaSet',
+                    'name': f'{deployment}-abc12',
+                    'uid': 'u',
+                    'controller': True,
+                }
+            ],
+        },
+        'spec': {'containers': [{'name': 'vllm', 'image': 'x'}]},
+        'status': {
+            'phase': 'Running',
+            'podIP': '10.0.0.1',
+            'conditions': [{'type': 'Ready', 'status': 'True'}],
+        },
+    }
+
+
+class MemorySource:
+    """Fresh readings for every pod of the fake cluster (a stand-in for Prometheus)."""
+
+    def __init__(self, *, pods: list[tuple[str, str]], clock: LoopClock) -> None:
+        self._pods = pods
+        self._clock = clock
+        self._random = random.Random(7)
+
+    async def read(self, *, scope: tuple[ModelScope, ...], now: float) -> Reading:
+        readings = tuple(
+            PodReading(
+                namespace=NAMESPACE,
+                pod=pod,
+                observed_at=now - 5.0,
+                model_name=model,
+                kv_usage=self._random.uniform(0.1, 0.9),
+                queue_length=float(self._random.randint(0, 6)),
+                num_gpu_blocks=8000,
+                block_size=16,
+                avg_input_tokens=900.0,
+                avg_output_tokens=200.0,
+            )
+            for pod, model in self._pods
+        )
+        return Reading(pods=readings)
+
+
+async def _baseline(controller: Controller, names: list[str]) -> float:
+    gate = asyncio.Semaphore(16)
+
+    async def one(name: str) -> None:
+        async with gate:
+            await controller.client.patch(
+                VariantAutoscalingResource.Status,
+                name,
+                {'status': {'actuation': {'applied': True}}},
+                namespace=NAMESPACE,
+                patch_type=PatchType.MERGE,
+            )
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(name) for name in names))
+    return time.perf_counter() - started
+
+
+def _objects() -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str]]:
+    objects: list[dict[str, Any]] = []
+    pods: list[tuple[str, str]] = []
+    names: list[str] = []
+    for m in range(MODELS):
+        model = f'model-{m:03d}'
+        for v, (accelerator, cost) in enumerate(
+            (('NVIDIA-L40S', 5.0), ('NVIDIA-A100', 9.0), ('NVIDIA-H100', 14.0))
+        ):
+            if len(names) == 1000:
+                break
+            name = f'{model}-v{v}'
+            replicas = 0 if v == 2 else 2
+            objects.append(_deployment(name, replicas, accelerator))
+            objects.append(_va(name, model, cost))
+            names.append(name)
+            for i in range(replicas):
+                pod = _pod(name, i)
+                objects.append(pod)
+                pods.append((pod['metadata']['name'], model))
+    return objects, pods, names
+
+
+async def main() -> None:
+    objects, pods, names = _objects()
+    with fake_api(objects) as url:
+        await _measure(url, pods, names)
+
+
+async def _measure(url: str, pods: list[tuple[str, str]], names: list[str]) -> None:
+    options, _ = resolve_options(
+        argv=[
+            '--server',
+            url,
+            '--metrics-source',
+            'pods',
+            '--metrics-bind-address',
+            '0',
+            '--health-probe-bind-address',
+            '0',
+        ],
+        env={},
+    )
+    controller = Controller(options=options)
+    clock = LoopClock()
+    source = MemorySource(pods=pods, clock=clock)
+    controller.cycle._source = source  # the benchmark's in-memory metrics
+    controller.cycle._scraper = None
+    informers = [asyncio.create_task(i.run()) for i in controller.caches.all()]
+    while not controller.caches.synced():
+        await asyncio.sleep(0.05)
+
+    decide_seconds: list[float] = []
+    real_decide = engine.decide
+
+    def timed_decide(**kwargs: Any) -> engine.Outcome:
+        started = time.perf_counter()
+        outcome = real_decide(**kwargs)
+        decide_seconds.append(time.perf_counter() - started)
+        return outcome
+
+    import llmscaler.controller.cycle as cycle_module
+
+    setattr(cycle_module, 'decide', timed_decide)  # noqa: B010 - time decide() in place
+    times = []
+    for _ in range(CYCLES):
+        started = time.perf_counter()
+        report = await controller.cycle.run_once()
+        times.append(time.perf_counter() - started)
+        await asyncio.sleep(1.0)
+    baseline = await _baseline(controller, names)
+    for task in informers:
+        task.cancel()
+    await asyncio.gather(*informers, return_exceptions=True)
+    await controller._close()
+
+    steady = statistics.median(times[1:])
+    print(f'variants: {len(names)}  pods: {len(pods)}  models: {MODELS}')
+    print(
+        f'decisions in last cycle: {len(report.decisions)}, statuses written: '
+        f'{report.statuses_written}, scale writes: {len(report.scaled)}'
+    )
+    print(
+        f'first cycle: {times[0] * 1000:.0f} ms   steady cycle (median of {CYCLES - 1}): '
+        f'{steady * 1000:.0f} ms'
+    )
+    print(f'decide() share: {statistics.median(decide_seconds[1:]) * 1000:.0f} ms')
+    print(f'baseline ({len(names)} status patches alone): {baseline * 1000:.0f} ms')
+    print(f'ratio steady cycle / baseline: {steady / baseline:.2f}x')
+
+
+if __name__ == '__main__':
+    asyncio.run(main())

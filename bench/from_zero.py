@@ -1,0 +1,214 @@
+"""How fast scale-from-zero wakes a variant: 500 variants at zero, requests queue for one model.
+
+Setup: the fake kube-apiserver (child process) holds 500 VariantAutoscalings at zero replicas —
+250 models of two variants (a cheap and a dear one) — and their Deployments. One EPP endpoint on
+loopback serves `inference_extension_flow_control_queue_size{target_model_name=...}` for every
+model. The controller's `FromZero` loop runs at its default 100 ms interval with its informers.
+
+Two figures per wake, from 100 wakes of randomly chosen models, one every 300 ms:
+- *queue seen → /scale written*: from the EPP page that showed the queue to the answered `/scale`
+  write (the issue's figure, goal p99 ≤ 150 ms);
+- *queue set → /scale written*: from the moment the EPP starts reporting the queue, which adds up
+  to one polling interval.
+Then a burst: 100 models queue at the same instant. Baseline in the same run: one bare `/scale`
+GET + PATCH through the same client (the irreducible cost of a wake).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import time
+from typing import Any
+
+from aiohttp import web
+
+from fakeproc import fake_api
+from llmscaler.clock import LoopClock
+from llmscaler.collect.scrape import ScrapeTarget
+from llmscaler.controller.app import Controller
+from llmscaler.controller.from_zero import FromZero, Woken
+from llmscaler.controller.options import resolve_options
+from llmscaler.kube.scale import ScaleClient
+
+MODELS = 250
+NAMESPACE = 'bench'
+WAKES = 100
+BURST = 100
+
+
+def _objects() -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = []
+    for m in range(MODELS):
+        for variant, cost in (('cheap', 5.0), ('dear', 12.0)):
+            name = f'model-{m:03d}-{variant}'
+            labels = {'app': name}
+            objects.append(
+                {
+                    'apiVersion': 'apps/v1',
+                    'kind': 'Deployment',
+                    'metadata': {'name': name, 'namespace': NAMESPACE},
+                    'spec': {
+                        'replicas': 0,
+                        'selector': {'matchLabels': labels},
+                        'template': {
+                            'metadata': {'labels': labels},
+                            'spec': {'containers': [{'name': 'vllm', 'image': 'vllm'}]},
+                        },
+                    },
+                }
+            )
+            objects.append(
+                {
+                    'apiVersion': 'llmd.ai/v1alpha1',
+                    'kind': 'VariantAutoscaling',
+                    'metadata': {'name': name, 'namespace': NAMESPACE},
+                    'spec': {
+                        'modelID': f'model-{m:03d}',
+                        'scaleTargetRef': {'kind': 'Deployment', 'name': name},
+                        'minReplicas': 0,
+                        'maxReplicas': 4,
+                        'variantCost': f'{cost:.1f}',
+                    },
+                }
+            )
+    return objects
+
+
+class Epp:
+    """An EPP metrics endpoint whose queue sizes the benchmark sets."""
+
+    def __init__(self) -> None:
+        self.queues: dict[str, float] = {}
+        self.set_at: dict[str, float] = {}
+
+    def page(self) -> str:
+        lines = ['# TYPE inference_extension_flow_control_queue_size gauge']
+        for m in range(MODELS):
+            model = f'model-{m:03d}'
+            size = self.queues.get(model, 0.0)
+            lines.append(
+                'inference_extension_flow_control_queue_size'
+                f'{{fairness_id="default",priority="0",target_model_name="{model}"}} {size}'
+            )
+        return '\n'.join(lines) + '\n'
+
+    def queue(self, model: str) -> None:
+        self.queues[model] = 1.0
+        self.set_at[model] = time.perf_counter()
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _show(label: str, values: list[float]) -> None:
+    ms = [v * 1000 for v in values]
+    print(
+        f'{label:<34} n={len(ms):<4} p50 {_percentile(ms, 0.5):6.1f} ms   '
+        f'p99 {_percentile(ms, 0.99):6.1f} ms   max {max(ms):6.1f} ms'
+    )
+
+
+async def main() -> None:
+    with fake_api(_objects()) as url:
+        await _measure(url)
+
+
+async def _measure(url: str) -> None:
+    epp = Epp()
+    app = web.Application()
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(text=epp.page(), content_type='text/plain')
+
+    app.router.add_get('/metrics', metrics)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, '127.0.0.1', 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    target = ScrapeTarget(
+        namespace=NAMESPACE, pod='epp', url=f'http://127.0.0.1:{port}/metrics', kind='epp'
+    )
+    options, _ = resolve_options(
+        argv=['--server', url, '--metrics-source', 'pods', '--metrics-bind-address', '0'],
+        env={},
+    )
+    controller = Controller(options=options)
+    informers = [asyncio.create_task(i.run()) for i in controller.caches.all()]
+    while not controller.caches.synced():
+        await asyncio.sleep(0.05)
+    woken: list[tuple[Woken, float]] = []
+
+    loop = FromZero(
+        clock=LoopClock(),
+        world_fn=lambda: controller.worlds.variants(config=controller.cycle.current_config()),
+        epp_fn=lambda: (target,),
+        scale=controller.scale,
+        events=controller.events,
+        metrics=controller.metrics,
+    )
+
+    async def poll() -> None:
+        while True:
+            started = time.perf_counter()
+            for wake in await loop.tick():
+                woken.append((wake, time.perf_counter()))
+                epp.queues.pop(wake.model_id, None)
+            await asyncio.sleep(max(0.0, 0.1 - (time.perf_counter() - started)))
+
+    poller = asyncio.create_task(poll())
+    rng = random.Random(11)
+    models = [f'model-{m:03d}' for m in range(MODELS)]
+    rng.shuffle(models)
+    for model in models[:WAKES]:
+        epp.queue(model)
+        await asyncio.sleep(0.3)
+    await asyncio.sleep(1.0)
+    trickle = list(woken)
+    woken.clear()
+    for model in models[WAKES : WAKES + BURST]:
+        epp.queue(model)
+    await asyncio.sleep(3.0)
+    burst = list(woken)
+    poller.cancel()
+    await asyncio.gather(poller, return_exceptions=True)
+
+    bare: list[float] = []
+    client = ScaleClient(client=controller.client)
+    for model in models[WAKES + BURST : WAKES + BURST + 30]:
+        started = time.perf_counter()
+        await client.scale(
+            api_version='apps/v1',
+            kind='Deployment',
+            namespace=NAMESPACE,
+            name=f'{model}-cheap',
+            replicas=1,
+            expect=0,
+        )
+        bare.append(time.perf_counter() - started)
+
+    for task in informers:
+        task.cancel()
+    await asyncio.gather(*informers, return_exceptions=True)
+    await loop.aclose()
+    await controller._close()
+    await runner.cleanup()
+
+    cheap = sum(1 for w, _ in trickle + burst if w.variant.endswith('-cheap'))
+    print(f'variants at zero: {2 * MODELS}; wakes: {len(trickle)} one by one, {len(burst)} burst')
+    print(f'cheapest variant woken: {cheap} of {len(trickle) + len(burst)}')
+    _show('queue seen -> /scale written', [w.seconds for w, _ in trickle])
+    _show('queue set -> /scale written', [t - epp.set_at[w.model_id] for w, t in trickle])
+    _show('burst: queue seen -> /scale written', [w.seconds for w, _ in burst])
+    _show('burst: queue set -> /scale written', [t - epp.set_at[w.model_id] for w, t in burst])
+    _show('baseline: bare /scale GET+PATCH', bare)
+    ratio = statistics.median(w.seconds for w, _ in trickle) / statistics.median(bare)
+    print(f'ratio p50 queue seen -> written / bare write: {ratio:.2f}x')
+
+
+if __name__ == '__main__':
+    asyncio.run(main())

@@ -1,0 +1,1 @@
+"""The Kubernetes controller (`llmscaler run`): informers, the decision cycle and its outputs."""

@@ -1,0 +1,340 @@
+"""`llmscaler run`: the controller process, wired from its parts.
+
+Why: the parts (informers, leader election, scale and status writers, the event recorder, the
+metric sources, the two loops) are each tested alone; this module is the one place that starts
+them in the right order and stops them cleanly, the way a controller-runtime manager does:
+
+1. the HTTP endpoints start (`/metrics` on --metrics-bind-address, `/healthz` and `/readyz` on
+   --health-probe-bind-address; `/readyz` answers 200 once every cache has listed once; the
+   bound ports are `metrics_port` and `health_port` while `run()` runs);
+2. the informers start on every replica, leader or not, so that a standby takes over warm;
+3. with --leader-elect the process waits for the Lease; without it, it leads at once;
+4. the leader renews the Lease from the moment it holds it; once the caches have synced it runs
+   the main cycle, its scale-retry worker and the scale-from-zero loop;
+5. SIGTERM or SIGINT stops the loops, releases the Lease (so a standby takes over at its next
+   retry instead of after the lease duration) and exits 0.
+
+What fails: losing the Lease (renewal failing for the renew deadline, or another holder seen)
+stops the loops at once and exits 1, as client-go's `OnStoppedLeading` does: a controller that
+is no longer sure it leads must not write. A loop that dies of an unexpected error also exits 1
+(the Deployment restarts the pod). API and metric failures inside the loops never end them (see
+`cycle` and `from_zero`). A configuration that cannot work (see `options`) exits 2 before
+anything starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from lightkube import AsyncClient
+from lightkube.resources.apps_v1 import Deployment, StatefulSet
+from lightkube.resources.core_v1 import ConfigMap, Pod
+
+from llmscaler.clock import Clock, LoopClock
+from llmscaler.collect.prometheus import PrometheusSource
+from llmscaler.collect.scrape import PodScrapeSource, ScrapeTarget
+from llmscaler.collect.types import MetricsSource
+from llmscaler.controller.caches import Caches, WorldCache
+from llmscaler.controller.configwatch import ConfigWatch
+from llmscaler.controller.cycle import MainCycle
+from llmscaler.controller.from_zero import FromZero
+from llmscaler.controller.options import RunOptions, build_parser, resolve_options
+from llmscaler.controller.publish import (
+    ControllerMetrics,
+    HttpEndpoints,
+    Route,
+    health_route,
+    metrics_route,
+    parse_bind_address,
+)
+from llmscaler.controller.world import epp_targets, parse_selector, scrape_targets
+from llmscaler.kube.client import (
+    LeaderWorkerSetResource,
+    VariantAutoscalingResource,
+    make_client,
+)
+from llmscaler.kube.events import EventRecorder
+from llmscaler.kube.informer import Informer
+from llmscaler.kube.leader import LeaderConfig, LeaderElector
+from llmscaler.kube.scale import ScaleClient
+from llmscaler.kube.status import StatusWriter
+
+log = logging.getLogger('llmscaler.controller')
+
+EXIT_OK, EXIT_LOST, EXIT_CONFIG = 0, 1, 2
+
+
+def _caches(*, client: AsyncClient, clock: Clock, options: RunOptions) -> Caches:
+    scope = options.watch_namespace or None
+
+    def informer(resource: type[object], name: str, namespace: str | None = scope) -> Informer:
+        return Informer(
+            client=client, resource=resource, clock=clock, namespace=namespace, name=name
+        )
+
+    configmaps = [informer(ConfigMap, 'configmaps')]
+    if scope is not None and scope != options.namespace:
+        configmaps.append(informer(ConfigMap, 'configmaps-global', options.namespace))
+    labels = tuple(
+        (key, value) for key, _, value in (text.partition('=') for text in options.configmap_labels)
+    )
+    return Caches(
+        vas=informer(VariantAutoscalingResource, 'variantautoscalings'),
+        deployments=informer(Deployment, 'deployments'),
+        statefulsets=informer(StatefulSet, 'statefulsets'),
+        leaderworkersets=informer(LeaderWorkerSetResource, 'leaderworkersets'),
+        pods=informer(Pod, 'pods'),
+        configmaps=tuple(configmaps),
+        configmap_labels=labels,
+    )
+
+
+class Controller:
+    """One controller process (see the module docstring).
+
+    `source` replaces the metric source the options select (benchmarks and tests hand in an
+    in-memory one); the controller then neither scrapes pods nor closes it. `MetricsAvailable`
+    blames the source by the name the options give it (`prometheus` or `pods`).
+    """
+
+    def __init__(
+        self,
+        *,
+        options: RunOptions,
+        clock: Clock | None = None,
+        source: MetricsSource | None = None,
+    ) -> None:
+        self.options = options
+        self.clock = clock or LoopClock()
+        self.client = make_client(
+            server=options.server,
+            kubeconfig=options.kubeconfig,
+            timeout=options.rest_client_timeout,
+        )
+        self.metrics = ControllerMetrics()
+        self.caches = _caches(client=self.client, clock=self.clock, options=options)
+        self.worlds = WorldCache(caches=self.caches)
+        self.config = ConfigWatch(
+            settings=options.settings,
+            controller_namespace=options.namespace,
+            base=options.base_configmaps,
+        )
+        self.events = EventRecorder(client=self.client, clock=self.clock, instance=options.identity)
+        self.scale = ScaleClient(client=self.client)
+        lease = LeaderConfig(
+            namespace=options.namespace,
+            identity=options.identity,
+            lease_duration=options.lease_duration,
+            renew_deadline=options.renew_deadline,
+            retry_period=options.retry_period,
+        )
+        self._lease_name = lease.name
+        self.elector = LeaderElector(
+            client=self.client,
+            clock=self.clock,
+            config=lease,
+            on_change=lambda leading: self.metrics.leader(is_leader=leading),
+        )
+        self.scraper: PodScrapeSource | None = None
+        scraping = options.metrics_source == 'pods' or options.prometheus is None
+        self._owns_source = source is None
+        if source is None and scraping:
+            self.scraper = PodScrapeSource(config=options.scrape, targets_fn=self._scrape_targets)
+            source = self.scraper
+        elif source is None and options.prometheus is not None:
+            source = PrometheusSource(config=options.prometheus)
+        assert source is not None
+        self.source: MetricsSource = source
+        self._ports: dict[str, int] = {}
+        self.cycle = MainCycle(
+            clock=self.clock,
+            caches=self.caches,
+            worlds=self.worlds,
+            config=self.config,
+            source=source,
+            source_name='pods' if scraping else 'prometheus',
+            scraper=self.scraper,
+            scale=self.scale,
+            status=StatusWriter(client=self.client, clock=self.clock),
+            events=self.events,
+            metrics=self.metrics,
+            actuation=options.actuation,
+        )
+        self._epp_selector = parse_selector(options.epp_selector)
+        self._epp_memo: tuple[int, tuple[ScrapeTarget, ...]] | None = None
+        self.from_zero = FromZero(
+            clock=self.clock,
+            world_fn=lambda: self.worlds.variants(config=self.cycle.current_config()),
+            epp_fn=self._epp_targets,
+            scale=self.scale,
+            events=self.events,
+            metrics=self.metrics,
+            interval=options.scale_from_zero_interval,
+            concurrency=options.scale_from_zero_concurrency,
+        )
+
+    def _scrape_targets(self) -> tuple[ScrapeTarget, ...]:
+        world = self.worlds.full(config=self.cycle.current_config())
+        pods = self.caches.pods.items()
+        vllm = scrape_targets(world=world, pods=pods, port=self.options.pod_metrics_port)
+        return vllm + self._epp_targets()
+
+    def _epp_targets(self) -> tuple[ScrapeTarget, ...]:
+        version = self.caches.pods.version
+        if self._epp_memo is None or self._epp_memo[0] != version:
+            targets = epp_targets(
+                pods=self.caches.pods.items(),
+                selector=self._epp_selector,
+                port=self.options.epp_metrics_port,
+            )
+            self._epp_memo = (version, targets)
+        return self._epp_memo[1]
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The port `/metrics` is served on while `run()` runs; None before, after, or when off."""
+        return self._ports.get('metrics')
+
+    @property
+    def health_port(self) -> int | None:
+        """The port of `/healthz` and `/readyz` while `run()` runs; None before, after, or off."""
+        return self._ports.get('health')
+
+    async def run(self, *, stop: asyncio.Event) -> int:
+        """Run until `stop` is set (exit 0) or leadership is lost (exit 1)."""
+        async with contextlib.AsyncExitStack() as stack:
+            stack.callback(self._ports.clear)
+            for name, address, routes in self._endpoints():
+                bound = parse_bind_address(address)
+                if bound is not None:
+                    server = await stack.enter_async_context(
+                        HttpEndpoints(host=bound[0], port=bound[1], routes=routes)
+                    )
+                    self._ports[name] = server.port
+            stack.push_async_callback(self._close)
+            informers = [asyncio.create_task(i.run()) for i in self.caches.all()]
+            lead = asyncio.create_task(self._lead())
+            stopped = asyncio.create_task(stop.wait())
+            try:
+                done, _ = await asyncio.wait({lead, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                code = lead.result() if lead in done else EXIT_OK
+            finally:
+                for task in (lead, stopped, *informers):
+                    task.cancel()
+                await asyncio.gather(lead, stopped, *informers, return_exceptions=True)
+                if self.elector.is_leader:
+                    await self.elector.release()
+            log.info('controller stopped (exit %d)', code)
+            return code
+        return EXIT_OK  # pragma: no cover - the stack above always returns
+
+    def _endpoints(self) -> list[tuple[str, str, dict[str, Route]]]:
+        metrics = {'/metrics': metrics_route(metrics=self.metrics)}
+        health = {
+            '/healthz': health_route(lambda: (True, 'ok')),
+            '/readyz': health_route(self._ready),
+        }
+        return [
+            ('metrics', self.options.metrics_bind_address, dict(metrics)),
+            ('health', self.options.health_probe_bind_address, dict(health)),
+        ]
+
+    def _ready(self) -> tuple[bool, str]:
+        required = self.caches.required()
+        waiting = sum(1 for i in required if not i.synced.is_set())
+        if waiting:
+            return False, f'{waiting} of {len(required)} caches not synced yet'
+        return True, 'ok'
+
+    async def _lead(self) -> int:
+        if self.options.leader_elect:
+            log.info('waiting for the Lease %s/%s', self.options.namespace, self._lease_name)
+            await self.elector.acquire()
+        else:
+            self.metrics.leader(is_leader=True)
+        # Renewal starts at once, as client-go's does: a cache sync slower than the renew
+        # deadline must not let the Lease lapse while this replica still believes it leads.
+        held: set[asyncio.Task[None]] = set()
+        if self.options.leader_elect:
+            held.add(asyncio.create_task(self.elector.hold()))
+        synced = asyncio.create_task(self._synced())
+        loops: set[asyncio.Task[None]] = set()
+        try:
+            done, _ = await asyncio.wait(held | {synced}, return_when=asyncio.FIRST_COMPLETED)
+            if synced in done:
+                log.info('leading: caches synced, loops starting')
+                loops = {
+                    asyncio.create_task(self.cycle.run(interval=self.options.settings.interval)),
+                    asyncio.create_task(self.cycle.retry_worker()),
+                    asyncio.create_task(self.from_zero.run()),
+                }
+                done, _ = await asyncio.wait(loops | held, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.cycle.queue.shutdown()
+            watched = {synced, *loops, *held}
+            for task in watched:
+                task.cancel()
+            await asyncio.gather(*watched, return_exceptions=True)
+        if held & done:
+            log.error('leadership lost: stopping every loop')
+            return EXIT_LOST
+        for task in done:
+            if not task.cancelled() and task.exception() is not None:
+                log.error('a loop died', exc_info=task.exception())
+        return EXIT_LOST
+
+    async def _synced(self) -> None:
+        # Waits on the informers' own events: no polling, so a hand-driven clock needs no nudge.
+        for informer in self.caches.required():
+            await informer.synced.wait()
+
+    async def _close(self) -> None:
+        close = getattr(self.source, 'aclose', None) if self._owns_source else None
+        if close is not None:
+            await close()
+        await self.from_zero.aclose()
+        await self.client.aclose()
+
+
+def main(argv: Sequence[str]) -> int:
+    """Entry point of `llmscaler run`."""
+    parser = build_parser()
+    if any(arg in ('-h', '--help') for arg in argv):
+        parser.parse_args(list(argv))
+    options, errors = resolve_options(argv=argv, env=os.environ)
+    logging.basicConfig(
+        level=getattr(logging, options.log_level.upper(), logging.INFO),
+        format='%(asctime)s %(levelname)s %(name)s: %(message)s',
+        stream=sys.stderr,
+    )
+    fatal = False
+    for error in errors:
+        is_fatal = bool(getattr(error, 'fatal', False))
+        fatal = fatal or is_fatal
+        log.log(logging.ERROR if is_fatal else logging.WARNING, 'configuration: %s', error)
+    if fatal:
+        return EXIT_CONFIG
+    return asyncio.run(_serve(options))
+
+
+async def _serve(options: RunOptions) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    controller = Controller(options=options)
+    log.info(
+        'starting: identity %s, namespace %s, watching %s, actuation %s, metrics from %s',
+        options.identity,
+        options.namespace,
+        options.watch_namespace or 'all namespaces',
+        options.actuation,
+        options.metrics_source,
+    )
+    return await controller.run(stop=stop)

@@ -1,0 +1,249 @@
+"""The scale-from-zero loop: wake the cheapest variant of an idle model as soon as requests queue.
+
+Why: the main cycle runs every 30 s; a request waiting on a model with no replica cannot wait that
+long. This loop (every `interval`, 100 ms by default, seed 000 "Scale-from-Zero") looks only at
+models whose variants are all at zero replicas, reads the gateway's (EPP) flow-control queue
+straight from the EPP pods (not through Prometheus, whose scrape interval alone is longer than
+the budget), and when the queue of such a model holds a request it asks the pure
+`enforce.scale_from_zero.wake` which variant to wake (the cheapest one allowed to run) and writes
+`/scale` for it.
+
+What it measures: the time from the EPP page that showed the queue to the `/scale` write that
+answered, into `ControllerMetrics.from_zero` (the `llmscaler_scale_from_zero_seconds` histogram).
+
+What fails and how it is treated: an EPP page that cannot be fetched or parsed is skipped for this
+tick (logged at debug; the next tick retries), so a broken EPP wakes nothing. The `/scale` write
+is one merge patch carrying the resourceVersion of the cached copy that showed zero replicas
+(`ScaleClient.scale_at`): if the target changed since (the main cycle or a person moved it),
+the API server answers 409 and nothing is written. A model just woken (or whose write failed) is
+not woken again, through any of its variants, for `quiet` seconds, the time the informer needs
+to see the new replica count. `concurrency` bounds both the page fetches and the writes
+(SCALE_FROM_ZERO_ENGINE_MAX_CONCURRENCY). Nothing here raises out of `run()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from llmscaler.clock import Clock
+from llmscaler.collect.exposition import EPP_FAMILIES, Parser
+from llmscaler.collect.scrape import ScrapeTarget
+from llmscaler.controller.publish import ControllerMetrics
+from llmscaler.controller.world import VariantEntry, World
+from llmscaler.enforce.scale_from_zero import REASON, Wake, wake
+from llmscaler.kube.client import ObjectRef
+from llmscaler.kube.events import EventRecorder
+from llmscaler.kube.scale import ScaleClient, ScaleOutcome
+from llmscaler.model import PoolMetrics, Variant
+
+log = logging.getLogger(__name__)
+
+QUEUE_SIZE = 'inference_extension_flow_control_queue_size'
+TARGET_MODEL = 'target_model_name'
+
+
+@dataclass(frozen=True, slots=True)
+class Woken:
+    """One wake that was written: the variant, and seconds from queue seen to /scale written."""
+
+    variant: str
+    namespace: str
+    model_id: str
+    seconds: float
+    target: int
+    queue_size: float
+    regarding: ObjectRef
+    """The VariantAutoscaling, which the ScaledFromZero event is about."""
+
+
+class FromZero:
+    """The loop; `world_fn` gives the current variants, `epp_fn` the EPP pods to read."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        world_fn: Callable[[], World],
+        epp_fn: Callable[[], Sequence[ScrapeTarget]],
+        scale: ScaleClient,
+        events: EventRecorder | None,
+        metrics: ControllerMetrics,
+        interval: float = 0.1,
+        concurrency: int = 10,
+        timeout: float = 1.0,
+        quiet: float = 5.0,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._clock = clock
+        self._world_fn = world_fn
+        self._epp_fn = epp_fn
+        self._scale = scale
+        self._events = events
+        self._metrics = metrics
+        self._interval = interval
+        self._gate = asyncio.Semaphore(max(1, concurrency))
+        self._quiet = quiet
+        self._own_client = client is None
+        self._client = client or httpx.AsyncClient(timeout=timeout)
+        self._parser = Parser(families=EPP_FAMILIES)
+        self._recent: dict[str, float] = {}
+
+    async def aclose(self) -> None:
+        if self._own_client:
+            await self._client.aclose()
+
+    async def run(self) -> None:
+        """Tick every `interval` until cancelled."""
+        while True:
+            started = self._clock.monotonic()
+            try:
+                await self.tick()
+            except Exception:  # a bug here must not stop scale-from-zero for good
+                log.exception('scale-from-zero tick failed')
+                self._metrics.error(component='scale_from_zero', error_type='tick')
+            elapsed = self._clock.monotonic() - started
+            await self._clock.sleep(max(0.0, self._interval - elapsed))
+
+    async def tick(self) -> tuple[Woken, ...]:
+        """One poll: the wakes written this tick (sorted by namespace, name)."""
+        now = self._clock.monotonic()
+        self._recent = {k: t for k, t in self._recent.items() if now - t < self._quiet}
+        # One world per tick: the write must carry the resourceVersion of the very copy that
+        # showed the model at zero, not of a newer one read after the pages were fetched.
+        world = self._world_fn()
+        idle = _idle_variants(world.variants)
+        # A model with a variant just woken waits as a whole: until the informer shows the new
+        # replica, the model still looks idle, and its next cheapest variant must not be woken.
+        waking = {v.group for v in idle if v.key in self._recent}
+        idle = tuple(v for v in idle if v.group not in waking)
+        if not idle:
+            return ()
+        namespaces = {v.namespace for v in idle}
+        targets = [t for t in self._epp_fn() if t.namespace in namespaces]
+        pools, seen_at = await self._read_queues(targets)
+        wakes = wake(variants=idle, pools=pools)
+        if not wakes:
+            return ()
+        entries = {e.key: e for e in world.entries}
+        done = await asyncio.gather(
+            *(self._wake(w, entries.get(f'{w.namespace}/{w.variant}'), seen_at) for w in wakes)
+        )
+        woken = sorted((w for w in done if w is not None), key=_woken_key)
+        # Events go out after every write of the tick: they must not queue in front of a wake.
+        if self._events is not None:
+            await asyncio.gather(*(self._event(w) for w in woken))
+        return tuple(woken)
+
+    async def _read_queues(
+        self, targets: Sequence[ScrapeTarget]
+    ) -> tuple[list[PoolMetrics], Mapping[tuple[str, str], float]]:
+        pages = await asyncio.gather(*(self._fetch(t) for t in targets))
+        sizes: dict[tuple[str, str], float] = {}
+        seen: dict[tuple[str, str], float] = {}
+        for target, page in zip(targets, pages, strict=True):
+            if page is None:
+                continue
+            read_at, text = page
+            for sample in self._parser.parse(page=text).samples:
+                if sample.name != QUEUE_SIZE:
+                    continue
+                model = sample.label(TARGET_MODEL)
+                if not model or not sample.value > 0:
+                    continue
+                key = (model, target.namespace)
+                sizes[key] = sizes.get(key, 0.0) + sample.value
+                seen[key] = min(seen.get(key, read_at), read_at)
+        wall = self._clock.wall()
+        pools = [
+            PoolMetrics(model_id=m, namespace=ns, observed_at=wall, queue_size=size)
+            for (m, ns), size in sorted(sizes.items())
+        ]
+        return pools, seen
+
+    async def _fetch(self, target: ScrapeTarget) -> tuple[float, str] | None:
+        try:
+            async with self._gate:
+                response = await self._client.get(target.url)
+                read_at = self._clock.monotonic()
+        except httpx.HTTPError as exc:
+            log.debug('EPP %s/%s unreadable: %r', target.namespace, target.pod, exc)
+            return None
+        if response.status_code != 200:
+            log.debug('EPP %s/%s answered %d', target.namespace, target.pod, response.status_code)
+            return None
+        return read_at, response.text
+
+    async def _wake(
+        self,
+        order: Wake,
+        entry: VariantEntry | None,
+        seen_at: Mapping[tuple[str, str], float],
+    ) -> Woken | None:
+        target = entry.target if entry is not None else None
+        if entry is None or target is None:
+            return None
+        async with self._gate:
+            result = await self._scale.scale_at(
+                api_version=target.api_version,
+                kind=target.kind,
+                namespace=target.namespace,
+                name=target.name,
+                replicas=order.target,
+                resource_version=target.resource_version,
+            )
+        self._recent[entry.key] = self._clock.monotonic()
+        if result.outcome is not ScaleOutcome.APPLIED:
+            if result.outcome is not ScaleOutcome.CONFLICT:
+                log.warning('scale-from-zero of %s failed: %s', entry.key, result.message)
+                self._metrics.error(component='scale_from_zero', error_type=result.outcome.value)
+            return None
+        seconds = self._clock.monotonic() - seen_at.get(
+            (order.model_id, order.namespace), self._clock.monotonic()
+        )
+        self._metrics.from_zero(seconds=seconds)
+        self._metrics.scaled(
+            variant=order.variant, namespace=order.namespace, direction='up', reason=REASON
+        )
+        log.info(
+            'woke %s %s/%s: 0 -> %d (queue %g)',
+            target.kind,
+            target.namespace,
+            target.name,
+            order.target,
+            order.queue_size,
+        )
+        return Woken(
+            variant=order.variant,
+            namespace=order.namespace,
+            model_id=order.model_id,
+            seconds=seconds,
+            target=order.target,
+            queue_size=order.queue_size,
+            regarding=ObjectRef.of(entry.obj),
+        )
+
+    async def _event(self, woken: Woken) -> None:
+        assert self._events is not None
+        await self._events.record(
+            regarding=woken.regarding,
+            type='Normal',
+            reason='ScaledFromZero',
+            action='Scale',
+            note=f'0 -> {woken.target}: {woken.queue_size:g} requests queued for '
+            f'{woken.model_id}; cheapest variant {woken.variant} woken',
+        )
+
+
+def _idle_variants(variants: Sequence[Variant]) -> tuple[Variant, ...]:
+    """Variants of models whose every variant is at zero replicas."""
+    busy = {v.group for v in variants if v.current_replicas > 0}
+    return tuple(v for v in variants if v.group not in busy)
+
+
+def _woken_key(woken: Woken) -> tuple[str, str]:
+    return (woken.namespace, woken.variant)

@@ -1,0 +1,327 @@
+"""The controller's own outputs over HTTP: its Prometheus metrics, health and readiness.
+
+Why: `wva_desired_replicas` is the scaling signal an HPA or KEDA reads through Prometheus when
+the controller does not write `/scale` itself (reference/wva.md §9.4-9.5); the `inferno_*`
+aliases keep dashboards and adapters written for the older names (seed 002 §4.4) working. The
+other families say how the controller itself is doing. The kubelet probes `/healthz` and
+`/readyz`.
+
+What: `ControllerMetrics` owns a private `CollectorRegistry` (never the process-wide default, so
+two controllers in one test process do not clash) with these families:
+
+- gauges `wva_desired_replicas`, `wva_current_replicas`, `wva_desired_ratio` (desired/current,
+  or desired when current is 0) and the same as `inferno_*`, labelled variant_name, namespace,
+  accelerator_type (`unresolved` for '' or `unknown`). `set_replicas` publishes the whole set:
+  series of variants no longer listed are removed, and so is the old series when a variant's
+  accelerator changes, so an adapter never reads a stale signal;
+- `wva_replica_scaling_total{variant_name,namespace,direction,reason}`,
+  `llmscaler_decisions_total{action}`, `wva_errors_total{component,error_type}` counters;
+- `wva_optimization_duration_seconds{status}` (0.01-10 s) and
+  `llmscaler_scale_from_zero_seconds` (0.01-5 s: queued request seen → `/scale` written)
+  histograms; `llmscaler_leader` and `wva_models_processed` gauges.
+
+`HttpEndpoints` serves fixed routes (path → function returning status, content type and body)
+with aiohttp on one socket; `parse_bind_address` reads controller-runtime style flags
+(`:8080`, `127.0.0.1:0`, `[::1]:9`; `0` or '' disables the endpoint).
+
+What fails: `parse_bind_address` raises ValueError for text it cannot read, and entering
+`HttpEndpoints` raises OSError when the address cannot be bound: both are startup errors the
+caller reports. Once serving, an unknown path is 404, a method other than GET or HEAD 405, and a
+route function that raises is logged and answered with 500; the server keeps running. A health
+check that raises counts as failing (503). A negative `count` to `decisions` is a programming
+error (ValueError, as prometheus-client raises for a negative increment).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import re
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Final
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+_log = logging.getLogger(__name__)
+
+METRICS_CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
+"""Text format 0.0.4, which every Prometheus version reads."""
+TEXT_CONTENT_TYPE: Final = 'text/plain; charset=utf-8'
+UNRESOLVED: Final = 'unresolved'
+REPLICA_LABELS: Final = ('variant_name', 'namespace', 'accelerator_type')
+OPTIMIZATION_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+FROM_ZERO_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+Route = Callable[[], tuple[int, str, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaRow:
+    """One variant's published replica signal."""
+
+    variant: str
+    namespace: str
+    accelerator: str
+    current: int
+    desired: int
+
+
+def accelerator_label(accelerator: str) -> str:
+    """The `accelerator_type` label: `unresolved` when the accelerator is not known."""
+    return UNRESOLVED if accelerator in ('', 'unknown') else accelerator
+
+
+class ControllerMetrics:
+    """The controller's metric families in a private registry (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._registry = CollectorRegistry(auto_describe=True)
+        registry = self._registry
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, REPLICA_LABELS, registry=registry)
+
+        self._desired = (
+            gauge('wva_desired_replicas', 'Desired replicas per variant'),
+            gauge('inferno_desired_replicas', 'Desired replicas per variant (older name)'),
+        )
+        self._current = (
+            gauge('wva_current_replicas', 'Current replicas per variant'),
+            gauge('inferno_current_replicas', 'Current replicas per variant (older name)'),
+        )
+        self._ratio = (
+            gauge('wva_desired_ratio', 'Desired over current replicas (desired when current=0)'),
+            gauge('inferno_desired_ratio', 'Desired over current replicas (older name)'),
+        )
+        self._series: set[tuple[str, str, str]] = set()
+        self._scaling = Counter(
+            'wva_replica_scaling_total',
+            'Replica changes decided, by direction and reason',
+            ('variant_name', 'namespace', 'direction', 'reason'),
+            registry=registry,
+        )
+        self._duration = Histogram(
+            'wva_optimization_duration_seconds',
+            'Duration of one decision cycle',
+            ('status',),
+            buckets=OPTIMIZATION_BUCKETS,
+            registry=registry,
+        )
+        self._decisions = Counter(
+            'llmscaler_decisions_total', 'Decisions made, by action', ('action',), registry=registry
+        )
+        self._errors = Counter(
+            'wva_errors_total',
+            'Errors by component and type',
+            ('component', 'error_type'),
+            registry=registry,
+        )
+        self._from_zero = Histogram(
+            'llmscaler_scale_from_zero_seconds',
+            'Time from a queued request of a model at zero replicas to its /scale write',
+            buckets=FROM_ZERO_BUCKETS,
+            registry=registry,
+        )
+        self._leader = Gauge(
+            'llmscaler_leader', '1 while this instance holds the leader lease', registry=registry
+        )
+        self._models = Gauge(
+            'wva_models_processed', 'Models processed in the last cycle', registry=registry
+        )
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        return self._registry
+
+    def set_replicas(self, *, rows: Sequence[ReplicaRow]) -> None:
+        """Publish exactly these variants' signals; every other replica series is removed."""
+        chosen: dict[tuple[str, str], ReplicaRow] = {}
+        # One series per variant, whatever the order of duplicate rows.
+        order = sorted(
+            rows, key=lambda r: (r.namespace, r.variant, r.accelerator, r.current, r.desired)
+        )
+        for row in order:
+            chosen.setdefault((row.namespace, row.variant), row)
+        wanted: set[tuple[str, str, str]] = set()
+        for (namespace, variant), row in sorted(chosen.items()):
+            labels = (variant, namespace, accelerator_label(row.accelerator))
+            wanted.add(labels)
+            ratio = row.desired / row.current if row.current > 0 else float(row.desired)
+            for family, value in (
+                *((g, float(row.desired)) for g in self._desired),
+                *((g, float(row.current)) for g in self._current),
+                *((g, ratio) for g in self._ratio),
+            ):
+                family.labels(*labels).set(value)
+        for labels in sorted(self._series - wanted):
+            for family in (*self._desired, *self._current, *self._ratio):
+                family.remove(*labels)
+        self._series = wanted
+
+    def scaled(self, *, variant: str, namespace: str, direction: str, reason: str) -> None:
+        self._scaling.labels(variant, namespace, direction, reason).inc()
+
+    def cycle(self, *, seconds: float, status: str) -> None:
+        """One decision cycle took `seconds`; `status` is 'success' or 'error'."""
+        self._duration.labels(status).observe(seconds)
+
+    def decisions(self, *, action: str, count: int) -> None:
+        """`count` decisions of `action` (0 shows the series)."""
+        self._decisions.labels(action).inc(count)
+
+    def error(self, *, component: str, error_type: str) -> None:
+        self._errors.labels(component, error_type).inc()
+
+    def from_zero(self, *, seconds: float) -> None:
+        """A scale-from-zero took `seconds` from the queued request seen to `/scale` written."""
+        self._from_zero.observe(seconds)
+
+    def leader(self, *, is_leader: bool) -> None:
+        self._leader.set(1.0 if is_leader else 0.0)
+
+    def models(self, *, count: int) -> None:
+        self._models.set(count)
+
+    def render(self) -> bytes:
+        """The registry in the text exposition format (`METRICS_CONTENT_TYPE`)."""
+        return generate_latest(self._registry)
+
+
+def metrics_route(*, metrics: ControllerMetrics) -> Route:
+    """A route serving `metrics` in the text format."""
+    return lambda: (200, METRICS_CONTENT_TYPE, metrics.render())
+
+
+def health_route(fn: Callable[[], tuple[bool, str]]) -> Route:
+    """A route from a check: 200 'ok', or 503 with the check's message (text/plain)."""
+
+    def route() -> tuple[int, str, bytes]:
+        try:
+            healthy, message = fn()
+        except Exception as exc:
+            _log.exception('health check failed')
+            return 503, TEXT_CONTENT_TYPE, f'check failed: {exc!r}'.encode()
+        if healthy:
+            return 200, TEXT_CONTENT_TYPE, b'ok'
+        return 503, TEXT_CONTENT_TYPE, (message or 'not ok').encode()
+
+    return route
+
+
+_PORT = re.compile(r'[0-9]{1,5}')
+_HOST = re.compile(
+    r'[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*'
+)
+
+
+def parse_bind_address(text: str) -> tuple[str, int] | None:
+    """`host:port` of a bind flag; ':port' binds every IPv4 address; '0' or '' disables."""
+    stripped = text.strip()
+    if stripped in ('', '0'):
+        return None
+    host, sep, port_text = stripped.rpartition(':')
+    if not sep or not _PORT.fullmatch(port_text) or int(port_text) > 65535:
+        raise ValueError(f'bind address {text!r}: expected [host]:port with a port in 0-65535')
+    if host.startswith('[') and host.endswith(']'):
+        try:
+            address = ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise ValueError(f'bind address {text!r}: {host} is not an IPv6 address') from None
+        return str(address), int(port_text)
+    if not host:
+        return '0.0.0.0', int(port_text)
+    if not _HOST.fullmatch(host):
+        raise ValueError(f'bind address {text!r}: {host!r} is not a host name or IPv4 address')
+    if all(part.isdigit() for part in host.split('.')):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            raise ValueError(f'bind address {text!r}: {host!r} is not an IPv4 address') from None
+    return host, int(port_text)
+
+
+async def _bound_socket(*, host: str, port: int) -> socket.socket:
+    """A listening-ready TCP socket bound to the first address `host` resolves to."""
+    infos = await asyncio.get_running_loop().getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )
+    if not infos:
+        raise OSError(f'{host!r} resolves to no address')
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+class HttpEndpoints:
+    """Fixed GET routes served on one address while the context is open."""
+
+    def __init__(self, *, host: str, port: int, routes: Mapping[str, Route]) -> None:
+        for path in routes:
+            if not path.startswith('/'):
+                raise ValueError(f'route {path!r} must start with /')
+        self._host = host
+        self._wanted_port = port
+        self._routes = dict(routes)
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (the one chosen by the system when 0 was asked)."""
+        if self._port is None:
+            raise RuntimeError('HttpEndpoints is not serving')
+        return self._port
+
+    async def __aenter__(self) -> HttpEndpoints:
+        app = web.Application()
+        app.router.add_route('*', '/{tail:.*}', self._handle)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        sock: socket.socket | None = None
+        try:
+            sock = await _bound_socket(host=self._host, port=self._wanted_port)
+            port = int(sock.getsockname()[1])
+            await web.SockSite(runner, sock).start()
+        except BaseException:
+            await runner.cleanup()
+            if sock is not None:
+                sock.close()
+            raise
+        self._runner, self._port = runner, port
+        _log.info('serving %s on %s port %d', ', '.join(sorted(self._routes)), self._host, port)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        runner, self._runner, self._port = self._runner, None, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        route = self._routes.get(request.path)
+        if route is None:
+            return web.Response(status=404, text='not found\n')
+        if request.method not in ('GET', 'HEAD'):
+            return web.Response(status=405, text='only GET\n', headers={'Allow': 'GET, HEAD'})
+        try:
+            status, content_type, body = route()
+        except Exception:
+            _log.exception('route %s failed', request.path)
+            return web.Response(status=500, text='internal error\n')
+        return web.Response(status=status, body=body, headers={'Content-Type': content_type})

@@ -1,0 +1,161 @@
+"""The API server connection and the resource table the controller runtime shares.
+
+Why: every runtime piece (informers, scale client, status writer, leases, events) talks to the API
+server through lightkube's `AsyncClient`, and all of them must agree on which lightkube resource
+class stands for which kind, how an object becomes a plain dict (the form `kube.crd`,
+`kube.targets` and the attribution step read), and how an API failure is described. One module
+holds those facts so they cannot drift.
+
+What it provides:
+
+- `VariantAutoscalingResource` and `LeaderWorkerSetResource`: generic namespaced resources with
+  `/status` and `/scale` (lightkube creates both subresources for generic kinds);
+- `SCALE_KINDS`: (apiVersion, kind) → resource class of every supported scale target;
+- `as_dict`: any lightkube object (typed model or generic dict) → a plain JSON-like dict;
+- `ObjectRef`: the identity of an object an event or a log line is about;
+- `make_client`: a client from an explicit server URL, a kubeconfig file, or the environment
+  (in-cluster service account, `KUBECONFIG`, `~/.kube/config`, lightkube's order);
+- `error_code` / `describe_error`: the HTTP code and a one-line description of a failure.
+
+What fails: `make_client` raises lightkube's ConfigError when no configuration can be found; the
+caller reports it and exits. The other helpers never raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import httpx2
+from lightkube import AsyncClient, KubeConfig
+from lightkube.core.exceptions import ApiError
+from lightkube.generic_resource import create_namespaced_resource
+from lightkube.resources.apps_v1 import Deployment, StatefulSet
+
+FIELD_MANAGER: Final = 'llmscaler'
+
+VariantAutoscalingResource = create_namespaced_resource(
+    'llmd.ai', 'v1alpha1', 'VariantAutoscaling', 'variantautoscalings'
+)
+LeaderWorkerSetResource = create_namespaced_resource(
+    'leaderworkerset.x-k8s.io', 'v1', 'LeaderWorkerSet', 'leaderworkersets'
+)
+
+SCALE_KINDS: Final[Mapping[tuple[str, str], type[Any]]] = {
+    ('apps/v1', 'Deployment'): Deployment,
+    ('apps/v1', 'StatefulSet'): StatefulSet,
+    ('leaderworkerset.x-k8s.io/v1', 'LeaderWorkerSet'): LeaderWorkerSetResource,
+}
+"""Every supported scale target, keyed by (apiVersion, kind)."""
+
+DEFAULT_API_VERSIONS: Final[Mapping[str, str]] = {kind: av for av, kind in SCALE_KINDS}
+"""The apiVersion assumed for a scaleTargetRef that names only a kind."""
+
+
+def scale_resource(*, api_version: str | None, kind: str) -> type[Any] | None:
+    """The resource class of a scale target kind; a missing apiVersion takes the kind's default."""
+    version = api_version or DEFAULT_API_VERSIONS.get(kind, '')
+    return SCALE_KINDS.get((version, kind))
+
+
+def as_dict(obj: object) -> dict[str, Any]:
+    """A plain dict of a lightkube object (a typed model or a generic resource)."""
+    to_dict = getattr(obj, 'to_dict', None)
+    if callable(to_dict):
+        result = to_dict()
+        if isinstance(result, dict):
+            return result
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    return {}
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """The identity of an object (what an event is about, what a log line names)."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ''
+
+    @property
+    def key(self) -> str:
+        return f'{self.namespace}/{self.name}'
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> ObjectRef:
+        """The reference of an object dict (empty strings where fields are missing)."""
+        meta = obj.get('metadata')
+        meta = meta if isinstance(meta, Mapping) else {}
+
+        def text(value: object) -> str:
+            return value if isinstance(value, str) else ''
+
+        return cls(
+            api_version=text(obj.get('apiVersion')),
+            kind=text(obj.get('kind')),
+            namespace=text(meta.get('namespace')),
+            name=text(meta.get('name')),
+            uid=text(meta.get('uid')),
+        )
+
+
+def make_client(
+    *,
+    server: str | None = None,
+    kubeconfig: str | None = None,
+    timeout: float = 60.0,
+    namespace: str | None = None,
+) -> AsyncClient:
+    """An AsyncClient for `server` (plain URL, no auth: tests and `kubectl proxy`), else the
+    kubeconfig file, else the environment. `timeout` bounds every request except watches."""
+    config: KubeConfig | None = None
+    if server:
+        config = KubeConfig.from_dict(
+            {
+                'clusters': [{'name': 'server', 'cluster': {'server': server}}],
+                'users': [{'name': 'anonymous', 'user': {}}],
+                'contexts': [
+                    {'name': 'server', 'context': {'cluster': 'server', 'user': 'anonymous'}}
+                ],
+                'current-context': 'server',
+            }
+        )
+    elif kubeconfig:
+        config = KubeConfig.from_file(kubeconfig)
+    return AsyncClient(
+        config=config,
+        namespace=namespace,
+        timeout=httpx2.Timeout(timeout),
+        field_manager=FIELD_MANAGER,
+        lazy=False,
+    )
+
+
+def error_code(exc: BaseException) -> int | None:
+    """The HTTP status of an API failure; None for transport failures (refused, timeout)."""
+    if isinstance(exc, ApiError):
+        code = getattr(exc.status, 'code', None)
+        if isinstance(code, int):
+            return code
+        return exc.response.status_code if exc.response is not None else None
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return exc.response.status_code
+    return None
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line naming the failure: `409 Conflict: <message>` or `ConnectError: <message>`."""
+    code = error_code(exc)
+    if isinstance(exc, ApiError):
+        reason = getattr(exc.status, 'reason', None) or ''
+        message = getattr(exc.status, 'message', None) or str(exc)
+        text = f'{code} {reason}: {message}' if reason else f'{code}: {message}'
+    elif code is not None:
+        text = f'{code}: {exc}'
+    else:
+        text = f'{type(exc).__name__}: {exc}' if str(exc) else type(exc).__name__
+    return ' '.join(text.split())

@@ -1,0 +1,361 @@
+"""A fake Kubernetes cluster for end-to-end tests: the API, its controllers, the pods and the load.
+
+Why: `llmscaler run` must be tested as it runs in a cluster: as a separate process that watches
+VAs, Deployments and pods, scrapes pods (directly or through Prometheus) and writes `/scale`,
+then sees the replicas it asked for come up and the load spread over them. No cluster runs
+here, so `Cluster` stands in for the apiserver (the in-process `FakeAPI`), the Deployment and
+ReplicaSet controllers and the kubelet (a reconciler task), the vLLM pods (one emulator fleet per
+variant, `llmscaler.emulate`), each model's gateway (`gateway.Gateway`) and, optionally, a real
+Prometheus (`process.Prometheus`).
+
+Every 50 ms a reconciler task syncs each variant's `kubelet.Workload` (spec.replicas → pods
+`<deploy>-<hash>-<slot>` owned by ReplicaSet `<deploy>-<hash>`, ready after the variant's
+`startup_delay`, annotated with their emulator port; the emulator scaled to the ready pods; the
+Deployment status written) and, with Prometheus, rewrites the file_sd targets (ready pods and EPP
+pods, labels namespace and pod) when they change. It works on `api.store` directly, so faults
+injected into the HTTP API do not touch it.
+
+Load and EPP: one `Gateway` per model generates its load (`set_rate`), queues it while no
+variant of the model has a ready replica and routes it over the replicas of *all* its variants
+otherwise (fewest requests in flight), so scaling any variant relieves the model. One EPP pod per
+model (`<model-slug>-epp`, label `llm-d.ai/epp=true`) points at that gateway's page, which holds
+the model's whole queue: summing `inference_extension_flow_control_queue_size` over EPP pods of a
+model counts each queued request once. The emulators' own gateways stay unused.
+
+What fails: `add_variant` raises ValueError for a duplicate name, an unknown preset, a negative
+count, min > max, a bad cost or rate, before it creates anything; the emulator's own errors
+(ValueError for a spec it refuses, OSError for a port) propagate.
+`wait_for` raises AssertionError naming `what` and the cluster's state. A failure inside the
+reconciler or the load task is logged and retried on the next pass; the first one is raised
+again when the cluster exits, so a broken harness cannot pass a test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import math
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from llmscaler.emulate.server import RunningEmulator, serve
+from llmscaler.sim import presets
+from llmscaler.sim.types import VariantSpec
+from tests.e2e import objects
+from tests.e2e.gateway import Backend, Gateway
+from tests.e2e.kubelet import Workload, replicas_of
+from tests.e2e.process import Prometheus
+from tests.fakeapi import FakeAPI
+from tests.fakeapi.semantics import ApiError
+
+logger = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+class Cluster:
+    """The fake cluster (async context manager); see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        namespace: str = 'llm',
+        prometheus: bool = False,
+        workdir: Path | None = None,
+        seed: int = 1,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        poll_interval: float = 0.05,
+        load_interval: float = 0.02,
+    ) -> None:
+        self.namespace = namespace
+        self.api = FakeAPI()
+        self.url = ''
+        self.prometheus_url: str | None = None
+        self._want_prometheus = prometheus
+        self._workdir = workdir
+        self._seed = seed
+        self._tokens = (input_tokens, output_tokens)
+        self._poll = poll_interval
+        self._load_interval = load_interval
+        self._variants: dict[str, Workload] = {}
+        self._gateways: dict[str, Gateway] = {}
+        self._prometheus: Prometheus | None = None
+        self._stack = contextlib.AsyncExitStack()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._lock = asyncio.Lock()
+        self.failures: list[BaseException] = []
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def workdir(self) -> Path:
+        if self._workdir is None:
+            raise RuntimeError('the cluster has not been started')
+        return self._workdir
+
+    async def __aenter__(self) -> Cluster:
+        try:
+            if self._workdir is None:
+                temporary = self._stack.enter_context(tempfile.TemporaryDirectory())
+                self._workdir = Path(temporary)
+            await self._stack.enter_async_context(self.api)
+            self.url = self.api.url
+            if self._want_prometheus:
+                self._prometheus = Prometheus(workdir=self.workdir)
+                self._stack.push_async_callback(self._prometheus.stop)
+                self.prometheus_url = await self._prometheus.start()
+            self._stack.push_async_callback(self._stop_gateways_and_emulators)
+            self._stack.push_async_callback(self._cancel_tasks)
+            self._tasks = [
+                asyncio.create_task(self._every(self._poll, self.reconcile), name='reconciler'),
+                asyncio.create_task(self._every(self._load_interval, self._load), name='load'),
+            ]
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._stack.aclose()
+        if exc is None and self.failures:
+            raise RuntimeError(f'the fake cluster failed: {self.failures[0]!r}') from self.failures[
+                0
+            ]
+
+    async def _cancel_tasks(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _stop_gateways_and_emulators(self) -> None:
+        for model in sorted(self._gateways):
+            await self._gateways[model].stop()
+        for name in sorted(self._variants):
+            await self._variants[name].running.stop()
+
+    async def _every(self, interval: float, step: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            try:
+                await step()
+            except Exception as exc:  # re-raised at exit; the next pass retries
+                if repr(exc) not in {repr(f) for f in self.failures}:
+                    logger.exception('fake cluster: %s failed', getattr(step, '__name__', step))
+                    self.failures.append(exc)
+            await asyncio.sleep(interval)
+
+    # ---- building the cluster --------------------------------------------------------------
+
+    async def add_variant(
+        self,
+        *,
+        name: str,
+        model_id: str,
+        preset: str | VariantSpec,
+        cost: float,
+        replicas: int,
+        min_replicas: int = 0,
+        max_replicas: int = 4,
+        accelerator: str | None = None,
+        rate: float = 0.0,
+        startup_delay: float = 0.0,
+    ) -> None:
+        """A Deployment, its VA and an emulated fleet; the model's EPP on its first variant.
+
+        `accelerator` defaults to the preset's (e.g. H100); `rate`, when > 0, sets the model's
+        load (`set_rate`). New pods are ready after `startup_delay` seconds (the preset's own
+        startup delay, 90 s and more, is not used). On return the pods of a variant without
+        startup delay are ready.
+        """
+        if name in self._variants:
+            raise ValueError(f'variant {name} already exists')
+        if not (math.isfinite(rate) and rate >= 0):
+            raise ValueError(f'rate must be finite and >= 0, got {rate}')
+        if replicas < 0 or not 0 <= min_replicas <= max_replicas:
+            raise ValueError(f'bad replica counts {replicas} [{min_replicas}, {max_replicas}]')
+        if isinstance(preset, str):
+            spec = presets.preset(name=preset, variant_name=name)
+        else:
+            spec = dataclasses.replace(preset, name=name)
+        deploy = objects.deployment(
+            name=name,
+            namespace=self.namespace,
+            model_id=model_id,
+            spec=spec,
+            replicas=replicas,
+            accelerator=accelerator or spec.accelerator,
+        )
+        va = objects.variant_autoscaling(
+            name=name,
+            namespace=self.namespace,
+            model_id=model_id,
+            target=name,
+            cost=cost,
+            min_replicas=min_replicas,
+            max_replicas=max_replicas,
+        )
+        async with self._lock:
+            gateway = self._gateways.get(model_id) or await self._add_gateway(model_id)
+            running = await serve(
+                base_port=0,
+                epp_port=0,
+                spec=spec,
+                replicas=0,
+                model_name=model_id,
+                namespace=self.namespace,
+                seed=self._seed + len(self._variants),
+            )
+            variant = Workload(
+                name=name,
+                namespace=self.namespace,
+                model_id=model_id,
+                running=running,
+                pod_hash=objects.template_hash(deploy['spec']['template']),
+                startup_delay=startup_delay,
+            )
+            self._variants[name] = variant
+            gateway.backends[name] = Backend(name=name, running=running, pod_name=variant.pod_name)
+            self.api.seed(deploy)
+            self.api.seed(va)
+        if rate > 0:
+            self.set_rate(model_id=model_id, rate=rate)
+        await self.reconcile()
+
+    async def _add_gateway(self, model_id: str) -> Gateway:
+        slug = objects.slug(model_id)
+        gateway = Gateway(
+            model_id=model_id,
+            namespace=self.namespace,
+            pool=f'{slug}-pool',
+            seed=self._seed * 1000 + len(self._gateways),
+            input_tokens=self._tokens[0],
+            output_tokens=self._tokens[1],
+        )
+        await gateway.start()
+        self._gateways[model_id] = gateway
+        self.api.seed(
+            objects.epp_pod(namespace=self.namespace, model_id=model_id, port=gateway.port)
+        )
+        return gateway
+
+    def set_rate(self, *, model_id: str, rate: float) -> None:
+        """The model's load in requests/s from now on (0 stops it)."""
+        gateway = self._gateways.get(model_id)
+        if gateway is None:
+            raise KeyError(f'no variant serves model {model_id}')
+        gateway.set_rate(rate=rate, now=time.monotonic())
+
+    # ---- reading the cluster ---------------------------------------------------------------
+
+    def deployment(self, name: str) -> Obj:
+        """The Deployment as stored now (404 ApiError when it was deleted)."""
+        return self.api.get(
+            api_version='apps/v1', kind='Deployment', namespace=self.namespace, name=name
+        )
+
+    def va(self, name: str) -> Obj:
+        return self.api.get(
+            api_version='llmd.ai/v1alpha1',
+            kind='VariantAutoscaling',
+            namespace=self.namespace,
+            name=name,
+        )
+
+    def pods(self, variant: str | None = None) -> list[Obj]:
+        """Pod objects, by name: all of them, or those of one variant's ReplicaSet."""
+        resource = self.api.store_resource({'apiVersion': 'v1', 'kind': 'Pod'})
+        found = self.api.store.list(resource, self.namespace)
+        if variant is None:
+            return found
+        owner = self._variants[variant].replica_set
+        return [
+            p
+            for p in found
+            if any(r.get('name') == owner for r in p['metadata'].get('ownerReferences', []))
+        ]
+
+    def emulator(self, name: str) -> RunningEmulator:
+        return self._variants[name].running
+
+    def gateway(self, model_id: str) -> Gateway:
+        return self._gateways[model_id]
+
+    def epp_pod_name(self, model_id: str) -> str:
+        return f'{objects.slug(model_id)}-epp'
+
+    def kubeconfig(self, path: Path) -> Path:
+        """Write a kubeconfig for the fake API (no auth, namespace = the cluster's) to `path`."""
+        config = objects.kubeconfig(server=self.url, namespace=self.namespace)
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    def describe(self) -> str:
+        """One line per variant and per model: replicas wanted, pods, emulator, load, queue."""
+        lines = []
+        for name in sorted(self._variants):
+            v = self._variants[name]
+            try:
+                wanted: object = replicas_of(self.deployment(name))
+            except (ApiError, ValueError) as exc:
+                wanted = exc
+            ready = v.ready
+            lines.append(
+                f'{name}: spec.replicas={wanted} pods={len(v.slots)} ready={ready} '
+                f'emulator={v.running.emulator.replicas}'
+            )
+        for model in sorted(self._gateways):
+            g = self._gateways[model]
+            lines.append(
+                f'{model}: rate={g.rate} queue={g.queue_size} dispatched={g.dispatched} '
+                f'rejected={g.rejected}'
+            )
+        return '\n'.join(lines)
+
+    async def wait_for(self, predicate: Callable[[], bool], *, timeout: float, what: str) -> None:
+        """Poll `predicate` every 50 ms until true; AssertionError after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f'timed out after {timeout} s waiting for {what}\n{self.describe()}'
+                )
+            await asyncio.sleep(0.05)
+
+    # ---- the controllers -------------------------------------------------------------------
+
+    async def _load(self) -> None:
+        now = time.monotonic()
+        for model in sorted(self._gateways):
+            self._gateways[model].tick(now=now)
+
+    async def reconcile(self) -> None:
+        """One pass of the Deployment controller and kubelet over every variant (see above)."""
+        async with self._lock:
+            now = time.monotonic()
+            for name in sorted(self._variants):
+                await self._variants[name].sync(api=self.api, now=now)
+            if self._prometheus is not None:
+                vllm = [
+                    t for n in sorted(self._variants) for t in self._variants[n].scrape_targets()
+                ]
+                epp = [
+                    (self.namespace, self.epp_pod_name(m), self._gateways[m].port)
+                    for m in sorted(self._gateways)
+                ]
+                self._prometheus.write_targets(job='vllm', groups=objects.file_sd(targets=vllm))
+                self._prometheus.write_targets(job='epp', groups=objects.file_sd(targets=epp))

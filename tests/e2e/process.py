@@ -1,0 +1,228 @@
+"""The processes of an end-to-end test: the controller under test and the cluster's Prometheus.
+
+Why: the controller runs as a separate process, as in a cluster, so that it is tested with its
+real command line, signal handling and exit codes; Prometheus is Debian's binary. Both must be
+started and stopped by their own PID, their output kept for the failure message, and neither may
+outlive a test.
+
+What: `ControllerProcess` runs `python -m llmscaler run --kubeconfig <file> ARGS` (`command`
+replaces the part before `--kubeconfig`; `default_command()` falls back to `python -m
+llmscaler.cli` where the package has no `__main__`). Its stdout and stderr go to
+`<workdir>/<name>.log` (a later process of the same name gets `<name>-2.log`) and are printed to
+stderr when the `async with` body fails. `stop()` sends SIGTERM and kills after `stop_timeout`
+seconds. `Prometheus` runs `prometheus` on a free port with file_sd jobs whose target files
+`write_targets` replaces atomically; new targets are scraped within about 6 s (the discovery
+manager batches updates every 5 s).
+
+What fails: `Prometheus.start` skips the test when the binary is missing (fails with CI=true,
+as `tests.integration.prom.binary` does) and raises RuntimeError with the end of its log when it
+exits or is not ready within 20 s. `ControllerProcess.wait` raises AssertionError (with the log)
+when the process is still running at the timeout. Both `stop`s are idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import yaml
+
+from tests.e2e import objects
+from tests.integration import prom
+
+if TYPE_CHECKING:
+    from tests.e2e.cluster import Cluster
+
+_POLL = 0.05
+
+
+def default_command() -> tuple[str, ...]:
+    """`python -m llmscaler run`, or `python -m llmscaler.cli run` while there is no __main__."""
+    if importlib.util.find_spec('llmscaler.__main__') is not None:
+        return (sys.executable, '-m', 'llmscaler', 'run')
+    return (sys.executable, '-m', 'llmscaler.cli', 'run')
+
+
+def _fresh(path: Path) -> Path:
+    """`path`, or `stem-2.suffix`, `stem-3.suffix` ... if taken (a restart keeps the old log)."""
+    candidate, n = path, 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f'{path.stem}-{n}{path.suffix}')
+    return candidate
+
+
+async def _wait_exit(process: subprocess.Popen[bytes], timeout: float) -> int | None:
+    deadline = time.monotonic() + timeout
+    while (code := process.poll()) is None and time.monotonic() < deadline:
+        await asyncio.sleep(_POLL)
+    return code
+
+
+async def _terminate(process: subprocess.Popen[bytes], timeout: float) -> int:
+    """SIGTERM, then SIGKILL after `timeout` seconds; the exit status."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        if await _wait_exit(process, timeout) is None:
+            process.kill()
+    while (code := process.poll()) is None:
+        await asyncio.sleep(_POLL)
+    return code
+
+
+class ControllerProcess:
+    """`llmscaler run` against a `Cluster`, as a child process (async context manager)."""
+
+    def __init__(
+        self,
+        *,
+        cluster: Cluster,
+        args: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        name: str = 'controller',
+        command: Sequence[str] | None = None,
+        stop_timeout: float = 10.0,
+    ) -> None:
+        self.name = name
+        self.kubeconfig = cluster.kubeconfig(_fresh(cluster.workdir / f'{name}.kubeconfig'))
+        self.log_path = _fresh(cluster.workdir / f'{name}.log')
+        prefix = tuple(command) if command is not None else default_command()
+        self.argv: tuple[str, ...] = (*prefix, '--kubeconfig', str(self.kubeconfig), *args)
+        self.env = {**os.environ, 'PYTHONUNBUFFERED': '1', **(env or {})}
+        self.stop_timeout = stop_timeout
+        self._process: subprocess.Popen[bytes] | None = None
+
+    async def __aenter__(self) -> ControllerProcess:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+        if exc is not None:
+            # pytest shows a failed test's captured stderr: the process's side of the story.
+            print(f'--- {self.name} ({self.log_path}) ---\n{self.log()[-8000:]}', file=sys.stderr)
+
+    def start(self) -> None:
+        if self._process is not None:
+            raise RuntimeError(f'{self.name} was already started')
+        with self.log_path.open('wb') as log:
+            self._process = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,  # a ^C in the terminal goes to pytest, not to it
+            )
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status (negative: the signal that ended it); None while it runs."""
+        return self._process.poll() if self._process is not None else None
+
+    def log(self) -> str:
+        """Everything the process printed so far (stdout and stderr interleaved)."""
+        if not self.log_path.exists():
+            return ''
+        return self.log_path.read_text(errors='replace')
+
+    async def wait(self, *, timeout: float) -> int:
+        """Wait for the process to exit by itself; its exit status."""
+        if self._process is None:
+            raise RuntimeError(f'{self.name} was not started')
+        code = await _wait_exit(self._process, timeout)
+        if code is None:
+            raise AssertionError(f'{self.name} still runs after {timeout} s:\n{self.log()[-4000:]}')
+        return code
+
+    async def stop(self) -> int | None:
+        """SIGTERM, wait up to `stop_timeout` s, then SIGKILL; the exit status."""
+        if self._process is None:
+            return None
+        return await _terminate(self._process, self.stop_timeout)
+
+
+class Prometheus:
+    """Debian's Prometheus scraping file_sd targets every second."""
+
+    JOBS = ('epp', 'vllm')
+
+    def __init__(self, *, workdir: Path) -> None:
+        self.workdir = workdir
+        self.url = ''
+        self._files = {job: workdir / f'targets-{job}.json' for job in self.JOBS}
+        self._written: dict[str, list[dict[str, Any]]] = {}
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / 'prometheus.log'
+
+    def write_targets(self, *, job: str, groups: list[dict[str, Any]]) -> None:
+        """Replace a job's targets (atomically: Prometheus may read the file at any time)."""
+        if self._written.get(job) == groups:
+            return
+        path = self._files[job]
+        partial = path.with_suffix('.tmp')
+        partial.write_text(json.dumps(groups, indent=1))
+        partial.replace(path)
+        self._written[job] = groups
+
+    async def start(self) -> str:
+        binary = prom.binary()
+        for job in self.JOBS:
+            self.write_targets(job=job, groups=self._written.get(job, []))
+        config = self.workdir / 'prometheus.yml'
+        config.write_text(yaml.safe_dump(objects.prometheus_config(files=self._files)))
+        port = prom.free_port()
+        with self.log_path.open('wb') as log:
+            self._process = subprocess.Popen(
+                [
+                    binary,
+                    f'--config.file={config}',
+                    f'--storage.tsdb.path={self.workdir / "prometheus-data"}',
+                    f'--web.listen-address=127.0.0.1:{port}',
+                    '--log.level=warn',
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.url = f'http://127.0.0.1:{port}'
+        deadline = time.monotonic() + 20
+        async with httpx.AsyncClient(timeout=1) as client:
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await client.get(f'{self.url}/-/ready')).status_code == 200:
+                        return self.url
+                if self._process.poll() is not None or time.monotonic() > deadline:
+                    await self.stop()
+                    raise RuntimeError(self.log_path.read_text(errors='replace')[-2000:])
+                await asyncio.sleep(_POLL)
+
+    async def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            await _terminate(process, 10.0)

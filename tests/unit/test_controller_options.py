@@ -1,0 +1,461 @@
+"""`llmscaler run` options: precedence CLI > env > config file > default, and every failure.
+
+The config file below holds the manager settings in WVA's shape: `wva-manager-config` with a
+`config.yaml` key, next to a scaling ConfigMap that becomes a base ConfigMap.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmscaler.collect.prometheus import PrometheusConfig
+from llmscaler.config.configmaps import ConfigMapSource
+from llmscaler.config.errors import ConfigError
+from llmscaler.config.types import CoreSettings
+from llmscaler.controller.options import (
+    RunOptions,
+    build_parser,
+    fatal_errors,
+    resolve_options,
+    split_bind_address,
+)
+
+URL = 'http://prometheus:9090'
+BASE = {'PROMETHEUS_BASE_URL': URL}  # metrics source prometheus needs a URL
+CTRL = 'llmscaler-system'
+
+
+def resolve(*argv: str, **env: str) -> tuple[RunOptions, list[ConfigError]]:
+    options, errors = resolve_options(argv=list(argv), env={**BASE, **env})
+    return options, list(errors)
+
+
+def clean(*argv: str, **env: str) -> RunOptions:
+    options, errors = resolve(*argv, **env)
+    assert errors == []
+    return options
+
+
+def write_file(tmp_path: Path, settings: dict[str, str], manager: dict[str, str]) -> str:
+    """A kubectl-style dump: the manager ConfigMap (config.yaml) and a scaling ConfigMap."""
+    embedded = ''.join(f'      {key}: {value}\n' for key, value in manager.items())
+    top = ''.join(f'  {key}: "{value}"\n' for key, value in settings.items())
+    text = f"""\
+settings:
+{top or '  {}'}
+configMaps:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {{name: wva-manager-config}}
+  data:
+    config.yaml: |
+{embedded or '      {}'}
+- metadata: {{name: wva-saturation-scaling-config}}
+  data:
+    default: "kvCacheThreshold: 0.7"
+- metadata: {{name: unrelated, namespace: other}}
+  data: {{x: y}}
+"""
+    path = tmp_path / 'config.yaml'
+    path.write_text(text.replace('config.yaml: |\n      {}', 'config.yaml: "{}"'))
+    return str(path)
+
+
+# -- precedence -----------------------------------------------------------------------------------
+
+# (flag, env/file key, values for CLI / env / file, expected for each, default, getter)
+PRECEDENCE: list[tuple[str, str, tuple[str, str, str | None], tuple[Any, Any, Any], Any, str]] = [
+    ('--interval', 'GLOBAL_OPT_INTERVAL', ('10s', '20s', '40s'), (10.0, 20.0, 40.0), 30.0,
+     'settings.interval'),
+    ('--scale-to-zero', 'WVA_SCALE_TO_ZERO', ('false', 'true', 'false'), (False, True, False),
+     False, 'settings.scale_to_zero'),
+    ('--prometheus-url', 'PROMETHEUS_BASE_URL', ('http://a:1', 'http://b:2', 'http://c:3'),
+     ('http://a:1', 'http://b:2', 'http://c:3'), None, 'prometheus.base_url'),
+    ('--scale-from-zero-concurrency', 'SCALE_FROM_ZERO_ENGINE_MAX_CONCURRENCY', ('3', '4', '5'),
+     (3, 4, 5), 10, 'scale_from_zero_concurrency'),
+    ('--metrics-bind-address', 'METRICS_BIND_ADDRESS', (':9000', '127.0.0.1:9001', None),
+     (':9000', '127.0.0.1:9001', None), ':8080', 'metrics_bind_address'),
+    ('--leader-election-lease-duration', 'LEADER_ELECTION_LEASE_DURATION', ('90s', '2m', None),
+     (90.0, 120.0, None), 60.0, 'lease_duration'),
+    ('--watch-namespace', 'WATCH_NAMESPACE', ('a', 'b', None), ('a', 'b', None), '',
+     'watch_namespace'),
+    ('--actuation', 'ACTUATION_MODE', ('both', 'metrics', None), ('both', 'metrics', None),
+     'direct', 'actuation'),
+]  # fmt: skip
+
+
+def attr(options: RunOptions, path: str) -> Any:
+    value: Any = options
+    for name in path.split('.'):
+        value = None if value is None else getattr(value, name)
+    return value
+
+
+@pytest.mark.parametrize('case', PRECEDENCE, ids=[case[0] for case in PRECEDENCE])
+@pytest.mark.parametrize('layers', ['cli+env+file', 'env+file', 'file', 'none'])
+def test_precedence(tmp_path: Path, case: tuple[Any, ...], layers: str) -> None:
+    flag, key, (cli, env, file), (from_cli, from_env, from_file), default, getter = case
+    # Metrics from pods: no Prometheus URL is needed, so each layer can leave it out.
+    argv = ['--metrics-source=pods']
+    environ: dict[str, str] = {}
+    settings: dict[str, str] = {}
+    expected = default
+    if 'file' in layers and file is not None:
+        settings[key] = file
+        expected = from_file
+    if 'env' in layers:
+        environ[key] = env
+        expected = from_env
+    if 'cli' in layers:
+        argv.append(f'{flag}={cli}')
+        expected = from_cli
+    argv += ['--config-file', write_file(tmp_path, settings, {})]
+    options, errors = resolve_options(argv=argv, env=environ)
+    assert errors == ()
+    assert attr(options, getter) == expected
+
+
+def test_options_without_a_file_form_are_unknown_settings_there(tmp_path: Path) -> None:
+    path = write_file(tmp_path, {'METRICS_BIND_ADDRESS': ':1'}, {})
+    options, errors = resolve('--config-file', path)
+    assert options.metrics_bind_address == ':8080'
+    assert [(e.source, e.key, e.message) for e in errors] == [
+        (f'{path}: settings', 'METRICS_BIND_ADDRESS', 'unknown setting')
+    ]
+
+
+def test_file_manager_configmap_under_file_settings(tmp_path: Path) -> None:
+    path = write_file(
+        tmp_path,
+        {'GLOBAL_OPT_INTERVAL': '45s'},
+        {'GLOBAL_OPT_INTERVAL': '1m', 'PROMETHEUS_BASE_URL': 'https://p:9091',
+         'PROMETHEUS_TLS_INSECURE_SKIP_VERIFY': 'true', 'WVA_SCALE_TO_ZERO': 'true'},
+    )  # fmt: skip
+    options, errors = resolve_options(argv=['--config-file', path], env={})
+    assert errors == ()
+    assert options.settings == CoreSettings(interval=45.0, scale_to_zero=True)
+    assert options.prometheus == PrometheusConfig(
+        base_url='https://p:9091', insecure_skip_verify=True
+    )
+    assert options.config_file == path
+    assert options.base_configmaps == (
+        ConfigMapSource(
+            name='wva-saturation-scaling-config',
+            namespace=CTRL,
+            data={'default': 'kvCacheThreshold: 0.7'},
+        ),
+    )
+
+
+def test_file_configmaps_default_to_the_resolved_namespace(tmp_path: Path) -> None:
+    path = write_file(tmp_path, {}, {'PROMETHEUS_BASE_URL': URL})
+    options, errors = resolve_options(argv=[], env={'CONFIG_FILE': path, 'POD_NAMESPACE': 'wva'})
+    assert errors == ()
+    assert options.namespace == 'wva'
+    assert options.prometheus is not None  # the manager ConfigMap is in the controller namespace
+    assert [cm.namespace for cm in options.base_configmaps] == ['wva']
+
+
+def test_env_only_options_for_prometheus_tls(tmp_path: Path) -> None:
+    path = write_file(tmp_path, {'PROMETHEUS_SERVER_NAME': 'from-file'}, {})
+    options = clean(
+        '--config-file',
+        path,
+        PROMETHEUS_BEARER_TOKEN='tok',
+        PROMETHEUS_TOKEN_PATH='/var/run/token',
+        PROMETHEUS_CA_CERT_PATH='/ca.pem',
+        PROMETHEUS_CLIENT_CERT_PATH='/c.pem',
+        PROMETHEUS_CLIENT_KEY_PATH='/k.pem',
+        PROMETHEUS_TLS_INSECURE_SKIP_VERIFY='no',
+    )
+    assert options.prometheus == PrometheusConfig(
+        base_url=URL,
+        bearer_token='tok',
+        token_file=Path('/var/run/token'),
+        ca_file=Path('/ca.pem'),
+        client_cert_file=Path('/c.pem'),
+        client_key_file=Path('/k.pem'),
+        server_name='from-file',
+    )
+
+
+def test_defaults() -> None:
+    options = clean(POD_NAME='me')
+    expected = RunOptions(identity='me', prometheus=PrometheusConfig(base_url=URL))
+    assert options == expected
+
+
+def test_empty_environment_values_count_as_unset() -> None:
+    options = clean(LEADER_ELECTION_LEASE_DURATION='', GLOBAL_OPT_INTERVAL=' ', POD_NAME='')
+    assert (options.lease_duration, options.settings.interval) == (60.0, 30.0)
+    assert options.identity != ''
+
+
+# -- every flag -----------------------------------------------------------------------------------
+
+FLAGS: list[tuple[list[str], str, Any]] = [
+    (['--metrics-bind-address', '0'], 'metrics_bind_address', '0'),
+    (['--health-probe-bind-address', '[::1]:8082'], 'health_probe_bind_address', '[::1]:8082'),
+    (['--leader-elect'], 'leader_elect', True),
+    (['--leader-elect', 'yes'], 'leader_elect', True),
+    (['--watch-namespace', 'team-a'], 'watch_namespace', 'team-a'),
+    (['--leader-election-lease-duration', '1m30s'], 'lease_duration', 90.0),
+    (['--leader-election-renew-deadline', '20s'], 'renew_deadline', 20.0),
+    (['--leader-election-retry-period', '500ms'], 'retry_period', 0.5),
+    (['--rest-client-timeout', '15s'], 'rest_client_timeout', 15.0),
+    (['--kubeconfig', '/k/config'], 'kubeconfig', '/k/config'),
+    (['--server', 'http://127.0.0.1:8001'], 'server', 'http://127.0.0.1:8001'),
+    (['--namespace', 'wva-system'], 'namespace', 'wva-system'),
+    (['--identity', 'pod-0'], 'identity', 'pod-0'),
+    (['--actuation', 'METRICS'], 'actuation', 'metrics'),
+    (['--metrics-source', 'pods'], 'metrics_source', 'pods'),
+    (['--pod-metrics-port', '8200'], 'pod_metrics_port', 8200),
+    (['--epp-selector', 'app=epp,tier=gw'], 'epp_selector', 'app=epp,tier=gw'),
+    (['--epp-metrics-port', '9091'], 'epp_metrics_port', 9091),
+    (['--scale-from-zero-interval', '250ms'], 'scale_from_zero_interval', 0.25),
+    (['--scale-from-zero-concurrency', '2'], 'scale_from_zero_concurrency', 2),
+    (['--log-level', 'DEBUG'], 'log_level', 'debug'),
+    (['--interval', '1m'], 'settings.interval', 60.0),
+    (['--scale-to-zero'], 'settings.scale_to_zero', True),
+    (['--prometheus-url', 'https://x:1/prom'], 'prometheus.base_url', 'https://x:1/prom'),
+]
+
+
+@pytest.mark.parametrize(('argv', 'getter', 'expected'), FLAGS, ids=[f[0][0] for f in FLAGS])
+def test_every_flag_parses(argv: list[str], getter: str, expected: Any) -> None:
+    assert attr(clean(*argv), getter) == expected
+    assert attr(clean(), getter) != expected
+
+
+def test_bool_flags_take_an_optional_value() -> None:
+    assert clean('--leader-elect=false', LEADER_ELECT='true').leader_elect is False
+    assert clean('--scale-to-zero=0', WVA_SCALE_TO_ZERO='true').settings.scale_to_zero is False
+    assert clean('--leader-elect', '--scale-to-zero').leader_elect is True
+
+
+def test_parser_lists_every_flag_with_its_environment_variable() -> None:
+    text = build_parser().format_help()
+    assert build_parser().prog == 'llmscaler run'
+    for argv, _, _ in FLAGS:
+        assert argv[0].split('=')[0] in text
+    for env in (
+        'METRICS_BIND_ADDRESS',
+        'POD_NAMESPACE',
+        'KUBE_SERVER',
+        'GLOBAL_OPT_INTERVAL',
+        'SCALE_FROM_ZERO_ENGINE_MAX_CONCURRENCY',
+        'EPP_POD_SELECTOR',
+        'ACTUATION_MODE',
+    ):
+        assert env in text  # fmt: skip
+
+
+# -- bad values -----------------------------------------------------------------------------------
+
+
+def test_bad_cli_value_is_reported_and_the_environment_applies() -> None:
+    options, errors = resolve('--pod-metrics-port', 'http', POD_METRICS_PORT='8100')
+    assert options.pod_metrics_port == 8100
+    assert [str(e) for e in errors] == [
+        "command line: key '--pod-metrics-port', value 'http': must be a whole number"
+    ]
+    assert fatal_errors(errors=errors) == ()
+
+
+def test_bad_environment_value_is_reported_and_the_default_applies() -> None:
+    options, errors = resolve(ACTUATION_MODE='sideways', LEADER_ELECT='maybe')
+    assert (options.actuation, options.leader_elect) == ('direct', False)
+    assert [(e.source, e.key, e.value) for e in errors] == [
+        ('environment', 'ACTUATION_MODE', 'sideways'),
+        ('environment', 'LEADER_ELECT', 'maybe'),
+    ]
+    assert 'must be one of direct, metrics, both' in errors[0].message
+
+
+def test_bad_core_setting_on_the_command_line_names_the_flag() -> None:
+    options, errors = resolve('--interval', '10', GLOBAL_OPT_INTERVAL='20s')
+    assert options.settings.interval == 20.0
+    assert [(e.source, e.key) for e in errors] == [('command line', '--interval')]
+    assert 'unit' in errors[0].message
+
+
+def test_bad_file_value_names_the_file(tmp_path: Path) -> None:
+    path = write_file(
+        tmp_path, {'GLOBAL_OPT_INTERVAL': 'soon'}, {'SCALE_FROM_ZERO_ENGINE_MAX_CONCURRENCY': 'x'}
+    )
+    options, errors = resolve('--config-file', path)
+    assert (options.settings.interval, options.scale_from_zero_concurrency) == (30.0, 10)
+    assert sorted((e.source, e.key) for e in errors) == [
+        (f'{path}: settings', 'GLOBAL_OPT_INTERVAL'),
+        (f'{CTRL}/wva-manager-config', 'SCALE_FROM_ZERO_ENGINE_MAX_CONCURRENCY'),
+    ]
+    assert fatal_errors(errors=errors) == ()
+
+
+def test_bad_scaling_configmap_in_the_file_is_not_fatal(tmp_path: Path) -> None:
+    path = tmp_path / 'cm.yaml'
+    path.write_text(
+        'kind: ConfigMap\nmetadata: {name: wva-saturation-scaling-config}\n'
+        'data: {default: "priority: -1", m: "model_id: m\\npriority: 2"}\n'
+    )
+    options, errors = resolve('--config-file', str(path))
+    assert [(e.source, e.key) for e in errors] == [
+        (f'{CTRL}/wva-saturation-scaling-config', 'default')
+    ]
+    assert fatal_errors(errors=errors) == ()
+    assert len(options.base_configmaps) == 1
+
+
+@pytest.mark.parametrize(
+    ('env', 'problem'),
+    [
+        ({'POD_NAMESPACE': 'Not_A_Namespace'}, 'namespace name'),
+        ({'WATCH_NAMESPACE': '-x'}, 'namespace name'),
+        ({'KUBE_SERVER': 'ftp://x'}, 'http:// or https://'),
+        ({'KUBE_SERVER': 'http://[::1'}, 'not a URL'),
+        ({'EPP_POD_SELECTOR': 'a in (b)'}, 'not key=value'),
+        ({'EPP_METRICS_PORT': '0'}, 'port number'),
+        ({'POD_METRICS_PORT': '٨٠'}, 'whole number'),  # non-ASCII digits are not a port
+        ({'SCALE_FROM_ZERO_INTERVAL': '0s'}, 'positive'),
+        ({'REST_CLIENT_TIMEOUT': '-1s'}, 'negative'),
+        ({'LOG_LEVEL': 'loud'}, 'debug, info, warning, error'),
+        ({'PROMETHEUS_CLIENT_KEY_PATH': '/k.pem'}, 'without PROMETHEUS_CLIENT_CERT_PATH'),
+    ],
+)
+def test_other_bad_values_are_not_fatal(env: dict[str, str], problem: str) -> None:
+    options, errors = resolve(**env)
+    assert len(errors) == 1
+    assert problem in str(errors[0])
+    assert fatal_errors(errors=errors) == ()
+    assert options == clean(POD_NAME=options.identity)
+
+
+# -- fatal ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ('argv', 'env', 'problem'),
+    [
+        (['--metrics-bind-address', 'localhost'], {}, 'host:port'),
+        ([], {'HEALTH_PROBE_BIND_ADDRESS': ':99999'}, 'port must be'),
+        ([], {'METRICS_BIND_ADDRESS': '::1:80'}, 'brackets'),
+        ([], {'PROMETHEUS_BASE_URL': ''}, 'needs a usable Prometheus URL'),
+        (['--prometheus-url', 'not a url'], {'PROMETHEUS_BASE_URL': ''}, 'needs a usable'),
+        (['--leader-election-renew-deadline', '60s'], {}, 'shorter than the lease duration'),
+        (['--leader-election-retry-period', '50s'], {}, 'shorter than the renew deadline'),
+        ([], {'SCALE_FROM_ZERO_ENGINE_MAX_CONCURRENCY': '0'}, 'greater than 0'),
+        (['--scale-from-zero-concurrency=-2'], {}, 'greater than 0'),
+        (['--no-such-flag'], {}, 'unknown argument'),
+        (['stray'], {}, 'unknown argument'),
+        (['--server'], {}, 'expected one argument'),
+        (['--config-file', '/nonexistent/llmscaler.yaml'], {}, 'no such file'),
+        ([], {'CONFIG_FILE': '/'}, 'is a directory'),
+        ([], {'CONFIG_FILE': 'a\x00b'}, 'cannot be read'),
+    ],
+)
+def test_fatal_errors(argv: list[str], env: dict[str, str], problem: str) -> None:
+    _, errors = resolve(*argv, **env)
+    fatal = fatal_errors(errors=errors)
+    assert len(fatal) >= 1
+    assert any(problem in str(error) for error in fatal), [str(e) for e in errors]
+    assert all(getattr(error, 'fatal', False) for error in fatal)
+    assert not any(getattr(e, 'fatal', False) for e in errors if e not in fatal)
+
+
+def test_unparsable_file_is_fatal(tmp_path: Path) -> None:
+    path = tmp_path / 'bad.yaml'
+    path.write_text('settings: [unclosed\n')
+    options, errors = resolve('--config-file', str(path), GLOBAL_OPT_INTERVAL='20s')
+    assert [type(e).__name__ for e in errors] == ['FatalConfigError']
+    assert str(errors[0]).startswith(f'{path}: line 2, column 1: does not parse as YAML')
+    assert options.settings.interval == 20.0  # the other layers still resolve
+
+
+def test_metrics_from_pods_need_no_prometheus() -> None:
+    options, errors = resolve_options(argv=['--metrics-source', 'pods'], env={})
+    assert (options.prometheus, errors) == (None, ())
+
+
+def test_split_bind_address() -> None:
+    assert split_bind_address(address=':8080') == ('', 8080)
+    assert split_bind_address(address='0.0.0.0:0') == ('0.0.0.0', 0)
+    assert split_bind_address(address='[::]:9') == ('::', 9)
+    assert split_bind_address(address='0') is None
+    for bad in ('', '8080', 'host:', 'a b:1', '[::1:80', '[zz]:80', 'h:65536', 'h:+1'):
+        with pytest.raises(ValueError, match=r'.'):
+            split_bind_address(address=bad)
+
+
+# -- identity -------------------------------------------------------------------------------------
+
+
+def test_identity_is_pod_name_as_is() -> None:
+    assert clean(POD_NAME='llmscaler-7d9f-x2').identity == 'llmscaler-7d9f-x2'
+    assert clean('--identity', 'cli', POD_NAME='env').identity == 'cli'
+
+
+def test_identity_default_is_hostname_and_random_hex() -> None:
+    first, second = clean(HOSTNAME='node-1').identity, clean(HOSTNAME='node-1').identity
+    assert re.fullmatch(r'node-1_[0-9a-f]{8}', first)
+    assert re.fullmatch(r'node-1_[0-9a-f]{8}', second)
+    assert first != second
+    assert re.fullmatch(r'.+_[0-9a-f]{8}', clean().identity)
+
+
+# -- properties -----------------------------------------------------------------------------------
+
+ENV_NAMES = sorted(
+    {
+        'CONFIG_FILE', 'METRICS_BIND_ADDRESS', 'HEALTH_PROBE_BIND_ADDRESS', 'LEADER_ELECT',
+        'WATCH_NAMESPACE', 'LEADER_ELECTION_LEASE_DURATION', 'LEADER_ELECTION_RENEW_DEADLINE',
+        'LEADER_ELECTION_RETRY_PERIOD', 'REST_CLIENT_TIMEOUT', 'KUBECONFIG', 'KUBE_SERVER',
+        'POD_NAMESPACE', 'POD_NAME', 'HOSTNAME', 'ACTUATION_MODE', 'METRICS_SOURCE',
+        'PROMETHEUS_BASE_URL', 'PROMETHEUS_BEARER_TOKEN', 'PROMETHEUS_TOKEN_PATH',
+        'PROMETHEUS_CA_CERT_PATH', 'PROMETHEUS_CLIENT_CERT_PATH', 'PROMETHEUS_CLIENT_KEY_PATH',
+        'PROMETHEUS_SERVER_NAME', 'PROMETHEUS_TLS_INSECURE_SKIP_VERIFY', 'GLOBAL_OPT_INTERVAL',
+        'WVA_SCALE_TO_ZERO', 'POD_METRICS_PORT', 'EPP_POD_SELECTOR', 'EPP_METRICS_PORT',
+        'SCALE_FROM_ZERO_INTERVAL', 'SCALE_FROM_ZERO_ENGINE_MAX_CONCURRENCY', 'LOG_LEVEL',
+        'PROMETHEUS_METRICS_CACHE_FRESH_THRESHOLD', 'LLMSCALER_K2_WINDOW',
+    }
+)  # fmt: skip
+VALUES = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(['0', '-1', '1s', '0s', 'true', 'no', ':80', '[::]:1', 'http://h:1', 'pods']),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(env=st.dictionaries(st.sampled_from(ENV_NAMES), VALUES))
+def test_resolve_never_raises_for_any_environment(env: dict[str, str]) -> None:
+    options, errors = resolve_options(argv=[], env=env)
+    assert isinstance(options, RunOptions)
+    assert options.lease_duration > options.renew_deadline or fatal_errors(errors=errors)
+    assert options.scale_from_zero_concurrency > 0
+    assert 1 <= options.pod_metrics_port <= 65535
+    assert options.actuation in ('direct', 'metrics', 'both')
+    for error in errors:
+        assert '\n' not in str(error)
+        # 'settings': the cache thresholds out of order (load_settings' cross-check)
+        layers = ('command line', 'environment', 'options', 'settings')
+        path = env.get('CONFIG_FILE', '').strip()
+        assert error.source in layers or (path and error.source == path)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    pairs=st.lists(
+        st.tuples(st.sampled_from([f for f, _, _ in FLAGS] + [['--config-file']]), VALUES),
+        max_size=4,
+    )
+)
+def test_resolve_never_raises_for_any_flag_value(pairs: list[tuple[list[str], str]]) -> None:
+    argv = [f'{flag[0].split("=")[0]}={value}' for flag, value in pairs]
+    options, errors = resolve_options(argv=argv, env=BASE)
+    assert isinstance(options, RunOptions)
+    assert all(error.source != 'environment' for error in errors)

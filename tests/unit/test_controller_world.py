@@ -1,0 +1,705 @@
+"""The cycle's world from informer caches: VAs → targets → variants, pods, scopes, scrape pages."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmscaler.collect.attribution import PodInfo, TargetRef
+from llmscaler.collect.scrape import ScrapeTarget
+from llmscaler.collect.types import ModelScope
+from llmscaler.config.build import build_config
+from llmscaler.config.configmaps import SCALE_TO_ZERO_CONFIGMAP, ConfigMapSource
+from llmscaler.config.types import Config, CoreSettings
+from llmscaler.controller.world import (
+    World,
+    build_world,
+    epp_targets,
+    parse_selector,
+    pod_info,
+    scrape_targets,
+)
+from llmscaler.kube import crd
+from tests.unit.test_kube_targets import deployment, lws, stateful_set
+
+LLAMA = 'meta-llama/Llama-3.1-8B-Instruct'
+LLAMA_405B = 'meta-llama/Meta-Llama-3.1-405B-Instruct'
+QWEN = 'Qwen/Qwen3-32B'
+CTRL = 'wva-system'
+DEFAULT_RETENTION = 900.0
+HASH = '7c9f5d'
+LWS_NAME = 'leaderworkerset.sigs.k8s.io/name'
+WORKER_INDEX = 'leaderworkerset.sigs.k8s.io/worker-index'
+
+
+def make_config() -> Config:
+    config, errors = build_config(
+        configmaps=[
+            ConfigMapSource(
+                name=SCALE_TO_ZERO_CONFIGMAP,
+                namespace=CTRL,
+                data={
+                    'llama': f'model_id: {LLAMA}\nretention_period: 20m',
+                    'qwen': f'model_id: {QWEN}\nnamespace: pd\nretention_period: 90s',
+                },
+            )
+        ],
+        settings=CoreSettings(default_retention_period=DEFAULT_RETENTION),
+        controller_namespace=CTRL,
+    )
+    assert errors == ()
+    return config
+
+
+CONFIG = make_config()
+
+
+def va(
+    name: str,
+    namespace: str,
+    *,
+    kind: str,
+    target: str,
+    model: str = LLAMA,
+    desired: int | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        'apiVersion': 'llmd.ai/v1alpha1',
+        'kind': 'VariantAutoscaling',
+        'metadata': {'name': name, 'namespace': namespace, 'resourceVersion': '7'},
+        'spec': {'scaleTargetRef': {'kind': kind, 'name': target}, 'modelID': model, **spec},
+    }
+    if desired is not None:
+        obj['status'] = {'desiredOptimizedAlloc': {'numReplicas': desired}}
+    return obj
+
+
+def key_of(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    return (obj['kind'], obj['metadata']['namespace'], obj['metadata']['name'])
+
+
+def index(*objs: Mapping[str, Any]) -> dict[tuple[str, str, str], Mapping[str, Any]]:
+    return {key_of(obj): obj for obj in objs}
+
+
+TARGETS = index(deployment(), stateful_set(), lws())
+VA_DEPLOY = va('llama-a100', 'llm', kind='Deployment', target='llama-8b-a100', maxReplicas=6)
+VA_STS = va('qwen-h100', 'pd', kind='StatefulSet', target='qwen-decode', model=QWEN)
+VA_LWS = va('llama-405b', 'llm', kind='LeaderWorkerSet', target='vllm-405b', model=LLAMA_405B)
+
+
+def pod(
+    name: str,
+    namespace: str = 'llm',
+    *,
+    labels: Mapping[str, str] | None = None,
+    owners: Sequence[tuple[str, str, bool]] = (),
+    ip: str | None = '10.1.2.3',
+    phase: str = 'Running',
+    ready: bool = True,
+    deleting: bool = False,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {'name': name, 'namespace': namespace, 'labels': dict(labels or {})}
+    if owners:
+        meta['ownerReferences'] = [
+            {'apiVersion': 'apps/v1', 'kind': k, 'name': n, 'uid': f'u-{n}', 'controller': c}
+            for k, n, c in owners
+        ]
+    if deleting:
+        meta['deletionTimestamp'] = '2025-01-01T00:00:00Z'
+    if annotations:
+        meta['annotations'] = dict(annotations)
+    status: dict[str, Any] = {
+        'phase': phase,
+        'conditions': [
+            {'type': 'PodScheduled', 'status': 'True'},
+            {'type': 'Ready', 'status': 'True' if ready else 'False'},
+        ],
+    }
+    if ip is not None:
+        status['podIP'] = ip
+    return {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': meta, 'status': status}
+
+
+def deployment_pod(
+    name: str, *, rs: str = f'llama-8b-a100-{HASH}', **kwargs: Any
+) -> dict[str, Any]:
+    labels = {'app': 'llama-8b', 'pod-template-hash': HASH, **kwargs.pop('labels', {})}
+    return pod(name, labels=labels, owners=[('ReplicaSet', rs, True)], **kwargs)
+
+
+def lws_pod(name: str, *, worker_index: str, **kwargs: Any) -> dict[str, Any]:
+    labels = {LWS_NAME: 'vllm-405b', WORKER_INDEX: worker_index}
+    sts = 'vllm-405b' if worker_index == '0' else 'vllm-405b-0'
+    return pod(name, labels=labels, owners=[('StatefulSet', sts, True)], **kwargs)
+
+
+def world(
+    *vas: Mapping[str, Any],
+    targets: Mapping[tuple[str, str, str], Mapping[str, Any]] = TARGETS,
+    pods: Sequence[Mapping[str, Any]] = (),
+) -> World:
+    return build_world(vas=list(vas), targets=targets, pods=list(pods), config=CONFIG)
+
+
+# --- VAs and targets ---------------------------------------------------------------------------
+
+
+def test_three_kinds_resolve_to_variants_and_target_refs() -> None:
+    w = world(VA_STS, VA_LWS, VA_DEPLOY)
+    assert [e.key for e in w.entries] == ['llm/llama-405b', 'llm/llama-a100', 'pd/qwen-h100']
+    assert all(e.target_problem == '' and e.target is not None for e in w.entries)
+    assert [(v.namespace, v.name) for v in w.variants] == [
+        ('llm', 'llama-405b'),
+        ('llm', 'llama-a100'),
+        ('pd', 'qwen-h100'),
+    ]
+    lws_v, deploy_v, sts_v = w.variants
+    # Deployment: spec.replicas 3, ready 2, pending 3 − 2; bounds and cost from the VA spec.
+    assert (deploy_v.current_replicas, deploy_v.ready_replicas, deploy_v.pending_replicas) == (
+        3,
+        2,
+        1,
+    )
+    assert (deploy_v.min_replicas, deploy_v.max_replicas, deploy_v.cost) == (1, 6, 10.0)
+    assert deploy_v.accelerator == 'NVIDIA-A100-SXM4-80GB'
+    assert deploy_v.model_id == LLAMA
+    assert deploy_v.desired_replicas is None
+    assert (sts_v.role, sts_v.gpus_per_replica, sts_v.model_id) == ('decode', 2, QWEN)
+    # LWS: 8 leader GPUs + 3 workers × 8.
+    assert (lws_v.gpus_per_replica, lws_v.current_replicas) == (32, 2)
+    assert w.targets == (
+        TargetRef(namespace='llm', kind='Deployment', name='llama-8b-a100', variant='llama-a100'),
+        TargetRef(namespace='llm', kind='LeaderWorkerSet', name='vllm-405b', variant='llama-405b'),
+        TargetRef(namespace='pd', kind='StatefulSet', name='qwen-decode', variant='qwen-h100'),
+    )
+    assert w.invalid == ()
+    entry = w.entries[1]
+    assert entry.obj is VA_DEPLOY
+    assert entry.va.spec.max_replicas == 6
+    assert entry.target is not None
+    assert entry.target.name == 'llama-8b-a100'
+    assert entry.variant == deploy_v
+
+
+def test_desired_replicas_come_from_the_published_status() -> None:
+    w = world(va('a', 'llm', kind='Deployment', target='llama-8b-a100', desired=4))
+    assert w.variants[0].desired_replicas == 4
+    w = world(va('a', 'llm', kind='Deployment', target='llama-8b-a100', desired=0))
+    assert w.variants[0].desired_replicas == 0
+
+
+def test_missing_target_is_a_problem_not_a_variant() -> None:
+    w = world(va('gone', 'llm', kind='Deployment', target='llama-a100'))
+    (entry,) = w.entries
+    assert entry.target is None
+    assert entry.variant is None
+    assert entry.target_problem == 'Deployment llm/llama-a100 not found'
+    assert (w.variants, w.targets, w.scopes) == ((), (), ())
+
+
+def test_target_in_another_namespace_is_not_found() -> None:
+    (entry,) = world(va('x', 'pd', kind='Deployment', target='llama-8b-a100')).entries
+    assert entry.target_problem == 'Deployment pd/llama-8b-a100 not found'
+
+
+def test_unsupported_kind_names_the_supported_ones() -> None:
+    (entry,) = world(va('rs', 'llm', kind='ReplicaSet', target='llama-8b-a100')).entries
+    assert entry.variant is None
+    assert entry.target_problem == (
+        "scaleTargetRef.kind 'ReplicaSet' is not supported "
+        '(supported: Deployment, LeaderWorkerSet, StatefulSet)'
+    )
+
+
+def test_api_version_of_another_group_is_a_problem() -> None:
+    obj = va('x', 'llm', kind='Deployment', target='llama-8b-a100')
+    obj['spec']['scaleTargetRef']['apiVersion'] = 'example.com/v1'
+    (entry,) = world(obj).entries
+    assert entry.target_problem == (
+        "scaleTargetRef.apiVersion 'example.com/v1' is not apps/v1 for Deployment"
+    )
+    obj['spec']['scaleTargetRef']['apiVersion'] = 'apps/v1'
+    assert world(obj).entries[0].target_problem == ''
+
+
+def test_accessor_problem_names_the_target() -> None:
+    broken = deployment()
+    broken['spec']['replicas'] = '3'
+    targets = index(broken)
+    (entry,) = world(VA_DEPLOY, targets=targets).entries
+    assert entry.variant is None
+    assert entry.target_problem.startswith('Deployment llm/llama-8b-a100: spec.replicas:')
+    assert "'3'" in entry.target_problem
+    assert '\n' not in entry.target_problem
+
+
+def test_target_cached_without_kind_and_api_version_is_read() -> None:
+    bare = deployment()
+    del bare['kind'], bare['apiVersion'], bare['metadata']['namespace']
+    (entry,) = world(VA_DEPLOY, targets={('Deployment', 'llm', 'llama-8b-a100'): bare}).entries
+    assert entry.target_problem == ''
+    assert entry.target is not None
+    assert entry.target.kind == 'Deployment'
+    assert entry.variant is not None
+    assert entry.variant.namespace == 'llm'
+    assert world(VA_DEPLOY, targets={('Deployment', 'llm', 'llama-8b-a100'): bare}).targets == (
+        TargetRef(namespace='llm', kind='Deployment', name='llama-8b-a100', variant='llama-a100'),
+    )
+
+
+def test_invalid_vas_are_listed_with_their_reason() -> None:
+    bad_bounds = va('b', 'llm', kind='Deployment', target='x', minReplicas=5, maxReplicas=2)
+    no_spec = {
+        'apiVersion': 'llmd.ai/v1alpha1',
+        'kind': 'VariantAutoscaling',
+        'metadata': {'name': 'a', 'namespace': 'llm'},
+    }
+    nameless = va('', 'llm', kind='Deployment', target='llama-8b-a100')
+    w = world(bad_bounds, VA_DEPLOY, no_spec, nameless)
+    assert [e.key for e in w.entries] == ['llm/llama-a100']
+    assert [(p.namespace, p.name) for _, p in w.invalid] == [
+        ('llm', ''),
+        ('llm', 'a'),
+        ('llm', 'b'),
+    ]
+    objs = [obj for obj, _ in w.invalid]
+    assert objs == [nameless, no_spec, bad_bounds]
+    messages = [p.message for _, p in w.invalid]
+    assert messages[0] == 'metadata.name: missing'
+    assert messages[1].startswith('spec:')
+    assert 'minReplicas' in messages[2]
+
+
+def test_non_mapping_va_is_invalid_not_fatal() -> None:
+    odd: list[Any] = [[1, 2], None]
+    w = build_world(vas=odd, targets=TARGETS, pods=[], config=CONFIG)
+    assert w.entries == ()
+    assert len(w.invalid) == 1  # both land on the same (nameless) key; one is kept
+    assert isinstance(w.invalid[0][1], crd.InvalidObject)
+
+
+def test_duplicate_va_keys_keep_one_whatever_the_order() -> None:
+    other = copy.deepcopy(VA_DEPLOY)
+    other['spec']['maxReplicas'] = 9
+    first = world(VA_DEPLOY, other)
+    second = world(other, VA_DEPLOY)
+    assert first == second
+    assert len(first.entries) == 1
+
+
+def test_scopes_one_per_model_group_with_its_retention() -> None:
+    a100 = va('llama-a100', 'llm', kind='Deployment', target='llama-8b-a100')
+    also_llama = va('llama-big', 'llm', kind='LeaderWorkerSet', target='vllm-405b')
+    qwen = va('qwen', 'pd', kind='StatefulSet', target='qwen-decode', model=QWEN)
+    other = va('zzz', 'pd', kind='StatefulSet', target='qwen-decode', model='other/model')
+    unresolved = va('gone', 'llm', kind='Deployment', target='nope', model='never/read')
+    w = world(qwen, other, a100, also_llama, unresolved)
+    assert w.scopes == (
+        ModelScope(model_id=LLAMA, namespace='llm', retention_period=1200.0),
+        ModelScope(model_id=QWEN, namespace='pd', retention_period=90.0),
+        ModelScope(model_id='other/model', namespace='pd', retention_period=DEFAULT_RETENTION),
+    )
+
+
+# --- pods --------------------------------------------------------------------------------------
+
+
+def test_pod_info_finds_the_deployment_through_the_template_hash() -> None:
+    info = pod_info(deployment_pod('llama-8b-a100-7c9f5d-abcde'))
+    assert info == PodInfo(
+        namespace='llm',
+        name='llama-8b-a100-7c9f5d-abcde',
+        labels=(('app', 'llama-8b'), ('pod-template-hash', HASH)),
+        owners=(('ReplicaSet', f'llama-8b-a100-{HASH}'), ('Deployment', 'llama-8b-a100')),
+        ready=True,
+    )
+
+
+@pytest.mark.parametrize(
+    'rs',
+    [
+        'llama-8b-a100-other',  # the hash label does not match the suffix
+        HASH,  # nothing before the hash
+        f'-{HASH}',  # an empty Deployment name
+    ],
+)
+def test_replica_set_without_matching_hash_gives_no_deployment(rs: str) -> None:
+    info = pod_info(deployment_pod('p', rs=rs))
+    assert info is not None
+    assert info.owners == (('ReplicaSet', rs),)
+
+
+def test_replica_set_without_hash_label_gives_no_deployment() -> None:
+    info = pod_info(pod('p', owners=[('ReplicaSet', f'llama-{HASH}', True)]))
+    assert info is not None
+    assert info.owners == (('ReplicaSet', f'llama-{HASH}'),)
+
+
+def test_pod_info_lws_leader_worker_and_bare_label() -> None:
+    leader = pod_info(lws_pod('vllm-405b-0', worker_index='0'))
+    assert leader is not None
+    assert leader.owners == (('StatefulSet', 'vllm-405b'), ('LeaderWorkerSet', 'vllm-405b'))
+    worker = pod_info(lws_pod('vllm-405b-0-1', worker_index='1'))
+    assert worker is not None
+    assert worker.owners == (('StatefulSet', 'vllm-405b-0'), ('LeaderWorkerSet', 'vllm-405b'))
+    bare = pod_info(pod('lonely', labels={LWS_NAME: 'vllm-405b'}))
+    assert bare is not None
+    assert bare.owners == (('LeaderWorkerSet', 'vllm-405b'),)
+    plain_sts = pod_info(pod('qwen-decode-0', 'pd', owners=[('StatefulSet', 'qwen-decode', True)]))
+    assert plain_sts is not None
+    assert plain_sts.owners == (('StatefulSet', 'qwen-decode'),)
+
+
+def test_controller_owner_comes_first() -> None:
+    info = pod_info(
+        pod('p', owners=[('ConfigMap', 'aside', False), ('StatefulSet', 'qwen-decode', True)])
+    )
+    assert info is not None
+    assert info.owners == (('StatefulSet', 'qwen-decode'), ('ConfigMap', 'aside'))
+
+
+@pytest.mark.parametrize(
+    ('changes', 'ready'),
+    [
+        ({}, True),
+        ({'phase': 'Pending'}, False),
+        ({'ready': False}, False),
+        ({'deleting': True}, False),
+        ({'phase': 'Succeeded'}, False),
+    ],
+)
+def test_readiness(changes: dict[str, Any], ready: bool) -> None:
+    info = pod_info(pod('p', **changes))
+    assert info is not None
+    assert info.ready is ready
+
+
+def test_pod_without_conditions_is_not_ready() -> None:
+    obj = pod('p')
+    del obj['status']['conditions']
+    info = pod_info(obj)
+    assert info is not None
+    assert info.ready is False
+
+
+@pytest.mark.parametrize(
+    'obj',
+    [
+        {},
+        {'metadata': None},
+        {'metadata': {'name': 'p'}},
+        {'metadata': {'namespace': 'ns'}},
+        {'metadata': {'name': 3, 'namespace': 'ns'}},
+        'not an object',
+        None,
+    ],
+)
+def test_pod_info_needs_namespace_and_name(obj: Any) -> None:
+    assert pod_info(obj) is None
+
+
+def test_pod_info_skips_odd_fields() -> None:
+    obj: dict[str, Any] = {
+        'metadata': {
+            'name': 'p',
+            'namespace': 'ns',
+            'labels': {'good': 'yes', 'number': 3, 7: 'x'},
+            'ownerReferences': [
+                'junk',
+                {'kind': 'StatefulSet'},
+                {'kind': 5, 'name': 'x'},
+                {'kind': 'StatefulSet', 'name': 's', 'controller': 'yes'},
+            ],
+        },
+        'status': {'phase': 'Running', 'conditions': 'nope'},
+    }
+    info = pod_info(obj)
+    assert info == PodInfo(
+        namespace='ns',
+        name='p',
+        labels=(('good', 'yes'),),
+        owners=(('StatefulSet', 's'),),
+        ready=False,
+    )
+    obj['metadata']['ownerReferences'] = {'kind': 'StatefulSet'}
+    obj['metadata']['labels'] = ['a']
+    obj['status'] = 'broken'
+    assert pod_info(obj) == PodInfo(namespace='ns', name='p', ready=False)
+
+
+def test_world_pods_are_sorted_and_unique() -> None:
+    pods = [pod('b'), pod('a', 'pd'), pod('a'), {'metadata': {}}, pod('b', ready=False)]
+    w = world(pods=pods)
+    assert [(p.namespace, p.name) for p in w.pods] == [('llm', 'a'), ('llm', 'b'), ('pd', 'a')]
+    # Of the two 'b', the one attribution would pick (ready False sorts first).
+    assert w.pods[1].ready is False
+
+
+# --- scrape targets ----------------------------------------------------------------------------
+
+
+def vllm(pod_name: str, url: str, model: str = LLAMA, namespace: str = 'llm') -> ScrapeTarget:
+    return ScrapeTarget(namespace, pod_name, url, kind='vllm', model_name=model)
+
+
+def test_scrape_targets_follow_attribution() -> None:
+    pods = [
+        deployment_pod('d1', ip='10.0.0.1'),
+        lws_pod('vllm-405b-0', worker_index='0', ip='10.0.0.2'),
+        lws_pod('vllm-405b-0-1', worker_index='1', ip='10.0.0.3'),  # worker: skipped
+        pod('q-0', 'pd', owners=[('StatefulSet', 'qwen-decode', True)], ip='10.0.0.4'),
+        # The variant label names the variant directly, even without owners.
+        pod('labelled', labels={'llm-d.ai/variant': 'llama-a100'}, ip='10.0.0.5'),
+        pod('stranger', owners=[('StatefulSet', 'unknown', True)], ip='10.0.0.6'),
+        pod('orphan', ip='10.0.0.7'),
+        pod('bad-label', labels={'llm-d.ai/variant': 'nope'}, ip='10.0.0.8'),
+    ]
+    w = world(VA_DEPLOY, VA_STS, VA_LWS, pods=pods)
+    assert scrape_targets(world=w, pods=pods) == (
+        vllm('d1', 'http://10.0.0.1:8000/metrics'),
+        vllm('labelled', 'http://10.0.0.5:8000/metrics'),
+        vllm('vllm-405b-0', 'http://10.0.0.2:8000/metrics', model=LLAMA_405B),
+        vllm('q-0', 'http://10.0.0.4:8000/metrics', model=QWEN, namespace='pd'),
+    )
+
+
+def test_scrape_targets_skip_pods_not_to_scrape() -> None:
+    pods = [
+        deployment_pod('no-ip', ip=None),
+        deployment_pod('bad-ip', ip='not-an-ip'),
+        deployment_pod('deleting', deleting=True),
+        deployment_pod('failed', phase='Failed'),
+        deployment_pod('done', phase='Succeeded'),
+        deployment_pod('pending', phase='Pending', ready=False),  # starting: scraped
+    ]
+    w = world(VA_DEPLOY, pods=pods)
+    assert scrape_targets(world=w, pods=pods) == (vllm('pending', 'http://10.1.2.3:8000/metrics'),)
+
+
+def test_scrape_targets_of_unresolved_variants_are_skipped() -> None:
+    pods = [deployment_pod('d1')]
+    w = world(va('llama-a100', 'llm', kind='Deployment', target='gone'), pods=pods)
+    assert scrape_targets(world=w, pods=pods) == ()
+
+
+@pytest.mark.parametrize(
+    ('annotations', 'url'),
+    [
+        ({}, 'http://10.1.2.3:8000/metrics'),
+        ({'prometheus.io/port': '8080'}, 'http://10.1.2.3:8080/metrics'),
+        ({'prometheus.io/port': ' 9000 '}, 'http://10.1.2.3:9000/metrics'),
+        ({'prometheus.io/port': '65535'}, 'http://10.1.2.3:65535/metrics'),
+        ({'prometheus.io/port': '0'}, 'http://10.1.2.3:8000/metrics'),
+        ({'prometheus.io/port': '65536'}, 'http://10.1.2.3:8000/metrics'),
+        ({'prometheus.io/port': 'http'}, 'http://10.1.2.3:8000/metrics'),
+        ({'prometheus.io/port': '-1'}, 'http://10.1.2.3:8000/metrics'),
+        ({'prometheus.io/port': '٣'}, 'http://10.1.2.3:8000/metrics'),
+        ({'prometheus.io/path': '/vllm/metrics'}, 'http://10.1.2.3:8000/vllm/metrics'),
+        ({'prometheus.io/path': 'metrics'}, 'http://10.1.2.3:8000/metrics'),
+        ({'prometheus.io/path': '/a b'}, 'http://10.1.2.3:8000/metrics'),
+        ({'prometheus.io/path': ''}, 'http://10.1.2.3:8000/metrics'),
+    ],
+)
+def test_scrape_annotations(annotations: dict[str, str], url: str) -> None:
+    pods = [deployment_pod('d1', annotations=annotations)]
+    w = world(VA_DEPLOY, pods=pods)
+    assert scrape_targets(world=w, pods=pods) == (vllm('d1', url),)
+
+
+def test_scrape_defaults_and_ipv6() -> None:
+    pods = [deployment_pod('d1', ip='fd00::5')]
+    w = world(VA_DEPLOY, pods=pods)
+    assert scrape_targets(world=w, pods=pods, port=9100, path='/m') == (
+        vllm('d1', 'http://[fd00::5]:9100/m'),
+    )
+
+
+def test_non_string_annotations_fall_back_to_defaults() -> None:
+    obj = deployment_pod('d1')
+    obj['metadata']['annotations'] = {'prometheus.io/port': 8080, 'prometheus.io/path': None}
+    w = world(VA_DEPLOY, pods=[obj])
+    assert scrape_targets(world=w, pods=[obj]) == (vllm('d1', 'http://10.1.2.3:8000/metrics'),)
+
+
+# --- EPP ---------------------------------------------------------------------------------------
+
+EPP_LABELS = {'app': 'epp', 'inferencepool': 'llama'}
+
+
+def test_epp_targets_select_by_labels_in_any_namespace() -> None:
+    pods = [
+        pod('epp-b', 'gw', labels=EPP_LABELS, ip='10.9.0.2'),
+        pod(
+            'epp-a',
+            'llm',
+            labels={**EPP_LABELS, 'extra': 'x'},
+            ip='10.9.0.1',
+            annotations={'prometheus.io/port': '9191'},
+        ),
+        pod('other-pool', 'gw', labels={'app': 'epp', 'inferencepool': 'qwen'}, ip='10.9.0.3'),
+        pod('no-ip', 'gw', labels=EPP_LABELS, ip=None),
+        pod('going', 'gw', labels=EPP_LABELS, deleting=True),
+        deployment_pod('vllm'),
+    ]
+    assert epp_targets(pods=pods, selector=EPP_LABELS) == (
+        ScrapeTarget('gw', 'epp-b', 'http://10.9.0.2:9090/metrics', kind='epp', model_name=''),
+        ScrapeTarget('llm', 'epp-a', 'http://10.9.0.1:9191/metrics', kind='epp', model_name=''),
+    )
+    assert epp_targets(pods=pods, selector={'app': 'epp'}, port=1, path='/x')[0].url == (
+        'http://10.9.0.2:1/x'
+    )
+
+
+def test_empty_epp_selector_selects_nothing() -> None:
+    assert epp_targets(pods=[pod('any', labels=EPP_LABELS)], selector={}) == ()
+
+
+def test_epp_targets_skip_odd_objects() -> None:
+    pods: list[Any] = [None, 'x', {'metadata': {'labels': EPP_LABELS}}]
+    assert epp_targets(pods=pods, selector=EPP_LABELS) == ()
+
+
+@pytest.mark.parametrize(
+    ('text', 'expected'),
+    [
+        ('', {}),
+        ('  ', {}),
+        ('app=epp', {'app': 'epp'}),
+        ('app=epp,inferencepool=llama', {'app': 'epp', 'inferencepool': 'llama'}),
+        (' app = epp , tier==gw ', {'app': 'epp', 'tier': 'gw'}),
+        ('llm-d.ai/role=decode', {'llm-d.ai/role': 'decode'}),
+        ('empty=', {'empty': ''}),
+        ('a=b,a=b', {'a': 'b'}),
+    ],
+)
+def test_parse_selector(text: str, expected: dict[str, str]) -> None:
+    assert parse_selector(text) == expected
+
+
+@pytest.mark.parametrize(
+    'text',
+    [
+        'app',
+        'app!=epp',
+        'app in (a,b)',
+        '!app',
+        'a=b,',
+        '=b',
+        'a=b=c',
+        'a=b,a=c',
+        'bad key=x',
+        'a=' + 'x' * 64,
+        'Upper.Case/name=x',
+        'a=-leading',
+    ],
+)
+def test_parse_selector_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match='selector'):
+        parse_selector(text)
+
+
+# --- properties --------------------------------------------------------------------------------
+
+ALL_VAS = [
+    VA_DEPLOY,
+    VA_STS,
+    VA_LWS,
+    va('gone', 'llm', kind='Deployment', target='nope'),
+    va('rs', 'llm', kind='ReplicaSet', target='x'),
+    va('bad', 'llm', kind='Deployment', target='x', minReplicas=3, maxReplicas=1),
+    {**copy.deepcopy(VA_DEPLOY), 'spec': {**VA_DEPLOY['spec'], 'maxReplicas': 4}},  # duplicate
+]
+ALL_PODS = [
+    deployment_pod('d1', ip='10.0.0.1'),
+    deployment_pod('d1', ip='10.0.0.9', ready=False),  # duplicate key
+    lws_pod('vllm-405b-0', worker_index='0', ip='10.0.0.2'),
+    lws_pod('vllm-405b-0-1', worker_index='1', ip='10.0.0.3'),
+    pod('q-0', 'pd', owners=[('StatefulSet', 'qwen-decode', True)], ip='10.0.0.4'),
+    pod('labelled', labels={'llm-d.ai/variant': 'qwen-h100'}, ip='10.0.0.5'),
+    {'metadata': {'name': 'x'}},
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    vas=st.permutations(ALL_VAS),
+    pods=st.permutations(ALL_PODS),
+    target_order=st.permutations(sorted(TARGETS)),
+)
+def test_shuffled_inputs_give_an_equal_world(
+    vas: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    target_order: list[tuple[str, str, str]],
+) -> None:
+    reference = build_world(vas=ALL_VAS, targets=TARGETS, pods=ALL_PODS, config=CONFIG)
+    targets = {key: TARGETS[key] for key in target_order}
+    shuffled = build_world(vas=vas, targets=targets, pods=pods, config=CONFIG)
+    assert shuffled == reference
+    assert scrape_targets(world=shuffled, pods=pods) == scrape_targets(
+        world=reference, pods=ALL_PODS
+    )
+    assert len(reference.entries) == 5
+    assert len(reference.invalid) == 1
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@st.composite
+def odd_object(draw: st.DrawFn, *, base: Mapping[str, Any]) -> Any:
+    """A real object with some fields replaced by arbitrary JSON."""
+    if draw(st.booleans()):
+        return draw(JSON)
+    obj = copy.deepcopy(dict(base))
+    for path in draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    ('metadata',),
+                    ('metadata', 'labels'),
+                    ('metadata', 'ownerReferences'),
+                    ('metadata', 'annotations'),
+                    ('metadata', 'name'),
+                    ('status',),
+                    ('status', 'podIP'),
+                    ('status', 'conditions'),
+                    ('spec',),
+                    ('spec', 'scaleTargetRef'),
+                ]
+            ),
+            max_size=3,
+        )
+    ):
+        node: Any = obj
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node[path[-1]] = draw(JSON)
+    return obj
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    vas=st.lists(odd_object(base=VA_DEPLOY), max_size=3),
+    pods=st.lists(odd_object(base=deployment_pod('d1')), max_size=4),
+)
+def test_odd_objects_never_raise(vas: list[Any], pods: list[Any]) -> None:
+    w = build_world(vas=vas, targets=TARGETS, pods=pods, config=CONFIG)
+    assert len(w.entries) + len(w.invalid) <= len(vas)
+    found = scrape_targets(world=w, pods=pods)
+    assert all(t.url.startswith('http://') for t in found)
+    assert all(t.kind == 'epp' for t in epp_targets(pods=pods, selector={'app': 'llama-8b'}))

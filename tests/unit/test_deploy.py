@@ -1,0 +1,813 @@
+"""The install manifests (deploy/), the container image recipe, and the VA printer columns.
+
+Every kustomization under deploy/ is rendered once per module with `kubectl kustomize`; every
+rendered object is validated in one kubernetes-validate run (Kubernetes 1.34, strict) except the
+kinds it has no schema for, which are checked here instead (see SCHEMALESS). The RBAC tests pin
+every permission the controller gets. The printer-column tests run kubectl against the fake
+apiserver, which renders Tables from the CRD in deploy/base/crds (tests/fakeapi/table.py).
+Skipped without kubectl on PATH (CI machines have one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llmscaler.config.build import build_config
+from llmscaler.config.configmaps import (
+    QUEUEING_CONFIGMAP,
+    SATURATION_CONFIGMAP,
+    SCALE_TO_ZERO_CONFIGMAP,
+    ConfigMapSource,
+)
+from llmscaler.config.types import CoreSettings, SaturationConfig, ScaleToZeroConfig
+from llmscaler.kube.crd import InvalidObject, parse_va
+from llmscaler.kube.targets import ScaleTarget, accessor
+from llmscaler.vllm_args import parse_engine_args_report
+from tests.fakeapi import FakeAPI
+from tests.fakeapi.resources import by_kind
+from tests.fakeapi.table import compile_jsonpath, human_duration, negotiate, printer_columns
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+NS = 'llmscaler-system'
+SA = 'llmscaler-controller'
+LEASE = '72dd1cf1.llm-d.ai'
+KUSTOMIZATIONS = (
+    'deploy',
+    'deploy/base',
+    'deploy/samples',
+    'deploy/samples/hpa',
+    'deploy/overlays/metrics-actuation',
+    'deploy/overlays/no-prometheus-operator',
+)
+# Kinds kubernetes-validate has no schema for (it would only warn), checked by other tests:
+SCHEMALESS = {
+    # parse_va, the controller's own reader (test_samples_variantautoscalings_parse).
+    'VariantAutoscaling',
+    # the controller's scale-target accessor (test_sample_lws_variant).
+    'LeaderWorkerSet',
+    # Prometheus Operator kinds: their selectors and ports (test_metrics_scraping_wiring,
+    # test_podmonitor_scrapes_every_variant).
+    'ServiceMonitor',
+    'PodMonitor',
+}
+Doc = dict[str, Any]
+
+needs_kubectl = pytest.mark.skipif(shutil.which('kubectl') is None, reason='kubectl not on PATH')
+
+
+@pytest.fixture(scope='module')
+def renders() -> dict[str, list[Doc]]:
+    if shutil.which('kubectl') is None:
+        pytest.skip('kubectl not on PATH')
+    out: dict[str, list[Doc]] = {}
+    for path in KUSTOMIZATIONS:
+        run = subprocess.run(
+            ['kubectl', 'kustomize', str(ROOT / path)], capture_output=True, text=True, timeout=60
+        )
+        assert run.returncode == 0, run.stderr
+        out[path] = [d for d in yaml.safe_load_all(run.stdout) if d]
+    return out
+
+
+def one(docs: list[Doc], kind: str, name: str) -> Doc:
+    [found] = [d for d in docs if d['kind'] == kind and d['metadata']['name'] == name]
+    return found
+
+
+def of_kind(docs: list[Doc], kind: str) -> list[Doc]:
+    return sorted((d for d in docs if d['kind'] == kind), key=lambda d: d['metadata']['name'])
+
+
+def controller(renders: dict[str, list[Doc]]) -> Doc:
+    return one(renders['deploy'], 'Deployment', 'llmscaler-controller')
+
+
+# -- rendering and schema validation ----------------------------------------------------------
+
+
+def test_every_manifest_validates(renders: dict[str, list[Doc]], tmp_path: Path) -> None:
+    files: list[Path] = []
+    for path, docs in renders.items():
+        for index, doc in enumerate(docs):
+            if doc['kind'] in SCHEMALESS:
+                continue
+            name = f'{path.replace("/", "_")}-{index:02d}-{doc["kind"]}.yaml'
+            files.append(tmp_path / name)
+            files[-1].write_text(yaml.safe_dump(doc), encoding='utf-8')
+    tool = BIN / 'kubernetes-validate'
+    run = subprocess.run(
+        [str(tool), '-k', '1.34.0', '--strict', *map(str, files)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    problems = [line for line in (run.stdout + run.stderr).splitlines() if 'INFO' not in line]
+    assert run.returncode == 0, problems
+    assert problems == []
+    passed = {line.split()[1] for line in run.stdout.splitlines() if ' passed for ' in line}
+    assert passed == {str(f) for f in files}, run.stdout
+    assert len(files) > 50
+
+
+def test_top_level_kustomization_renders_base(renders: dict[str, list[Doc]]) -> None:
+    assert renders['deploy'] == renders['deploy/base']
+    names = sorted((d['kind'], d['metadata']['name']) for d in renders['deploy'])
+    assert names == [
+        ('ClusterRole', 'llmscaler-controller'),
+        ('ClusterRole', 'llmscaler-variantautoscaling-editor'),
+        ('ClusterRole', 'llmscaler-variantautoscaling-viewer'),
+        ('ClusterRoleBinding', 'llmscaler-controller'),
+        ('ConfigMap', 'wva-model-scale-to-zero-config'),
+        ('ConfigMap', 'wva-saturation-scaling-config'),
+        ('CustomResourceDefinition', 'variantautoscalings.llmd.ai'),
+        ('Deployment', 'llmscaler-controller'),
+        ('Namespace', NS),
+        ('PodDisruptionBudget', 'llmscaler-controller'),
+        ('Role', 'llmscaler-leader-election'),
+        ('RoleBinding', 'llmscaler-leader-election'),
+        ('Service', 'llmscaler-controller-metrics'),
+        ('ServiceAccount', SA),
+        ('ServiceMonitor', 'llmscaler-controller'),
+    ]
+    cluster_scoped = {'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Namespace'}
+    for doc in renders['deploy']:
+        expected = None if doc['kind'] in cluster_scoped else NS
+        assert doc['metadata'].get('namespace') == expected, doc['metadata']
+
+
+def test_shipped_crd_is_the_source_file(renders: dict[str, list[Doc]]) -> None:
+    source = yaml.safe_load(
+        (ROOT / 'deploy/base/crds/llmd.ai_variantautoscalings.yaml').read_text()
+    )
+    crd = one(renders['deploy'], 'CustomResourceDefinition', 'variantautoscalings.llmd.ai')
+    assert crd['spec'] == source['spec']
+
+
+# -- RBAC -------------------------------------------------------------------------------------
+
+Grant = tuple[str, str, str, str | None]
+
+
+def grants(role: Doc) -> set[Grant]:
+    out: set[Grant] = set()
+    for rule in role['rules']:
+        assert 'nonResourceURLs' not in rule
+        names = rule.get('resourceNames') or [None]
+        for group in rule['apiGroups']:
+            for resource in rule['resources']:
+                for verb in rule['verbs']:
+                    out.update((group, resource, verb, name) for name in names)
+    return out
+
+
+def reads(group: str, *resources: str) -> set[Grant]:
+    return {(group, r, v, None) for r in resources for v in ('get', 'list', 'watch')}
+
+
+def scale_writes(group: str, *resources: str) -> set[Grant]:
+    return {(group, f'{r}/scale', v, None) for r in resources for v in ('get', 'patch', 'update')}
+
+
+CONTROLLER_GRANTS = (
+    reads('llmd.ai', 'variantautoscalings')
+    | {('llmd.ai', 'variantautoscalings/status', 'patch', None)}
+    | reads('apps', 'deployments', 'statefulsets')
+    | scale_writes('apps', 'deployments', 'statefulsets')
+    | reads('leaderworkerset.x-k8s.io', 'leaderworkersets')
+    | scale_writes('leaderworkerset.x-k8s.io', 'leaderworkersets')
+    | reads('', 'pods', 'configmaps')
+    | {('events.k8s.io', 'events', 'create', None), ('events.k8s.io', 'events', 'patch', None)}
+)
+
+
+def test_no_wildcards_anywhere(renders: dict[str, list[Doc]]) -> None:
+    roles = [d for docs in renders.values() for d in docs if d['kind'] in ('Role', 'ClusterRole')]
+    assert len(roles) >= 4
+    for role in roles:
+        for group, resource, verb, name in grants(role):
+            assert '*' not in f'{group} {resource} {verb} {name}', role['metadata']
+
+
+def test_controller_cluster_role_grants_exactly_what_it_uses(
+    renders: dict[str, list[Doc]],
+) -> None:
+    granted = grants(one(renders['deploy'], 'ClusterRole', 'llmscaler-controller'))
+    assert granted == CONTROLLER_GRANTS
+    # Scale targets change only through /scale, never by writing the object itself.
+    for kind in ('deployments', 'statefulsets', 'leaderworkersets'):
+        main_verbs = {v for _, r, v, _ in granted if r == kind}
+        assert main_verbs == {'get', 'list', 'watch'}
+    assert not {v for _, r, v, _ in granted if r == 'variantautoscalings'} - {
+        'get',
+        'list',
+        'watch',
+    }
+
+
+def test_leader_election_role_is_one_lease_in_the_controller_namespace(
+    renders: dict[str, list[Doc]],
+) -> None:
+    role = one(renders['deploy'], 'Role', 'llmscaler-leader-election')
+    assert role['metadata']['namespace'] == NS
+    lease = ('coordination.k8s.io', 'leases')
+    assert grants(role) == {
+        (*lease, 'create', None),
+        (*lease, 'get', LEASE),
+        (*lease, 'update', LEASE),
+    }
+
+
+def test_controller_service_account_has_only_its_two_roles(renders: dict[str, list[Doc]]) -> None:
+    docs = renders['deploy']
+    one(docs, 'ServiceAccount', SA)
+    bound = set()
+    for binding in of_kind(docs, 'ClusterRoleBinding') + of_kind(docs, 'RoleBinding'):
+        subjects = {(s['kind'], s.get('namespace'), s['name']) for s in binding['subjects']}
+        assert subjects == {('ServiceAccount', NS, SA)}
+        ref = binding['roleRef']
+        one(docs, ref['kind'], ref['name'])
+        bound.add((binding['kind'], ref['kind'], ref['name']))
+    assert bound == {
+        ('ClusterRoleBinding', 'ClusterRole', 'llmscaler-controller'),
+        ('RoleBinding', 'Role', 'llmscaler-leader-election'),
+    }
+    assert controller(renders)['spec']['template']['spec']['serviceAccountName'] == SA
+
+
+def test_user_roles_only_cover_variantautoscalings(renders: dict[str, list[Doc]]) -> None:
+    docs = renders['deploy']
+    editor = grants(one(docs, 'ClusterRole', 'llmscaler-variantautoscaling-editor'))
+    viewer = grants(one(docs, 'ClusterRole', 'llmscaler-variantautoscaling-viewer'))
+    assert {(g, r.split('/')[0]) for g, r, _, _ in editor | viewer} == {
+        ('llmd.ai', 'variantautoscalings')
+    }
+    assert {v for _, _, v, _ in viewer} == {'get', 'list', 'watch'}
+    assert {v for _, r, v, _ in editor if r.endswith('/status')} == {'get'}
+
+
+# -- the controller Deployment ----------------------------------------------------------------
+
+
+def container(deployment: Doc) -> Doc:
+    [only] = deployment['spec']['template']['spec']['containers']
+    assert isinstance(only, dict)
+    return only
+
+
+def env_of(deployment: Doc) -> dict[str, Any]:
+    return {e['name']: e.get('value', e.get('valueFrom')) for e in container(deployment)['env']}
+
+
+def test_controller_runs_two_replicas_with_leader_election(renders: dict[str, list[Doc]]) -> None:
+    deployment = controller(renders)
+    assert deployment['spec']['replicas'] == 2
+    c = container(deployment)
+    assert c['image'] == 'ghcr.io/llmscaler/llmscaler:0.1.0'
+    assert '--leader-elect' in c['args']
+    assert '--metrics-bind-address=:8080' in c['args']
+    assert '--health-probe-bind-address=:8081' in c['args']
+    env = env_of(deployment)
+    assert env['POD_NAMESPACE'] == {'fieldRef': {'fieldPath': 'metadata.namespace'}}
+    assert env['POD_NAME'] == {'fieldRef': {'fieldPath': 'metadata.name'}}
+    assert env['ACTUATION_MODE'] == 'direct'
+    assert env['METRICS_SOURCE'] in ('prometheus', 'pods')
+    assert re.fullmatch(r'https?://[a-z0-9.-]+(:\d+)?', env['PROMETHEUS_BASE_URL'])
+
+
+def test_controller_probes_ports_and_resources(renders: dict[str, list[Doc]]) -> None:
+    c = container(controller(renders))
+    ports = {p['name']: p['containerPort'] for p in c['ports']}
+    assert ports == {'metrics': 8080, 'health': 8081}
+    assert c['livenessProbe']['httpGet'] == {'path': '/healthz', 'port': 'health'}
+    assert c['readinessProbe']['httpGet'] == {'path': '/readyz', 'port': 'health'}
+    units = {'m': 0.001, 'Mi': 2**20, 'Gi': 2**30, '': 1}
+
+    def amount(text: str) -> float:
+        number, unit = re.fullmatch(r'(\d+)(m|Mi|Gi|)', text).groups()  # type: ignore[union-attr]
+        return int(number) * units[unit]
+
+    for resource in ('cpu', 'memory'):
+        request = amount(c['resources']['requests'][resource])
+        assert 0 < request <= amount(c['resources']['limits'][resource])
+
+
+def test_controller_security_posture(renders: dict[str, list[Doc]]) -> None:
+    pod = controller(renders)['spec']['template']['spec']
+    c = container(controller(renders))
+    assert pod['securityContext']['runAsNonRoot'] is True
+    assert pod['securityContext']['runAsUser'] == dockerfile_uid()
+    assert pod['securityContext']['seccompProfile'] == {'type': 'RuntimeDefault'}
+    assert c['securityContext'] == {
+        'allowPrivilegeEscalation': False,
+        'readOnlyRootFilesystem': True,
+        'runAsNonRoot': True,
+        'capabilities': {'drop': ['ALL']},
+        'seccompProfile': {'type': 'RuntimeDefault'},
+    }
+    # The only writable place is an emptyDir on /tmp, where HOME and caches point.
+    assert c['volumeMounts'] == [{'name': 'tmp', 'mountPath': '/tmp'}]
+    assert 'emptyDir' in one_volume(pod, 'tmp')
+    env = env_of(controller(renders))
+    assert env['HOME'] == '/tmp'
+    assert env['MPLCONFIGDIR'].startswith('/tmp/')
+    namespace = one(renders['deploy'], 'Namespace', NS)
+    assert namespace['metadata']['labels']['pod-security.kubernetes.io/enforce'] == 'restricted'
+
+
+def one_volume(pod: Doc, name: str) -> Doc:
+    [volume] = [v for v in pod['volumes'] if v['name'] == name]
+    assert isinstance(volume, dict)
+    return volume
+
+
+def test_metrics_scraping_wiring(renders: dict[str, list[Doc]]) -> None:
+    docs = renders['deploy']
+    pod_labels = controller(renders)['spec']['template']['metadata']['labels']
+    selector = controller(renders)['spec']['selector']['matchLabels']
+    service = one(docs, 'Service', 'llmscaler-controller-metrics')
+    pdb = one(docs, 'PodDisruptionBudget', 'llmscaler-controller')
+    monitor = one(docs, 'ServiceMonitor', 'llmscaler-controller')
+    for labels in (selector, service['spec']['selector'], pdb['spec']['selector']['matchLabels']):
+        assert labels.items() <= pod_labels.items()
+    assert service['spec']['ports'] == [
+        {'name': 'metrics', 'port': 8080, 'targetPort': 'metrics', 'protocol': 'TCP'}
+    ]
+    assert (
+        monitor['spec']['selector']['matchLabels'].items() <= service['metadata']['labels'].items()
+    )
+    assert [e['port'] for e in monitor['spec']['endpoints']] == ['metrics']
+    assert pdb['spec']['maxUnavailable'] == 1
+
+
+# -- the default ConfigMaps -------------------------------------------------------------------
+
+
+def test_default_configmaps_load_as_the_wva_defaults(renders: dict[str, list[Doc]]) -> None:
+    maps = of_kind(renders['deploy'], 'ConfigMap')
+    assert [m['metadata']['name'] for m in maps] == [SCALE_TO_ZERO_CONFIGMAP, SATURATION_CONFIGMAP]
+    assert QUEUEING_CONFIGMAP not in {m['metadata']['name'] for m in maps}
+    for cm in maps:
+        assert cm['metadata']['labels']['app.kubernetes.io/name'] == 'workload-variant-autoscaler'
+    sources = [
+        ConfigMapSource(name=m['metadata']['name'], namespace=NS, data=m['data']) for m in maps
+    ]
+    config, errors = build_config(
+        configmaps=sources, settings=CoreSettings(), controller_namespace=NS
+    )
+    assert errors == ()
+    assert config.default.saturation == SaturationConfig()
+    assert config.default.scale_to_zero == ScaleToZeroConfig(enabled=False, retention_period=600.0)
+    assert config.default.queueing is None
+    # Every default field is written out explicitly, not inherited from the built-in defaults.
+    written = yaml.safe_load(one(maps, 'ConfigMap', SATURATION_CONFIGMAP)['data']['default'])
+    assert set(written) >= {'kvCacheThreshold', 'queueLengthThreshold', 'scaleUpThreshold'}
+
+
+# -- samples ----------------------------------------------------------------------------------
+
+
+def targets_by_name(docs: list[Doc]) -> dict[tuple[str, str], ScaleTarget]:
+    out = {}
+    for doc in docs:
+        if doc['kind'] in ('Deployment', 'LeaderWorkerSet'):
+            target = accessor(doc)
+            assert isinstance(target, ScaleTarget), target
+            out[(target.kind, target.name)] = target
+    return out
+
+
+def test_samples_variantautoscalings_parse(renders: dict[str, list[Doc]]) -> None:
+    docs = renders['deploy/samples']
+    targets = targets_by_name(docs)
+    vas = of_kind(docs, 'VariantAutoscaling')
+    assert len(vas) == 3
+    for raw in vas:
+        va = parse_va(raw)
+        assert not isinstance(va, InvalidObject), va
+        ref = va.spec.scale_target_ref
+        target = targets[(ref.kind, ref.name)]
+        assert ref.api_version == target.api_version
+        assert raw['metadata']['namespace'] == target.namespace == 'llm-inference'
+        assert target.engine is not None
+        _, warnings = parse_engine_args_report(
+            containers=target.leader_template['spec']['containers']
+        )
+        assert warnings == ()
+        # llmscaler owns the replica count: re-applying a sample must not reset it.
+        assert 'replicas' not in one(docs, ref.kind, ref.name)['spec']
+
+
+def test_sample_two_variants_on_two_gpu_types(renders: dict[str, list[Doc]]) -> None:
+    docs = renders['deploy/samples']
+    targets = targets_by_name(docs)
+    vas = list(map(parse_va, of_kind(docs, 'VariantAutoscaling')))
+    pair = [
+        v
+        for v in vas
+        if not isinstance(v, InvalidObject) and v.spec.model_id.endswith('8B-Instruct')
+    ]
+    assert len(pair) == 2
+    costs = {float(v.spec.variant_cost) for v in pair}
+    assert len(costs) == 2
+    accelerators = {targets[('Deployment', v.spec.scale_target_ref.name)].accelerator for v in pair}
+    assert accelerators == {'NVIDIA-A10G', 'NVIDIA-A100-SXM4-80GB'}
+    for v in pair:
+        target = targets[('Deployment', v.spec.scale_target_ref.name)]
+        assert target.gpus_per_replica == 1
+        node_selector = target.leader_template['spec']['nodeSelector']
+        assert node_selector['nvidia.com/gpu.product'] == target.accelerator
+
+
+def test_sample_lws_variant(renders: dict[str, list[Doc]]) -> None:
+    docs = renders['deploy/samples']
+    lws = one(docs, 'LeaderWorkerSet', 'llama-70b-l40s')
+    assert lws['apiVersion'] == 'leaderworkerset.x-k8s.io/v1'
+    assert lws['spec']['leaderWorkerTemplate']['size'] == 2
+    target = accessor(lws)
+    assert isinstance(target, ScaleTarget)
+    assert (target.group_size, target.gpus_per_replica) == (2, 8)
+    assert target.engine is not None
+    assert target.engine.tensor_parallel_size == 4
+    assert 'worker-index=0' in target.selector
+    va = parse_va(one(docs, 'VariantAutoscaling', 'llama-70b-l40s'))
+    assert not isinstance(va, InvalidObject)
+    assert va.spec.scale_target_ref.kind == 'LeaderWorkerSet'
+
+
+def test_podmonitor_scrapes_every_variant(renders: dict[str, list[Doc]]) -> None:
+    docs = renders['deploy/samples']
+    monitor = one(docs, 'PodMonitor', 'vllm')
+    selector = monitor['spec']['selector']['matchLabels']
+    assert monitor['spec']['podTargetLabels'] == ['llm-d.ai/variant']
+    for (_, name), target in targets_by_name(docs).items():
+        labels = target.leader_template['metadata']['labels']
+        assert selector.items() <= labels.items()
+        assert labels['llm-d.ai/variant'] == name
+        ports = [
+            p['name'] for c in target.leader_template['spec']['containers'] for p in c['ports']
+        ]
+        assert [e['port'] for e in monitor['spec']['podMetricsEndpoints']] == ['http'] == ports
+    lws = one(docs, 'LeaderWorkerSet', 'llama-70b-l40s')
+    worker = lws['spec']['leaderWorkerTemplate']['workerTemplate']['metadata']['labels']
+    assert not selector.items() <= worker.items()
+
+
+def test_sample_hpas_follow_the_desired_replicas_gauge(renders: dict[str, list[Doc]]) -> None:
+    vas = {
+        v['metadata']['name']: v for v in of_kind(renders['deploy/samples'], 'VariantAutoscaling')
+    }
+    hpas = of_kind(renders['deploy/samples/hpa'], 'HorizontalPodAutoscaler')
+    assert [h['metadata']['name'] for h in hpas] == ['llama-8b-a100', 'llama-8b-a10g']
+    for hpa in hpas:
+        assert hpa['apiVersion'] == 'autoscaling/v2'
+        va = vas[hpa['metadata']['name']]
+        assert hpa['spec']['scaleTargetRef'] == va['spec']['scaleTargetRef']
+        assert hpa['spec']['maxReplicas'] == va['spec']['maxReplicas']
+        assert hpa['metadata']['namespace'] == va['metadata']['namespace']
+        [metric] = hpa['spec']['metrics']
+        assert metric['type'] == 'External'
+        assert metric['external']['metric']['name'] == 'wva_desired_replicas'
+        assert metric['external']['metric']['selector']['matchLabels'] == {
+            'variant_name': va['metadata']['name'],
+            'exported_namespace': va['metadata']['namespace'],
+        }
+        assert metric['external']['target'] == {'type': 'AverageValue', 'averageValue': '1'}
+
+
+# -- overlays ---------------------------------------------------------------------------------
+
+
+def test_overlays_change_only_what_they_say(renders: dict[str, list[Doc]]) -> None:
+    base = renders['deploy']
+    bare = renders['deploy/overlays/no-prometheus-operator']
+    assert bare == [d for d in base if d['kind'] != 'ServiceMonitor']
+    metrics = renders['deploy/overlays/metrics-actuation']
+    changed = one(metrics, 'Deployment', 'llmscaler-controller')
+    assert env_of(changed)['ACTUATION_MODE'] == 'metrics'
+    assert {k: v for k, v in env_of(changed).items() if k != 'ACTUATION_MODE'} == {
+        k: v for k, v in env_of(controller(renders)).items() if k != 'ACTUATION_MODE'
+    }
+    assert [d for d in metrics if d['kind'] != 'Deployment'] == [
+        d for d in base if d['kind'] != 'Deployment'
+    ]
+
+
+# -- the image --------------------------------------------------------------------------------
+
+
+def instructions(text: str) -> list[tuple[str, str]]:
+    joined = re.sub(r'\\\n', ' ', text)
+    lines = [line.strip() for line in joined.splitlines()]
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1])
+        for line in lines
+        if line and not line.startswith('#')
+    ]
+
+
+def dockerfile_uid() -> int:
+    users = [arg for op, arg in instructions((ROOT / 'Dockerfile').read_text()) if op == 'USER']
+    return int(users[-1].split(':')[0])
+
+
+def hadolint(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    tool = shutil.which('hadolint', path=str(BIN)) or shutil.which('hadolint')
+    if tool is None:
+        pytest.skip('hadolint not installed')
+    return subprocess.run(
+        [tool, *args], input=stdin, capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+
+
+def test_dockerfile_passes_hadolint() -> None:
+    run = hadolint('Dockerfile')
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout == ''
+
+
+def test_hadolint_rejects_a_bad_dockerfile() -> None:
+    run = hadolint('-', stdin='FROM python:latest\nRUN pip install llmscaler\n')
+    assert run.returncode != 0
+    assert 'DL3007' in run.stdout
+    assert 'DL3013' in run.stdout
+
+
+def stages(steps: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """The instructions of each build stage (those before the first FROM are dropped)."""
+    out: list[list[tuple[str, str]]] = []
+    for op, arg in steps:
+        if op == 'FROM':
+            out.append([])
+        if out:
+            out[-1].append((op, arg))
+    return out
+
+
+def test_dockerfile_shape() -> None:
+    steps = instructions((ROOT / 'Dockerfile').read_text())
+    args = dict(a.split('=', 1) for op, a in steps if op == 'ARG')
+    builder, runtime = stages(steps)
+    image, _, alias = builder[0][1].partition(' AS ')
+    assert re.fullmatch(r'python:3\.11-slim(-\w+)?', args[image.strip('${}')])
+    assert alias == 'builder'
+    assert runtime[0] == ('FROM', image)
+    built = ' '.join(a for op, a in builder if op == 'RUN')
+    assert 'pip wheel' in built
+    assert built.count('--no-cache-dir') == 2
+    assert ('COPY', '--from=builder /opt/llmscaler /opt/llmscaler') in runtime
+    assert not [op for op, _ in runtime if op in ('RUN', 'ADD')]
+    assert re.fullmatch(r'\d+:\d+', [a for op, a in runtime if op == 'USER'][-1])
+    assert dockerfile_uid() > 0
+    assert [json.loads(a) for op, a in runtime if op == 'ENTRYPOINT'] == [['llmscaler', 'run']]
+
+
+def test_dockerignore_keeps_only_the_build_inputs() -> None:
+    patterns = [
+        line
+        for line in (ROOT / '.dockerignore').read_text().splitlines()
+        if line and not line.startswith('#')
+    ]
+    assert patterns[0] == '*'
+    kept = [p[1:].rstrip('/') for p in patterns if p.startswith('!')]
+    assert kept == ['pyproject.toml', 'README.md', 'src']
+    copied = [a for op, a in instructions((ROOT / 'Dockerfile').read_text()) if op == 'COPY']
+    assert copied[:2] == ['pyproject.toml README.md ./', 'src/ src/']
+    for path in kept:
+        assert (ROOT / path).exists()
+
+
+# -- printer columns, through kubectl and the fake apiserver's Tables -------------------------
+
+HEADER = ['NAME', 'TARGET', 'MODEL', 'MIN', 'MAX', 'OPTIMIZED', 'METRICSREADY', 'AGE']
+
+
+def va_object(name: str, namespace: str, *, with_status: bool) -> Doc:
+    obj: Doc = {
+        'apiVersion': 'llmd.ai/v1alpha1',
+        'kind': 'VariantAutoscaling',
+        'metadata': {'name': name, 'namespace': namespace},
+        'spec': {
+            'scaleTargetRef': {'apiVersion': 'apps/v1', 'kind': 'Deployment', 'name': f'{name}-d'},
+            'modelID': 'meta-llama/Llama-3.1-8B-Instruct',
+            'minReplicas': 1,
+            'maxReplicas': 6,
+            'variantCost': '5.0',
+        },
+    }
+    if with_status:
+        obj['status'] = {
+            'desiredOptimizedAlloc': {'numReplicas': 3, 'lastRunTime': '2026-01-01T00:00:00Z'},
+            'conditions': [
+                {
+                    'type': 'MetricsAvailable',
+                    'status': 'True',
+                    'reason': 'MetricsFound',
+                    'message': '',
+                    'lastTransitionTime': '2026-01-01T00:00:00Z',
+                },
+                {
+                    'type': 'TargetResolved',
+                    'status': 'False',
+                    'reason': 'TargetNotFound',
+                    'message': 'x',
+                    'lastTransitionTime': '2026-01-01T00:00:00Z',
+                },
+            ],
+        }
+    assert not isinstance(parse_va(obj), InvalidObject)
+    return obj
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeAPI]:
+    async with FakeAPI() as running:
+        running.seed(va_object('llama-a10g', 'inference', with_status=True))
+        running.seed(va_object('llama-new', 'other', with_status=False))
+        yield running
+
+
+async def kubectl(api: FakeAPI, *args: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        'kubectl',
+        f'--server={api.url}',
+        '--request-timeout=10s',
+        *args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
+def table_rows(out: str) -> tuple[list[str], list[dict[str, str]]]:
+    """kubectl's table output cut at the header's column starts (cells may be empty)."""
+    header, *lines = out.rstrip('\n').splitlines()
+    starts = [m.start() for m in re.finditer(r'\S+', header)]
+    names = header.split()
+    ends = [*starts[1:], None]
+    rows = [
+        {n: line[s:e].strip() for n, s, e in zip(names, starts, ends, strict=True)}
+        for line in lines
+    ]
+    return names, rows
+
+
+@needs_kubectl
+async def test_kubectl_get_shows_the_printer_columns(api: FakeAPI) -> None:
+    names, rows = table_rows(await kubectl(api, 'get', 'va', '-n', 'inference'))
+    assert names == HEADER
+    [row] = rows
+    assert re.fullmatch(r'\d+s', row.pop('AGE'))
+    assert row == {
+        'NAME': 'llama-a10g',
+        'TARGET': 'llama-a10g-d',
+        'MODEL': 'meta-llama/Llama-3.1-8B-Instruct',
+        'MIN': '1',
+        'MAX': '6',
+        'OPTIMIZED': '3',
+        'METRICSREADY': 'True',
+    }
+
+
+@needs_kubectl
+async def test_kubectl_get_all_namespaces_and_one_object(api: FakeAPI) -> None:
+    names, rows = table_rows(await kubectl(api, 'get', 'va', '-A'))
+    assert names == ['NAMESPACE', *HEADER]
+    assert [(r['NAMESPACE'], r['NAME'], r['OPTIMIZED'], r['METRICSREADY']) for r in rows] == [
+        ('inference', 'llama-a10g', '3', 'True'),
+        ('other', 'llama-new', '', ''),
+    ]
+    names, [row] = table_rows(await kubectl(api, 'get', 'va/llama-new', '-n', 'other'))
+    assert names == HEADER
+    assert row['MAX'] == '6'
+    assert row['OPTIMIZED'] == ''
+
+
+async def test_table_only_for_clients_that_ask(api: FakeAPI) -> None:
+    table_accept = 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json'
+    base = f'{api.url}/apis/llmd.ai/v1alpha1/namespaces/inference/variantautoscalings'
+    async with aiohttp.ClientSession() as session:
+
+        async def get(url: str, accept: str) -> Doc:
+            async with session.get(url, headers={'Accept': accept}) as response:
+                assert response.status == 200
+                body: Doc = await response.json()
+                return body
+
+        assert (await get(base, 'application/json'))['kind'] == 'VariantAutoscalingList'
+        table = await get(base + '?includeObject=Object', table_accept)
+        assert table['kind'] == 'Table'
+        assert table['rows'][0]['object']['kind'] == 'VariantAutoscaling'
+        table = await get(base + '/llama-a10g', table_accept)
+        assert table['rows'][0]['object']['kind'] == 'PartialObjectMetadata'
+        assert [c['name'] for c in table['columnDefinitions']][:2] == ['Name', 'Target']
+        table = await get(base + '?includeObject=None', table_accept)
+        assert 'object' not in table['rows'][0]
+        # Built-in kinds and v1beta1-only clients get plain objects.
+        deployments = f'{api.url}/apis/apps/v1/namespaces/inference/deployments'
+        assert (await get(deployments, table_accept))['kind'] == 'DeploymentList'
+        beta = 'application/json;as=Table;v=v1beta1;g=meta.k8s.io'
+        assert (await get(base, beta))['kind'] == 'VariantAutoscalingList'
+
+
+def test_crd_printer_columns_are_wvas() -> None:
+    columns = printer_columns(group='llmd.ai', version='v1alpha1', plural='variantautoscalings')
+    assert columns is not None
+    assert [(c.name, c.type) for c in columns] == [
+        ('Target', 'string'),
+        ('Model', 'string'),
+        ('Min', 'integer'),
+        ('Max', 'integer'),
+        ('Optimized', 'integer'),
+        ('MetricsReady', 'string'),
+        ('Age', 'date'),
+    ]
+    assert printer_columns(group='apps', version='v1', plural='deployments') is None
+
+
+def test_table_cells_and_age() -> None:
+    resource = by_kind(api_version='llmd.ai/v1alpha1', kind='VariantAutoscaling')
+    assert resource is not None
+    obj = va_object('v', 'ns', with_status=True)
+    obj['metadata']['creationTimestamp'] = '2026-01-01T00:00:00Z'
+    obj['spec']['minReplicas'] = 0
+    now = datetime.datetime(2026, 1, 1, 3, 5, 7, tzinfo=datetime.UTC)
+    accept = 'application/json;as=Table;v=v1;g=meta.k8s.io'
+    table = negotiate(accept=accept, query={}, resource=resource, body=obj, now=now)
+    assert table['rows'][0]['cells'] == [
+        'v',
+        'v-d',
+        'meta-llama/Llama-3.1-8B-Instruct',
+        0,
+        6,
+        3,
+        'True',
+        '3h5m',
+    ]
+    obj['metadata']['creationTimestamp'] = 'yesterday'
+    table = negotiate(accept=accept, query={}, resource=resource, body=obj, now=now)
+    assert table['rows'][0]['cells'][-1] == '<invalid>'
+
+
+def test_jsonpath_subset() -> None:
+    doc = {'a': [{'t': 'x', 'v': 1}, {'t': 'y', 'v': 2}, {'t': 'y', 'v': 3}], 'n': {'k': 5}}
+    assert compile_jsonpath(text='.a[?(@.t=="y")].v').find(doc) == [2, 3]
+    assert compile_jsonpath(text="{.a[?(@.t!='y')].v}").find(doc) == [1]
+    assert compile_jsonpath(text='.a[?(@.v==3)].t').find(doc) == ['y']
+    assert compile_jsonpath(text='.a[-1].v').find(doc) == [3]
+    assert compile_jsonpath(text='.a[*].t').find(doc) == ['x', 'y', 'y']
+    assert compile_jsonpath(text='.n.k').find(doc) == [5]
+    assert compile_jsonpath(text='.n.missing').find(doc) == []
+    for unsupported in ('.a[0:2]', '..v', '.a[?(@.v>1)]', ''):
+        with pytest.raises(ValueError, match='JSONPath'):
+            compile_jsonpath(text=unsupported)
+
+
+UNIT_SECONDS = {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'y': 365 * 86400}
+
+
+@pytest.mark.parametrize(
+    ('seconds', 'text'),
+    [
+        (-5, '<invalid>'),
+        (-1, '0s'),
+        (119, '119s'),
+        (120, '2m'),
+        (310, '5m10s'),
+        (600, '10m'),
+        (3 * 3600 - 1, '179m'),
+        (3 * 3600 + 65, '3h1m'),
+        (30 * 3600, '30h'),
+        (52 * 3600, '2d4h'),
+        (9 * 86400 + 5, '9d'),
+        (800 * 86400, '2y70d'),
+        (9 * 365 * 86400, '9y'),
+    ],
+)
+def test_human_duration(seconds: int, text: str) -> None:
+    assert human_duration(seconds=seconds) == text
+
+
+@given(st.integers(min_value=0, max_value=20 * 365 * 86400))
+def test_human_duration_truncates_to_its_smallest_unit(seconds: int) -> None:
+    parts = re.findall(r'(\d+)([smhdy])', human_duration(seconds=seconds))
+    assert 1 <= len(parts) <= 2
+    value = sum(int(n) * UNIT_SECONDS[u] for n, u in parts)
+    assert value <= seconds < value + min(UNIT_SECONDS[u] for _, u in parts)
