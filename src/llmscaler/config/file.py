@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import yaml
 
@@ -199,13 +200,32 @@ def _manager_settings(configmap: ConfigMapSource) -> tuple[dict[str, str], list[
     return {**embedded, **direct}, errors
 
 
-def load_config_file(
+@dataclass(frozen=True, slots=True)
+class ConfigFile:
+    """Everything a config file holds, resolved.
+
+    `manager` maps every manager key found to (text, source): keys of the file's `settings`
+    over those of the manager ConfigMaps (`MANAGER_CONFIGMAPS`, later ones over earlier ones), the
+    precedence `load_settings` applies; the controller reads its own keys (Prometheus connection,
+    scale-from-zero concurrency) from it. `scaling` holds the scaling ConfigMaps as read.
+    """
+
+    config: Config
+    errors: tuple[ConfigError, ...]
+    scaling: tuple[ConfigMapSource, ...]
+    manager: Mapping[str, tuple[str, str]]
+
+
+def read_config_file(
     *,
     path: str,
     controller_namespace: str = 'workload-variant-autoscaler-system',
     env: Mapping[str, str] | None = None,
-) -> tuple[Config, tuple[ConfigError, ...]]:
-    """The `Config` described by the file at `path`, and every entry-level problem in it."""
+) -> ConfigFile:
+    """Read the file at `path`: its `Config`, every problem, and its parts (see `ConfigFile`).
+
+    Raises ConfigFileError when the file cannot be read or is not a config file at all.
+    """
     docs = _documents(path, _read(path))
     file_settings, objects = _shape(path, docs)
     errors: list[ConfigError] = []
@@ -231,20 +251,42 @@ def load_config_file(
             errors.append(ConfigError(source=configmap.source, message='given twice; first used'))
         else:
             managers[configmap.name] = configmap
+    sourced: dict[str, tuple[str, str]] = {}
     for name in MANAGER_CONFIGMAPS:
         if name in managers:
             found, problems = _manager_settings(managers[name])
             manager.update(found)
+            sourced.update({key: (text, managers[name].source) for key, text in found.items()})
             errors.extend(problems)
+    file_source = f'{path}: settings'
+    for key, value in file_settings.items():
+        if value is not None:
+            sourced[str(key)] = (_setting_text(value), file_source)
     settings, settings_errors = load_settings(
         cli={},
         env=dict(os.environ) if env is None else env,
         file={str(key): value for key, value in file_settings.items()},
         configmap=manager,
-        file_source=f'{path}: settings',
+        file_source=file_source,
         configmap_source=f'{controller_namespace}/{"+".join(sorted(managers)) or "manager"}',
     )
     config, build_errors = build_config(
         configmaps=scaling, settings=settings, controller_namespace=controller_namespace
     )
-    return config, (*errors, *settings_errors, *build_errors)
+    return ConfigFile(
+        config=config,
+        errors=(*errors, *settings_errors, *build_errors),
+        scaling=tuple(scaling),
+        manager=dict(sorted(sourced.items())),
+    )
+
+
+def load_config_file(
+    *,
+    path: str,
+    controller_namespace: str = 'workload-variant-autoscaler-system',
+    env: Mapping[str, str] | None = None,
+) -> tuple[Config, tuple[ConfigError, ...]]:
+    """The `Config` described by the file at `path`, and every entry-level problem in it."""
+    read = read_config_file(path=path, controller_namespace=controller_namespace, env=env)
+    return read.config, read.errors

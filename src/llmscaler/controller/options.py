@@ -31,10 +31,8 @@ that cannot be read or parsed, an unknown argument, an unparsable bind address, 
 not below the renew deadline, a scale-from-zero concurrency ≤ 0. Errors inside the config file
 (a bad ConfigMap entry) are ordinary errors: the rest of the file applies.
 
-I/O: only the config file is read; `env` is a parameter, never `os.environ`. The config file is
-read twice: `load_config_file` validates it and resolves the core settings with the reports
-`llmscaler decide --config` gives, and a second, lenient pass takes out what `load_config_file`
-does not return (the scaling ConfigMaps and the manager keys that are not core settings).
+I/O: only the config file is read (once, by `config.file.read_config_file`, which also serves
+`llmscaler decide --config`); `env` is a parameter, never `os.environ`.
 """
 
 from __future__ import annotations
@@ -54,13 +52,12 @@ import yaml
 
 from llmscaler.collect.prometheus import PrometheusConfig
 from llmscaler.collect.scrape import ScrapeConfig
-from llmscaler.config.configmaps import ConfigMapSource, load_yaml_documents
+from llmscaler.config.configmaps import ConfigMapSource
 from llmscaler.config.durations import format_duration, parse_duration
 from llmscaler.config.errors import ConfigError, ConfigFileError, show_value, sort_errors
-from llmscaler.config.file import MANAGER_CONFIGMAPS, load_config_file
+from llmscaler.config.file import read_config_file
 from llmscaler.config.settings import load_settings, parse_bool
-from llmscaler.config.types import CoreSettings
-from llmscaler.controller.configwatch import SCALING_CONFIGMAPS, configmap_from_object
+from llmscaler.config.types import Config, CoreSettings
 from llmscaler.controller.world import parse_selector
 
 
@@ -344,83 +341,21 @@ class _QuietParser(argparse.ArgumentParser):
         raise _ArgvError(message)
 
 
-def _scalar_text(value: object) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return 'true' if value else 'false'
-    return value if isinstance(value, str) else str(value)
-
-
-def _manager_keys(configmap: ConfigMapSource) -> dict[str, str]:
-    """The keys of a manager ConfigMap, direct ones over those of an embedded `*.yaml` file."""
-    embedded: dict[str, str] = {}
-    direct: dict[str, str] = {}
-    for key in sorted(configmap.data):
-        if not key.endswith(('.yaml', '.yml', '.json')):
-            direct[key] = configmap.data[key]
-            continue
-        try:
-            docs = load_yaml_documents(text=configmap.data[key])
-        except yaml.YAMLError:
-            continue  # load_config_file reported it
-        if len(docs) == 1 and isinstance(docs[0], dict):
-            for name, value in docs[0].items():
-                text = _scalar_text(value)
-                if text is not None:
-                    embedded[str(name)] = text
-    return {**embedded, **direct}
-
-
-def _objects(docs: list[object]) -> tuple[Mapping[Any, object], list[object]]:
-    """(the `settings` mapping, the objects) of a file that `load_config_file` accepted."""
-    if len(docs) == 1 and isinstance(docs[0], list):
-        return {}, docs[0]
-    if len(docs) == 1 and isinstance(docs[0], dict) and 'kind' not in docs[0]:
-        settings, objects = docs[0].get('settings'), docs[0].get('configMaps')
-        settings = settings if isinstance(settings, dict) else {}
-        return settings, objects if isinstance(objects, list) else []
-    found: list[object] = []
-    for doc in docs:
-        items = doc.get('items') if isinstance(doc, dict) and doc.get('kind') == 'List' else [doc]
-        found.extend(items if isinstance(items, list) else [])
-    return {}, found
-
-
 def _read_file(
-    *, path: str, namespace: str
-) -> tuple[dict[str, tuple[str, str]], tuple[ConfigMapSource, ...]]:
-    """The lenient second pass over a config file (see the module docstring).
-
-    Returns the manager keys of `_FILE_KEYS` as key → (text, source), and the scaling ConfigMaps.
-    """
-    with open(path, 'rb') as handle:
-        docs = load_yaml_documents(text=handle.read().decode('utf-8-sig'))
-    settings, objects = _objects(docs)
-    scaling: list[ConfigMapSource] = []
-    managers: dict[str, ConfigMapSource] = {}
-    for obj in objects:
-        configmap, _ = configmap_from_object(obj=obj, default_namespace=namespace)
-        if configmap is None:
-            continue
-        if configmap.name in SCALING_CONFIGMAPS:
-            scaling.append(configmap)
-        elif configmap.name in MANAGER_CONFIGMAPS and configmap.namespace == namespace:
-            managers.setdefault(configmap.name, configmap)
-    values: dict[str, tuple[str, str]] = {}
-    layers: list[tuple[str, Mapping[str, object]]] = [
-        (managers[n].source, _manager_keys(managers[n]))
-        for n in MANAGER_CONFIGMAPS
-        if n in managers
-    ]
-    layers.append((f'{path}: settings', {str(k): v for k, v in settings.items()}))
-    for source, keys in layers:
-        for key, raw in keys.items():
-            text = _scalar_text(raw)
-            if key in _FILE_KEYS and text is not None and text.strip():
-                values[key] = (text, source)
-    scaling.sort(key=lambda cm: (cm.namespace, cm.name, sorted(cm.data.items())))
-    return values, tuple(scaling)
+    *, path: str, namespace: str, env: Mapping[str, str]
+) -> tuple[
+    Config, tuple[ConfigError, ...], dict[str, tuple[str, str]], tuple[ConfigMapSource, ...]
+]:
+    """The file's config and problems, its manager keys of `_FILE_KEYS` as key → (text, source),
+    and its scaling ConfigMaps."""
+    read = read_config_file(path=path, controller_namespace=namespace, env=env)
+    values = {
+        key: (text, source)
+        for key, (text, source) in read.manager.items()
+        if key in _FILE_KEYS and text.strip()
+    }
+    scaling = sorted(read.scaling, key=lambda cm: (cm.namespace, cm.name, sorted(cm.data.items())))
+    return read.config, read.errors, values, tuple(scaling)
 
 
 class _Layers:
@@ -477,8 +412,7 @@ def _settings_and_file(
         bad = {error.key for error in cli_errors}
         env = {**layers.env, **{k: v for k, v in cli_settings.items() if k not in bad}}
         try:
-            config, errors = load_config_file(path=path, controller_namespace=namespace, env=env)
-            layers.file, base = _read_file(path=path, namespace=namespace)
+            config, errors, layers.file, base = _read_file(path=path, namespace=namespace, env=env)
         except (ConfigFileError, OSError, ValueError, yaml.YAMLError) as exc:
             layers.errors.append(_file_error(path, exc))
         else:
