@@ -34,6 +34,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/decide.py
 	$(BIN)/python bench/simulate.py
 	$(BIN)/python bench/metrics.py
+	$(BIN)/python bench/cycle.py
+	$(BIN)/python bench/from_zero.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -201,11 +201,8 @@ async def _measure(url: str, pods: list[tuple[str, str]], names: list[str]) -> N
         ],
         env={},
     )
-    controller = Controller(options=options)
     clock = LoopClock()
-    source = MemorySource(pods=pods, clock=clock)
-    controller.cycle._source = source  # the benchmark's in-memory metrics
-    controller.cycle._scraper = None
+    controller = Controller(options=options, source=MemorySource(pods=pods, clock=clock))
     informers = [asyncio.create_task(i.run()) for i in controller.caches.all()]
     while not controller.caches.synced():
         await asyncio.sleep(0.05)
