@@ -250,6 +250,7 @@ async def test_load_gone_scales_down_then_to_zero_after_the_retention(tmp_path: 
                 lambda: bool(events(cluster, 'ScaledToZero')), timeout=5, what='ScaledToZero'
             )
         # Nothing reaches zero while requests were served within the retention period.
+        print("ZERO", zero_after, scale_writes(cluster, CHEAP), scale_writes(cluster, DEAR))
         assert zero_after >= 18, zero_after
         for name, start in ((CHEAP, 3), (DEAR, 1)):
             path = [start, *scale_writes(cluster, name)]
