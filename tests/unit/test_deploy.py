@@ -35,6 +35,7 @@ from llmscaler.config.configmaps import (
     ConfigMapSource,
 )
 from llmscaler.config.types import CoreSettings, SaturationConfig, ScaleToZeroConfig
+from llmscaler.controller.options import resolve_options
 from llmscaler.kube.crd import InvalidObject, parse_va
 from llmscaler.kube.targets import ScaleTarget, accessor
 from llmscaler.vllm_args import parse_engine_args_report
@@ -288,6 +289,30 @@ def test_controller_runs_two_replicas_with_leader_election(renders: dict[str, li
     assert env['ACTUATION_MODE'] == 'direct'
     assert env['METRICS_SOURCE'] in ('prometheus', 'pods')
     assert re.fullmatch(r'https?://[a-z0-9.-]+(:\d+)?', env['PROMETHEUS_BASE_URL'])
+
+
+@pytest.mark.parametrize(
+    ('path', 'actuation'),
+    [('deploy', 'direct'), ('deploy/overlays/metrics-actuation', 'metrics')],
+)
+def test_controller_command_line_resolves(
+    renders: dict[str, list[Doc]], path: str, actuation: str
+) -> None:
+    deployment = one(renders[path], 'Deployment', 'llmscaler-controller')
+    downward = {'metadata.namespace': NS, 'metadata.name': 'llmscaler-controller-7d9f-abcde'}
+    env = {
+        name: value if isinstance(value, str) else downward[value['fieldRef']['fieldPath']]
+        for name, value in env_of(deployment).items()
+    }
+    options, errors = resolve_options(argv=container(deployment)['args'], env=env)
+    assert errors == ()
+    assert options.leader_elect is True
+    assert (options.namespace, options.identity) == (NS, downward['metadata.name'])
+    assert options.actuation == actuation
+    assert options.metrics_source == 'prometheus'
+    assert options.prometheus is not None
+    assert options.prometheus.base_url == env['PROMETHEUS_BASE_URL']
+    assert (options.metrics_bind_address, options.health_probe_bind_address) == (':8080', ':8081')
 
 
 def test_controller_probes_ports_and_resources(renders: dict[str, list[Doc]]) -> None:
