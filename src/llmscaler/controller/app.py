@@ -299,6 +299,7 @@ class Controller:
         if close is not None:
             await close()
         await self.from_zero.aclose()
+        await self.cycle.aclose()
         await self.client.aclose()
 
 

@@ -112,6 +112,7 @@ class MainCycle:
         self._retry_limit = retry_limit
         self._queue = WorkQueue(clock=clock, base_delay=0.5, max_delay=10.0)
         self._pending: dict[str, _Pending] = {}
+        self._background: set[asyncio.Task[None]] = set()
         self.state: State = EMPTY_STATE
 
     @property
@@ -381,11 +382,12 @@ class MainCycle:
                 regarding=regarding, type='Warning', reason=reason, action='Reload', note=note
             )
         )
-        _background.add(task)
-        task.add_done_callback(_background.discard)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
-
-_background: set[asyncio.Task[None]] = set()
+    async def aclose(self) -> None:
+        """Wait for the events still being sent (before the API client closes)."""
+        await asyncio.gather(*self._background, return_exceptions=True)
 
 
 def _rows(decisions: Iterable[Decision]) -> list[ReplicaRow]:
