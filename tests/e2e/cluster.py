@@ -25,7 +25,8 @@ model counts each queued request once. The emulators' own gateways stay unused.
 What fails: `add_variant` raises ValueError for a duplicate name, an unknown preset, a negative
 count, min > max, a bad cost or rate, before it creates anything; the emulator's own errors
 (ValueError for a spec it refuses, OSError for a port) propagate.
-`wait_for` raises AssertionError naming `what` and the cluster's state. A failure inside the
+`wait_for` raises AssertionError naming `what` and the cluster's state; `stop_prometheus` (a
+metrics outage) raises RuntimeError when the cluster runs no Prometheus. A failure inside the
 reconciler or the load task is logged and retried on the next pass; the first one is raised
 again when the cluster exits, so a broken harness cannot pass a test.
 """
@@ -294,6 +295,15 @@ class Cluster:
 
     def gateway(self, model_id: str) -> Gateway:
         return self._gateways[model_id]
+
+    async def stop_prometheus(self) -> None:
+        """Stop the cluster's Prometheus for good (a metrics outage); idempotent.
+
+        Its URL then refuses connections; the reconciler keeps writing its target files.
+        """
+        if self._prometheus is None:
+            raise RuntimeError('the cluster runs no Prometheus')
+        await self._prometheus.stop()
 
     def epp_pod_name(self, model_id: str) -> str:
         return f'{objects.slug(model_id)}-epp'

@@ -1,20 +1,28 @@
-"""`llmscaler run` as a process against the fake cluster: what it writes, and when.
+"""`llmscaler run` as a process against the fake cluster: what it writes to the API, and when.
+
+The controller runs as a child process (`ControllerProcess`) with short intervals; every check
+reads the fake API's stored objects and its request log. Two variants of one model, CHEAP and DEAR,
+run the same small replica (4 sequences at a time), so a few requests per second saturate one.
 
 | check | expectation |
 |---|---|
-| load above capacity (Prometheus) | the cheap variant's `/scale` goes up; never a write to the Deployment |
-| load gone, scale-to-zero ConfigMap (Prometheus) | down to 1, then to 0 after the retention |
-| requests queue at zero (pods) | the cheap variant goes to 1 within ~2 s; ScaledFromZero |
-| two controllers with --leader-elect | one holder; SIGTERM → exit 0, the other takes over |
-| /scale answers 409, 500; watches broken | nothing wrong written; applied later; a Warning |
-| metrics gone (pods) | no scale down; MetricsAvailable False with a reason |
+| load above capacity (Prometheus) | CHEAP's `/scale` goes up, DEAR's untouched; status says so |
+| load gone, scale-to-zero ConfigMap (Prometheus) | N → 1 → 0, not before the 20 s retention |
+| requests queue at zero (pods) | CHEAP at 1 within ~2 s, by scale-from-zero; ScaledFromZero |
+| two controllers with --leader-elect | one holder; SIGTERM → exit 0, the other leads and scales |
+| `/scale` answers 409, 500; watches dropped, 410 | only up; applied later; Warning events |
+| Prometheus stops (Prometheus) | no scale-down; MetricsAvailable False, PrometheusError |
+
+In every test the controller never writes a Deployment itself, only its `/scale` subresource.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +31,7 @@ import pytest
 from llmscaler.sim.presets import MODEL_8B, preset
 from tests.e2e.cluster import Cluster
 from tests.e2e.process import ControllerProcess
+from tests.fakeapi.semantics import ApiError
 from tests.fakeapi.server import RecordedRequest
 from tests.integration import prom
 
@@ -132,6 +141,11 @@ def metrics_available(cluster: Cluster, va: str) -> bool:
     return cond is not None and cond.get('status') == 'True'
 
 
+def idle(cluster: Cluster, name: str) -> bool:
+    """No request in flight on any replica of the variant."""
+    return all(p.engine.in_flight == 0 for p in cluster.emulator(name).emulator.pods)
+
+
 def show(obj: object) -> str:
     return json.dumps(obj, indent=1, sort_keys=True)
 
@@ -161,8 +175,151 @@ async def test_queued_requests_wake_the_cheapest_variant(cluster: Cluster) -> No
         assert replicas(cluster, DEAR) == 0
         assert scale_writes(cluster, CHEAP) == [1]
         assert scale_writes(cluster, DEAR) == []
+        (event,) = events(cluster, 'ScaledFromZero')
+        assert (event['type'], event['regarding']['name']) == ('Normal', CHEAP), show(event)
+        assert 'woke Deployment llm/cheap: 0 -> 1' in process.log()
         assert main_resource_writes(cluster) == []
         assert process.returncode is None
+    assert process.returncode == 0
+
+
+# ---- leader election ----------------------------------------------------------------------
+
+LEASE = '72dd1cf1.llm-d.ai'
+ELECTION = (
+    '--leader-elect',
+    '--leader-election-lease-duration',
+    '3s',
+    '--leader-election-renew-deadline',
+    '2s',
+    '--leader-election-retry-period',
+    '0.5s',
+)
+
+
+def lease_holder(cluster: Cluster) -> str | None:
+    """spec.holderIdentity of the controller's Lease; None while there is no Lease or holder."""
+    try:
+        lease = cluster.api.get(
+            api_version='coordination.k8s.io/v1', kind='Lease', namespace=CONTROLLER_NS, name=LEASE
+        )
+    except ApiError:
+        return None
+    holder = lease.get('spec', {}).get('holderIdentity')
+    return holder if isinstance(holder, str) and holder else None
+
+
+def reported_by(cluster: Cluster, reason: str) -> set[str]:
+    return {e.get('reportingInstance', '') for e in events(cluster, reason)}
+
+
+async def test_one_leader_and_a_standby_that_takes_over(cluster: Cluster) -> None:
+    await two_variants(cluster, replicas=1, min_replicas=1)
+    common = ('--metrics-source', 'pods', '--interval', '1s', *ELECTION)
+    processes = {
+        identity: controller(cluster, *common, '--identity', identity, name=identity)
+        for identity in ('ctl-a', 'ctl-b')
+    }
+    async with processes['ctl-a'], processes['ctl-b']:
+        await cluster.wait_for(
+            lambda: lease_holder(cluster) is not None and status_writes(cluster, CHEAP) > 0,
+            timeout=20,
+            what='a leader writing status',
+        )
+        first = lease_holder(cluster)
+        assert first in processes
+        (second,) = set(processes) - {first}
+        await asyncio.sleep(2.0)  # several renewals and cycles: still one holder, one writer
+        assert lease_holder(cluster) == first
+        assert 'leading: caches synced' in processes[first].log()
+        assert 'leading: caches synced' not in processes[second].log()
+        assert processes[second].returncode is None
+
+        assert await processes[first].stop() == 0
+        stopped = time.monotonic()
+        assert 'released' in processes[first].log()
+        await cluster.wait_for(
+            lambda: lease_holder(cluster) == second, timeout=5, what=f'{second} holding the Lease'
+        )
+        assert time.monotonic() - stopped < 3  # the released Lease is taken before it expires
+        await cluster.wait_for(
+            lambda: 'leading: caches synced' in processes[second].log(),
+            timeout=5,
+            what=f'{second} leading',
+        )
+        writes = status_writes(cluster, CHEAP)
+        await cluster.wait_for(
+            lambda: status_writes(cluster, CHEAP) > writes, timeout=5, what='status written again'
+        )
+        assert reported_by(cluster, 'ScaledUp') == set()
+        cluster.set_rate(model_id=MODEL_8B, rate=12.0)
+        await cluster.wait_for(
+            lambda: replicas(cluster, CHEAP) >= 2, timeout=20, what='a scale-up by the new leader'
+        )
+        await cluster.wait_for(
+            lambda: bool(events(cluster, 'ScaledUp')), timeout=5, what='a ScaledUp event'
+        )
+        assert reported_by(cluster, 'ScaledUp') == {second}
+        assert lease_holder(cluster) == second
+        assert processes[second].returncode is None
+        assert main_resource_writes(cluster) == []
+
+
+# ---- faults -------------------------------------------------------------------------------
+
+
+def watches(cluster: Cluster, *, since: int = 0) -> list[RecordedRequest]:
+    return [r for r in cluster.api.requests[since:] if r.query.get('watch') in ('true', '1')]
+
+
+async def test_scale_faults_and_broken_watches_delay_but_never_corrupt_a_scale_up(
+    cluster: Cluster,
+) -> None:
+    await two_variants(cluster, replicas=1, min_replicas=1)
+    async with controller(cluster, '--metrics-source', 'pods', '--interval', '1s'):
+        await cluster.wait_for(
+            lambda: metrics_available(cluster, CHEAP) and len(watches(cluster)) >= 6,
+            timeout=20,
+            what='a first cycle with metrics',
+        )
+        assert scale_writes(cluster, CHEAP) == []
+        scale_path = f'{DEPLOYMENTS}/{CHEAP}/scale'
+        cluster.api.fail(status=409, method='PATCH', path_prefix=scale_path, times=2)
+        cluster.api.fail(status=500, method='PATCH', path_prefix=scale_path, times=2)
+        mark, before = len(cluster.api.requests), len(watches(cluster))
+        cluster.api.force_watch_gone(times=6)
+        cluster.api.drop_watches()
+        cluster.set_rate(model_id=MODEL_8B, rate=12.0)
+
+        await cluster.wait_for(
+            lambda: replicas(cluster, CHEAP) >= 2, timeout=20, what='the scale-up applied'
+        )
+        await cluster.wait_for(
+            lambda: bool(events(cluster, 'ScaleConflict') and events(cluster, 'ScaleFailed')),
+            timeout=5,
+            what='ScaleConflict and ScaleFailed events',
+        )
+        # The watches came back, so the controller sees the replicas it wrote and goes on.
+        await cluster.wait_for(
+            lambda: replicas(cluster, CHEAP) >= 3, timeout=20, what='a second scale-up'
+        )
+        attempts = scale_writes(cluster, CHEAP)
+        assert len(attempts) >= 5, attempts  # 4 answered with a fault, then applied
+        assert attempts[:5] == [2] * 5, attempts
+        assert attempts == sorted(attempts), attempts  # never down while the load is high
+        assert all(n >= 1 for n in scale_writes(cluster, DEAR))
+        watched = {r.path for r in watches(cluster)[:before]}
+        assert {r.path for r in watches(cluster, since=mark)} == watched  # every watch is back
+        relisted = {
+            r.path
+            for r in cluster.api.requests[mark:]
+            if r.method == 'GET' and r.path in watched and 'watch' not in r.query
+        }
+        assert len(relisted) >= 3, relisted  # a 410 makes an informer list afresh
+        assert main_resource_writes(cluster) == []
+        for reason in ('ScaleConflict', 'ScaleFailed'):
+            found = {(e['type'], e['regarding']['name']) for e in events(cluster, reason)}
+            assert found == {('Warning', CHEAP)}, (reason, found)
 
 
 # ---- with Prometheus ------------------------------------------------------------------------
@@ -202,8 +359,8 @@ async def test_load_above_capacity_scales_the_cheap_variant_up(tmp_path: Path) -
             await cluster.wait_for(
                 lambda: bool(events(cluster, 'ScaledUp')), timeout=5, what='a ScaledUp event'
             )
-            (event,) = events(cluster, 'ScaledUp')[:1]
-            assert event['regarding']['name'] == CHEAP
+            assert {e['regarding']['name'] for e in events(cluster, 'ScaledUp')} == {CHEAP}
+        assert main_resource_writes(cluster) == []  # not even on the way out
 
 
 def scale_to_zero_configmap(*, retention: str) -> Obj:
@@ -228,7 +385,13 @@ async def test_load_gone_scales_down_then_to_zero_after_the_retention(tmp_path: 
         assert cluster.prometheus_url is not None
         cluster.api.seed(scale_to_zero_configmap(retention='20s'))
         await cluster.add_variant(
-            name=CHEAP, model_id=MODEL_8B, preset=SPEC, cost=1.0, replicas=3, rate=2.0
+            name=CHEAP,
+            model_id=MODEL_8B,
+            preset=SPEC,
+            cost=1.0,
+            replicas=3,
+            min_replicas=0,
+            rate=2.0,
         )
         await cluster.add_variant(name=DEAR, model_id=MODEL_8B, preset=SPEC, cost=5.0, replicas=1)
         args = ('--metrics-source', 'prometheus', '--prometheus-url', cluster.prometheus_url)
@@ -250,14 +413,62 @@ async def test_load_gone_scales_down_then_to_zero_after_the_retention(tmp_path: 
                 lambda: bool(events(cluster, 'ScaledToZero')), timeout=5, what='ScaledToZero'
             )
         # Nothing reaches zero while requests were served within the retention period.
-        print("ZERO", zero_after, scale_writes(cluster, CHEAP), scale_writes(cluster, DEAR))
         assert zero_after >= 18, zero_after
         for name, start in ((CHEAP, 3), (DEAR, 1)):
             path = [start, *scale_writes(cluster, name)]
             assert path == sorted(path, reverse=True), (name, path)  # never up without load
             assert path[-1] == 0
-            steps = list(zip(path, path[1:], strict=False))
+            steps = list(itertools.pairwise(path))
             assert all(after > 0 or before == 1 for before, after in steps), (name, path)
         assert 1 in scale_writes(cluster, CHEAP)  # 3 → ... → 1 → 0
         assert desired(cluster, CHEAP) == desired(cluster, DEAR) == 0
         assert main_resource_writes(cluster) == []
+
+
+@pytest.mark.integration
+async def test_prometheus_outage_holds_the_replicas(tmp_path: Path) -> None:
+    prom.binary()
+    async with Cluster(
+        namespace=NS, workdir=tmp_path, prometheus=True, input_tokens=64, output_tokens=32
+    ) as cluster:
+        assert cluster.prometheus_url is not None
+        await two_variants(cluster, replicas=1, min_replicas=1)
+        args = ('--metrics-source', 'prometheus', '--prometheus-url', cluster.prometheus_url)
+        async with controller(cluster, *args, '--interval', '1s'):
+            cluster.set_rate(model_id=MODEL_8B, rate=8.0)
+            await cluster.wait_for(
+                lambda: replicas(cluster, CHEAP) >= 2, timeout=30, what='a scale-up'
+            )
+            # Prometheus goes away and so does the load: a scale-down would now be due.
+            await cluster.stop_prometheus()
+            cluster.set_rate(model_id=MODEL_8B, rate=0.0)
+            held = {name: replicas(cluster, name) for name in (CHEAP, DEAR)}
+            mark = {name: len(scale_writes(cluster, name)) for name in held}
+
+            def prometheus_error() -> bool:
+                cond = condition(cluster, CHEAP, 'MetricsAvailable')
+                return cond is not None and cond.get('status') == 'False'
+
+            await cluster.wait_for(prometheus_error, timeout=10, what='MetricsAvailable False')
+            # Once every replica is idle a scale-down would be due, were the metrics there.
+            await cluster.wait_for(
+                lambda: idle(cluster, CHEAP) and idle(cluster, DEAR),
+                timeout=30,
+                what='every replica idle',
+            )
+            writes = status_writes(cluster, CHEAP)
+            await cluster.wait_for(
+                lambda: status_writes(cluster, CHEAP) >= writes + 3,
+                timeout=10,
+                what='three more cycles',
+            )
+            for name, count in held.items():
+                later = scale_writes(cluster, name)[mark[name] :]
+                assert all(n >= count for n in later), (name, count, later)
+                assert replicas(cluster, name) >= count
+            for name in held:
+                cond = condition(cluster, name, 'MetricsAvailable')
+                assert cond is not None
+                assert (cond['status'], cond['reason']) == ('False', 'PrometheusError'), show(cond)
+                assert cond.get('message'), show(cond)
+            assert main_resource_writes(cluster) == []
