@@ -22,7 +22,6 @@ from tests.unit.test_controller_cycle import (
     SATURATED,
     FakeSource,
     events,
-    eventually,
     replicas,
     run_options,
     samples,
@@ -30,6 +29,7 @@ from tests.unit.test_controller_cycle import (
     seed_variant,
     status_writes,
 )
+from tests.waiting import eventually
 
 LEASE_NAME = '72dd1cf1.llm-d.ai'
 LEASE = f'/apis/coordination.k8s.io/v1/namespaces/ctl/leases/{LEASE_NAME}'

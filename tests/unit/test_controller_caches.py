@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -28,6 +28,7 @@ from llmscaler.kube.informer import Informer
 from tests.fakeapi import FakeAPI
 from tests.unit.test_controller_world import pod, va
 from tests.unit.test_kube_targets import deployment, lws, stateful_set
+from tests.waiting import eventually
 
 CTRL = 'wva-system'
 LABEL = ('app.kubernetes.io/name', 'llmscaler')
@@ -48,16 +49,6 @@ def configmap(name: str, namespace: str, labels: dict[str, str] | None = None) -
     if labels is not None:
         meta['labels'] = labels
     return {'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': meta, 'data': {'k': name}}
-
-
-async def eventually(check: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
-    """Wait in real time (the HTTP traffic is real) until `check()` holds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError(f'timed out waiting for {what}')
-        await asyncio.sleep(0.005)
 
 
 class Harness:

@@ -44,6 +44,7 @@ from llmscaler.controller.cycle import CycleReport
 from llmscaler.controller.options import RunOptions, fatal_errors, resolve_options
 from llmscaler.model import Action
 from tests.fakeapi import FakeAPI
+from tests.waiting import eventually
 
 NS = 'ns'
 CTL = 'ctl'
@@ -234,16 +235,6 @@ def samples(page: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         for sample in family.samples:
             found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     return found
-
-
-async def eventually(check: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
-    """Wait (in real time: the HTTP traffic is real) until `check()` holds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError(f'timed out waiting for {what}')
-        await asyncio.sleep(0.005)
 
 
 def update(api: FakeAPI, obj: Obj, *, part: str = 'main') -> None:

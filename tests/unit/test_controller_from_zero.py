@@ -36,6 +36,7 @@ from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.scale import ScaleClient
 from tests.fakeapi import FakeAPI
 from tests.unit.test_controller_world import pod
+from tests.waiting import eventually
 
 NS = 'llm'
 EPP_LABEL = {'llm-d.ai/epp': 'true'}
@@ -558,15 +559,6 @@ async def test_seconds_run_from_the_page_that_showed_the_queue_to_the_write(h: H
 
 
 # --- run() -------------------------------------------------------------------------------------
-
-
-async def eventually(check: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError(f'timed out waiting for {what}')
-        await asyncio.sleep(0.005)
 
 
 @contextlib.asynccontextmanager

@@ -26,6 +26,7 @@ from llmscaler.clock import ManualClock
 from llmscaler.kube.client import VariantAutoscalingResource, make_client
 from llmscaler.kube.informer import WATCH_TIMEOUT_SECONDS, Informer
 from tests.fakeapi import FakeAPI
+from tests.waiting import eventually
 
 DEPLOYS = '/apis/apps/v1/namespaces/ns/deployments'
 ALL_DEPLOYS = '/apis/apps/v1/deployments'
@@ -65,16 +66,6 @@ def rv(obj: dict[str, Any]) -> str:
 
 def names(informer: Informer) -> list[str]:
     return [f'{o["metadata"]["namespace"]}/{o["metadata"]["name"]}' for o in informer.items()]
-
-
-async def eventually(check: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
-    """Wait (in real time: the HTTP traffic is real) until `check()` holds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError(f'timed out waiting for {what}')
-        await asyncio.sleep(0.005)
 
 
 def lists(api: FakeAPI, path: str = DEPLOYS) -> list[dict[str, str]]:
