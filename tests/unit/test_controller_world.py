@@ -205,6 +205,23 @@ def test_missing_target_is_a_problem_not_a_variant() -> None:
     assert (w.variants, w.targets, w.scopes) == ((), (), ())
 
 
+def test_a_target_named_by_two_vas_is_scaled_by_neither() -> None:
+    first = va('a', 'llm', kind='Deployment', target='llama-8b-a100')
+    second = va('b', 'llm', kind='Deployment', target='llama-8b-a100')
+    w = world(second, VA_STS, first)
+    shared = [e for e in w.entries if e.key in ('llm/a', 'llm/b')]
+    assert [e.key for e in shared] == ['llm/a', 'llm/b']
+    assert all(e.target is None and e.variant is None for e in shared)
+    assert shared[0].target_problem == (
+        'Deployment llm/llama-8b-a100 is also the scale target of VariantAutoscaling llm/b; '
+        'none of them scales it'
+    )
+    assert 'VariantAutoscaling llm/a;' in shared[1].target_problem
+    # The VA with a target of its own is untouched.
+    assert [(v.namespace, v.name) for v in w.variants] == [('pd', 'qwen-h100')]
+    assert [r.variant for r in w.targets] == ['qwen-h100']
+
+
 def test_target_in_another_namespace_is_not_found() -> None:
     (entry,) = world(va('x', 'pd', kind='Deployment', target='llama-8b-a100')).entries
     assert entry.target_problem == 'Deployment pd/llama-8b-a100 not found'
@@ -299,9 +316,12 @@ def test_scopes_one_per_model_group_with_its_retention() -> None:
     a100 = va('llama-a100', 'llm', kind='Deployment', target='llama-8b-a100')
     also_llama = va('llama-big', 'llm', kind='LeaderWorkerSet', target='vllm-405b')
     qwen = va('qwen', 'pd', kind='StatefulSet', target='qwen-decode', model=QWEN)
-    other = va('zzz', 'pd', kind='StatefulSet', target='qwen-decode', model='other/model')
+    other = va('zzz', 'pd', kind='StatefulSet', target='other-decode', model='other/model')
     unresolved = va('gone', 'llm', kind='Deployment', target='nope', model='never/read')
-    w = world(qwen, other, a100, also_llama, unresolved)
+    second = stateful_set()
+    second['metadata'] = {**second['metadata'], 'name': 'other-decode'}
+    targets = {**TARGETS, **index(second)}
+    w = world(qwen, other, a100, also_llama, unresolved, targets=targets)
     assert w.scopes == (
         ModelScope(model_id=LLAMA, namespace='llm', retention_period=1200.0),
         ModelScope(model_id=QWEN, namespace='pd', retention_period=90.0),

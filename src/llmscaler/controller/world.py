@@ -13,7 +13,9 @@ What it computes:
   to `World.invalid`; a resolved one gives a `Variant` (desired replicas from
   `status.desiredOptimizedAlloc.numReplicas`) and a `TargetRef`. Scopes are one per
   (model_id, namespace) of the resolved variants, with the retention period of the model's
-  scale-to-zero configuration, else the global default.
+  scale-to-zero configuration, else the global default. Two or more VAs naming the same scale
+  target are all left unresolved (their `target_problem` names the others): two autoscalers on
+  one `/scale` would undo each other.
 - `pod_info`: labels, readiness (phase Running, condition Ready=True, not deleting) and the owner
   chain. ReplicaSets are not watched, so a ReplicaSet owner whose name ends with `-` and the pod's
   `pod-template-hash` label also yields its Deployment (the name without that suffix); a
@@ -44,7 +46,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, TypeVar
 
 from llmscaler.collect.attribution import PodInfo, TargetRef, attribute
@@ -241,6 +243,7 @@ def build_world(
         entries.append(
             _entry(key=key, obj=obj, va=parsed, namespace=namespace, name=name, targets=targets)
         )
+    entries = _unshared(entries)
     variants = sorted(
         (e.variant for e in entries if e.variant is not None), key=lambda v: (v.namespace, v.name)
     )
@@ -265,6 +268,33 @@ def build_world(
         pods=_pod_infos(pods),
         scopes=_scopes(variants=variants, config=config),
     )
+
+
+def _unshared(entries: list[VariantEntry]) -> list[VariantEntry]:
+    """Unresolve every VA whose scale target another VA also names.
+
+    Two autoscalers writing one `/scale` would undo each other every cycle; neither may act, and
+    each says which others claim its target.
+    """
+    claims: dict[tuple[str, str, str], list[str]] = {}
+    for entry in entries:
+        if entry.target is not None:
+            where = (entry.target.kind, entry.target.namespace, entry.target.name)
+            claims.setdefault(where, []).append(entry.key)
+    kept = []
+    for entry in entries:
+        target = entry.target
+        shared = [] if target is None else claims[(target.kind, target.namespace, target.name)]
+        if target is None or len(shared) == 1:
+            kept.append(entry)
+            continue
+        others = ', '.join(key for key in shared if key != entry.key)
+        problem = (
+            f'{target.kind} {target.namespace}/{target.name} is also the scale target of '
+            f'VariantAutoscaling {others}; none of them scales it'
+        )
+        kept.append(replace(entry, target=None, target_problem=problem, variant=None))
+    return kept
 
 
 def _invalid_key(problem: crd.InvalidObject) -> tuple[str, str, str]:
