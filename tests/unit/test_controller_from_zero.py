@@ -30,7 +30,8 @@ from llmscaler.collect.scrape import ScrapeTarget
 from llmscaler.config.types import Config
 from llmscaler.controller.from_zero import FromZero, Woken
 from llmscaler.controller.publish import ControllerMetrics
-from llmscaler.controller.world import World, build_world, epp_targets
+from llmscaler.controller.pods import epp_targets
+from llmscaler.controller.world import World, build_world
 from llmscaler.kube.client import ObjectRef, make_client
 from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.scale import ScaleClient

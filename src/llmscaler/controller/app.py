@@ -53,7 +53,7 @@ from llmscaler.controller.publish import (
     metrics_route,
     parse_bind_address,
 )
-from llmscaler.controller.world import epp_targets, parse_selector, scrape_targets
+from llmscaler.controller.pods import epp_targets, parse_selector, scrape_targets
 from llmscaler.kube.client import (
     LeaderWorkerSetResource,
     VariantAutoscalingResource,
@@ -182,7 +182,12 @@ class Controller:
     def _scrape_targets(self) -> tuple[ScrapeTarget, ...]:
         world = self.worlds.full(config=self.cycle.current_config())
         pods = self.caches.pods.items()
-        vllm = scrape_targets(world=world, pods=pods, port=self.options.pod_metrics_port)
+        vllm = scrape_targets(
+            variants=world.variants,
+            targets=world.targets,
+            pods=pods,
+            port=self.options.pod_metrics_port,
+        )
         return vllm + self._epp_targets()
 
     def _epp_targets(self) -> tuple[ScrapeTarget, ...]:

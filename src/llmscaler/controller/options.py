@@ -58,7 +58,7 @@ from llmscaler.config.errors import ConfigError, ConfigFileError, show_value, so
 from llmscaler.config.file import read_config_file
 from llmscaler.config.settings import load_settings, parse_bool
 from llmscaler.config.types import Config, CoreSettings
-from llmscaler.controller.world import parse_selector
+from llmscaler.controller.pods import parse_selector
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
