@@ -29,6 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lightkube.types import PatchType
+from tests.e2e import objects as objects_
 
 from fakeproc import fake_api
 from llmscaler import engine
@@ -37,80 +38,11 @@ from llmscaler.collect.types import ModelScope, PodReading, Reading
 from llmscaler.controller.app import Controller
 from llmscaler.controller.options import resolve_options
 from llmscaler.kube.client import VariantAutoscalingResource
+from llmscaler.sim import presets
 
 MODELS = 334
 NAMESPACE = 'bench'
 CYCLES = 5
-
-
-def _deployment(name: str, replicas: int, accelerator: str) -> dict[str, Any]:
-    labels = {'app': name}
-    return {
-        'apiVersion': 'apps/v1',
-        'kind': 'Deployment',
-        'metadata': {'name': name, 'namespace': NAMESPACE},
-        'spec': {
-            'replicas': replicas,
-            'selector': {'matchLabels': labels},
-            'template': {
-                'metadata': {'labels': labels},
-                'spec': {
-                    'nodeSelector': {'nvidia.com/gpu.product': accelerator},
-                    'containers': [
-                        {
-                            'name': 'vllm',
-                            'image': 'vllm/vllm-openai:v0.11.0',
-                            'args': ['--model', name, '--max-num-seqs', '128'],
-                            'resources': {'limits': {'nvidia.com/gpu': '1'}},
-                        }
-                    ],
-                },
-            },
-        },
-        'status': {'replicas': replicas, 'readyReplicas': replicas},
-    }
-
-
-def _va(name: str, model: str, cost: float) -> dict[str, Any]:
-    return {
-        'apiVersion': 'llmd.ai/v1alpha1',
-        'kind': 'VariantAutoscaling',
-        'metadata': {'name': name, 'namespace': NAMESPACE},
-        'spec': {
-            'modelID': model,
-            'scaleTargetRef': {'apiVersion': 'apps/v1', 'kind': 'Deployment', 'name': name},
-            'minReplicas': 0,
-            'maxReplicas': 8,
-            'variantCost': f'{cost:.1f}',
-        },
-    }
-
-
-def _pod(deployment: str, index: int) -> dict[str, Any]:
-    return {
-        'apiVersion': 'v1',
-        'kind': 'Pod',
-        'metadata': {
-            'name': f'{deployment}-abc12-{index}',
-            'namespace': NAMESPACE,
-            'labels': {'app': deployment, 'pod-template-hash': 'abc12'},
-            'ownerReferences': [
-                {
-                    'apiVersion': 'apps/v1',
-                    'kind': 'ReplicaSet',
-                    'name': f'{deployment}-abc12',
-                    'uid': 'u',
-                    'controller': True,
-                }
-            ],
-        },
-        'spec': {'containers': [{'name': 'vllm', 'image': 'x'}]},
-        'status': {
-            'phase': 'Running',
-            'podIP': '10.0.0.1',
-            'conditions': [{'type': 'Ready', 'status': 'True'}],
-        },
-    }
 
 
 class MemorySource:
@@ -159,23 +91,52 @@ async def _baseline(controller: Controller, names: list[str]) -> float:
 
 
 def _objects() -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str]]:
+    """The cluster, built with the end-to-end tests' object builders."""
     objects: list[dict[str, Any]] = []
     pods: list[tuple[str, str]] = []
     names: list[str] = []
+    variants = (
+        ('llama-3.1-8b-l40s', 5.0),
+        ('llama-3.1-8b-a100', 9.0),
+        ('llama-3.1-8b-h100', 14.0),
+    )
     for m in range(MODELS):
         model = f'model-{m:03d}'
-        for v, (accelerator, cost) in enumerate(
-            (('NVIDIA-L40S', 5.0), ('NVIDIA-A100', 9.0), ('NVIDIA-H100', 14.0))
-        ):
+        for v, (preset, cost) in enumerate(variants):
             if len(names) == 1000:
                 break
             name = f'{model}-v{v}'
             replicas = 0 if v == 2 else 2
-            objects.append(_deployment(name, replicas, accelerator))
-            objects.append(_va(name, model, cost))
+            spec = presets.preset(name=preset)
+            deploy = objects_.deployment(
+                name=name,
+                namespace=NAMESPACE,
+                model_id=model,
+                spec=spec,
+                replicas=replicas,
+                accelerator=spec.accelerator,
+            )
+            deploy['status'] = objects_.deployment_status(
+                generation=1, replicas=replicas, ready=replicas
+            )
+            objects.append(deploy)
+            objects.append(
+                objects_.variant_autoscaling(
+                    name=name,
+                    namespace=NAMESPACE,
+                    model_id=model,
+                    target=name,
+                    cost=cost,
+                    min_replicas=0,
+                    max_replicas=8,
+                )
+            )
             names.append(name)
-            for i in range(replicas):
-                pod = _pod(name, i)
+            for slot in range(replicas):
+                pod = objects_.replica_pod(
+                    deploy=deploy, pod_hash='abc12', replica_set_uid='u', slot=slot, port=8000
+                )
+                pod['status']['podIP'] = '10.0.0.1'
                 objects.append(pod)
                 pods.append((pod['metadata']['name'], model))
     return objects, pods, names

@@ -19,10 +19,15 @@ from __future__ import annotations
 import asyncio
 import random
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from aiohttp import web
+from tests.e2e import objects as objects_
 
 from fakeproc import fake_api
 from llmscaler.clock import LoopClock
@@ -31,6 +36,7 @@ from llmscaler.controller.app import Controller
 from llmscaler.controller.from_zero import FromZero, Woken
 from llmscaler.controller.options import resolve_options
 from llmscaler.kube.scale import ScaleClient
+from llmscaler.sim import presets
 
 MODELS = 250
 NAMESPACE = 'bench'
@@ -39,39 +45,33 @@ BURST = 100
 
 
 def _objects() -> list[dict[str, Any]]:
+    """The cluster, built with the end-to-end tests' object builders."""
     objects: list[dict[str, Any]] = []
+    spec = presets.preset(name='llama-3.1-8b-l40s')
     for m in range(MODELS):
+        model = f'model-{m:03d}'
         for variant, cost in (('cheap', 5.0), ('dear', 12.0)):
-            name = f'model-{m:03d}-{variant}'
-            labels = {'app': name}
+            name = f'{model}-{variant}'
             objects.append(
-                {
-                    'apiVersion': 'apps/v1',
-                    'kind': 'Deployment',
-                    'metadata': {'name': name, 'namespace': NAMESPACE},
-                    'spec': {
-                        'replicas': 0,
-                        'selector': {'matchLabels': labels},
-                        'template': {
-                            'metadata': {'labels': labels},
-                            'spec': {'containers': [{'name': 'vllm', 'image': 'vllm'}]},
-                        },
-                    },
-                }
+                objects_.deployment(
+                    name=name,
+                    namespace=NAMESPACE,
+                    model_id=model,
+                    spec=spec,
+                    replicas=0,
+                    accelerator=spec.accelerator,
+                )
             )
             objects.append(
-                {
-                    'apiVersion': 'llmd.ai/v1alpha1',
-                    'kind': 'VariantAutoscaling',
-                    'metadata': {'name': name, 'namespace': NAMESPACE},
-                    'spec': {
-                        'modelID': f'model-{m:03d}',
-                        'scaleTargetRef': {'kind': 'Deployment', 'name': name},
-                        'minReplicas': 0,
-                        'maxReplicas': 4,
-                        'variantCost': f'{cost:.1f}',
-                    },
-                }
+                objects_.variant_autoscaling(
+                    name=name,
+                    namespace=NAMESPACE,
+                    model_id=model,
+                    target=name,
+                    cost=cost,
+                    min_replicas=0,
+                    max_replicas=4,
+                )
             )
     return objects
 
