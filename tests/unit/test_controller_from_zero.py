@@ -29,8 +29,8 @@ from llmscaler.clock import ManualClock
 from llmscaler.collect.scrape import ScrapeTarget
 from llmscaler.config.types import Config
 from llmscaler.controller.from_zero import FromZero, Woken
-from llmscaler.controller.publish import ControllerMetrics
 from llmscaler.controller.pods import epp_targets
+from llmscaler.controller.publish import ControllerMetrics
 from llmscaler.controller.world import World, build_world
 from llmscaler.kube.client import ObjectRef, make_client
 from llmscaler.kube.events import EventRecorder

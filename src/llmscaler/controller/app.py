@@ -45,6 +45,7 @@ from llmscaler.controller.configwatch import ConfigWatch
 from llmscaler.controller.cycle import MainCycle
 from llmscaler.controller.from_zero import FromZero
 from llmscaler.controller.options import RunOptions, build_parser, resolve_options
+from llmscaler.controller.pods import epp_targets, parse_selector, scrape_targets
 from llmscaler.controller.publish import (
     ControllerMetrics,
     HttpEndpoints,
@@ -53,7 +54,6 @@ from llmscaler.controller.publish import (
     metrics_route,
     parse_bind_address,
 )
-from llmscaler.controller.pods import epp_targets, parse_selector, scrape_targets
 from llmscaler.kube.client import (
     LeaderWorkerSetResource,
     VariantAutoscalingResource,

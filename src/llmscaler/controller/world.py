@@ -4,7 +4,8 @@ Why: the informers hold VariantAutoscalings, their scale targets and pods as the
 them. A cycle needs parsed VAs, each VA's scale target read through `kube.targets.accessor`, the
 core's `Variant`s, the `TargetRef`s and `PodInfo`s that attribution walks, the model scopes the
 metric source reads. This module computes them from one snapshot of the caches; the pods
-themselves, and the pages to scrape, are `controller.pods`'s business. It is pure: no I/O, no clock, no event loop.
+themselves, and the pages to scrape, are `controller.pods`'s business. It is pure: no I/O, no
+clock, no event loop.
 
 What it computes:
 
@@ -18,10 +19,11 @@ What it computes:
   one `/scale` would undo each other.
 - `World.pods`: every pod as attribution sees it (`controller.pods.pod_info`).
 
-What fails and how bad input is treated: nothing raises. A target problem is a one-line `target_problem` naming the object
-(an unsupported kind, or an apiVersion of another group, lists what is supported); a target
-object cached without `kind`, `apiVersion` (list responses omit them) or namespace gets them
-from the key it is cached under. VAs without a name are invalid.
+What fails and how bad input is treated: nothing raises. A target problem is a one-line
+`target_problem` naming the object (an unsupported kind, or an apiVersion of another group,
+lists what is supported); a target object cached without `kind`, `apiVersion` (list responses
+omit them) or namespace gets them from the key it is cached under. VAs without a name are
+invalid.
 
 Determinism: every output is sorted; duplicate objects of one key resolve to the one whose
 canonical JSON sorts first, so shuffled inputs give an equal `World`.
