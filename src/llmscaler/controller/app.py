@@ -32,15 +32,11 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from lightkube import AsyncClient
-from lightkube.resources.apps_v1 import Deployment, StatefulSet
-from lightkube.resources.core_v1 import ConfigMap, Pod
-
 from llmscaler.clock import Clock, LoopClock
 from llmscaler.collect.prometheus import PrometheusSource
 from llmscaler.collect.scrape import PodScrapeSource, ScrapeTarget
 from llmscaler.collect.types import MetricsSource
-from llmscaler.controller.caches import Caches, WorldCache
+from llmscaler.controller.caches import WorldCache, build_caches
 from llmscaler.controller.configwatch import ConfigWatch
 from llmscaler.controller.cycle import MainCycle
 from llmscaler.controller.from_zero import FromZero
@@ -54,13 +50,8 @@ from llmscaler.controller.publish import (
     metrics_route,
     parse_bind_address,
 )
-from llmscaler.kube.client import (
-    LeaderWorkerSetResource,
-    VariantAutoscalingResource,
-    make_client,
-)
+from llmscaler.kube.client import make_client
 from llmscaler.kube.events import EventRecorder
-from llmscaler.kube.informer import Informer
 from llmscaler.kube.leader import LeaderConfig, LeaderElector
 from llmscaler.kube.scale import ScaleClient
 from llmscaler.kube.status import StatusWriter
@@ -68,31 +59,6 @@ from llmscaler.kube.status import StatusWriter
 log = logging.getLogger('llmscaler.controller')
 
 EXIT_OK, EXIT_LOST, EXIT_CONFIG = 0, 1, 2
-
-
-def _caches(*, client: AsyncClient, clock: Clock, options: RunOptions) -> Caches:
-    scope = options.watch_namespace or None
-
-    def informer(resource: type[object], name: str, namespace: str | None = scope) -> Informer:
-        return Informer(
-            client=client, resource=resource, clock=clock, namespace=namespace, name=name
-        )
-
-    configmaps = [informer(ConfigMap, 'configmaps')]
-    if scope is not None and scope != options.namespace:
-        configmaps.append(informer(ConfigMap, 'configmaps-global', options.namespace))
-    labels = tuple(
-        (key, value) for key, _, value in (text.partition('=') for text in options.configmap_labels)
-    )
-    return Caches(
-        vas=informer(VariantAutoscalingResource, 'variantautoscalings'),
-        deployments=informer(Deployment, 'deployments'),
-        statefulsets=informer(StatefulSet, 'statefulsets'),
-        leaderworkersets=informer(LeaderWorkerSetResource, 'leaderworkersets'),
-        pods=informer(Pod, 'pods'),
-        configmaps=tuple(configmaps),
-        configmap_labels=labels,
-    )
 
 
 class Controller:
@@ -118,7 +84,13 @@ class Controller:
             timeout=options.rest_client_timeout,
         )
         self.metrics = ControllerMetrics()
-        self.caches = _caches(client=self.client, clock=self.clock, options=options)
+        self.caches = build_caches(
+            client=self.client,
+            clock=self.clock,
+            namespace=options.namespace,
+            watch_namespace=options.watch_namespace,
+            configmap_labels=options.configmap_labels,
+        )
         self.worlds = WorldCache(caches=self.caches)
         self.config = ConfigWatch(
             settings=options.settings,

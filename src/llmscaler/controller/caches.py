@@ -12,12 +12,18 @@ controller waits for `synced()` before its first cycle).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lightkube import AsyncClient
+from lightkube.resources.apps_v1 import Deployment, StatefulSet
+from lightkube.resources.core_v1 import ConfigMap, Pod
+
+from llmscaler.clock import Clock
 from llmscaler.config.types import Config
 from llmscaler.controller.world import World, build_world
+from llmscaler.kube.client import LeaderWorkerSetResource, VariantAutoscalingResource
 from llmscaler.kube.informer import Informer
 
 _KINDS = (
@@ -94,6 +100,42 @@ class Caches:
             self.statefulsets.version,
             self.leaderworkersets.version,
         )
+
+
+def build_caches(
+    *,
+    client: AsyncClient,
+    clock: Clock,
+    namespace: str,
+    watch_namespace: str,
+    configmap_labels: Sequence[str],
+) -> Caches:
+    """The informers of `llmscaler run`.
+
+    `watch_namespace` '' watches every namespace; otherwise that one, plus the ConfigMaps of the
+    controller's own `namespace` (the global ConfigMaps live there). `configmap_labels` are
+    `key=value` texts.
+    """
+    scope = watch_namespace or None
+
+    def informer(resource: type[object], name: str, where: str | None = scope) -> Informer:
+        return Informer(client=client, resource=resource, clock=clock, namespace=where, name=name)
+
+    configmaps = [informer(ConfigMap, 'configmaps')]
+    if scope is not None and scope != namespace:
+        configmaps.append(informer(ConfigMap, 'configmaps-global', namespace))
+    labels = tuple(
+        (key, value) for key, _, value in (text.partition('=') for text in configmap_labels)
+    )
+    return Caches(
+        vas=informer(VariantAutoscalingResource, 'variantautoscalings'),
+        deployments=informer(Deployment, 'deployments'),
+        statefulsets=informer(StatefulSet, 'statefulsets'),
+        leaderworkersets=informer(LeaderWorkerSetResource, 'leaderworkersets'),
+        pods=informer(Pod, 'pods'),
+        configmaps=tuple(configmaps),
+        configmap_labels=labels,
+    )
 
 
 class WorldCache:

@@ -114,6 +114,9 @@ class MainCycle:
         self._pending: dict[str, _Pending] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.state: State = EMPTY_STATE
+        self.last_completed: float | None = None
+        """Monotonic time at which the last cycle ended (with or without an error); None before
+        the first. The liveness probe reads it: a loop stuck inside a cycle stops moving it."""
 
     @property
     def queue(self) -> WorkQueue:
@@ -151,7 +154,8 @@ class MainCycle:
                 status = 'error'
                 log.exception('cycle failed')
                 self._metrics.error(component='engine', error_type='cycle')
-            elapsed = self._clock.monotonic() - started
+            self.last_completed = self._clock.monotonic()
+            elapsed = self.last_completed - started
             self._metrics.cycle(seconds=elapsed, status=status)
             await self._clock.sleep(max(0.0, interval - elapsed))
 
