@@ -6,8 +6,10 @@ are tested through it.
 
 Failures: a JSON patch whose `test` fails, or whose path is missing, raises `ApiError` 422
 (reason Invalid), as the apiserver answers; a malformed patch document raises 400 (BadRequest).
-A malformed label selector raises 400. Field selectors support `metadata.name` and
-`metadata.namespace` with `=`, `==` and `!=`; any other field raises 400.
+Label selectors are the apiserver's: `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`,
+`k` (exists) and `!k`, joined by commas; a malformed one (or an empty value set) raises 400.
+Field selectors support `metadata.name` and `metadata.namespace` with `=`, `==` and `!=`; any
+other field raises 400.
 """
 
 from __future__ import annotations
@@ -191,6 +193,8 @@ def label_selector_matches(*, selector: str, labels: dict[str, str]) -> bool:
             ok = labels.get(key) != m['value']
         elif m['setop']:
             values = {v.strip() for v in m['values'].split(',')}
+            if values == {''}:
+                raise ApiError(400, f'{requirement.strip()!r}: the set of values is empty')
             ok = labels.get(key) in values if m['setop'] == 'in' else labels.get(key) not in values
         else:
             ok = key in labels

@@ -14,13 +14,9 @@ as a merge patch (list merge keys are not modelled) and answers 415 on custom re
 apiserver does; apply patches (server-side apply) answer 415. A patch whose result carries a stale
 metadata.resourceVersion answers 409.
 
-Watch: `?watch=true` answers 200 with a chunked stream of `{"type", "object"}` lines. Without a
-resourceVersion (or with "0") it first replays the current objects as ADDED. A resourceVersion
-older than the kept history (or a forced 410) is reported the way the apiserver does: HTTP 200
-and a single ERROR event whose object is a Status with code 410 (reason Expired), then the stream
-ends. BOOKMARK events are sent every `bookmark_interval` seconds and on `bookmark()`, only when
-the request asked for `allowWatchBookmarks=true`. `timeoutSeconds` ends the stream. Objects that
-stop matching a watch's label selector are not reported as DELETED (simplification).
+Watch: `?watch=true` streams events (`watch.serve_watch`: replay, history, in-stream 410,
+bookmarks every `bookmark_interval` seconds and on `bookmark()`, `timeoutSeconds`, objects
+entering or leaving a label selector). Lists and watches select with `watch.Selection`.
 
 Tables: a GET that asks for a meta.k8s.io/v1 Table (as `kubectl get` does) gets one for custom
 resources whose CRD is in deploy/base/crds (`table.negotiate`); otherwise the plain object.
@@ -33,9 +29,8 @@ requests), `latency`, `drop_watches()`, `force_watch_gone()`. Every request is a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -43,20 +38,13 @@ from aiohttp import web
 
 from tests.fakeapi import resources, table
 from tests.fakeapi.resources import Resource
-from tests.fakeapi.semantics import (
-    ApiError,
-    field_selector_matches,
-    json_patch,
-    label_selector_matches,
-    merge_patch,
-    status_body,
-)
-from tests.fakeapi.store import Event, Obj, Store, from_scale, to_scale
+from tests.fakeapi.semantics import ApiError, json_patch, merge_patch, status_body
+from tests.fakeapi.store import Obj, Store, from_scale, to_scale
+from tests.fakeapi.watch import BOOKMARK, Selection, serve_watch
 
 MERGE = 'application/merge-patch+json'
 JSON_PATCH = 'application/json-patch+json'
 STRATEGIC = 'application/strategic-merge-patch+json'
-BOOKMARK = 'BOOKMARK'
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +74,6 @@ class Target:
     namespace: str | None
     name: str | None = None
     sub: str | None = None
-
-
-@dataclass(slots=True)
-class _Watch:
-    queue: asyncio.Queue[Event | str | None] = field(default_factory=asyncio.Queue)
 
 
 def _json(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -259,7 +242,18 @@ class FakeAPI:
         q = request.query
         if target.name is None:
             if request.method == 'GET' and q.get('watch') in ('true', '1'):
-                return await self._watch(request, target)
+                selection = Selection.of(
+                    resource=target.resource, namespace=target.namespace, query=q
+                )
+                gone = self._gone_watches > 0
+                self._gone_watches -= 1 if gone else 0
+                return await serve_watch(
+                    request,
+                    store=self.store,
+                    selection=selection,
+                    gone=gone,
+                    bookmark_interval=self.bookmark_interval,
+                )
             if request.method == 'GET':
                 listed = self._list(target, q)
                 accept = request.headers.get('Accept', '')
@@ -310,22 +304,10 @@ class FakeAPI:
             return resources.api_resource_list(group=parts[1], version=parts[2])
         return None
 
-    def _matches(self, target: Target, q: Any, obj: Obj) -> bool:
-        meta = obj.get('metadata', {})
-        if target.namespace is not None and meta.get('namespace') != target.namespace:
-            return False
-        labels = meta.get('labels') or {}
-        if q.get('labelSelector') and not label_selector_matches(
-            selector=q['labelSelector'], labels=labels
-        ):
-            return False
-        return not q.get('fieldSelector') or field_selector_matches(
-            selector=q['fieldSelector'], obj=obj
-        )
-
     def _list(self, target: Target, q: Any) -> Obj:
         r = target.resource
-        items = [o for o in self.store.list(r, target.namespace) if self._matches(target, q, o)]
+        selection = Selection.of(resource=r, namespace=target.namespace, query=q)
+        items = [o for o in self.store.list(r, target.namespace) if selection.matches(o)]
         return {
             'kind': f'{r.kind}List',
             'apiVersion': r.group_version,
@@ -383,96 +365,6 @@ class FakeAPI:
         if method == 'DELETE' and part == 'main':
             return store.delete(r, ns, name)
         raise ApiError(405, f'{method} is not supported here')
-
-    async def _watch(self, request: web.Request, target: Target) -> web.StreamResponse:
-        q = request.query
-        bookmarks = q.get('allowWatchBookmarks') in ('true', '1')
-        timeout = float(q['timeoutSeconds']) if q.get('timeoutSeconds') else None
-        rv = q.get('resourceVersion', '')
-        watch = _Watch()
-        response = web.StreamResponse(headers={'Content-Type': 'application/json'})
-        response.enable_chunked_encoding()
-        await response.prepare(request)
-        if self._gone_watches > 0:
-            self._gone_watches -= 1
-            await self._send_gone(response, f'too old resource version: {rv}')
-            return response
-        try:
-            if rv in ('', '0'):
-                backlog = [
-                    Event(target.resource, 'ADDED', o)
-                    for o in self.store.list(target.resource, target.namespace)
-                ]
-            else:
-                backlog = self.store.history_since(int(rv))
-        except (ApiError, ValueError) as err:
-            await self._send_gone(response, str(err))
-            return response
-        self.store.watchers.add(watch.queue)
-        try:
-            for event in backlog:
-                watch.queue.put_nowait(event)
-            await self._stream(response, target, q, watch, bookmarks=bookmarks, timeout=timeout)
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
-        finally:
-            self.store.watchers.discard(watch.queue)
-        with contextlib.suppress(ConnectionResetError):
-            await response.write_eof()
-        return response
-
-    async def _send_gone(self, response: web.StreamResponse, message: str) -> None:
-        status = status_body(code=410, reason='Expired', message=message)
-        with contextlib.suppress(ConnectionResetError):
-            await response.write(_line({'type': 'ERROR', 'object': status}))
-            await response.write_eof()
-
-    async def _stream(
-        self,
-        response: web.StreamResponse,
-        target: Target,
-        q: Any,
-        watch: _Watch,
-        *,
-        bookmarks: bool,
-        timeout: float | None,
-    ) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        while True:
-            wait = self.bookmark_interval
-            if deadline is not None:
-                wait = min(wait, deadline - loop.time())
-                if wait <= 0:
-                    return
-            try:
-                item = await asyncio.wait_for(watch.queue.get(), wait)
-            except TimeoutError:
-                item = BOOKMARK if deadline is None or loop.time() < deadline else None
-            if item is None:
-                return
-            if isinstance(item, str):
-                if bookmarks:
-                    r = target.resource
-                    await response.write(
-                        _line(
-                            {
-                                'type': 'BOOKMARK',
-                                'object': {
-                                    'kind': r.kind,
-                                    'apiVersion': r.group_version,
-                                    'metadata': {'resourceVersion': str(self.store.rv)},
-                                },
-                            }
-                        )
-                    )
-                continue
-            if item.resource == target.resource and self._matches(target, q, item.object):
-                await response.write(_line({'type': item.type, 'object': item.object}))
-
-
-def _line(event: Obj) -> bytes:
-    return json.dumps(event).encode() + b'\n'
 
 
 def _load(body: bytes, *, dict_only: bool = True) -> Any:

@@ -37,6 +37,9 @@ class Event:
     resource: Resource
     type: str
     object: Obj
+    old: Obj | None = None
+    """The state before a MODIFIED (a watch with a selector reports an object that stops or
+    starts matching as DELETED or ADDED)."""
 
     @property
     def rv(self) -> int:
@@ -75,8 +78,8 @@ class Store:
     def _bucket(self, resource: Resource) -> dict[tuple[str, str], Obj]:
         return self._objects.setdefault((resource.group, resource.plural), {})
 
-    def _emit(self, resource: Resource, kind: str, obj: Obj) -> None:
-        event = Event(resource, kind, copy.deepcopy(obj))
+    def _emit(self, resource: Resource, kind: str, obj: Obj, old: Obj | None = None) -> None:
+        event = Event(resource, kind, copy.deepcopy(obj), old)
         self._history.append(event)
         while len(self._history) > self._history_limit:
             self.compacted = self._history.popleft().rv
@@ -179,7 +182,7 @@ class Store:
         self.rv += 1
         new['metadata']['resourceVersion'] = str(self.rv)
         self._bucket(resource)[(namespace, name)] = new
-        self._emit(resource, 'MODIFIED', new)
+        self._emit(resource, 'MODIFIED', new, old)
         return copy.deepcopy(new)
 
     def delete(self, resource: Resource, namespace: str, name: str) -> Obj:

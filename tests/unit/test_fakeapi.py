@@ -132,6 +132,41 @@ def test_label_selector_requires_all_requirements() -> None:
     assert not label_selector_matches(selector='a=1,b=2', labels={'a': '1'})
 
 
+@pytest.mark.parametrize(
+    ('selector', 'labels', 'expected'),
+    [
+        # lightkube's encoding of {key: [values]}: sorted values, no spaces.
+        ('app.kubernetes.io/name in (llmscaler,workload-variant-autoscaler)',
+         {'app.kubernetes.io/name': 'llmscaler'}, True),
+        ('app.kubernetes.io/name in (llmscaler,workload-variant-autoscaler)',
+         {'app.kubernetes.io/name': 'other'}, False),
+        ('app.kubernetes.io/name in (llmscaler,workload-variant-autoscaler)', {}, False),
+        ('tier in ( gpu , cpu )', {'tier': 'cpu'}, True),
+        ('tier notin (gpu)', {}, True),  # notin and != also select objects without the key
+        ('tier notin (gpu)', {'tier': 'gpu'}, False),
+        ('tier!=gpu', {}, True),
+        ('tier', {'tier': ''}, True),
+        ('tier', {}, False),
+        ('!tier', {}, True),
+        ('!tier', {'tier': 'x'}, False),
+        ('tier in (gpu),!canary,app', {'tier': 'gpu', 'app': 'a'}, True),
+        ('tier in (gpu),!canary,app', {'tier': 'gpu', 'app': 'a', 'canary': ''}, False),
+    ],
+)  # fmt: skip
+def test_set_based_label_selectors(selector: str, labels: dict[str, str], expected: bool) -> None:
+    assert label_selector_matches(selector=selector, labels=labels) is expected
+
+
+@pytest.mark.parametrize('selector', ['tier in ()', 'tier notin ( )', '!tier=a', 'tier in (a'])
+async def test_malformed_label_selector_is_400_on_list_and_watch(
+    http: httpx.AsyncClient, selector: str
+) -> None:
+    for params in ({'labelSelector': selector}, {'labelSelector': selector, 'watch': 'true'}):
+        answer = await http.get(DEPLOY, params=params)
+        assert answer.status_code == 400, params
+        assert answer.json()['reason'] == 'BadRequest'
+
+
 async def test_put_conflict_and_generation(api: FakeAPI, http: httpx.AsyncClient) -> None:
     stored = api.seed(deployment())  # RV 1
     stored['spec']['replicas'] = 4
@@ -330,6 +365,35 @@ async def test_watch_bookmarks_only_when_allowed(api: FakeAPI, http: httpx.Async
         http, DEPLOY, {'resourceVersion': '1', 'allowWatchBookmarks': 'true'}, 2
     )
     assert [e['type'] for e in ticks] == ['BOOKMARK', 'BOOKMARK']
+
+
+async def test_watch_reports_objects_entering_and_leaving_its_label_selector(
+    api: FakeAPI, http: httpx.AsyncClient
+) -> None:
+    api.seed(deployment('a'))  # RV 1, tier=gpu
+    api.seed(deployment('b'))  # RV 2, tier=gpu
+
+    def relabel(name: str, tier: str) -> None:
+        obj = api.get(api_version='apps/v1', kind='Deployment', namespace='ns', name=name)
+        obj['metadata']['labels']['tier'] = tier
+        api.store.update(api.store_resource(obj), 'ns', name, obj, part='main')
+
+    def later() -> None:
+        relabel('a', 'cpu')  # RV 3: leaves the selection
+        relabel('b', 'cpu')  # RV 4: leaves
+        relabel('b', 'tpu')  # RV 5: still out, not reported
+        relabel('a', 'gpu')  # RV 6: comes back
+
+    selected = {'resourceVersion': '2', 'labelSelector': 'tier in (gpu)'}
+    events = await read_events(http, DEPLOY, selected, 3, later)
+    assert [(e['type'], e['object']['metadata']['resourceVersion']) for e in events] == [
+        ('DELETED', '3'),
+        ('DELETED', '4'),
+        ('ADDED', '6'),
+    ]
+    assert events[0]['object']['metadata']['labels']['tier'] == 'cpu'  # the object as it is now
+    unselected = await read_events(http, DEPLOY, {'resourceVersion': '2'}, 4)
+    assert [e['type'] for e in unselected] == ['MODIFIED'] * 4
 
 
 async def test_watch_deleted(api: FakeAPI, http: httpx.AsyncClient) -> None:
