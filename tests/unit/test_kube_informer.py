@@ -479,6 +479,86 @@ async def test_label_selected_informer(harness: Harness, http: httpx.AsyncClient
         assert names(informer) == ['ns/gpu', 'ns/gpu2']
 
 
+async def test_set_based_selector_reaches_the_api(
+    harness: Harness, http: httpx.AsyncClient
+) -> None:
+    api = harness.api
+    for name, tier in (('a', 'gpu'), ('b', 'cpu'), ('c', 'tpu')):
+        api.seed(deployment(name, tier=tier))
+    informer = harness.informer(labels={'tier': ('tpu', 'gpu')})
+    async with harness.running(informer):
+        assert names(informer) == ['ns/a', 'ns/c']
+        assert lists(api)[0]['labelSelector'] == 'tier in (gpu,tpu)'
+        assert watches(api)[0]['labelSelector'] == 'tier in (gpu,tpu)'
+        # Relabelled out of the selection: the server reports DELETED, the store drops it.
+        patch = json.dumps({'metadata': {'labels': {'tier': 'cpu'}}})
+        await http.patch(f'{DEPLOYS}/a', content=patch, headers=MERGE)
+        await eventually(lambda: names(informer) == ['ns/c'], 'a to leave')
+        assert harness.events[-1][:2] == ('DELETED', 'ns/a')
+
+
+def test_an_empty_value_set_is_refused() -> None:
+    client = make_client(server='http://127.0.0.1:9')
+    with pytest.raises(ValueError, match='at least one value'):
+        Informer(client=client, resource=Deployment, clock=ManualClock(), labels={'tier': ()})
+    asyncio.run(client.aclose())
+
+
+def replicas_only(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """Keeps the keys and spec.replicas; drops deployments of tier cpu."""
+    meta = obj['metadata']
+    if meta['labels'].get('tier') == 'cpu':
+        return None
+    kept = {k: meta[k] for k in ('namespace', 'name', 'resourceVersion')}
+    return {'metadata': kept, 'spec': {'replicas': obj['spec']['replicas']}}
+
+
+async def test_transform_shapes_the_store_and_the_events(
+    harness: Harness, http: httpx.AsyncClient
+) -> None:
+    api = harness.api
+    api.seed(deployment('a', replicas=2))  # RV 1
+    api.seed(deployment('cpu', tier='cpu'))  # RV 2: never kept
+    informer = harness.informer(transform=replicas_only)
+    seen: list[dict[str, Any]] = []
+    informer.subscribe(lambda kind, obj: seen.append(obj))
+    async with harness.running(informer):
+        assert names(informer) == ['ns/a']
+        assert informer.get(namespace='ns', name='a') == {
+            'metadata': {'namespace': 'ns', 'name': 'a', 'resourceVersion': '1'},
+            'spec': {'replicas': 2},
+        }
+        assert seen == [informer.get(namespace='ns', name='a')]
+        await http.post(DEPLOYS, json=deployment('cpu2', tier='cpu'))  # RV 3: dropped
+        await http.post(DEPLOYS, json=deployment('b'))  # RV 4
+        await eventually(lambda: names(informer) == ['ns/a', 'ns/b'], 'b')
+        # A kept object whose transform turns to None is reported deleted, as last kept.
+        patch = json.dumps({'metadata': {'labels': {'tier': 'cpu'}}})
+        await http.patch(f'{DEPLOYS}/a', content=patch, headers=MERGE)  # RV 5
+        await eventually(lambda: names(informer) == ['ns/b'], 'a to go')
+        assert harness.events == [
+            ('ADDED', 'ns/a', '1'),
+            ('ADDED', 'ns/b', '4'),
+            ('DELETED', 'ns/a', '1'),
+        ]
+        assert [o['metadata']['name'] for o in seen] == ['a', 'b', 'a']
+        assert informer.resource_version == '5'  # the dropped objects' RVs still count
+        assert informer.version == 3
+
+
+async def test_a_failing_transform_is_a_failed_list(harness: Harness) -> None:
+    harness.api.seed(deployment('a'))
+
+    def broken(obj: dict[str, Any]) -> dict[str, Any]:
+        raise KeyError('bug')
+
+    informer = harness.informer(transform=broken)
+    async with harness.running(informer, sync=False):
+        await eventually(lambda: informer.last_error is not None, 'the failure')
+        assert not informer.synced.is_set()
+        assert 'bug' in (informer.last_error or '')
+
+
 async def test_all_namespace_informer(harness: Harness, http: httpx.AsyncClient) -> None:
     api = harness.api
     api.seed(deployment('z', namespace='alpha'))

@@ -7,8 +7,9 @@ controller.
 
 What it does (`run()`, until cancelled):
 
-1. List the kind (in one namespace, or all with `namespace=None`, optionally by an equality
-   label selector) and take the list's resourceVersion. The store is replaced *by diffing*: a
+1. List the kind (in one namespace, or all with `namespace=None`, optionally by a label
+   selector: `{key: value}` pairs, or `{key: (v1, v2)}` for the set-based `key in (v1,v2)`) and
+   take the list's resourceVersion. The store is replaced *by diffing*: a
    key that is new is ADDED, one whose resourceVersion changed is MODIFIED, one that vanished is
    DELETED with the last state the informer knew (so deletions missed while disconnected are
    still seen); an object whose resourceVersion is unchanged emits nothing. The whole store is
@@ -41,8 +42,19 @@ What fails: `run()` never raises for API, transport or decoding failures: it log
 naming the informer (a 410 is logged at info, being routine), records `last_error` (cleared by
 the next successful list) and retries. An exception from `on_event` is logged with its traceback
 and does not stop the informer. Only cancellation ends `run()`. Objects without a
-`metadata.name` are ignored. Store values are the dicts the API server sent (`as_dict`); they are
-shared with every reader and must not be mutated.
+`metadata.name` are ignored. Store values are the dicts the API server sent (`as_dict`), or what
+`transform` made of them; they are shared with every reader and must not be mutated.
+
+`transform` (optional) is applied to every listed or watched object before it is stored and
+before handlers see it: it keeps what readers need and drops the rest (a pod's spec is most of its
+size), or returns None for an object not to keep, which the store then treats as absent (a kept
+object that turns into None is reported DELETED with its last kept state). It must keep
+`metadata.namespace`, `metadata.name` and `metadata.resourceVersion` (keys and change detection
+use them) and must not raise; an exception from it is handled like an undecodable object (a list
+fails and is retried; a watch ends and re-lists).
+
+`Cache` is what readers and the process need of a cache; an `Informer` is one, and a composite of
+several informers (the controller's pod cache) can be one too.
 """
 
 from __future__ import annotations
@@ -51,9 +63,10 @@ import asyncio
 import logging
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import lightkube
+from lightkube import operators
 from lightkube.core.client import LabelSelector
 
 from llmscaler.clock import Clock
@@ -73,6 +86,41 @@ BOOKMARK: Final = 'BOOKMARK'
 Obj = dict[str, Any]
 Key = tuple[str, str]
 EventHandler = Callable[[str, Obj], None]
+Transform = Callable[[Obj], Obj | None]
+Selector = Mapping[str, str | tuple[str, ...]]
+"""A label selector: `key: value` means `key=value`, `key: (a, b)` means `key in (a,b)`."""
+
+
+class Cache(Protocol):
+    """What readers and the process need of a cache of objects (an `Informer` is one)."""
+
+    synced: asyncio.Event
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def last_error(self) -> str | None: ...
+
+    def get(self, *, namespace: str, name: str) -> Obj | None: ...
+
+    def items(self) -> tuple[Obj, ...]: ...
+
+    def __len__(self) -> int: ...
+
+    async def run(self) -> None: ...
+
+
+def _label_selector(labels: Selector | None) -> LabelSelector | None:
+    if not labels:
+        return None
+    return {
+        key: value if isinstance(value, str) else operators.in_(value)
+        for key, value in labels.items()
+    }
 
 
 def _key(obj: Mapping[str, Any]) -> Key | None:
@@ -101,11 +149,12 @@ class Informer:
         resource: type[Any],
         clock: Clock,
         namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
+        labels: Selector | None = None,
         name: str = '',
         retry_delay: float = 1.0,
         max_retry_delay: float = 30.0,
         on_event: EventHandler | None = None,
+        transform: Transform | None = None,
     ) -> None:
         for label, value in (('retry_delay', retry_delay), ('max_retry_delay', max_retry_delay)):
             if not math.isfinite(value) or value < 0:
@@ -114,12 +163,15 @@ class Informer:
         self._resource = resource
         self._clock = clock
         self._namespace = ALL_NAMESPACES if namespace is None else namespace
-        # lightkube's selector type also admits operators; ours are plain equalities.
-        self._labels: LabelSelector | None = dict(labels) if labels else None
+        for key, wanted in (labels or {}).items():
+            if not isinstance(wanted, str) and not wanted:
+                raise ValueError(f'label {key!r}: a set-based selector needs at least one value')
+        self._labels = _label_selector(labels)
         self._name = name or getattr(resource, '__name__', 'objects')
         self._retry_delay = retry_delay
         self._max_retry_delay = max_retry_delay
-        self._on_event = on_event
+        self._handlers: list[EventHandler] = [] if on_event is None else [on_event]
+        self._transform = transform
         self._store: dict[Key, Obj] = {}
         self._sorted: tuple[Obj, ...] | None = ()
         self._version = 0
@@ -169,6 +221,10 @@ class Informer:
     def __len__(self) -> int:
         return len(self._store)
 
+    def subscribe(self, handler: EventHandler) -> None:
+        """Call `handler` on every later event too (after `on_event`), with the same rules."""
+        self._handlers.append(handler)
+
     # -- the loop ----------------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -208,9 +264,10 @@ class Informer:
         listing = self._client.list(self._resource, namespace=self._namespace, labels=self._labels)
         fresh: dict[Key, Obj] = {}
         async for item in listing:
-            obj = as_dict(item)
-            key = _key(obj)
-            if key is not None:
+            raw = as_dict(item)
+            key = _key(raw)
+            obj = raw if self._transform is None else self._transform(raw)
+            if key is not None and obj is not None:
                 fresh[key] = obj
         rv = listing.resourceVersion
         self._replace(fresh)
@@ -265,18 +322,20 @@ class Informer:
         for _, kind, obj in changes:
             self._emit(kind, obj)
 
-    def _apply(self, kind: str, obj: Obj) -> None:
-        rv = _resource_version(obj)
+    def _apply(self, kind: str, raw: Obj) -> None:
+        rv = _resource_version(raw)
         if rv:
             self._rv = rv
-        key = _key(obj)
+        key = _key(raw)
         if kind not in (ADDED, MODIFIED, DELETED) or key is None:
             return
+        obj = raw if self._transform is None else self._transform(raw)
         old = self._store.get(key)
-        if kind == DELETED:
+        if kind == DELETED or obj is None:
             if old is None:
                 return
             del self._store[key]
+            kind, obj = DELETED, old if obj is None else obj
         elif old is not None and _unchanged(old, obj):
             return
         else:
@@ -287,10 +346,11 @@ class Informer:
         self._emit(kind, obj)
 
     def _emit(self, kind: str, obj: Obj) -> None:
-        if self._on_event is None:
-            return
-        try:
-            self._on_event(kind, obj)
-        except Exception:
-            ref = ObjectRef.of(obj)
-            log.exception('informer %s: event handler failed on %s %s', self._name, kind, ref.key)
+        for handler in self._handlers:
+            try:
+                handler(kind, obj)
+            except Exception:
+                ref = ObjectRef.of(obj)
+                log.exception(
+                    'informer %s: event handler failed on %s %s', self._name, kind, ref.key
+                )
