@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,7 +16,7 @@ from llmscaler.config.build import build_config
 from llmscaler.config.configmaps import SCALE_TO_ZERO_CONFIGMAP, ConfigMapSource
 from llmscaler.config.types import Config, CoreSettings
 from llmscaler.controller.pods import epp_targets, scrape_targets
-from llmscaler.controller.world import World, build_world
+from llmscaler.controller.world import World, _flat, build_world
 from llmscaler.kube import crd
 from tests.unit.test_kube_targets import deployment, lws, stateful_set
 
@@ -142,6 +143,15 @@ def world(
 
 
 # --- VAs and targets ---------------------------------------------------------------------------
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=12,
+)
 
 
 def test_three_kinds_resolve_to_variants_and_target_refs() -> None:
@@ -302,6 +312,45 @@ def test_duplicate_va_keys_keep_one_whatever_the_order() -> None:
     second = world(other, VA_DEPLOY)
     assert first == second
     assert len(first.entries) == 1
+
+
+def nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {'f:x': value}
+    return value
+
+
+def test_deeply_nested_vas_never_raise_and_keep_the_order_free_choice() -> None:
+    """5,000 levels: past the JSON encoder's and repr's recursion limits."""
+    # Two copies of one VA (the same key): one valid, deep in metadata the parser ignores; one
+    # invalid, deep in its spec. Which is kept must not depend on the order they come in.
+    ignored = copy.deepcopy(VA_DEPLOY)
+    ignored['metadata']['managedFields'] = [{'fieldsV1': nested(5_000)}]
+    broken = copy.deepcopy(VA_DEPLOY)
+    broken['spec']['scaleTargetRef']['name'] = nested(5_000)
+    other = va('deep-b', 'llm', kind='Deployment', target='x')
+    other['spec']['modelID'] = nested(5_000)
+    first = world(ignored, broken, other)
+    second = world(other, broken, ignored)
+    assert first == second
+    # The copy whose canonical text sorts first is kept: "managedFields" < "name".
+    assert [e.key for e in first.entries] == ['llm/llama-a100']
+    assert first.entries[0].obj is ignored
+    assert [(p.name, p.message.split(':')[0]) for _, p in first.invalid] == [
+        ('deep-b', 'spec.modelID')
+    ]
+
+
+@given(JSON_VALUES)
+def test_the_recursion_free_text_is_the_canonical_json(value: Any) -> None:
+    assert _flat(value) == json.dumps(value, sort_keys=True)
+
+
+def test_the_recursion_free_text_cuts_cycles() -> None:
+    loop: dict[str, Any] = {'b': 1}
+    loop['a'] = [loop, 'x']
+    assert _flat(loop) == '{"a": [<cycle>, "x"], "b": 1}'
 
 
 def test_scopes_one_per_model_group_with_its_retention() -> None:

@@ -1,31 +1,25 @@
-"""The install manifests (deploy/), the container image recipe, and the VA printer columns.
+"""The install manifests (deploy/) and the container image recipe.
 
 Every kustomization under deploy/ is rendered once per module with `kubectl kustomize`; every
 rendered object is validated in one kubernetes-validate run (Kubernetes 1.34, strict) except the
 kinds it has no schema for, which are checked here instead (see SCHEMALESS). The RBAC tests pin
-every permission the controller gets. The printer-column tests run kubectl against the fake
-apiserver, which renders Tables from the CRD in deploy/base/crds (tests/fakeapi/table.py).
-Skipped without kubectl on PATH (CI machines have one).
+every permission the controller gets, and check it against the requests the code makes. Skipped
+without kubectl on PATH (CI machines have one). The VA printer columns, as kubectl shows them,
+are tested in test_fakeapi_kubectl.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import datetime
 import json
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 import yaml
-from hypothesis import given
-from hypothesis import strategies as st
 
 from llmscaler.config.build import build_config
 from llmscaler.config.configmaps import (
@@ -39,9 +33,6 @@ from llmscaler.controller.options import resolve_options
 from llmscaler.kube.crd import InvalidObject, parse_va
 from llmscaler.kube.targets import ScaleTarget, accessor
 from llmscaler.vllm_args import parse_engine_args_report
-from tests.fakeapi import FakeAPI
-from tests.fakeapi.resources import by_kind
-from tests.fakeapi.table import compile_jsonpath, human_duration, negotiate, printer_columns
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -68,8 +59,6 @@ SCHEMALESS = {
     'PodMonitor',
 }
 Doc = dict[str, Any]
-
-needs_kubectl = pytest.mark.skipif(shutil.which('kubectl') is None, reason='kubectl not on PATH')
 
 
 @pytest.fixture(scope='module')
@@ -615,224 +604,3 @@ def test_dockerignore_keeps_only_the_build_inputs() -> None:
     assert copied[:2] == ['pyproject.toml README.md ./', 'src/ src/']
     for path in kept:
         assert (ROOT / path).exists()
-
-
-# -- printer columns, through kubectl and the fake apiserver's Tables -------------------------
-
-HEADER = ['NAME', 'TARGET', 'MODEL', 'MIN', 'MAX', 'OPTIMIZED', 'METRICSREADY', 'AGE']
-
-
-def va_object(name: str, namespace: str, *, with_status: bool) -> Doc:
-    obj: Doc = {
-        'apiVersion': 'llmd.ai/v1alpha1',
-        'kind': 'VariantAutoscaling',
-        'metadata': {'name': name, 'namespace': namespace},
-        'spec': {
-            'scaleTargetRef': {'apiVersion': 'apps/v1', 'kind': 'Deployment', 'name': f'{name}-d'},
-            'modelID': 'meta-llama/Llama-3.1-8B-Instruct',
-            'minReplicas': 1,
-            'maxReplicas': 6,
-            'variantCost': '5.0',
-        },
-    }
-    if with_status:
-        obj['status'] = {
-            'desiredOptimizedAlloc': {'numReplicas': 3, 'lastRunTime': '2026-01-01T00:00:00Z'},
-            'conditions': [
-                {
-                    'type': 'MetricsAvailable',
-                    'status': 'True',
-                    'reason': 'MetricsFound',
-                    'message': '',
-                    'lastTransitionTime': '2026-01-01T00:00:00Z',
-                },
-                {
-                    'type': 'TargetResolved',
-                    'status': 'False',
-                    'reason': 'TargetNotFound',
-                    'message': 'x',
-                    'lastTransitionTime': '2026-01-01T00:00:00Z',
-                },
-            ],
-        }
-    assert not isinstance(parse_va(obj), InvalidObject)
-    return obj
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[FakeAPI]:
-    async with FakeAPI() as running:
-        running.seed(va_object('llama-a10g', 'inference', with_status=True))
-        running.seed(va_object('llama-new', 'other', with_status=False))
-        yield running
-
-
-async def kubectl(api: FakeAPI, *args: str) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        'kubectl',
-        f'--server={api.url}',
-        '--request-timeout=10s',
-        *args,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 0, err.decode()
-    return out.decode()
-
-
-def table_rows(out: str) -> tuple[list[str], list[dict[str, str]]]:
-    """kubectl's table output cut at the header's column starts (cells may be empty)."""
-    header, *lines = out.rstrip('\n').splitlines()
-    starts = [m.start() for m in re.finditer(r'\S+', header)]
-    names = header.split()
-    ends = [*starts[1:], None]
-    rows = [
-        {n: line[s:e].strip() for n, s, e in zip(names, starts, ends, strict=True)}
-        for line in lines
-    ]
-    return names, rows
-
-
-@needs_kubectl
-async def test_kubectl_get_shows_the_printer_columns(api: FakeAPI) -> None:
-    names, rows = table_rows(await kubectl(api, 'get', 'va', '-n', 'inference'))
-    assert names == HEADER
-    [row] = rows
-    assert re.fullmatch(r'\d+s', row.pop('AGE'))
-    assert row == {
-        'NAME': 'llama-a10g',
-        'TARGET': 'llama-a10g-d',
-        'MODEL': 'meta-llama/Llama-3.1-8B-Instruct',
-        'MIN': '1',
-        'MAX': '6',
-        'OPTIMIZED': '3',
-        'METRICSREADY': 'True',
-    }
-
-
-@needs_kubectl
-async def test_kubectl_get_all_namespaces_and_one_object(api: FakeAPI) -> None:
-    names, rows = table_rows(await kubectl(api, 'get', 'va', '-A'))
-    assert names == ['NAMESPACE', *HEADER]
-    assert [(r['NAMESPACE'], r['NAME'], r['OPTIMIZED'], r['METRICSREADY']) for r in rows] == [
-        ('inference', 'llama-a10g', '3', 'True'),
-        ('other', 'llama-new', '', ''),
-    ]
-    names, [row] = table_rows(await kubectl(api, 'get', 'va/llama-new', '-n', 'other'))
-    assert names == HEADER
-    assert row['MAX'] == '6'
-    assert row['OPTIMIZED'] == ''
-
-
-async def test_table_only_for_clients_that_ask(api: FakeAPI) -> None:
-    table_accept = 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json'
-    base = f'{api.url}/apis/llmd.ai/v1alpha1/namespaces/inference/variantautoscalings'
-    async with aiohttp.ClientSession() as session:
-
-        async def get(url: str, accept: str) -> Doc:
-            async with session.get(url, headers={'Accept': accept}) as response:
-                assert response.status == 200
-                body: Doc = await response.json()
-                return body
-
-        assert (await get(base, 'application/json'))['kind'] == 'VariantAutoscalingList'
-        table = await get(base + '?includeObject=Object', table_accept)
-        assert table['kind'] == 'Table'
-        assert table['rows'][0]['object']['kind'] == 'VariantAutoscaling'
-        table = await get(base + '/llama-a10g', table_accept)
-        assert table['rows'][0]['object']['kind'] == 'PartialObjectMetadata'
-        assert [c['name'] for c in table['columnDefinitions']][:2] == ['Name', 'Target']
-        table = await get(base + '?includeObject=None', table_accept)
-        assert 'object' not in table['rows'][0]
-        # Built-in kinds and v1beta1-only clients get plain objects.
-        deployments = f'{api.url}/apis/apps/v1/namespaces/inference/deployments'
-        assert (await get(deployments, table_accept))['kind'] == 'DeploymentList'
-        beta = 'application/json;as=Table;v=v1beta1;g=meta.k8s.io'
-        assert (await get(base, beta))['kind'] == 'VariantAutoscalingList'
-
-
-def test_crd_printer_columns_are_wvas() -> None:
-    columns = printer_columns(group='llmd.ai', version='v1alpha1', plural='variantautoscalings')
-    assert columns is not None
-    assert [(c.name, c.type) for c in columns] == [
-        ('Target', 'string'),
-        ('Model', 'string'),
-        ('Min', 'integer'),
-        ('Max', 'integer'),
-        ('Optimized', 'integer'),
-        ('MetricsReady', 'string'),
-        ('Age', 'date'),
-    ]
-    assert printer_columns(group='apps', version='v1', plural='deployments') is None
-
-
-def test_table_cells_and_age() -> None:
-    resource = by_kind(api_version='llmd.ai/v1alpha1', kind='VariantAutoscaling')
-    assert resource is not None
-    obj = va_object('v', 'ns', with_status=True)
-    obj['metadata']['creationTimestamp'] = '2026-01-01T00:00:00Z'
-    obj['spec']['minReplicas'] = 0
-    now = datetime.datetime(2026, 1, 1, 3, 5, 7, tzinfo=datetime.UTC)
-    accept = 'application/json;as=Table;v=v1;g=meta.k8s.io'
-    table = negotiate(accept=accept, query={}, resource=resource, body=obj, now=now)
-    assert table['rows'][0]['cells'] == [
-        'v',
-        'v-d',
-        'meta-llama/Llama-3.1-8B-Instruct',
-        0,
-        6,
-        3,
-        'True',
-        '3h5m',
-    ]
-    obj['metadata']['creationTimestamp'] = 'yesterday'
-    table = negotiate(accept=accept, query={}, resource=resource, body=obj, now=now)
-    assert table['rows'][0]['cells'][-1] == '<invalid>'
-
-
-def test_jsonpath_subset() -> None:
-    doc = {'a': [{'t': 'x', 'v': 1}, {'t': 'y', 'v': 2}, {'t': 'y', 'v': 3}], 'n': {'k': 5}}
-    assert compile_jsonpath(text='.a[?(@.t=="y")].v').find(doc) == [2, 3]
-    assert compile_jsonpath(text="{.a[?(@.t!='y')].v}").find(doc) == [1]
-    assert compile_jsonpath(text='.a[?(@.v==3)].t').find(doc) == ['y']
-    assert compile_jsonpath(text='.a[-1].v').find(doc) == [3]
-    assert compile_jsonpath(text='.a[*].t').find(doc) == ['x', 'y', 'y']
-    assert compile_jsonpath(text='.n.k').find(doc) == [5]
-    assert compile_jsonpath(text='.n.missing').find(doc) == []
-    for unsupported in ('.a[0:2]', '..v', '.a[?(@.v>1)]', ''):
-        with pytest.raises(ValueError, match='JSONPath'):
-            compile_jsonpath(text=unsupported)
-
-
-UNIT_SECONDS = {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'y': 365 * 86400}
-
-
-@pytest.mark.parametrize(
-    ('seconds', 'text'),
-    [
-        (-5, '<invalid>'),
-        (-1, '0s'),
-        (119, '119s'),
-        (120, '2m'),
-        (310, '5m10s'),
-        (600, '10m'),
-        (3 * 3600 - 1, '179m'),
-        (3 * 3600 + 65, '3h1m'),
-        (30 * 3600, '30h'),
-        (52 * 3600, '2d4h'),
-        (9 * 86400 + 5, '9d'),
-        (800 * 86400, '2y70d'),
-        (9 * 365 * 86400, '9y'),
-    ],
-)
-def test_human_duration(seconds: int, text: str) -> None:
-    assert human_duration(seconds=seconds) == text
-
-
-@given(st.integers(min_value=0, max_value=20 * 365 * 86400))
-def test_human_duration_truncates_to_its_smallest_unit(seconds: int) -> None:
-    parts = re.findall(r'(\d+)([smhdy])', human_duration(seconds=seconds))
-    assert 1 <= len(parts) <= 2
-    value = sum(int(n) * UNIT_SECONDS[u] for n, u in parts)
-    assert value <= seconds < value + min(UNIT_SECONDS[u] for _, u in parts)

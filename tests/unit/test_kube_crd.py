@@ -241,15 +241,25 @@ def test_conditions_are_a_map_list_keyed_by_type() -> None:
 
 
 def test_printer_columns() -> None:
-    columns = [(c['name'], c['type'], c['jsonPath']) for c in version()['additionalPrinterColumns']]
+    columns = [
+        (c['name'], c['type'], c.get('priority', 0), c['jsonPath'])
+        for c in version()['additionalPrinterColumns']
+    ]
+    # WVA's seven, plus the target's replicas and ready replicas; -o wide (priority 1) adds the
+    # accelerator, the cost and why the last optimization did or did not act.
     assert columns == [
-        ('Target', 'string', '.spec.scaleTargetRef.name'),
-        ('Model', 'string', '.spec.modelID'),
-        ('Min', 'integer', '.spec.minReplicas'),
-        ('Max', 'integer', '.spec.maxReplicas'),
-        ('Optimized', 'integer', '.status.desiredOptimizedAlloc.numReplicas'),
-        ('MetricsReady', 'string', '.status.conditions[?(@.type=="MetricsAvailable")].status'),
-        ('Age', 'date', '.metadata.creationTimestamp'),
+        ('Target', 'string', 0, '.spec.scaleTargetRef.name'),
+        ('Model', 'string', 0, '.spec.modelID'),
+        ('Min', 'integer', 0, '.spec.minReplicas'),
+        ('Max', 'integer', 0, '.spec.maxReplicas'),
+        ('Current', 'integer', 0, '.status.currentAlloc.numReplicas'),
+        ('Ready', 'integer', 0, '.status.currentAlloc.readyReplicas'),
+        ('Optimized', 'integer', 0, '.status.desiredOptimizedAlloc.numReplicas'),
+        ('MetricsReady', 'string', 0, '.status.conditions[?(@.type=="MetricsAvailable")].status'),
+        ('Age', 'date', 0, '.metadata.creationTimestamp'),
+        ('Accelerator', 'string', 1, '.status.currentAlloc.accelerator'),
+        ('Cost', 'string', 1, '.spec.variantCost'),
+        ('Reason', 'string', 1, '.status.conditions[?(@.type=="OptimizationReady")].reason'),
     ]
 
 
@@ -459,6 +469,7 @@ def test_metadata_extras_ignored_and_status_round_trips() -> None:
     obj['metadata'] |= {'uid': 'u-1', 'generation': 7, 'creationTimestamp': '2025-01-01T00:00:00Z'}
     obj['status'] = {
         'desiredOptimizedAlloc': {'lastRunTime': '2025-01-01T00:01:00Z', 'numReplicas': 3},
+        'currentAlloc': {'accelerator': 'NVIDIA-A100', 'numReplicas': 2, 'readyReplicas': 1},
         'actuation': {'applied': True},
         'conditions': [
             {
@@ -477,6 +488,91 @@ def test_metadata_extras_ignored_and_status_round_trips() -> None:
     out = va.to_object()
     assert 'creationTimestamp' not in out['metadata']
     assert out['status'] == obj['status']
+
+
+@pytest.mark.parametrize(
+    ('current', 'prefix'),
+    [
+        ({'readyReplicas': -1}, 'status.currentAlloc.readyReplicas:'),
+        ({'numReplicas': '2'}, 'status.currentAlloc.numReplicas:'),
+        ({'numReplicas': 2**31}, 'status.currentAlloc.numReplicas:'),
+        ({'accelerator': 7}, 'status.currentAlloc.accelerator:'),
+        ({'pending': 1}, 'status.currentAlloc.pending:'),
+    ],
+)
+def test_current_alloc_is_validated(current: dict[str, Any], prefix: str) -> None:
+    result = parse_va({**minimal(), 'status': {'currentAlloc': current}})
+    assert isinstance(result, InvalidObject)
+    assert result.message.startswith(prefix), result.message
+
+
+def nested(depth: int, *, leaf: Any = 1, key: str | None = None) -> Any:
+    """`depth` lists (or one-key objects) around `leaf`, built without recursion."""
+    value = leaf
+    for _ in range(depth):
+        value = [value] if key is None else {key: value}
+    return value
+
+
+DEEP = 5_000
+
+
+@pytest.mark.parametrize(
+    'place',
+    [
+        ('spec', 'modelID'),
+        ('spec', 'extra'),
+        ('spec', 'scaleTargetRef', 'name'),
+        ('status', 'conditions'),
+        ('status', 'other'),
+        ('metadata', 'labels'),
+        ('extra',),
+    ],
+    ids='.'.join,
+)
+@pytest.mark.parametrize('key', [None, 'a'], ids=['lists', 'objects'])
+def test_a_deeply_nested_value_is_an_invalid_object(
+    place: tuple[str, ...], key: str | None
+) -> None:
+    obj = minimal()
+    obj['metadata'] = {'name': 'deep', 'namespace': 'ns'}
+    node = obj
+    for part in place[:-1]:
+        node = node.setdefault(part, {})
+    node[place[-1]] = nested(DEEP, key=key)
+    result = parse_va(obj)
+    assert isinstance(result, InvalidObject)
+    assert (result.name, result.namespace) == ('deep', 'ns')
+    # The path of the bad field, the pydantic error, and the start of the value.
+    assert result.message.startswith('.'.join(place)), result.message
+    assert ('(got [[[[' if key is None else "(got {'a': {'a':") in result.message
+    assert '\n' not in result.message
+    assert len(result.message) < 200
+
+
+def test_a_deep_value_in_ignored_metadata_is_still_a_valid_object() -> None:
+    obj = minimal()
+    obj['metadata'] = {'name': 'v', 'managedFields': [{'fieldsV1': nested(DEEP, key='f:x')}]}
+    assert isinstance(parse_va(obj), VariantAutoscaling)
+
+
+@pytest.mark.parametrize(
+    ('bad', 'shown'),
+    [
+        ('x' * 100_000, r"'x+\.\.\.x+'"),
+        (10**5000, '<int>'),
+        (nested(3, key='a'), re.escape("{'a': {'a': {'a': 1}}}")),
+        (nested(4, key='a'), re.escape("{'a': {'a': {'a': {...}}}}")),
+    ],
+    ids=['long-string', 'huge-int', 'nested', 'deeper'],
+)
+def test_the_bad_value_shown_is_bounded(bad: Any, shown: str) -> None:
+    result = parse_va(minimal(minReplicas=bad))
+    assert isinstance(result, InvalidObject)
+    got = re.fullmatch(r'spec\.minReplicas: [^(]+ \(got (.*)\)', result.message)
+    assert got is not None, result.message
+    assert re.fullmatch(shown, got[1]), result.message
+    assert len(got[1]) <= 60
 
 
 def test_repeated_condition_type_rejected() -> None:

@@ -20,11 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lightkube import AsyncClient
 
-from llmscaler.clock import ManualClock, rfc3339
+from llmscaler.clock import ManualClock, parse_rfc3339, rfc3339
 from llmscaler.kube import crd
 from llmscaler.kube.client import make_client
 from llmscaler.kube.status import (
     MESSAGE_MAX,
+    RUN_TIME_REFRESH,
     ConditionUpdate,
     StatusOutcome,
     StatusWriter,
@@ -42,6 +43,8 @@ FOUND = ConditionUpdate('TargetResolved', 'True', 'TargetFound', 'Deployment ns/
 LOST = ConditionUpdate('TargetResolved', 'False', 'TargetNotFound', 'Deployment ns/d not found')
 METRICS = ConditionUpdate('MetricsAvailable', 'True', 'MetricsFound', 'all 2 replicas fresh')
 READY = ConditionUpdate('OptimizationReady', 'True', 'OptimizationSucceeded', 'hold at 3')
+SCALING = ConditionUpdate('OptimizationReady', 'True', 'OptimizationSucceeded', 'up 3 -> 4')
+STALE = ConditionUpdate('MetricsAvailable', 'False', 'MetricsStale', 'pod p: stale')
 
 
 def va(name: str = 'v', status: Any = None) -> dict[str, Any]:
@@ -155,9 +158,9 @@ async def test_conditions_flip_keep_and_carry_over(
         conditions=[FOUND, METRICS, READY],
     )
     await clock.advance(60)
-    still = ConditionUpdate('MetricsAvailable', 'True', 'MetricsFound', 'all 3 replicas fresh')
+    still = ConditionUpdate('TargetResolved', 'True', 'TargetFound', 'Deployment ns/d2 found')
     result = await writer.update(
-        namespace=NS, name='v', obj=stored(api), desired=2, applied=False, conditions=[LOST, still]
+        namespace=NS, name='v', obj=stored(api), desired=2, applied=False, conditions=[STALE, still]
     )
     assert result.outcome is StatusOutcome.WRITTEN
     status = stored(api)['status']
@@ -166,14 +169,14 @@ async def test_conditions_flip_keep_and_carry_over(
         'MetricsAvailable',
         'OptimizationReady',
     ]
-    flipped = condition(status, 'TargetResolved')
+    flipped = condition(status, 'MetricsAvailable')
     assert (flipped['status'], flipped['reason'], flipped['lastTransitionTime']) == (
         'False',
-        'TargetNotFound',
+        'MetricsStale',
         T1,
     )
-    kept = condition(status, 'MetricsAvailable')
-    assert (kept['message'], kept['lastTransitionTime']) == ('all 3 replicas fresh', T0)
+    kept = condition(status, 'TargetResolved')
+    assert (kept['message'], kept['lastTransitionTime']) == ('Deployment ns/d2 found', T0)
     assert condition(status, 'OptimizationReady') == {
         'type': 'OptimizationReady',
         'status': 'True',
@@ -200,14 +203,14 @@ async def test_desired_and_applied_are_kept_when_none(
         obj=stored(api),
         desired=None,
         applied=None,
-        conditions=[LOST],
+        conditions=[STALE],
         ran=False,
     )
     assert result.outcome is StatusOutcome.WRITTEN
     status = stored(api)['status']
     assert status['desiredOptimizedAlloc'] == {'lastRunTime': T0, 'numReplicas': 3}
     assert status['actuation'] == {'applied': True}
-    assert condition(status, 'TargetResolved')['lastTransitionTime'] == T1
+    assert condition(status, 'MetricsAvailable')['lastTransitionTime'] == T1
 
 
 async def test_unchanged_status_is_not_written(
@@ -237,7 +240,7 @@ async def test_unchanged_status_is_not_written(
     )
     assert later.outcome is StatusOutcome.UNCHANGED
     assert api.requests == []  # the cached copy spared even the GET
-    # A cycle that ran moves lastRunTime, which is a change worth writing.
+    # A cycle that ran RUN_TIME_REFRESH after the last stamp moves lastRunTime: one write.
     ran = await writer.update(
         namespace=NS, name='v', obj=cached, desired=3, applied=True, conditions=[FOUND]
     )
@@ -245,6 +248,153 @@ async def test_unchanged_status_is_not_written(
     assert stored(api)['status']['desiredOptimizedAlloc']['lastRunTime'] == rfc3339(
         wall=clock.wall()
     )
+
+
+async def test_steady_cycles_write_only_every_refresh_interval(
+    api: FakeAPI, writer: StatusWriter, clock: ManualClock
+) -> None:
+    """A cycle every 30 s with nothing new: one write per RUN_TIME_REFRESH, not one per cycle."""
+    api.seed(va())
+    facts: dict[str, Any] = {
+        'desired': 3,
+        'applied': True,
+        'conditions': [FOUND, METRICS, READY],
+        'current_replicas': 3,
+        'ready_replicas': 2,
+        'accelerator': 'NVIDIA-A100',
+    }
+    outcomes = []
+    stamps = []
+    for _ in range(21):  # 10 minutes
+        result = await writer.update(namespace=NS, name='v', obj=stored(api), **facts)
+        outcomes.append(result.outcome)
+        stamps.append(stored(api)['status']['desiredOptimizedAlloc']['lastRunTime'])
+        await clock.advance(30)
+    written = [i for i, outcome in enumerate(outcomes) if outcome is StatusOutcome.WRITTEN]
+    assert RUN_TIME_REFRESH == 300
+    assert written == [0, 10, 20]
+    assert sorted(set(stamps)) == [T0, '2026-01-01T00:05:00Z', '2026-01-01T00:10:00Z']
+    assert len(api.requests_to(method='PATCH', path=f'{VA_PATH}/v/status')) == 3
+
+
+@pytest.mark.parametrize(
+    'change',
+    [
+        {'desired': 4},
+        {'applied': False},
+        {'current_replicas': 4},
+        {'ready_replicas': 3},
+        {'accelerator': 'NVIDIA-H100'},
+        {'conditions': [FOUND, METRICS, SCALING]},
+        {'conditions': [FOUND, STALE, READY]},
+    ],
+    ids=['desired', 'applied', 'current', 'ready', 'accelerator', 'message', 'status'],
+)
+async def test_any_change_an_operator_reads_is_written_at_once(
+    api: FakeAPI, writer: StatusWriter, clock: ManualClock, change: dict[str, Any]
+) -> None:
+    api.seed(va())
+    facts: dict[str, Any] = {
+        'desired': 3,
+        'applied': True,
+        'conditions': [FOUND, METRICS, READY],
+        'current_replicas': 3,
+        'ready_replicas': 2,
+        'accelerator': 'NVIDIA-A100',
+    }
+    await writer.update(namespace=NS, name='v', obj=None, **facts)
+    await clock.advance(30)
+    same = await writer.update(namespace=NS, name='v', obj=stored(api), **facts)
+    assert same.outcome is StatusOutcome.UNCHANGED
+    await clock.advance(30)
+    result = await writer.update(namespace=NS, name='v', obj=stored(api), **{**facts, **change})
+    assert result.outcome is StatusOutcome.WRITTEN
+    # The write happens anyway, so it carries the time of the cycle that caused it.
+    assert stored(api)['status']['desiredOptimizedAlloc']['lastRunTime'] == '2026-01-01T00:01:00Z'
+
+
+async def test_observed_replicas_and_accelerator_are_recorded_and_kept(
+    api: FakeAPI, writer: StatusWriter
+) -> None:
+    api.seed(va())
+    await writer.update(
+        namespace=NS,
+        name='v',
+        obj=None,
+        desired=3,
+        applied=True,
+        conditions=[FOUND],
+        current_replicas=2,
+        ready_replicas=1,
+        accelerator='NVIDIA-L40S',
+    )
+    expected = {'accelerator': 'NVIDIA-L40S', 'numReplicas': 2, 'readyReplicas': 1}
+    assert stored(api)['status']['currentAlloc'] == expected
+    result = await writer.update(
+        namespace=NS, name='v', obj=stored(api), desired=3, applied=True, conditions=[FOUND]
+    )
+    assert result.outcome is StatusOutcome.UNCHANGED
+    await writer.update(
+        namespace=NS,
+        name='v',
+        obj=stored(api),
+        desired=3,
+        applied=True,
+        conditions=[FOUND],
+        ready_replicas=2,
+    )
+    assert stored(api)['status']['currentAlloc'] == {**expected, 'readyReplicas': 2}
+
+
+async def test_an_unresolved_target_clears_the_counts(
+    api: FakeAPI, writer: StatusWriter, clock: ManualClock
+) -> None:
+    """OPTIMIZED, CURRENT and READY never show an old count beside TargetResolved=False."""
+    api.seed(va())
+    await writer.update(
+        namespace=NS,
+        name='v',
+        obj=None,
+        desired=3,
+        applied=True,
+        conditions=[FOUND, READY],
+        current_replicas=2,
+        ready_replicas=2,
+        accelerator='NVIDIA-L40S',
+    )
+    await clock.advance(60)
+    skipped = ConditionUpdate('OptimizationReady', 'False', 'SkippedProcessing', 'not resolved')
+    result = await writer.update(
+        namespace=NS,
+        name='v',
+        obj=stored(api),
+        desired=None,
+        applied=None,
+        conditions=[LOST, skipped],
+        ran=False,
+    )
+    assert result.outcome is StatusOutcome.WRITTEN
+    status = stored(api)['status']
+    assert status['desiredOptimizedAlloc'] == {'lastRunTime': T0}
+    assert 'currentAlloc' not in status
+    assert status['actuation'] == {'applied': True}
+    [_, patch] = api.requests_to(method='PATCH', path=f'{VA_PATH}/v/status')
+    assert patch.json()['status']['desiredOptimizedAlloc']['numReplicas'] is None
+    assert patch.json()['status']['currentAlloc'] is None
+    # Found again: the counts come back with the next resolved cycle.
+    await writer.update(
+        namespace=NS,
+        name='v',
+        obj=stored(api),
+        desired=2,
+        applied=True,
+        conditions=[FOUND, READY],
+        current_replicas=2,
+        ready_replicas=1,
+    )
+    status = stored(api)['status']
+    assert status['desiredOptimizedAlloc']['numReplicas'] == 2
+    assert status['currentAlloc'] == {'numReplicas': 2, 'readyReplicas': 1}
 
 
 async def test_no_status_and_nothing_to_say_is_unchanged(
@@ -477,6 +627,39 @@ async def test_programming_errors_raise_before_any_request(
     assert api.requests == []
 
 
+@pytest.mark.parametrize(
+    ('extra', 'match'),
+    [
+        ({'current_replicas': -1}, 'current replicas'),
+        ({'ready_replicas': 2**31}, 'ready replicas'),
+        ({'ready_replicas': True}, 'ready replicas'),
+        ({'accelerator': ''}, 'accelerator'),
+        ({'desired': 2, 'conditions': [LOST]}, 'unresolved target'),
+        ({'current_replicas': 2, 'conditions': [LOST]}, 'unresolved target'),
+        ({'run_time_refresh': -1.0}, 'run_time_refresh'),
+        ({'run_time_refresh': float('nan')}, 'run_time_refresh'),
+        ({'run_time_refresh': float('inf')}, 'run_time_refresh'),
+    ],
+)
+def test_bad_observations_are_programming_errors(extra: dict[str, Any], match: str) -> None:
+    args: dict[str, Any] = {
+        'current': None,
+        'generation': 1,
+        'desired': None,
+        'applied': None,
+        'conditions': [FOUND],
+        'now': NOW,
+        'ran': True,
+    }
+    with pytest.raises(ValueError, match=match):
+        next_status(**{**args, **extra})
+
+
+def test_a_bad_refresh_interval_is_refused_at_construction(client: AsyncClient) -> None:
+    with pytest.raises(ValueError, match='run_time_refresh'):
+        StatusWriter(client=client, clock=ManualClock(), run_time_refresh=-5)
+
+
 def test_a_type_twice_in_one_update_is_refused() -> None:
     with pytest.raises(ValueError, match='twice'):
         next_status(
@@ -528,17 +711,41 @@ def current_status(draw: st.DrawFn) -> crd.Status:
     alloc = None
     if draw(st.booleans()):
         alloc = crd.DesiredOptimizedAlloc(
-            last_run_time=draw(st.none() | st.just(rfc3339(wall=NOW - 30))),
+            last_run_time=draw(st.none() | st.sampled_from(PAST_RUNS)),
             accelerator=draw(st.none() | st.just('H100')),
             num_replicas=draw(st.none() | st.integers(min_value=0, max_value=9)),
+        )
+    observed = None
+    if draw(st.booleans()):
+        observed = crd.CurrentAlloc(
+            accelerator=draw(st.none() | st.just('L40S')),
+            num_replicas=draw(st.none() | st.integers(min_value=0, max_value=9)),
+            ready_replicas=draw(st.none() | st.integers(min_value=0, max_value=9)),
         )
     applied = draw(st.none() | st.booleans())
     conditions = draw(st.lists(existing_condition(), max_size=4, unique_by=lambda c: c.type))
     return crd.Status(
         desired_optimized_alloc=alloc,
+        current_alloc=observed,
         actuation=None if applied is None else crd.Actuation(applied=applied),
         conditions=tuple(conditions),
     )
+
+
+# Stored lastRunTimes: recent, about to expire, expired, and ahead of the clock.
+PAST_RUNS = tuple(rfc3339(wall=NOW - ago) for ago in (30, 299, 300, 3600, -60))
+OBSERVED = ('desired', 'current_replicas', 'ready_replicas', 'accelerator')
+
+
+def unresolves(conditions: list[ConditionUpdate]) -> bool:
+    return any(u.type == 'TargetResolved' and u.status != 'True' for u in conditions)
+
+
+def consistent(args: dict[str, Any]) -> dict[str, Any]:
+    """No counts beside an update that says the target is unresolved (a programming error)."""
+    if unresolves(args['conditions']):
+        return {**args, **dict.fromkeys(OBSERVED)}
+    return args
 
 
 inputs = st.fixed_dictionaries(
@@ -550,8 +757,32 @@ inputs = st.fixed_dictionaries(
         'conditions': updates,
         'now': st.floats(min_value=NOW, max_value=NOW + 10**6),
         'ran': st.booleans(),
+        'current_replicas': st.none() | st.integers(min_value=0, max_value=9),
+        'ready_replicas': st.none() | st.integers(min_value=0, max_value=9),
+        'accelerator': st.none() | st.sampled_from(['L40S', 'A100']),
     }
-)
+).map(consistent)
+
+
+def without_run(status: crd.Status) -> crd.Status:
+    """The status an operator reads: all but lastRunTime (an empty alloc is no alloc)."""
+    alloc = status.desired_optimized_alloc
+    if alloc is not None:
+        alloc = crd.DesiredOptimizedAlloc(
+            accelerator=alloc.accelerator, num_replicas=alloc.num_replicas
+        )
+        alloc = None if alloc == crd.DesiredOptimizedAlloc() else alloc
+    return crd.Status(
+        desired_optimized_alloc=alloc,
+        current_alloc=status.current_alloc,
+        actuation=status.actuation,
+        conditions=status.conditions,
+    )
+
+
+def run_time(status: crd.Status | None) -> str | None:
+    alloc = status.desired_optimized_alloc if status is not None else None
+    return alloc.last_run_time if alloc is not None else None
 
 
 @settings(max_examples=200, deadline=None)
@@ -560,6 +791,23 @@ def test_property_next_status_is_idempotent(args: dict[str, Any]) -> None:
     once = next_status(**args)
     twice = next_status(**{**args, 'current': once})
     assert twice == once
+
+
+@settings(max_examples=200, deadline=None)
+# lastRunTime has whole seconds: a stamp is up to 1 s older than the `now` it was made at.
+@given(args=inputs, later=st.floats(min_value=0, max_value=RUN_TIME_REFRESH - 1))
+def test_property_steady_cycles_change_nothing_until_the_refresh(
+    args: dict[str, Any], later: float
+) -> None:
+    once = next_status(**args)
+    again = next_status(**{**args, 'current': once, 'now': args['now'] + later})
+    stamped = run_time(once)
+    if args['ran'] and stamped is not None and stamped != rfc3339(wall=args['now']):
+        return  # an older stamp kept by `once` may expire within `later`
+    assert again == once
+    expired = next_status(**{**args, 'current': once, 'now': args['now'] + RUN_TIME_REFRESH})
+    assert without_run(expired) == without_run(once)
+    assert (expired != once) == args['ran']
 
 
 @settings(max_examples=200, deadline=None)
@@ -592,28 +840,65 @@ def test_property_transition_time_moves_iff_status_flips(args: dict[str, Any]) -
             assert cond.last_transition_time == (stamp if moved else prior.last_transition_time)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(args=inputs)
 def test_property_fields_kept_when_not_given(args: dict[str, Any]) -> None:
     current = args['current'] or crd.Status()
     result = next_status(**args)
     alloc = result.desired_optimized_alloc
     old = current.desired_optimized_alloc
-    if args['desired'] is not None:
-        assert alloc is not None
-        assert alloc.num_replicas == args['desired']
+    observed = result.current_alloc
+    old_observed = current.current_alloc or crd.CurrentAlloc()
+    if unresolves(args['conditions']):
+        assert (alloc.num_replicas if alloc else None) is None
+        assert observed is None
     else:
-        assert (alloc.num_replicas if alloc else None) == (old.num_replicas if old else None)
-    if args['ran']:
-        assert alloc is not None
-        assert alloc.last_run_time == rfc3339(wall=args['now'])
-    else:
-        assert (alloc.last_run_time if alloc else None) == (old.last_run_time if old else None)
+        if args['desired'] is not None:
+            assert alloc is not None
+            assert alloc.num_replicas == args['desired']
+        else:
+            assert (alloc.num_replicas if alloc else None) == (old.num_replicas if old else None)
+        given_or_kept = crd.CurrentAlloc(
+            accelerator=args['accelerator'] or old_observed.accelerator,
+            num_replicas=(
+                args['current_replicas']
+                if args['current_replicas'] is not None
+                else old_observed.num_replicas
+            ),
+            ready_replicas=(
+                args['ready_replicas']
+                if args['ready_replicas'] is not None
+                else old_observed.ready_replicas
+            ),
+        )
+        assert (observed or crd.CurrentAlloc()) == given_or_kept
     assert (alloc.accelerator if alloc else None) == (old.accelerator if old else None)
     if args['applied'] is None:
         assert result.actuation == current.actuation
     else:
         assert result.actuation == crd.Actuation(applied=args['applied'])
+
+
+@settings(max_examples=300, deadline=None)
+@given(args=inputs)
+def test_property_run_time_moves_only_with_a_change_or_after_the_refresh(
+    args: dict[str, Any],
+) -> None:
+    result = next_status(**args)
+    before = run_time(args['current'])
+    after = run_time(result)
+    stamp = rfc3339(wall=args['now'])
+    if not args['ran']:
+        assert after == before
+        return
+    assert after in (before, stamp)
+    changed = args['current'] is None or without_run(result) != without_run(args['current'])
+    age = args['now'] - parse_rfc3339(before) if before is not None else None
+    fresh = age is not None and 0 <= age < RUN_TIME_REFRESH
+    if changed or not fresh:
+        assert after == stamp
+    else:
+        assert after == before
 
 
 def test_next_status_does_not_mutate_its_input() -> None:
@@ -633,4 +918,5 @@ def test_next_status_does_not_mutate_its_input() -> None:
     assert current.model_dump() == snapshot
     assert flipped.conditions[0].last_transition_time == T1
     assert flipped.conditions[0].observed_generation == 2
-    assert flipped.desired_optimized_alloc == current.desired_optimized_alloc
+    # The target is lost: its desired count goes, the time of the last run stays.
+    assert flipped.desired_optimized_alloc == crd.DesiredOptimizedAlloc(last_run_time=T0)

@@ -26,7 +26,9 @@ omit them) or namespace gets them from the key it is cached under. VAs without a
 invalid.
 
 Determinism: every output is sorted; duplicate objects of one key resolve to the one whose
-canonical JSON sorts first, so shuffled inputs give an equal `World`.
+canonical JSON sorts first, so shuffled inputs give an equal `World`. That text is built without
+recursion when the object is nested deeper than the JSON encoder goes, so a VA nested thousands
+deep is an invalid VA (`parse_va`) or a plain one, never a RecursionError.
 """
 
 from __future__ import annotations
@@ -83,7 +85,75 @@ def _stable(obj: object) -> str:
     try:
         return json.dumps(obj, sort_keys=True, default=repr)
     except (TypeError, ValueError, RecursionError):
-        return repr(obj)
+        # Nested deeper than the C encoder recurses, keys of mixed types, or a cycle.
+        return _flat(obj)
+
+
+def _flat(obj: object) -> str:
+    """`_stable` without recursion: any depth, keys of any type, cycles cut at `<cycle>`.
+
+    An explicit stack of values and pieces of text; a container already on the path from the
+    root (by identity) renders as `<cycle>`, so a self-containing object ends. Keys sort by type
+    name, then by their rendering; leaves render as JSON, else with `repr`, else as their type.
+    """
+    out: list[str] = []
+    path: set[int] = set()
+    todo: list[object] = [obj]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, _Text):
+            out.append(item.text)
+        elif isinstance(item, _Leave):
+            path.discard(item.id)
+        elif not isinstance(item, Mapping | list | tuple):
+            out.append(_leaf(item))
+        elif id(item) in path:
+            out.append('<cycle>')
+        else:
+            path.add(id(item))
+            pieces: list[object]
+            if isinstance(item, Mapping):
+                # Keys alone decide the order (values are never compared): text keys by
+                # themselves, as json.dumps sorts them, others by type name and rendering.
+                keyed = sorted(
+                    (
+                        ((type(k).__name__, k if isinstance(k, str) else _leaf(k)), k, v)
+                        for k, v in item.items()
+                    ),
+                    key=lambda entry: entry[0],
+                )
+                pieces = [_Text('{')]
+                for index, (_, key, value) in enumerate(keyed):
+                    pieces += [_Text(', ' if index else ''), _Text(_leaf(key)), _Text(': '), value]
+                pieces.append(_Text('}'))
+            else:
+                pieces = [_Text('[')]
+                for index, value in enumerate(item):
+                    pieces += [_Text(', ' if index else ''), value]
+                pieces.append(_Text(']'))
+            todo.append(_Leave(id(item)))
+            todo.extend(reversed(pieces))
+    return ''.join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Leave:
+    id: int
+
+
+def _leaf(value: object) -> str:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        try:
+            return repr(value)
+        except Exception:  # a leaf whose repr fails: its type stands for it
+            return f'<{type(value).__name__}>'
 
 
 def _first_per_key(items: Iterable[_T], *, key: Callable[[_T], str | None]) -> dict[str, _T]:

@@ -23,14 +23,18 @@ pydantic's Rust regex `\\d` is Unicode) and the cost must be a finite float64 (a
 overflows, which WVA's ParseFloat also rejects). Unknown fields are rejected in spec and status
 (the server prunes them, so only hand-written input has them) and ignored in metadata, which
 carries many server-managed fields we do not model.
-`set_condition` raises pydantic's ValidationError only for a programming error (a `now` that is
-not an RFC 3339 timestamp, an empty reason).
+Nesting depth is no failure of its own: a value nested thousands deep in a modelled field is a
+wrong type there, and its message shows the value bounded (three levels, 60 characters), so no
+RecursionError escapes and no message grows with the input; depth in the metadata we ignore does
+not matter. `set_condition` raises pydantic's ValidationError only for a programming error (a
+`now` that is not an RFC 3339 timestamp, an empty reason).
 """
 
 from __future__ import annotations
 
 import math
 import re
+import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
@@ -204,6 +208,18 @@ class DesiredOptimizedAlloc(_Wire):
     )
 
 
+class CurrentAlloc(_Wire):
+    """What the controller last observed of the scale target (for `kubectl get va`)."""
+
+    accelerator: _Str | None = None
+    num_replicas: _Int32 | None = pydantic.Field(
+        default=None, alias='numReplicas', ge=0, json_schema_extra=_INT32
+    )
+    ready_replicas: _Int32 | None = pydantic.Field(
+        default=None, alias='readyReplicas', ge=0, json_schema_extra=_INT32
+    )
+
+
 class Actuation(_Wire):
     applied: _Bool
 
@@ -229,6 +245,7 @@ class Status(_Wire):
     desired_optimized_alloc: DesiredOptimizedAlloc | None = pydantic.Field(
         default=None, alias='desiredOptimizedAlloc'
     )
+    current_alloc: CurrentAlloc | None = pydantic.Field(default=None, alias='currentAlloc')
     actuation: Actuation | None = None
     conditions: tuple[Condition, ...] = ()
 
@@ -269,7 +286,7 @@ class InvalidObject:
 
 
 def parse_va(obj: Mapping[str, Any]) -> VariantAutoscaling | InvalidObject:
-    """Validate a decoded VA object; never raises on bad data."""
+    """Validate a decoded VA object; never raises on bad data, however deeply it is nested."""
     name, namespace = _identity(obj)
     if not isinstance(obj, Mapping):
         return InvalidObject(name, namespace, f'<root>: expected an object, got {_kind(obj)}')
@@ -278,6 +295,7 @@ def parse_va(obj: Mapping[str, Any]) -> VariantAutoscaling | InvalidObject:
     except pydantic.ValidationError as exc:
         return InvalidObject(name, namespace, _one_line(exc))
     except RecursionError:
+        # Validation itself only descends as deep as the models go; this is the last resort.
         return InvalidObject(name, namespace, '<root>: nested too deeply')
 
 
@@ -340,8 +358,33 @@ def _one_line(exc: pydantic.ValidationError) -> str:
     if isinstance(extra, str):
         loc.append(extra)
     path = '.'.join(loc) or '<root>'
-    shown = repr(first.get('input'))
-    shown = shown if len(shown) <= 60 else shown[:57] + '...'
+    shown = _show(first.get('input'))
     more = f' (and {len(errors) - 1} more)' if len(errors) > 1 else ''
     message = f'{path}: {first["msg"]} (got {shown}){more}'
     return ' '.join(message.split())
+
+
+_SHOWN: Final = 60
+
+
+def _bounded_repr() -> reprlib.Repr:
+    shower = reprlib.Repr()
+    # A bad value can be nested thousands deep or megabytes long: builtin repr() of it would
+    # raise RecursionError or take the time and memory of the whole value. Three levels and a
+    # few items of each are enough to recognise it in a one-line message.
+    shower.maxlevel = 3
+    shower.maxdict = shower.maxlist = shower.maxtuple = shower.maxset = 4
+    shower.maxstring = shower.maxother = shower.maxlong = _SHOWN
+    return shower
+
+
+_REPR: Final = _bounded_repr()
+
+
+def _show(value: object) -> str:
+    """A short repr of a bad input value, bounded in time and size whatever the value."""
+    try:
+        shown = _REPR.repr(value)
+    except Exception:  # a value whose repr fails (an int past the digit limit, ...): its type
+        shown = f'<{_kind(value)}>'
+    return shown if len(shown) <= _SHOWN else shown[: _SHOWN - 3] + '...'

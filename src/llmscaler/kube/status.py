@@ -1,33 +1,22 @@
 """Writing the status of a VariantAutoscaling: the desired count, actuation and conditions.
 
 Why: the VA status is what a user (and `kubectl get va`) sees of the controller's work: the
-replica count it wants, whether that was applied, and metav1.Condition-shaped conditions that say
-why (`MetricsAvailable=False`, reason `MetricsStale`, ...). Conditions follow apimachinery's
-`meta.SetStatusCondition` (via `crd.set_condition`): `lastTransitionTime` moves only when a
-condition's status flips, so it tells how long the condition has held, and rewriting the same
-facts every cycle changes nothing.
+replica count it wants, the target's replicas as last read, whether the decision was applied, and
+metav1.Condition-shaped conditions that say why (`MetricsAvailable=False`, reason `MetricsStale`,
+...). What the next status is, and when `lastRunTime` moves, is `kube.nextstatus`; this module
+writes it, and only when it differs from the stored one.
 
-What it computes:
-
-- `next_status` (pure): the next status from the current one. `numReplicas` takes `desired`
-  (kept when None); `lastRunTime` becomes `now` when the cycle ran (kept otherwise); the
-  deprecated `accelerator` is kept as found; `actuation.applied` takes `applied` (kept when
-  None); each `ConditionUpdate` is set with `observedGeneration` = the object's generation, and
-  conditions not mentioned are kept in place. Messages are cut to 32768 characters, the CRD's
-  limit.
-- `StatusWriter.update`: starts from the given object (the informer's cached copy; fetched when
-  None), computes `next_status` at `clock.wall()`, and writes only when the status changed, with a
-  merge patch on `/status` that carries the object's `metadata.resourceVersion`, so a write based
-  on a stale copy is refused (409) instead of undoing a newer status. The patch never holds
-  `spec`: the `/status` subresource is the only thing written. Keys that the stored status has
-  and the new one lacks are sent as null, so the stored status ends up exactly the computed one.
+What it computes, `StatusWriter.update`: starts from the given object (the informer's cached copy;
+fetched when None), computes `next_status` at `clock.wall()`, and writes only when the status
+changed, with a merge patch on `/status` that carries the object's `metadata.resourceVersion`, so
+a write based on a stale copy is refused (409) instead of undoing a newer status. The patch never
+holds `spec`: the `/status` subresource is the only thing written. Keys that the stored status has
+and the new one lacks are sent as null, so the stored status ends up exactly the computed one.
 
 What fails and how:
 
-- A bad `ConditionUpdate` (a reason not matching `crd.CONDITION_REASON_PATTERN` or longer than
-  1024, a type not matching `crd.CONDITION_TYPE_PATTERN`, a status other than True, False or
-  Unknown, a type listed twice) or a `desired` outside [0, 2^31 − 1] is a programming error:
-  ValueError, raised before any request.
+- Bad facts (see `kube.nextstatus`) are a programming error: ValueError, raised before any
+  request.
 - A current status that does not validate as `crd.Status` (hand-edited, or written by another
   tool) is logged and rebuilt from an empty status rather than blocking every later write. Only
   the status and metadata are read, so a VA whose spec is invalid still gets its conditions.
@@ -43,36 +32,36 @@ from __future__ import annotations
 
 import enum
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, get_args
+from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.types import PatchType
 
-from llmscaler.clock import Clock, rfc3339
+from llmscaler.clock import Clock
 from llmscaler.kube import crd
 from llmscaler.kube.client import VariantAutoscalingResource, as_dict, describe_error, error_code
+from llmscaler.kube.nextstatus import (
+    MESSAGE_MAX,
+    RUN_TIME_REFRESH,
+    ConditionUpdate,
+    check_update,
+    next_status,
+)
+
+# Re-exported: callers build updates and read the limits from the writer's module.
+__all__ = [
+    'MESSAGE_MAX',
+    'RUN_TIME_REFRESH',
+    'ConditionUpdate',
+    'StatusOutcome',
+    'StatusResult',
+    'StatusWriter',
+    'next_status',
+]
 
 logger = logging.getLogger(__name__)
-
-MESSAGE_MAX: Final = 32768
-REASON_MAX: Final = 1024
-TYPE_MAX: Final = 316
-_STATUSES: Final = frozenset(get_args(crd.ConditionStatus))
-_REASON = re.compile(crd.CONDITION_REASON_PATTERN)
-_TYPE = re.compile(crd.CONDITION_TYPE_PATTERN)
-
-
-@dataclass(frozen=True, slots=True)
-class ConditionUpdate:
-    """One condition to set: metav1.Condition without the times the writer fills in."""
-
-    type: str
-    status: crd.ConditionStatus
-    reason: str
-    message: str
 
 
 class StatusOutcome(enum.StrEnum):
@@ -92,67 +81,13 @@ class StatusResult:
     resource_version: str | None
 
 
-def next_status(
-    *,
-    current: crd.Status | None,
-    generation: int | None,
-    desired: int | None,
-    applied: bool | None,
-    conditions: Sequence[ConditionUpdate],
-    now: float,
-    ran: bool,
-) -> crd.Status:
-    """The status after one cycle's facts are recorded (pure; ValueError on bad input)."""
-    _check(desired=desired, conditions=conditions)
-    base = current if current is not None else crd.Status()
-    stamp = rfc3339(wall=now)
-    alloc = base.desired_optimized_alloc
-    num_replicas = alloc.num_replicas if desired is None and alloc is not None else desired
-    last_run = stamp if ran else (alloc.last_run_time if alloc is not None else None)
-    if alloc is not None or num_replicas is not None or last_run is not None:
-        alloc = crd.DesiredOptimizedAlloc(
-            last_run_time=last_run,
-            accelerator=alloc.accelerator if alloc is not None else None,
-            num_replicas=num_replicas,
-        )
-    actuation = crd.Actuation(applied=applied) if applied is not None else base.actuation
-    result = base.conditions
-    for update in conditions:
-        result = crd.set_condition(
-            conditions=result,
-            type=update.type,
-            status=update.status,
-            reason=update.reason,
-            message=update.message[:MESSAGE_MAX],
-            observed_generation=generation,
-            now=stamp,
-        )
-    return crd.Status(desired_optimized_alloc=alloc, actuation=actuation, conditions=result)
+@dataclass(frozen=True, slots=True)
+class _Observed:
+    """What the cycle read of the scale target (None: keep the stored value)."""
 
-
-def _check(*, desired: int | None, conditions: Sequence[ConditionUpdate]) -> None:
-    if desired is not None and not _is_count(desired):
-        raise ValueError(f'desired replicas {desired!r} is not an int in [0, {crd.INT32_MAX}]')
-    seen: set[str] = set()
-    for update in conditions:
-        if not isinstance(update.type, str) or len(update.type) > TYPE_MAX:
-            raise ValueError(f'condition type {update.type!r} is not a valid type')
-        if not _TYPE.fullmatch(update.type):
-            raise ValueError(f'condition type {update.type!r} is not a valid type')
-        if update.type in seen:
-            raise ValueError(f'condition type {update.type!r} is set twice in one update')
-        seen.add(update.type)
-        if update.status not in _STATUSES:
-            raise ValueError(f'condition {update.type} has status {update.status!r}')
-        reason = update.reason
-        if not isinstance(reason, str) or len(reason) > REASON_MAX or not _REASON.fullmatch(reason):
-            raise ValueError(f'condition {update.type} has an invalid reason {reason!r}')
-        if not isinstance(update.message, str):
-            raise ValueError(f'condition {update.type} has a message that is not a string')
-
-
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= crd.INT32_MAX
+    current_replicas: int | None
+    ready_replicas: int | None
+    accelerator: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,9 +99,13 @@ class _Plan:
 class StatusWriter:
     """Writes VA status through `/status`, with one refetch-and-retry on a conflict."""
 
-    def __init__(self, *, client: AsyncClient, clock: Clock) -> None:
+    def __init__(
+        self, *, client: AsyncClient, clock: Clock, run_time_refresh: float = RUN_TIME_REFRESH
+    ) -> None:
+        check_update(desired=None, conditions=(), run_time_refresh=run_time_refresh)
         self._client = client
         self._clock = clock
+        self._refresh = run_time_refresh
 
     async def update(
         self,
@@ -178,9 +117,27 @@ class StatusWriter:
         applied: bool | None,
         conditions: Sequence[ConditionUpdate],
         ran: bool = True,
+        current_replicas: int | None = None,
+        ready_replicas: int | None = None,
+        accelerator: str | None = None,
     ) -> StatusResult:
-        """Record a cycle's facts on the VA `namespace/name`; `obj` is its cached copy, if any."""
-        _check(desired=desired, conditions=conditions)
+        """Record a cycle's facts on the VA `namespace/name`; `obj` is its cached copy, if any.
+
+        `current_replicas`, `ready_replicas` and `accelerator` are what the cycle read of the
+        scale target (`status.currentAlloc`); None keeps the stored value.
+        """
+        observed = _Observed(
+            current_replicas=current_replicas,
+            ready_replicas=ready_replicas,
+            accelerator=accelerator,
+        )
+        check_update(
+            desired=desired,
+            conditions=conditions,
+            current_replicas=current_replicas,
+            ready_replicas=ready_replicas,
+            accelerator=accelerator,
+        )
         now = self._clock.wall()
         current = obj
         for attempt in range(2):
@@ -197,6 +154,8 @@ class StatusWriter:
                 conditions=conditions,
                 now=now,
                 ran=ran,
+                observed=observed,
+                run_time_refresh=self._refresh,
             )
             if plan.body is None:
                 return StatusResult(StatusOutcome.UNCHANGED, '', plan.resource_version)
@@ -235,6 +194,8 @@ def _plan(
     conditions: Sequence[ConditionUpdate],
     now: float,
     ran: bool,
+    observed: _Observed,
+    run_time_refresh: float,
 ) -> _Plan:
     raw = obj.get('status')
     current = _parse_status(raw, key)
@@ -252,6 +213,10 @@ def _plan(
         conditions=conditions,
         now=now,
         ran=ran,
+        current_replicas=observed.current_replicas,
+        ready_replicas=observed.ready_replicas,
+        accelerator=observed.accelerator,
+        run_time_refresh=run_time_refresh,
     )
     if current is not None and new == current:
         return _Plan(None, rv)
