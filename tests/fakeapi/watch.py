@@ -12,7 +12,8 @@ ADDED; otherwise the store's history after that resourceVersion, or, when that i
 kept history (or `gone` is set), a single ERROR event whose object is a Status with code 410
 (reason Expired), then the end. BOOKMARK events are sent every `bookmark_interval` seconds and on
 the store's bookmark signal, only when the request asked for `allowWatchBookmarks=true`.
-`timeoutSeconds` ends the stream. With a label selector, a modified object that stops matching is
+`timeoutSeconds` ends the stream, and so does a client that went away (noticed within a bookmark
+interval, as the apiserver notices a closed connection). With a label selector, a modified object that stops matching is
 reported DELETED and one that starts matching ADDED, as the apiserver does.
 """
 
@@ -121,6 +122,7 @@ async def serve_watch(
         for event in backlog:
             queue.put_nowait(event)
         await _stream(
+            request,
             response,
             store=store,
             selection=selection,
@@ -146,6 +148,7 @@ async def _send_gone(response: web.StreamResponse, message: str) -> None:
 
 
 async def _stream(
+    request: web.Request,
     response: web.StreamResponse,
     *,
     store: Store,
@@ -167,8 +170,9 @@ async def _stream(
             item = await asyncio.wait_for(queue.get(), wait)
         except TimeoutError:
             item = BOOKMARK if deadline is None or loop.time() < deadline else None
-        if item is None:
-            return
+        transport = request.transport
+        if item is None or transport is None or transport.is_closing():
+            return  # ended, or the client went away (noticed within a bookmark interval)
         if isinstance(item, str):
             if bookmarks:
                 r = selection.resource

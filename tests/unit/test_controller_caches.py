@@ -21,8 +21,13 @@ from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.types import PatchType
 
 from llmscaler.clock import ManualClock
+from llmscaler.config.configmaps import (
+    QUEUEING_CONFIGMAP,
+    SATURATION_CONFIGMAP,
+    SCALE_TO_ZERO_CONFIGMAP,
+)
 from llmscaler.config.types import Config, CoreSettings
-from llmscaler.controller.caches import Caches, WorldCache
+from llmscaler.controller.caches import Caches, WorldCache, build_caches, configmap_selectors
 from llmscaler.kube.client import LeaderWorkerSetResource, VariantAutoscalingResource, make_client
 from llmscaler.kube.informer import Informer
 from tests.fakeapi import FakeAPI
@@ -178,6 +183,103 @@ async def test_configmap_items_without_labels_take_every_map_once(harness: Harne
     )
     [changed] = [o for o in caches.configmap_items() if o['metadata']['name'] == 'a']
     assert changed['data'] == {'k': 'changed'}
+
+
+def test_configmap_selectors() -> None:
+    name = 'app.kubernetes.io/name'
+    assert configmap_selectors(()) == (None,)
+    assert configmap_selectors([(name, 'llmscaler')]) == ({name: 'llmscaler'},)
+    both = [(name, 'workload-variant-autoscaler'), (name, 'llmscaler'), (name, 'llmscaler')]
+    assert configmap_selectors(both) == ({name: ('llmscaler', 'workload-variant-autoscaler')},)
+    assert configmap_selectors([('b', '2'), ('a', '1')]) == ({'a': '1'}, {'b': '2'})
+
+
+def configmap_requests(api: FakeAPI, *, watch: bool) -> list[tuple[str, str]]:
+    return sorted(
+        (r.path, r.query.get('labelSelector', ''))
+        for r in api.requests
+        if r.method == 'GET'
+        and r.path.endswith('/configmaps')
+        and (r.query.get('watch') == 'true') == watch
+    )
+
+
+def names_of(informer: Informer) -> list[str]:
+    return [f'{o["metadata"]["namespace"]}/{o["metadata"]["name"]}' for o in informer.items()]
+
+
+async def test_configmaps_are_asked_by_label_and_only_scaling_maps_are_kept(
+    harness: Harness,
+) -> None:
+    api = harness.api
+    wva = {LABEL[0]: 'workload-variant-autoscaler'}
+    api.seed(configmap(SATURATION_CONFIGMAP, CTRL, {LABEL[0]: LABEL[1]}))
+    api.seed(configmap(SCALE_TO_ZERO_CONFIGMAP, 'llm', wva))
+    api.seed(configmap(QUEUEING_CONFIGMAP, 'llm'))  # a scaling name, unlabelled
+    api.seed(configmap('llmscaler-settings', CTRL, {LABEL[0]: LABEL[1]}))  # labelled, not read
+    for i in range(20):
+        api.seed(configmap(f'app-{i}', f'team-{i % 3}'))
+    caches = build_caches(
+        client=harness.client,
+        clock=harness.clock,
+        namespace=CTRL,
+        watch_namespace='',
+        configmap_labels=(f'{LABEL[0]}=workload-variant-autoscaler', f'{LABEL[0]}={LABEL[1]}'),
+    )
+    harness.start(caches)
+    await eventually(caches.synced, 'the caches to sync')
+    selector = f'{LABEL[0]} in (llmscaler,workload-variant-autoscaler)'
+    assert configmap_requests(api, watch=False) == [('/api/v1/configmaps', selector)]
+    await eventually(
+        lambda: configmap_requests(api, watch=True) == [('/api/v1/configmaps', selector)],
+        'the watch',
+    )
+    (informer,) = caches.configmaps
+    assert informer.name == 'configmaps'
+    assert names_of(informer) == [
+        f'llm/{SCALE_TO_ZERO_CONFIGMAP}',
+        f'{CTRL}/{SATURATION_CONFIGMAP}',
+    ]
+    assert len(caches.configmap_items()) == 2
+
+    # A map that loses its label leaves the cache (the server reports it deleted).
+    await harness.patch(
+        ConfigMap, SCALE_TO_ZERO_CONFIGMAP, 'llm', {'metadata': {'labels': {LABEL[0]: 'x'}}}
+    )
+    await eventually(lambda: len(informer) == 1, 'the unlabelled map to go')
+    assert names_of(informer) == [f'{CTRL}/{SATURATION_CONFIGMAP}']
+
+
+async def test_labels_of_different_keys_get_one_informer_each(harness: Harness) -> None:
+    api = harness.api
+    api.seed(configmap(SATURATION_CONFIGMAP, 'llm', {'a': '1'}))
+    api.seed(configmap(SATURATION_CONFIGMAP, CTRL, {'b': '2'}))
+    api.seed(configmap(QUEUEING_CONFIGMAP, 'llm', {'b': '2'}))
+    api.seed(configmap(QUEUEING_CONFIGMAP, 'other', {'b': '2'}))  # not a watched namespace
+    caches = build_caches(
+        client=harness.client,
+        clock=harness.clock,
+        namespace=CTRL,
+        watch_namespace='llm',
+        configmap_labels=('b=2', 'a=1'),
+    )
+    assert [i.name for i in caches.configmaps] == [
+        'configmaps[a=1]',
+        'configmaps[b=2]',
+        'configmaps-global[a=1]',
+        'configmaps-global[b=2]',
+    ]
+    harness.start(caches)
+    await eventually(caches.synced, 'the caches to sync')
+    assert configmap_requests(api, watch=False) == [
+        ('/api/v1/namespaces/llm/configmaps', 'a=1'),
+        ('/api/v1/namespaces/llm/configmaps', 'b=2'),
+        (f'/api/v1/namespaces/{CTRL}/configmaps', 'a=1'),
+        (f'/api/v1/namespaces/{CTRL}/configmaps', 'b=2'),
+    ]
+    assert [
+        (o['metadata']['namespace'], o['metadata']['name']) for o in caches.configmap_items()
+    ] == [('llm', QUEUEING_CONFIGMAP), ('llm', SATURATION_CONFIGMAP), (CTRL, SATURATION_CONFIGMAP)]
 
 
 # --- synced ------------------------------------------------------------------------------------

@@ -6,25 +6,42 @@ accessor), far too costly to repeat ten times a second for a thousand variants. 
 `version` that moves on every change, so the world is rebuilt only when a cache or the
 configuration changed.
 
-What fails: nothing raises; an informer that has not synced yet contributes what it has (the
-controller waits for `synced()` before its first cycle).
+Which objects are cached (`build_caches`): VAs and scale targets of the watched scope; pods as
+`controller.podcache` decides (by default only in namespaces that hold a VA, plus the EPP pods,
+slimmed to the fields read); ConfigMaps only with a configured label, asked of the API server as
+a label selector (`app.kubernetes.io/name in (llmscaler,workload-variant-autoscaler)` when the
+labels share a key, else one informer per label), and of those only the scaling ConfigMaps
+(`configwatch.SCALING_CONFIGMAPS`) are kept. `configmap_items` checks the labels once more, so a
+cache built otherwise (or a server that ignored the selector) still reads only labelled maps.
+
+What fails: nothing raises once built; an informer that has not synced yet contributes what it has
+(the controller waits for `synced()` before its first cycle). `build_caches` raises ValueError
+for a malformed pod or EPP selector or a negative namespace limit (the options layer checks them
+first).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from lightkube import AsyncClient
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
-from lightkube.resources.core_v1 import ConfigMap, Pod
+from lightkube.resources.core_v1 import ConfigMap
 
 from llmscaler.clock import Clock
 from llmscaler.config.types import Config
+from llmscaler.controller.configwatch import SCALING_CONFIGMAPS
+from llmscaler.controller.podcache import PodCache
+from llmscaler.controller.pods import parse_selector
 from llmscaler.controller.world import World, build_world
 from llmscaler.kube.client import LeaderWorkerSetResource, VariantAutoscalingResource
-from llmscaler.kube.informer import Informer
+from llmscaler.kube.informer import Cache, Informer, Obj, Selector
+
+DEFAULT_EPP_SELECTOR: Final = 'llm-d.ai/epp=true'
+DEFAULT_POD_NAMESPACE_LIMIT: Final = 20
+"""Per-namespace pod watches above which one cluster-wide pod watch is used (see podcache)."""
 
 _KINDS = (
     ('Deployment', 'deployments'),
@@ -41,14 +58,16 @@ class Caches:
     deployments: Informer
     statefulsets: Informer
     leaderworkersets: Informer
-    pods: Informer
+    pods: Cache
+    """A `PodCache` (several informers behind one face) from `build_caches`."""
     configmaps: tuple[Informer, ...]
     """The watched namespace's (or all) ConfigMaps, plus the controller namespace's when the
     controller watches a single other namespace (the global ConfigMaps live there)."""
     configmap_labels: tuple[tuple[str, str], ...] = ()
     """ConfigMaps are read only when they carry one of these (label, value) pairs."""
 
-    def all(self) -> tuple[Informer, ...]:
+    def all(self) -> tuple[Cache, ...]:
+        """Every cache, each to be `run()` once by the process."""
         return (
             self.vas,
             self.deployments,
@@ -57,6 +76,16 @@ class Caches:
             self.pods,
             *self.configmaps,
         )
+
+    def informers(self) -> tuple[Informer, ...]:
+        """Every informer of the moment, the pod cache's own included: one watch each."""
+        found: list[Informer] = []
+        for cache in self.all():
+            if isinstance(cache, PodCache):
+                found.extend(cache.informers())
+            elif isinstance(cache, Informer):
+                found.append(cache)
+        return tuple(found)
 
     def configmap_version(self) -> tuple[int, ...]:
         return tuple(informer.version for informer in self.configmaps)
@@ -79,7 +108,7 @@ class Caches:
         """Whether every informer has listed once (LWS may be absent: see `required`)."""
         return all(informer.synced.is_set() for informer in self.required())
 
-    def required(self) -> tuple[Informer, ...]:
+    def required(self) -> tuple[Cache, ...]:
         """Informers the first cycle waits for; LeaderWorkerSet is optional (CRD may be absent)."""
         return tuple(i for i in self.all() if i is not self.leaderworkersets)
 
@@ -109,33 +138,89 @@ def build_caches(
     namespace: str,
     watch_namespace: str,
     configmap_labels: Sequence[str],
+    pod_selector: str = '',
+    epp_selector: str = DEFAULT_EPP_SELECTOR,
+    pod_namespace_limit: int = DEFAULT_POD_NAMESPACE_LIMIT,
 ) -> Caches:
     """The informers of `llmscaler run`.
 
     `watch_namespace` '' watches every namespace; otherwise that one, plus the ConfigMaps of the
     controller's own `namespace` (the global ConfigMaps live there). `configmap_labels` are
-    `key=value` texts.
+    `key=value` texts. `pod_selector` ('' for none) and `epp_selector` are `k=v,...` equality
+    selectors; with no pod selector, pods are watched per namespace holding a VA, up to
+    `pod_namespace_limit` namespaces (see `controller.podcache`).
     """
     scope = watch_namespace or None
 
     def informer(resource: type[object], name: str, where: str | None = scope) -> Informer:
         return Informer(client=client, resource=resource, clock=clock, namespace=where, name=name)
 
-    configmaps = [informer(ConfigMap, 'configmaps')]
-    if scope is not None and scope != namespace:
-        configmaps.append(informer(ConfigMap, 'configmaps-global', namespace))
     labels = tuple(
         (key, value) for key, _, value in (text.partition('=') for text in configmap_labels)
     )
+    where = [(scope, 'configmaps')]
+    if scope is not None and scope != namespace:
+        where.append((namespace, 'configmaps-global'))
+    selectors = configmap_selectors(labels)
+    configmaps = tuple(
+        Informer(
+            client=client,
+            resource=ConfigMap,
+            clock=clock,
+            namespace=place,
+            labels=selector,
+            name=name if len(selectors) == 1 else f'{name}[{_show(selector)}]',
+            transform=_scaling_configmap,
+        )
+        for place, name in where
+        for selector in selectors
+    )
+    vas = informer(VariantAutoscalingResource, 'variantautoscalings')
+    pods = PodCache(
+        client=client,
+        clock=clock,
+        vas=vas,
+        scope=scope,
+        selector=parse_selector(pod_selector),
+        epp_selector=parse_selector(epp_selector),
+        namespace_limit=pod_namespace_limit,
+    )
     return Caches(
-        vas=informer(VariantAutoscalingResource, 'variantautoscalings'),
+        vas=vas,
         deployments=informer(Deployment, 'deployments'),
         statefulsets=informer(StatefulSet, 'statefulsets'),
         leaderworkersets=informer(LeaderWorkerSetResource, 'leaderworkersets'),
-        pods=informer(Pod, 'pods'),
-        configmaps=tuple(configmaps),
+        pods=pods,
+        configmaps=configmaps,
         configmap_labels=labels,
     )
+
+
+def configmap_selectors(labels: Sequence[tuple[str, str]]) -> tuple[Selector | None, ...]:
+    """The label selectors that list exactly the ConfigMaps carrying one of `labels`.
+
+    None (every ConfigMap) without labels; one set-based selector when they share one key (a
+    single pair is an equality); otherwise one equality selector per pair, sorted.
+    """
+    pairs = sorted(set(labels))
+    if not pairs:
+        return (None,)
+    keys = {key for key, _ in pairs}
+    if len(keys) == 1:
+        (key,) = keys
+        values = tuple(value for _, value in pairs)
+        return ({key: values[0] if len(values) == 1 else values},)
+    return tuple({key: value} for key, value in pairs)
+
+
+def _show(selector: Selector | None) -> str:
+    return ','.join(f'{k}={v}' for k, v in sorted((selector or {}).items()))
+
+
+def _scaling_configmap(obj: Obj) -> Obj | None:
+    """Only the ConfigMaps the configuration reads are kept (a label can be on many maps)."""
+    meta = obj.get('metadata')
+    return obj if isinstance(meta, Mapping) and meta.get('name') in SCALING_CONFIGMAPS else None
 
 
 class WorldCache:
