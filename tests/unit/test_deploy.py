@@ -10,6 +10,7 @@ are tested in test_fakeapi_kubectl.py.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -166,24 +167,61 @@ def grants(role: Doc) -> set[Grant]:
     return out
 
 
-def reads(group: str, *resources: str) -> set[Grant]:
-    return {(group, r, v, None) for r in resources for v in ('get', 'list', 'watch')}
+def informed(group: str, *resources: str) -> set[Grant]:
+    """What an informer needs: list and watch (never get: it does not read objects one by one)."""
+    return {(group, r, v, None) for r in resources for v in ('list', 'watch')}
 
 
 def scale_writes(group: str, *resources: str) -> set[Grant]:
-    return {(group, f'{r}/scale', v, None) for r in resources for v in ('get', 'patch', 'update')}
+    return {(group, f'{r}/scale', v, None) for r in resources for v in ('get', 'patch')}
 
 
 CONTROLLER_GRANTS = (
-    reads('llmd.ai', 'variantautoscalings')
+    informed('llmd.ai', 'variantautoscalings')
+    | {('llmd.ai', 'variantautoscalings', 'get', None)}
     | {('llmd.ai', 'variantautoscalings/status', 'patch', None)}
-    | reads('apps', 'deployments', 'statefulsets')
+    | informed('apps', 'deployments', 'statefulsets')
     | scale_writes('apps', 'deployments', 'statefulsets')
-    | reads('leaderworkerset.x-k8s.io', 'leaderworkersets')
+    | informed('leaderworkerset.x-k8s.io', 'leaderworkersets')
     | scale_writes('leaderworkerset.x-k8s.io', 'leaderworkersets')
-    | reads('', 'pods', 'configmaps')
+    | informed('', 'pods', 'configmaps')
     | {('events.k8s.io', 'events', 'create', None), ('events.k8s.io', 'events', 'patch', None)}
 )
+# lightkube client methods and the RBAC verb each needs.
+CLIENT_VERBS = {
+    'get': 'get',
+    'list': 'list',
+    'watch': 'watch',
+    'patch': 'patch',
+    'apply': 'patch',
+    'create': 'create',
+    'replace': 'update',
+    'delete': 'delete',
+    'deletecollection': 'deletecollection',
+}
+
+
+def api_calls() -> set[tuple[str, str]]:
+    """(first argument as written, RBAC verb) of every lightkube client call in src/.
+
+    A call is a method of `CLIENT_VERBS` on `self._client` or `client` in a module that imports
+    lightkube (other modules' `_client`s are HTTP clients of metric sources).
+    """
+    found: set[tuple[str, str]] = set()
+    for path in sorted((ROOT / 'src' / 'llmscaler').rglob('*.py')):
+        text = path.read_text()
+        if not re.search(r'^(from|import) lightkube', text, re.MULTILINE):
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            if node.func.attr not in CLIENT_VERBS:
+                continue
+            if ast.unparse(node.func.value) not in ('self._client', 'client'):
+                continue
+            first = ast.unparse(node.args[0]) if node.args else ''
+            found.add((first, CLIENT_VERBS[node.func.attr]))
+    return found
 
 
 def test_no_wildcards_anywhere(renders: dict[str, list[Doc]]) -> None:
@@ -202,12 +240,55 @@ def test_controller_cluster_role_grants_exactly_what_it_uses(
     # Scale targets change only through /scale, never by writing the object itself.
     for kind in ('deployments', 'statefulsets', 'leaderworkersets'):
         main_verbs = {v for _, r, v, _ in granted if r == kind}
-        assert main_verbs == {'get', 'list', 'watch'}
+        assert main_verbs == {'list', 'watch'}
     assert not {v for _, r, v, _ in granted if r == 'variantautoscalings'} - {
         'get',
         'list',
         'watch',
     }
+
+
+SCALED = (
+    ('apps', 'deployments'),
+    ('apps', 'statefulsets'),
+    ('leaderworkerset.x-k8s.io', 'leaderworkersets'),
+)
+INFORMED = (('llmd.ai', 'variantautoscalings'), *SCALED, ('', 'pods'), ('', 'configmaps'))
+LEASE_RESOURCE = ('coordination.k8s.io', 'leases')
+# Every kind of lightkube call in src/ (first argument, verb) and the grants it needs.
+NEEDS: dict[tuple[str, str], set[Grant]] = {
+    # Informers: list, then watch, every cached kind.
+    ('self._resource', 'list'): {(g, r, 'list', None) for g, r in INFORMED},
+    ('self._resource', 'watch'): {(g, r, 'watch', None) for g, r in INFORMED},
+    # /scale: read, then a merge patch carrying the resourceVersion read (no update).
+    ('resource.Scale', 'get'): {(g, f'{r}/scale', 'get', None) for g, r in SCALED},
+    ('resource.Scale', 'patch'): {(g, f'{r}/scale', 'patch', None) for g, r in SCALED},
+    # Status: a merge patch; after a conflict, one GET of the VA.
+    ('VariantAutoscalingResource.Status', 'patch'): {
+        ('llmd.ai', 'variantautoscalings/status', 'patch', None)
+    },
+    ('VariantAutoscalingResource', 'get'): {('llmd.ai', 'variantautoscalings', 'get', None)},
+    # Events: created, and a repeat patches the series.
+    ('event', 'create'): {('events.k8s.io', 'events', 'create', None)},
+    ('Event', 'patch'): {('events.k8s.io', 'events', 'patch', None)},
+    # The Lease: read, created when missing, taken or renewed by PUT.
+    ('Lease', 'get'): {(*LEASE_RESOURCE, 'get', LEASE)},
+    ('body', 'create'): {(*LEASE_RESOURCE, 'create', None)},
+    ('body', 'update'): {(*LEASE_RESOURCE, 'update', LEASE)},
+}
+
+
+def test_the_granted_verbs_are_the_calls_the_code_makes(renders: dict[str, list[Doc]]) -> None:
+    """The roles against the lightkube calls in src/: nothing unused granted, nothing missing.
+
+    A new kind of call fails here until it is added to NEEDS with the grants it needs.
+    """
+    assert api_calls() == set(NEEDS)
+    docs = renders['deploy']
+    granted = grants(one(docs, 'ClusterRole', 'llmscaler-controller')) | grants(
+        one(docs, 'Role', 'llmscaler-leader-election')
+    )
+    assert granted == set().union(*NEEDS.values())
 
 
 def test_leader_election_role_is_one_lease_in_the_controller_namespace(
