@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -420,7 +421,7 @@ def test_controller_security_posture(renders: dict[str, list[Doc]]) -> None:
     assert 'emptyDir' in one_volume(pod, 'tmp')
     env = env_of(controller(renders))
     assert env['HOME'] == '/tmp'
-    assert env['MPLCONFIGDIR'].startswith('/tmp/')
+    assert 'MPLCONFIGDIR' not in env  # no matplotlib in the image
     namespace = one(renders['deploy'], 'Namespace', NS)
     assert namespace['metadata']['labels']['pod-security.kubernetes.io/enforce'] == 'restricted'
 
@@ -583,6 +584,13 @@ def test_sample_hpas_follow_the_desired_replicas_gauge(renders: dict[str, list[D
             'exported_namespace': va['metadata']['namespace'],
         }
         assert metric['external']['target'] == {'type': 'AverageValue', 'averageValue': '1'}
+        # No tolerance: a step of one replica is a ratio of 1/current, under the default 10 %
+        # from 10 replicas up. No stabilization either: llmscaler has its own.
+        for direction in ('scaleUp', 'scaleDown'):
+            assert hpa['spec']['behavior'][direction] == {
+                'stabilizationWindowSeconds': 0,
+                'tolerance': '0',
+            }
 
 
 # -- overlays ---------------------------------------------------------------------------------
@@ -659,17 +667,79 @@ def test_dockerfile_shape() -> None:
     args = dict(a.split('=', 1) for op, a in steps if op == 'ARG')
     builder, runtime = stages(steps)
     image, _, alias = builder[0][1].partition(' AS ')
-    assert re.fullmatch(r'python:3\.11-slim(-\w+)?', args[image.strip('${}')])
+    # A full version tag, and the digest that pins it: a rebuild gets the same base image.
+    assert re.fullmatch(
+        r'python:3\.11\.\d+-slim-bookworm@sha256:[0-9a-f]{64}', args[image.strip('${}')]
+    )
     assert alias == 'builder'
     assert runtime[0] == ('FROM', image)
     built = ' '.join(a for op, a in builder if op == 'RUN')
     assert 'pip wheel' in built
     assert built.count('--no-cache-dir') == 2
+    # The wheel alone, without the `sim` extra.
+    assert re.search(r'pip install [^&]*/build/dist/llmscaler-\*\.whl(\s|$)', built)
+    assert '[sim]' not in built
     assert ('COPY', '--from=builder /opt/llmscaler /opt/llmscaler') in runtime
     assert not [op for op, _ in runtime if op in ('RUN', 'ADD')]
     assert re.fullmatch(r'\d+:\d+', [a for op, a in runtime if op == 'USER'][-1])
     assert dockerfile_uid() > 0
     assert [json.loads(a) for op, a in runtime if op == 'ENTRYPOINT'] == [['llmscaler', 'run']]
+
+
+def test_the_license_declared_is_the_license_shipped() -> None:
+    project = tomllib.loads((ROOT / 'pyproject.toml').read_text())['project']
+    assert project['license'] == 'Apache-2.0'
+    text = (ROOT / 'LICENSE').read_text()
+    assert text.split()[:4] == ['Apache', 'License', 'Version', '2.0,']
+    assert 'TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION' in text
+    assert 'END OF TERMS AND CONDITIONS' in text
+    sections = re.findall(r'^\s+(\d+)\. [A-Z][a-z]', text, re.MULTILINE)
+    assert sections == [str(n) for n in range(1, 10)]
+
+
+SIM_EXTRA_BLOCKER = """
+import importlib.abc
+import sys
+
+BLOCKED = set(sys.argv[1].split(','))
+
+
+class Missing(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in BLOCKED:
+            raise ModuleNotFoundError(f'No module named {name!r}', name=name)
+        return None
+
+
+sys.meta_path.insert(0, Missing())
+import llmscaler.controller.app
+from llmscaler.cli import main
+
+leaked = sorted(BLOCKED & {m.split('.')[0] for m in sys.modules})
+assert not leaked, leaked
+sys.exit(main(['decide', '--snapshot', sys.argv[2]]))
+"""
+# The import names of the packages of the `sim` extra.
+IMPORT_NAMES = {'numpy': 'numpy', 'matplotlib': 'matplotlib', 'rich': 'rich'}
+
+
+def test_the_controller_and_decide_run_without_the_sim_extra(tmp_path: Path) -> None:
+    """What the image holds is enough: `llmscaler run` and `decide` import nothing of `sim`."""
+    project = tomllib.loads((ROOT / 'pyproject.toml').read_text())['project']
+    extra = [re.split(r'[<>=\[ ;]', spec)[0] for spec in project['optional-dependencies']['sim']]
+    assert sorted(extra) == sorted(IMPORT_NAMES)
+    required = {re.split(r'[<>=\[ ;]', spec)[0].lower() for spec in project['dependencies']}
+    assert not required & {name.lower() for name in extra}
+    snapshot = ROOT / 'examples' / 'snapshot-two-variants.json'
+    run = subprocess.run(
+        [sys.executable, '-c', SIM_EXTRA_BLOCKER, ','.join(IMPORT_NAMES.values()), str(snapshot)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)
 
 
 def test_dockerignore_keeps_only_the_build_inputs() -> None:
@@ -680,8 +750,8 @@ def test_dockerignore_keeps_only_the_build_inputs() -> None:
     ]
     assert patterns[0] == '*'
     kept = [p[1:].rstrip('/') for p in patterns if p.startswith('!')]
-    assert kept == ['pyproject.toml', 'README.md', 'src']
+    assert kept == ['pyproject.toml', 'README.md', 'LICENSE', 'src']
     copied = [a for op, a in instructions((ROOT / 'Dockerfile').read_text()) if op == 'COPY']
-    assert copied[:2] == ['pyproject.toml README.md ./', 'src/ src/']
+    assert copied[:2] == ['pyproject.toml README.md LICENSE ./', 'src/ src/']
     for path in kept:
         assert (ROOT / path).exists()
