@@ -287,7 +287,7 @@ def test_yaml_that_does_not_parse_and_non_mappings() -> None:
     assert [entry.key for entry in entries] == ['d#ns']
     assert entries[0].values == SaturationOverrides()
     assert [e.key for e in errors] == ['a#ns', 'b#ns', 'c#ns']
-    assert 'YAML does not parse (line 1' in errors[0].message
+    assert 'YAML not accepted (line 1' in errors[0].message
     assert 'must be a YAML mapping, not a list' in errors[1].message
     assert 'not a string' in errors[2].message
 
@@ -450,7 +450,12 @@ def test_queueing_invalid(text: str, field: str, message: str) -> None:
     assert message in error.message
 
 
-def test_queueing_large_int_is_not_finite() -> None:
+def test_queueing_huge_numbers_are_refused() -> None:
+    # 401 digits are refused by the YAML reader; 1e999 reads as +Inf, which is not finite.
     text = f'targetTTFT: {10**400}\ntargetITL: 1'
     _, errors = parse_queueing_configmap(source=queueing({'m#ns': text}))
+    assert 'a number longer than 64 characters' in only_error(errors).message
+    _, errors = parse_queueing_configmap(
+        source=queueing({'m#ns': 'targetTTFT: 1e999\ntargetITL: 1'})
+    )
     assert 'finite' in only_error(errors).message

@@ -190,7 +190,7 @@ settings: {NOPE: 1}
         'ignored',
         f"{path}: key 'configMaps[4]', value 'not an object': not a ConfigMap object "
         '(expected a mapping)',
-        f"{path}: settings: key 'NOPE', value '1': unknown setting",
+        f"{path}: settings: key 'NOPE': unknown setting",
         f"{CTRL}/wva-saturation-scaling-config: key 'm#ns', field 'kvCacheThreshold' = '2': "
         'must be in [0, 1]',
     ]

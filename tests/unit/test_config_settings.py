@@ -114,9 +114,9 @@ def test_unknown_keys() -> None:
     )
     assert settings == CoreSettings()
     assert errors == [
-        "command line: key 'GLOBAL_OPT_INTERVALL', value '1m': unknown setting",
-        "config file: key 'FOO', value '1': unknown setting",
-        "wva-manager-config: key 'BAR', value 'x': unknown setting",
+        "command line: key 'GLOBAL_OPT_INTERVALL': unknown setting",
+        "config file: key 'FOO': unknown setting",
+        "wva-manager-config: key 'BAR': unknown setting",
     ]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lightkube.resources.core_v1 import ConfigMap
@@ -20,7 +21,12 @@ from llmscaler.config.configmaps import (
     ConfigMapSource,
 )
 from llmscaler.config.types import Config, CoreSettings, QueueingModelConfig
-from llmscaler.controller.configwatch import ConfigProblem, ConfigWatch, configmap_from_object
+from llmscaler.controller.configwatch import (
+    MAX_MESSAGE_CHARS,
+    ConfigProblem,
+    ConfigWatch,
+    configmap_from_object,
+)
 from llmscaler.kube.client import as_dict, make_client
 from tests.fakeapi import FakeAPI
 
@@ -65,7 +71,7 @@ def test_good_then_malformed_then_fixed_then_deleted() -> None:
     assert len(bad.problems) == 1
     problem = bad.problems[0]
     assert (problem.namespace, problem.name) == (CTRL, SAT)
-    assert problem.message.startswith("key 'default': YAML does not parse (line 1")
+    assert problem.message.startswith("key 'default': YAML not accepted (line 1")
     assert '\n' not in problem.message
 
     still_bad = w.update(configmaps=[obj(SAT, CTRL, BROKEN)])
@@ -331,3 +337,142 @@ def test_model_of_last_good_copies(
         assert set(update.kept) == {f'{ns}/{name}' for ns, name in rejected & set(last_good)}
         assert update.changed == (update.config != previous)
         previous = update.config
+
+
+# -- hostile ConfigMaps -------------------------------------------------------------------------
+
+# Each made the reload raise (ValueError, RecursionError) or cost without bound (aliases).
+ALIAS_BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + ''.join(
+    f'{b}: &{b} [{", ".join([f"*{a}"] * 9)}]\n' for a, b in zip('abcdefgh', 'bcdefghi', strict=True)
+)
+HOSTILE = {
+    'date out of range': 'kvCacheThreshold: 2001-13-45',
+    'tagged float': 'kvCacheThreshold: !!float 0.5-',
+    'tagged int': 'kvCacheThreshold: !!int "7x"',
+    '5,000 digits': 'queueLengthThreshold: ' + '9' * 5000,
+    '20,000 [': '[' * 20_000,
+    'alias bomb': ALIAS_BOMB,
+}
+
+
+def one_line(problem: ConfigProblem) -> str:
+    assert '\n' not in problem.message
+    assert len(problem.message) <= MAX_MESSAGE_CHARS
+    return problem.message
+
+
+@pytest.mark.parametrize('name', sorted(HOSTILE))
+def test_hostile_tenant_configmap_is_its_own_problem(name: str) -> None:
+    w = watch()
+    local_good = obj(SAT, 'team', {'default': 'kvCacheThreshold: 0.50'})
+    w.update(configmaps=[obj(SAT, CTRL, GOOD), local_good])
+    poisoned = obj(SAT, 'team', {'default': HOSTILE[name]})
+    update = w.update(configmaps=[obj(SAT, CTRL, GOOD), poisoned])
+    assert [(p.namespace, p.name) for p in update.problems] == [('team', SAT)]
+    assert len(one_line(update.problems[0])) < 300  # the value itself is never in it
+    assert update.kept == (f'team/{SAT}',)
+    assert (kv(update.config, 'team'), kv(update.config, 'other')) == (0.50, 0.70)
+
+    # Later edits of the global ConfigMap still apply while the tenant's stays poisoned.
+    edited = obj(SAT, CTRL, {'default': 'kvCacheThreshold: 0.65'})
+    update = w.update(configmaps=[edited, poisoned])
+    assert (kv(update.config, 'team'), kv(update.config, 'other')) == (0.50, 0.65)
+    assert [(p.namespace, p.name) for p in update.problems] == [('team', SAT)]
+
+
+class Exploding(dict[str, Any]):
+    """A mapping that fails when read: what no informer should hand over, but might."""
+
+    def items(self) -> Any:
+        raise RuntimeError('boom')
+
+    def __iter__(self) -> Any:
+        raise RuntimeError('boom')
+
+
+def test_an_object_that_raises_when_read_is_that_configmaps_problem() -> None:
+    w = watch()
+    w.update(configmaps=[obj(SAT, 'team', {'default': 'kvCacheThreshold: 0.50'})])
+    broken = obj(SAT, 'team', {})
+    broken['data'] = Exploding(default='kvCacheThreshold: 0.40')
+    odd: list[Any] = [Exploding(), 7, None, obj(SAT, CTRL, GOOD), broken]
+    update = w.update(configmaps=odd)
+    assert [(p.namespace, p.name) for p in update.problems] == [('team', SAT)]
+    assert (
+        one_line(update.problems[0]) == 'could not be read (unexpected RuntimeError); not applied'
+    )
+    assert (kv(update.config, 'team'), kv(update.config, 'other')) == (0.50, 0.70)
+
+
+def test_many_problems_are_cut_to_an_event_sized_line() -> None:
+    data = {f'm{i:03}': f'model_id: m{i}\npriority: -1' for i in range(200)}
+    (problem,) = watch().update(configmaps=[obj(SAT, CTRL, data)]).problems
+    text = one_line(problem)
+    assert text.startswith("key 'm000', field 'priority' = '-1': must be >= 0; key 'm001'")
+    assert text.endswith(' more problems')
+
+
+def test_secret_looking_data_values_are_never_shown() -> None:
+    data: dict[str, Any] = {'default': 'kvCacheThreshold: 0.5', 'api-token': 12345}
+    (problem,) = watch().update(configmaps=[obj(SAT, CTRL, data)]).problems
+    assert one_line(problem) == (
+        "key 'api-token': ConfigMap data keys and values must be strings (quote the value)"
+    )
+
+
+# Mutations of a valid entry: random text, deep nesting, random scalars under random tags.
+VALID_TEXT = 'kvCacheThreshold: 0.70\nqueueLengthThreshold: 3\nanalyzers: [{name: a, score: 1}]'
+TAGS = ['', '!!str', '!!int', '!!float', '!!bool', '!!null', '!!timestamp', '!!binary', '!!set']
+TAGS += ['!!omap', '!!python/name:os.system', '!custom', '!!seq', '!!map', '&x', '*x']
+SCALARS = ['2001-13-45', '0.5-', '"7x"', '9' * 5000, '.nan', '-.inf', '1e999', '0x1F', '1:30']
+SCALARS += ['yes', '~', '"\\x00"', '[', '{', ']', '|', '>', "'", '"', '', '<<', '=', '0b2']
+
+
+def insert(text: str, index: int, piece: str) -> str:
+    at = index % (len(text) + 1)
+    return text[:at] + piece + text[at:]
+
+
+mutations = st.one_of(
+    st.text(max_size=200),
+    st.builds(
+        lambda opener, depth: opener * depth,
+        st.sampled_from(['[', '{', '- ', '{a: ']),
+        st.integers(0, 30_000),
+    ),
+    st.builds(
+        lambda field, tag, scalar: f'{field}: {tag} {scalar}',
+        st.sampled_from(['kvCacheThreshold', 'analyzers', 'scaleToZero', 'model_id', 'x']),
+        st.sampled_from(TAGS),
+        st.sampled_from(SCALARS) | st.text(max_size=30),
+    ),
+    st.builds(insert, st.just(VALID_TEXT), st.integers(0, 200), st.sampled_from(TAGS + SCALARS)),
+    st.builds(insert, st.just(VALID_TEXT), st.integers(0, 200), st.text(max_size=10)),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=mutations, local=st.booleans())
+def test_mutated_configmaps_never_raise_nor_replace_the_last_good_copy(
+    text: str, local: bool
+) -> None:
+    namespace = 'team' if local else CTRL
+    w = watch()
+    good = obj(SAT, namespace, {'default': VALID_TEXT})
+    other = obj(SCALE_TO_ZERO_CONFIGMAP, CTRL, {'default': 'enable_scale_to_zero: true'})
+    before = w.update(configmaps=[good, other]).config
+    update = w.update(configmaps=[obj(SAT, namespace, {'default': text}), other])
+    if update.problems:
+        assert [(p.namespace, p.name) for p in update.problems] == [(namespace, SAT)]
+        one_line(update.problems[0])
+        assert update.config == before  # the last good copy stays in force
+        assert update.kept == (f'{namespace}/{SAT}',)
+    else:
+        alone = ConfigMapSource(SAT, namespace, {'default': text})
+        expected, _ = build_config(
+            configmaps=[alone, ConfigMapSource(SCALE_TO_ZERO_CONFIGMAP, CTRL, dict(other['data']))],
+            settings=SETTINGS,
+            controller_namespace=CTRL,
+        )
+        assert update.config == expected
+    assert update.config.model(model_id='m', namespace='ns').scale_to_zero.enabled is True

@@ -833,6 +833,79 @@ async def test_bad_configmap_keeps_the_last_good_thresholds(api: FakeAPI) -> Non
         assert scale_writes(api) == [2]
 
 
+async def test_poisoned_tenant_configmap_gives_an_event_and_global_edits_still_apply(
+    api: FakeAPI, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tenant's namespace-local ConfigMap that YAML cannot turn into data (`!!int "7x"` raised
+    ValueError out of the reload) is rejected alone: the global ConfigMap (0.99, as above) holds
+    KV 0.85, and its later edit to 0.80 / 0.10 applies and scales `a` up."""
+    sat = 'wva-saturation-scaling-config'
+    api.seed(configmap(sat, {'default': 'kvCacheThreshold: 0.99\nkvSpareTrigger: 0.05'}))
+    api.seed(configmap(sat, {'default': 'kvCacheThreshold: !!int "7x"'}, namespace=NS))
+    seed_variant(api, 'a')
+    source = FakeSource(api, load={'a': (0.85, 0.0)})
+    async with informed(api, source) as controller:
+        with caplog.at_level('WARNING', logger='llmscaler.controller.cycle'):
+            report = await controller.cycle.run_once()
+        assert decision(report, 'a') == (1, 1, Action.NO_CHANGE)
+        await eventually(lambda: len(events(api, reason='InvalidConfiguration')) == 1, 'the Event')
+        (event,) = events(api, reason='InvalidConfiguration')
+        assert about(event) == ('Warning', f'ConfigMap/{sat}', 'InvalidConfiguration')
+        assert event['regarding']['namespace'] == NS
+        assert 'not a valid !!int value' in event['note']
+        assert f'ConfigMap {NS}/{sat} rejected' in caplog.text
+
+        edited = api.get(api_version='v1', kind='ConfigMap', namespace=CTL, name=sat)
+        edited['data'] = {'default': 'kvCacheThreshold: 0.80\nkvSpareTrigger: 0.10'}
+        version = controller.caches.configmap_version()
+        update(api, edited)
+        await eventually(lambda: controller.caches.configmap_version() != version, 'the edit')
+        report = await controller.cycle.run_once()
+        assert decision(report, 'a') == (1, 2, Action.SCALE_UP)
+        assert scale_writes(api) == [2]
+
+
+async def test_a_reload_that_fails_keeps_the_config_and_is_retried(
+    api: FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reload fails once, unexpectedly: that cycle runs on the last good thresholds (0.99:
+    KV 0.85 holds) and the next one applies the edit it missed (0.80 / 0.10: scale up)."""
+    sat = 'wva-saturation-scaling-config'
+    api.seed(configmap(sat, {'default': 'kvCacheThreshold: 0.99\nkvSpareTrigger: 0.05'}))
+    seed_variant(api, 'a')
+    source = FakeSource(api, load={'a': (0.85, 0.0)})
+    async with informed(api, source) as controller:
+        report = await controller.cycle.run_once()
+        assert decision(report, 'a') == (1, 1, Action.NO_CHANGE)
+
+        edited = api.get(api_version='v1', kind='ConfigMap', namespace=CTL, name=sat)
+        edited['data'] = {'default': 'kvCacheThreshold: 0.80\nkvSpareTrigger: 0.10'}
+        version = controller.caches.configmap_version()
+        update(api, edited)
+        await eventually(lambda: controller.caches.configmap_version() != version, 'the edit')
+        apply = controller.config.update
+        failures = [RuntimeError('reload failed')]
+
+        def fails_once(**kwargs: Any) -> Any:
+            if failures:
+                raise failures.pop()
+            return apply(**kwargs)
+
+        monkeypatch.setattr(controller.config, 'update', fails_once)
+        report = await controller.cycle.run_once()
+        assert decision(report, 'a') == (1, 1, Action.NO_CHANGE)
+        assert scale_writes(api) == []
+        page = samples(controller.metrics.render().decode())
+        assert (
+            page[('wva_errors_total', (('component', 'config'), ('error_type', 'ReloadFailed')))]
+            == 1
+        )
+
+        report = await controller.cycle.run_once()
+        assert decision(report, 'a') == (1, 2, Action.SCALE_UP)
+        assert scale_writes(api) == [2]
+
+
 async def test_unlabelled_configmap_is_ignored(api: FakeAPI) -> None:
     unlabelled = configmap('wva-saturation-scaling-config', {'default': 'kvCacheThreshold: 0.99'})
     del unlabelled['metadata']['labels']

@@ -22,29 +22,68 @@ had set them; here `analyzers: []` also explicitly clears an inherited analyzer 
 
 Other choices: a duplicate per-model entry (same model_id and namespace) in one ConfigMap loses to
 the first key in sort order, for all three maps (WVA does this for scale-to-zero); `limiters` is
-accepted and ignored in `default` entries and an error elsewhere; YAML 1.2 exponent floats
-(`1e-3`) are numbers, as in Go's YAML decoder.
+accepted and ignored in `default` entries and an error elsewhere. Entries are read by the
+bounded YAML reader (`llmscaler.config.yaml_loader`: no anchors or aliases, only plain data
+tags, 64 KiB / 32 levels / 10,000 nodes per entry); a whole ConfigMap may hold at most 1 MiB of
+data and 20,000 YAML nodes in all. The field rules are in `llmscaler.config.fields`.
 
-What fails: nothing raises for bad data. An entry with a YAML error, a wrong type, an unknown
-field, a value out of range (NaN and ±Inf are out of every range) or inconsistent fields is
-rejected whole with a `ConfigError` naming the ConfigMap, key, field and value; every valid entry
-still loads. Validation (wva.md §9.2): fractions in [0, 1]; queueLengthThreshold ≥ 0;
-kvCacheThreshold ≥ kvSpareTrigger; priority ≥ 0; V2 thresholds in (0, 1] with up > down.
+What fails: nothing raises for bad data. An entry with a YAML error, a refused YAML feature, a
+wrong type, an unknown field, a value out of range (NaN and ±Inf are out of every range) or
+inconsistent fields is rejected whole with a `ConfigError` naming the ConfigMap, key, field and
+value (never the value of a field whose name looks secret); every valid entry still loads. A
+ConfigMap over its size or node cap is rejected whole, with one error saying so. An unexpected
+exception while reading one entry is that entry's error. Validation (wva.md §9.2): fractions in
+[0, 1]; queueLengthThreshold ≥ 0; kvCacheThreshold ≥ kvSpareTrigger; priority ≥ 0; V2
+thresholds in (0, 1] with up > down.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import yaml
-
-from llmscaler.config.durations import parse_duration
-from llmscaler.config.errors import ConfigError, show_value
+from llmscaler.config.errors import ConfigError, is_secret_key, show_value
+from llmscaler.config.fields import (
+    Invalid,
+    above_one,
+    analyzer_list,
+    boolean,
+    fraction,
+    non_negative,
+    positive,
+    retention,
+    scale_to_zero_block,
+    string,
+    threshold,
+    type_name,
+)
 from llmscaler.config.types import AnalyzerSpec, ScaleToZeroConfig
+from llmscaler.config.yaml_loader import (
+    CONFIGMAP_MAX_BYTES,
+    CONFIGMAP_MAX_NODES,
+    NodeBudget,
+    YamlProblem,
+    load_yaml,
+    load_yaml_documents,
+)
+
+__all__ = [  # load_yaml and load_yaml_documents are imported from here by older callers
+    'DEFAULT_KEY',
+    'QUEUEING_CONFIGMAP',
+    'SATURATION_CONFIGMAP',
+    'SCALE_TO_ZERO_CONFIGMAP',
+    'ConfigMapSource',
+    'Entry',
+    'QueueingOverrides',
+    'SaturationOverrides',
+    'data_size',
+    'load_yaml',
+    'load_yaml_documents',
+    'parse_queueing_configmap',
+    'parse_saturation_configmap',
+    'parse_scale_to_zero_configmap',
+]
 
 SATURATION_CONFIGMAP = 'wva-saturation-scaling-config'
 QUEUEING_CONFIGMAP = 'wva-queueing-model-config'
@@ -56,36 +95,6 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 _O = TypeVar('_O', bound='DataclassInstance')
-
-
-class _YamlLoader(yaml.SafeLoader):
-    """SafeLoader that also reads YAML 1.2 exponent floats without a dot (`1e-3`)."""
-
-
-_YamlLoader.add_implicit_resolver(
-    'tag:yaml.org,2002:float',
-    re.compile(r'^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$'),
-    list('-+0123456789'),
-)
-
-
-def load_yaml(*, text: str) -> object:
-    """Parse one YAML document safely (raises yaml.YAMLError)."""
-    return yaml.load(text, Loader=_YamlLoader)  # a SafeLoader subclass
-
-
-def load_yaml_documents(*, text: str) -> list[object]:
-    """Parse a YAML stream into its documents, empty documents dropped (raises yaml.YAMLError)."""
-    docs = yaml.load_all(text, Loader=_YamlLoader)  # a SafeLoader subclass
-    return [doc for doc in docs if doc is not None]
-
-
-def yaml_error_text(*, error: yaml.YAMLError) -> tuple[str, str]:
-    """(`line L, column C` or '', the problem) of a YAML error, for one-line messages."""
-    mark = getattr(error, 'problem_mark', None)
-    problem = getattr(error, 'problem', None) or str(error)
-    where = f'line {mark.line + 1}, column {mark.column + 1}' if mark is not None else ''
-    return where, ' '.join(str(problem).split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,214 +152,31 @@ class Entry(Generic[_O]):
     values: _O
 
 
-class _Invalid(Exception):
-    def __init__(self, message: str, *, path: str = '', value: object = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.path = path
-        self.value = value
-
-
-def _number(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _Invalid(f'must be a number, not {_type_name(value)}')
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number):
-        raise _Invalid('must be a finite number')
-    return number
-
-
-def _type_name(value: object) -> str:
-    names = {bool: 'a boolean', str: 'a string', list: 'a list', dict: 'a mapping'}
-    if value is None:
-        return 'null'
-    return names.get(type(value), type(value).__name__)
-
-
-def _fraction(value: object) -> float:
-    number = _number(value)
-    if not 0.0 <= number <= 1.0:
-        raise _Invalid('must be in [0, 1]')
-    return number
-
-
-def _threshold(value: object) -> float:
-    number = _number(value)
-    if not 0.0 < number <= 1.0:
-        raise _Invalid('must be in (0, 1]')
-    return number
-
-
-def _non_negative(value: object) -> float:
-    number = _number(value)
-    if number < 0:
-        raise _Invalid('must be >= 0')
-    return number
-
-
-def _positive(value: object) -> float:
-    number = _number(value)
-    if number <= 0:
-        raise _Invalid('must be > 0')
-    return number
-
-
-def _above_one(value: object) -> float:
-    number = _number(value)
-    if number <= 1:
-        raise _Invalid('must be > 1')
-    return number
-
-
-def _boolean(value: object) -> bool:
-    if not isinstance(value, bool):
-        raise _Invalid(f'must be true or false, not {_type_name(value)}')
-    return value
-
-
-def _string(value: object) -> str:
-    if not isinstance(value, str):
-        raise _Invalid(f'must be a string, not {_type_name(value)}')
-    return value
-
-
-def _retention(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, str):
-        if isinstance(value, int | float):
-            raise _Invalid('a unit is required: write a Go duration string such as "10m"')
-        raise _Invalid(f'must be a Go duration string such as "10m", not {_type_name(value)}')
-    try:
-        seconds = parse_duration(value)
-    except ValueError as exc:
-        raise _Invalid(str(exc)) from None
-    if seconds <= 0:
-        raise _Invalid('must be a positive duration')
-    return seconds
-
-
-def _scale_to_zero_block(value: object) -> bool | None:
-    if not isinstance(value, dict):
-        raise _Invalid(f'must be a mapping such as {{enabled: true}}, not {_type_name(value)}')
-    for sub in sorted(value, key=str):
-        if sub != 'enabled':
-            raise _Invalid('unknown field', path=f'.{sub}', value=value[sub])
-    if 'enabled' not in value:
-        return None
-    try:
-        return _boolean(value['enabled'])
-    except _Invalid as exc:
-        raise _Invalid(exc.message, path='.enabled', value=value['enabled']) from None
-
-
-_ANALYZER_FIELDS: dict[str, Callable[[object], object]] = {
-    'name': _string,
-    'type': _string,
-    'enabled': _boolean,
-    'score': _non_negative,
-    'scaleUpThreshold': _threshold,
-    'scaleDownBoundary': _threshold,
-}
-
-
-def _parameters(value: object) -> tuple[tuple[str, str], ...]:
-    if not isinstance(value, dict):
-        raise _Invalid(f'must be a mapping, not {_type_name(value)}')
-    pairs: list[tuple[str, str]] = []
-    for name, item in value.items():
-        if isinstance(item, bool):
-            text = 'true' if item else 'false'
-        elif isinstance(item, str | int | float):
-            text = str(item)
-        else:
-            raise _Invalid('must be a string, number or boolean', path=f'.{name}', value=item)
-        pairs.append((str(name), text))
-    return tuple(sorted(pairs))
-
-
-def _analyzer(index: int, raw: object) -> AnalyzerSpec:
-    where = f'[{index}]'
-    if not isinstance(raw, dict):
-        raise _Invalid(f'must be a mapping, not {_type_name(raw)}', path=where, value=raw)
-    got: dict[str, Any] = {}
-    for name in sorted(raw, key=str):
-        value = raw[name]
-        if name == 'parameters':
-            try:
-                got['parameters'] = _parameters(value)
-            except _Invalid as exc:
-                path = f'{where}.parameters{exc.path}'
-                raise _Invalid(exc.message, path=path, value=exc.value or value) from None
-            continue
-        convert = _ANALYZER_FIELDS.get(name) if isinstance(name, str) else None
-        if convert is None:
-            raise _Invalid('unknown field', path=f'{where}.{name}', value=value)
-        try:
-            got[name] = convert(value)
-        except _Invalid as exc:
-            raise _Invalid(exc.message, path=f'{where}.{name}', value=value) from None
-    names = [str(got[k]) for k in ('name', 'type') if k in got]
-    if not names or '' in names:
-        raise _Invalid('needs a non-empty name (or type)', path=where, value=raw)
-    if len(set(names)) > 1:
-        raise _Invalid('name and type differ', path=where, value=raw)
-    up, down = got.get('scaleUpThreshold'), got.get('scaleDownBoundary')
-    if isinstance(up, float) and isinstance(down, float) and up <= down:
-        msg = f'scaleUpThreshold {up} must be greater than scaleDownBoundary {down}'
-        raise _Invalid(msg, path=where, value=raw)
-    return replace(
-        AnalyzerSpec(name=names[0]),
-        **{
-            _snake(k): v
-            for k, v in got.items()
-            if k in ('enabled', 'score', 'scaleUpThreshold', 'scaleDownBoundary', 'parameters')
-        },
-    )
-
-
-def _snake(name: str) -> str:
-    return re.sub(r'(?<!^)([A-Z])', r'_\1', name).lower()
-
-
-def _analyzers(value: object) -> tuple[AnalyzerSpec, ...]:
-    if not isinstance(value, list):
-        raise _Invalid(f'must be a list, not {_type_name(value)}')
-    specs = tuple(_analyzer(index, raw) for index, raw in enumerate(value))
-    seen: set[str] = set()
-    for index, spec in enumerate(specs):
-        if spec.name in seen:
-            raise _Invalid('duplicate analyzer name', path=f'[{index}]', value=spec.name)
-        seen.add(spec.name)
-    return specs
-
-
 _Fields = dict[str, tuple[str, Callable[[object], object]]]
 
 _SATURATION_FIELDS: _Fields = {
-    'kvCacheThreshold': ('kv_cache_threshold', _fraction),
-    'queueLengthThreshold': ('queue_length_threshold', _non_negative),
-    'kvSpareTrigger': ('kv_spare_trigger', _fraction),
-    'queueSpareTrigger': ('queue_spare_trigger', _non_negative),
-    'scaleUpThreshold': ('scale_up_threshold', _threshold),
-    'scaleDownBoundary': ('scale_down_boundary', _threshold),
-    'priority': ('priority', _non_negative),
-    'analyzerName': ('analyzer_name', _string),
-    'analyzers': ('analyzers', _analyzers),
-    'enableLimiter': ('enable_limiter', _boolean),
-    'enableRescale': ('enable_rescale', _boolean),
-    'scaleToZero': ('scale_to_zero_enabled', _scale_to_zero_block),
+    'kvCacheThreshold': ('kv_cache_threshold', fraction),
+    'queueLengthThreshold': ('queue_length_threshold', non_negative),
+    'kvSpareTrigger': ('kv_spare_trigger', fraction),
+    'queueSpareTrigger': ('queue_spare_trigger', non_negative),
+    'scaleUpThreshold': ('scale_up_threshold', threshold),
+    'scaleDownBoundary': ('scale_down_boundary', threshold),
+    'priority': ('priority', non_negative),
+    'analyzerName': ('analyzer_name', string),
+    'analyzers': ('analyzers', analyzer_list),
+    'enableLimiter': ('enable_limiter', boolean),
+    'enableRescale': ('enable_rescale', boolean),
+    'scaleToZero': ('scale_to_zero_enabled', scale_to_zero_block),
 }
 _SCALE_TO_ZERO_FIELDS: _Fields = {
-    'enable_scale_to_zero': ('enabled', _boolean),
-    'retention_period': ('retention_period', _retention),
+    'enable_scale_to_zero': ('enabled', boolean),
+    'retention_period': ('retention_period', retention),
 }
 _QUEUEING_FIELDS: _Fields = {
-    'sloMultiplier': ('slo_multiplier', _above_one),
-    'tuningEnabled': ('tuning_enabled', _boolean),
-    'targetTTFT': ('target_ttft', _positive),
-    'targetITL': ('target_itl', _positive),
+    'sloMultiplier': ('slo_multiplier', above_one),
+    'tuningEnabled': ('tuning_enabled', boolean),
+    'targetTTFT': ('target_ttft', positive),
+    'targetITL': ('target_itl', positive),
 }
 
 
@@ -398,7 +224,7 @@ def _identity(
     if 'namespace' in doc:
         raw_ns = doc['namespace']
         if raw_ns is not None and not isinstance(raw_ns, str):
-            problems.append(('namespace', f'must be a string, not {_type_name(raw_ns)}', raw_ns))
+            problems.append(('namespace', f'must be a string, not {type_name(raw_ns)}', raw_ns))
         namespace = (raw_ns or None) if isinstance(raw_ns, str) else None
     if 'model_id' in doc:
         raw = doc['model_id']
@@ -423,15 +249,16 @@ def _identity(
 
 
 def _parse_entry(
-    spec: _MapSpec[_O], source: ConfigMapSource, key: str, text: object
+    spec: _MapSpec[_O], source: ConfigMapSource, key: str, text: object, budget: NodeBudget
 ) -> tuple[Entry[_O] | None, list[ConfigError]]:
     def error(field: str, message: str, value: object = None, *, warning: bool = False) -> None:
-        shown = '' if value is None else show_value(value)
+        # A field name that looks secret keeps its value out of every message and log.
+        shown = '' if value is None or is_secret_key(field) else show_value(value)
         errors.append(
             ConfigError(
                 source=source.source,
                 key=key,
-                field=field,
+                field=show_value(field),
                 value=shown,
                 message=message,
                 warning=warning,
@@ -440,18 +267,18 @@ def _parse_entry(
 
     errors: list[ConfigError] = []
     if not isinstance(text, str):
-        error('', f'data value must be a string, not {_type_name(text)}')
+        error('', f'data value must be a string, not {type_name(text)}')
         return None, errors
     try:
-        doc = load_yaml(text=text)
-    except yaml.YAMLError as exc:
-        where, problem = yaml_error_text(error=exc)
-        error('', f'YAML does not parse ({where}): {problem}' if where else problem)
+        doc = load_yaml(text=text, budget=budget)
+    except YamlProblem as exc:
+        where = f' ({exc.where})' if exc.where else ''
+        error('', f'YAML not accepted{where}: {exc.problem}')
         return None, errors
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
-        error('', f'entry must be a YAML mapping, not {_type_name(doc)}', doc)
+        error('', f'entry must be a YAML mapping, not {type_name(doc)}', doc)
         return None, errors
     model_id, namespace, problems = _identity(key, doc)
     got: dict[str, Any] = {}
@@ -463,7 +290,7 @@ def _parse_entry(
             if key != DEFAULT_KEY:
                 problems.append((str(name), 'allowed only in the default entry', value))
             elif not isinstance(value, list):
-                problems.append((str(name), f'must be a list, not {_type_name(value)}', value))
+                problems.append((str(name), f'must be a list, not {type_name(value)}', value))
             continue
         field = spec.fields.get(name) if isinstance(name, str) else None
         if field is None:
@@ -472,7 +299,7 @@ def _parse_entry(
         attr, convert = field
         try:
             converted = convert(value)
-        except _Invalid as exc:
+        except Invalid as exc:
             shown = exc.value if exc.path else value
             problems.append((f'{name}{exc.path}', exc.message, shown))
             continue
@@ -498,15 +325,42 @@ def _parse_entry(
     return entry, errors
 
 
+def data_size(*, data: Mapping[str, object]) -> int:
+    """Bytes of a ConfigMap's `data`, keys and values, as Kubernetes counts them (UTF-8).
+
+    A key or value that is not a string counts as empty (it is reported on its own)."""
+    size = 0
+    for key, value in data.items():
+        for text in (key, value):
+            if isinstance(text, str):
+                size += len(text.encode('utf-8', 'surrogatepass'))
+    return size
+
+
 def _parse_map(
     spec: _MapSpec[_O], source: ConfigMapSource
 ) -> tuple[tuple[Entry[_O], ...], tuple[ConfigError, ...]]:
     entries: list[Entry[_O]] = []
     errors: list[ConfigError] = []
+    size = data_size(data=source.data)
+    if size > CONFIGMAP_MAX_BYTES:
+        message = f'data holds {size} bytes, over the limit of {CONFIGMAP_MAX_BYTES}; rejected'
+        return (), (ConfigError(source=source.source, message=message),)
+    budget = NodeBudget(total=CONFIGMAP_MAX_NODES, scope='the whole ConfigMap')
     first: dict[tuple[str | None, str | None], str] = {}
     for key in sorted(source.data):
-        entry, entry_errors = _parse_entry(spec, source, key, source.data[key])
+        try:
+            entry, entry_errors = _parse_entry(spec, source, key, source.data[key], budget)
+        except Exception as exc:  # one entry's surprise must not cost the others
+            message = f'entry could not be read ({type(exc).__name__})'
+            entry, entry_errors = (
+                None,
+                [ConfigError(source=source.source, key=key, message=message)],
+            )
         errors.extend(entry_errors)
+        if budget.exhausted:
+            message = f'more than {CONFIGMAP_MAX_NODES} YAML nodes in all entries; rejected'
+            return (), (*errors, ConfigError(source=source.source, message=message))
         if entry is None:
             continue
         ident = (entry.model_id, entry.namespace)

@@ -10,7 +10,7 @@ Deliberately stricter than Go:
 - A bare number without a unit is rejected, including `0`. In WVA a YAML integer such as
   `retention_period: 15` decodes as 15 *nanoseconds*; here it is an error saying a unit is needed.
 - Negative durations are rejected (no setting of ours can be negative). Surrounding whitespace
-  is ignored.
+  is ignored. Text over 64 characters is rejected without parsing; messages quote at most 40.
 
 What fails: `parse_duration` raises ValueError with a message naming the problem for empty,
 negative, unit-less, malformed or out-of-range (over Go's int64 nanoseconds) text.
@@ -41,6 +41,12 @@ _UNIT_NS: dict[str, int] = {
 _MAX_NS = 2**63 - 1  # Go's time.Duration is an int64 count of nanoseconds
 _PART = re.compile(r'(\d+\.?\d*|\.\d+)([^\d.]*)')
 _NS_PER_S = 1_000_000_000
+_MAX_CHARS = 64  # a real duration is a few characters; longer text is refused unparsed
+
+
+def _quoted(text: str) -> str:
+    """`repr(text)` for messages, cut short: a message must stay one short line."""
+    return repr(text) if len(text) <= 40 else repr(text[:37]) + '...'
 
 
 def parse_duration(text: str) -> float:
@@ -51,12 +57,14 @@ def parse_duration(text: str) -> float:
     if not body:
         raise ValueError('empty duration')
     if body.startswith('-'):
-        raise ValueError(f'negative duration {text!r}')
+        raise ValueError(f'negative duration {_quoted(text)}')
     if body.startswith('+'):
         body = body[1:]
+    if len(body) > _MAX_CHARS:
+        raise ValueError(f'duration {_quoted(text)} is longer than {_MAX_CHARS} characters')
     if re.fullmatch(r'\d+\.?\d*|\.\d+', body):
         raise ValueError(
-            f'duration {text!r} has no unit; a unit is required '
+            f'duration {_quoted(text)} has no unit; a unit is required '
             f'(ns, us, ms, s, m, h), e.g. "{body}s"'
         )
     total = Fraction(0)
@@ -64,19 +72,21 @@ def parse_duration(text: str) -> float:
     while pos < len(body):
         match = _PART.match(body, pos)
         if match is None:
-            raise ValueError(f'invalid duration {text!r}')
+            raise ValueError(f'invalid duration {_quoted(text)}')
         number, unit = match.group(1), match.group(2)
         if not unit:
             raise ValueError(
-                f'duration {text!r}: {number!r} has no unit; a unit is required '
+                f'duration {_quoted(text)}: {_quoted(number)} has no unit; a unit is required '
                 '(ns, us, ms, s, m, h)'
             )
         if unit not in _UNIT_NS:
-            raise ValueError(f'duration {text!r}: unknown unit {unit!r} (ns, us, ms, s, m, h)')
+            raise ValueError(
+                f'duration {_quoted(text)}: unknown unit {_quoted(unit)} (ns, us, ms, s, m, h)'
+            )
         total += Fraction(number) * _UNIT_NS[unit]
         pos = match.end()
     if total > _MAX_NS:
-        raise ValueError(f'duration {text!r} is out of range (over about 292 years)')
+        raise ValueError(f'duration {_quoted(text)} is out of range (over about 292 years)')
     return float(total / _NS_PER_S)
 
 

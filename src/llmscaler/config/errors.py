@@ -7,31 +7,124 @@ they return `ConfigError` values next to the configuration they could build. Onl
 cannot be read or parsed at all raises `ConfigFileError`.
 
 What fails: nothing here raises. Newlines in any part are escaped so that `str(error)` is always
-exactly one line, and very long values are shortened.
+exactly one line, and very long values are shortened. Rendering a value costs at most a few
+hundred steps whatever it is (huge, deeply nested, self-containing): it stops after 80
+characters or 200 nodes, and never calls `repr` on a container or a huge integer. Values of
+setting keys that look secret (`is_secret_key`) are never rendered at all.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 _MAX_VALUE_CHARS = 80
+_MAX_VALUE_NODES = 200
+_MAX_INT_BITS = 256  # about 77 decimal digits; `repr` of longer ints is slow or refused
+_SECRET_WORDS = re.compile(r'token|passw|secret|key|credential|auth|bearer', re.IGNORECASE)
 
 
 def _one_line(text: str) -> str:
     return text.replace('\r', '\\r').replace('\n', '\\n')
 
 
+def is_secret_key(key: object) -> bool:
+    """Whether a setting or data key looks like it holds a secret (token, password, secret, key,
+    credential, auth, bearer; any case), so that its value must never appear in a message or a
+    log. Unknown keys (a misspelt `..._TOKN`) are never shown either, by their own rule."""
+    return isinstance(key, str) and _SECRET_WORDS.search(key) is not None
+
+
+class _Nested:
+    """A value still to be rendered (a token of `_tokens` that is not literal text)."""
+
+    __slots__ = ('value',)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+
+def _scalar(value: object, room: int) -> str | None:
+    """The rendering of a scalar, cut near `room` characters; None for a container."""
+    if value is None or isinstance(value, bool | float):
+        return repr(value)
+    if isinstance(value, int):
+        return repr(value) if value.bit_length() <= _MAX_INT_BITS else '<very large integer>'
+    if isinstance(value, str | bytes):
+        return repr(value[: room + 1])
+    if isinstance(value, Mapping | list | tuple):
+        return None
+    return f'<{type(value).__name__}>'
+
+
+def _tokens(value: object) -> Iterator[str | _Nested]:
+    if isinstance(value, Mapping):
+        yield '{'
+        for index, (key, item) in enumerate(value.items()):
+            yield ', ' if index else ''
+            yield _Nested(key)
+            yield ': '
+            yield _Nested(item)
+        yield '}'
+    else:
+        assert isinstance(value, list | tuple)
+        yield '[' if isinstance(value, list) else '('
+        for index, item in enumerate(value):
+            yield ', ' if index else ''
+            yield _Nested(item)
+        yield ']' if isinstance(value, list) else ')'
+
+
+def _render(value: object, *, limit: int) -> str:
+    """Like `repr(value)` for plain data, but stops after `limit` characters or
+    `_MAX_VALUE_NODES` values: the work is bounded whatever `value` holds."""
+    parts: list[str] = []
+    size = 0
+    nodes = 0
+    stack: list[Iterator[str | _Nested]] = [iter((_Nested(value),))]
+    while stack and size <= limit:
+        token = next(stack[-1], None)
+        if token is None:
+            stack.pop()
+            continue
+        if isinstance(token, _Nested):
+            nodes += 1
+            if nodes > _MAX_VALUE_NODES:
+                parts.append('...')
+                break
+            text = _scalar(token.value, limit - size)
+            if text is None:
+                stack.append(_tokens(token.value))
+                continue
+            token = text
+        parts.append(token)
+        size += len(token)
+    if stack:
+        parts.append('...')
+    return ''.join(parts)
+
+
 def show_value(value: object) -> str:
     """A short one-line rendering of a configuration value for error messages.
 
-    Strings are shown as they are (the error adds quotes), other values by `repr`; anything longer
-    than 80 characters is cut with an ellipsis.
+    Strings are shown as they are (the error adds quotes), other values as `repr` would show
+    them; anything longer than 80 characters is cut with an ellipsis. Bounded in time and size
+    for any value (see the module docstring).
     """
-    text = value if isinstance(value, str) else repr(value)
+    if isinstance(value, str):
+        text = value[: _MAX_VALUE_CHARS + 1]
+    else:
+        text = _render(value, limit=_MAX_VALUE_CHARS)
     text = _one_line(text)
     if len(text) > _MAX_VALUE_CHARS:
         text = text[: _MAX_VALUE_CHARS - 3] + '...'
     return text
+
+
+def show_setting(key: object, value: object) -> str:
+    """`show_value(value)`, or '' when `key` looks secret (`is_secret_key`)."""
+    return '' if is_secret_key(key) else show_value(value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,10 +19,14 @@ manager ConfigMap > defaults (the CLI layer is applied by the caller).
 
 `env=None` reads the process environment; pass a mapping to stay independent of it.
 
-What fails: a file that does not exist, cannot be read, is not UTF-8, does not parse as YAML, or
-whose top level has the wrong shape raises `ConfigFileError` with one line
-`<path>: <where>: <why>`. Problems inside it (a malformed ConfigMap object, a non-string data
-value, a bad entry or setting) are returned as `ConfigError`s and the valid rest loads.
+What fails: a file that does not exist, cannot be read, is larger than 16 MiB, is not UTF-8, is
+not accepted by the bounded YAML reader (`llmscaler.config.yaml_loader`, `FILE_LIMITS`: syntax,
+anchors/aliases, tags other than plain data, nesting over 64 levels, over 200,000 nodes, a
+number over 64 characters), or whose top level has the wrong shape raises `ConfigFileError`
+with one line `<path>: <where>: <why>`; so does any unexpected failure while reading it.
+Problems inside it (a malformed ConfigMap object, a non-string data value, a bad entry or
+setting) are returned as `ConfigError`s and the valid rest loads. The value of a setting or
+data key that is unknown or looks secret is never part of a message.
 """
 
 from __future__ import annotations
@@ -31,20 +35,17 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import yaml
-
 from llmscaler.config.build import build_config
 from llmscaler.config.configmaps import (
     QUEUEING_CONFIGMAP,
     SATURATION_CONFIGMAP,
     SCALE_TO_ZERO_CONFIGMAP,
     ConfigMapSource,
-    load_yaml_documents,
-    yaml_error_text,
 )
-from llmscaler.config.errors import ConfigError, ConfigFileError, show_value
+from llmscaler.config.errors import ConfigError, ConfigFileError, show_setting, show_value
 from llmscaler.config.settings import load_settings
 from llmscaler.config.types import Config
+from llmscaler.config.yaml_loader import FILE_LIMITS, YamlProblem, load_yaml_documents
 
 MANAGER_CONFIGMAPS = ('wva-manager-config', 'llmscaler-config')
 """Manager-settings ConfigMaps, lowest precedence first."""
@@ -54,9 +55,10 @@ _FORM_A_KEYS = frozenset({'settings', 'configMaps'})
 
 
 def _read(path: str) -> str:
+    cap = FILE_LIMITS.max_bytes
     try:
         with open(path, 'rb') as handle:
-            raw = handle.read()
+            raw = handle.read(cap + 1)  # never more than the cap in memory
     except FileNotFoundError:
         raise ConfigFileError(path=path, where='open', why='no such file') from None
     except IsADirectoryError:
@@ -64,6 +66,8 @@ def _read(path: str) -> str:
     except OSError as exc:
         why = exc.strerror or str(exc)
         raise ConfigFileError(path=path, where='open', why=why) from None
+    if len(raw) > cap:
+        raise ConfigFileError(path=path, where='size', why=f'larger than {cap} bytes')
     try:
         return raw.decode('utf-8-sig')
     except UnicodeDecodeError as exc:
@@ -73,11 +77,10 @@ def _read(path: str) -> str:
 
 def _documents(path: str, text: str) -> list[object]:
     try:
-        return load_yaml_documents(text=text)
-    except yaml.YAMLError as exc:
-        where, problem = yaml_error_text(error=exc)
-        why = f'does not parse as YAML: {problem}'
-        raise ConfigFileError(path=path, where=where or 'YAML', why=why) from None
+        return load_yaml_documents(text=text, limits=FILE_LIMITS)
+    except YamlProblem as exc:
+        why = f'does not parse as YAML: {exc.problem}'
+        raise ConfigFileError(path=path, where=exc.where or 'YAML', why=why) from None
 
 
 def _shape(
@@ -130,7 +133,7 @@ def _configmap(
         return problem('not a ConfigMap object (expected a mapping)', obj)
     kind = obj.get('kind', 'ConfigMap')
     if kind != 'ConfigMap':
-        return problem(f'not a ConfigMap (kind {kind!r}); ignored')
+        return problem(f"not a ConfigMap (kind '{show_value(kind)}'); ignored")
     metadata = obj.get('metadata')
     if not isinstance(metadata, dict):
         return problem('metadata is missing')
@@ -155,8 +158,8 @@ def _configmap(
         errors.append(
             ConfigError(
                 source=f'{namespace}/{name}',
-                key=str(key),
-                value=show_value(value),
+                key=show_value(key),
+                value=show_setting(key, value),
                 message='ConfigMap data keys and values must be strings (quote the value)',
             )
         )
@@ -185,9 +188,9 @@ def _manager_settings(configmap: ConfigMapSource) -> tuple[dict[str, str], list[
             continue
         try:
             docs = load_yaml_documents(text=text)
-        except yaml.YAMLError as exc:
-            where, problem = yaml_error_text(error=exc)
-            message = f'YAML does not parse ({where}): {problem}' if where else problem
+        except YamlProblem as exc:
+            where = f' ({exc.where})' if exc.where else ''
+            message = f'YAML not accepted{where}: {exc.problem}'
             errors.append(ConfigError(source=configmap.source, key=key, message=message))
             continue
         if len(docs) > 1 or (docs and not isinstance(docs[0], dict)):
@@ -226,6 +229,18 @@ def read_config_file(
 
     Raises ConfigFileError when the file cannot be read or is not a config file at all.
     """
+    try:
+        return _read_config_file(path=path, controller_namespace=controller_namespace, env=env)
+    except ConfigFileError:
+        raise
+    except Exception as exc:  # the caller's contract: an unusable file is one ConfigFileError
+        why = f'cannot be read (unexpected {type(exc).__name__})'
+        raise ConfigFileError(path=path, where='content', why=why) from None
+
+
+def _read_config_file(
+    *, path: str, controller_namespace: str, env: Mapping[str, str] | None
+) -> ConfigFile:
     docs = _documents(path, _read(path))
     file_settings, objects = _shape(path, docs)
     errors: list[ConfigError] = []

@@ -25,6 +25,8 @@ skipped for that key, so the next lower layer (finally the default) applies. Unk
 ignored in the environment (which holds many unrelated variables) and are errors in the CLI,
 file and ConfigMap layers, except the other documented WVA manager keys (`PASSTHROUGH_KEYS`,
 Prometheus connection and the like), which belong to the adapters and are accepted silently.
+The error for an unknown key never shows its value (it may be a misspelt secret); nor does the
+error for any key that looks secret (`config.errors.is_secret_key`).
 If the resolved cache thresholds are not strictly increasing (fresh < stale < unavailable), all
 three fall back to their defaults with an error.
 """
@@ -36,7 +38,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from llmscaler.config.durations import format_duration, parse_duration
-from llmscaler.config.errors import ConfigError, show_value
+from llmscaler.config.errors import ConfigError, show_setting, show_value
 from llmscaler.config.types import CoreSettings
 
 
@@ -162,13 +164,9 @@ def load_settings(
             continue
         for key in sorted(layer, key=str):
             if key not in SETTINGS and key not in PASSTHROUGH_KEYS:
+                # Never the value: a misspelt secret (`..._TOKN: sk-...`) must not reach a log.
                 errors.append(
-                    ConfigError(
-                        source=source,
-                        key=str(key),
-                        value=show_value(layer[key]),
-                        message='unknown setting',
-                    )
+                    ConfigError(source=source, key=show_value(key), message='unknown setting')
                 )
     changes: dict[str, Any] = {}
     for key in sorted(SETTINGS):
@@ -181,7 +179,9 @@ def load_settings(
                 changes[setting.field] = setting.parse(raw)
             except ValueError as exc:
                 errors.append(
-                    ConfigError(source=source, key=key, value=show_value(raw), message=str(exc))
+                    ConfigError(
+                        source=source, key=key, value=show_setting(key, raw), message=str(exc)
+                    )
                 )
                 continue
             break

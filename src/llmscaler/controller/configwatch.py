@@ -17,7 +17,14 @@ is no longer listed is gone, its last good copy with it (a file copy beneath sho
 The file's ConfigMaps apply as they are, valid entries only, as `llmscaler decide --config`
 does; their problems were reported when the file was read (`controller.options`).
 
-What fails: nothing raises. A rejected ConfigMap is a `ConfigProblem` (its errors on one line).
+What fails: nothing raises, whatever the objects hold. A rejected ConfigMap is a `ConfigProblem`
+(its errors on one line, at most `MAX_MESSAGE_CHARS` characters, so that it fits an Event note).
+Any failure while reading one ConfigMap, an unexpected exception included, is that ConfigMap's
+problem: its last good copy stays and every other ConfigMap still applies. Reading is bounded
+(`llmscaler.config.yaml_loader`: size, depth and node caps, no aliases), and a ConfigMap whose
+content has not changed since the last update is not read again. Should combining the accepted
+copies fail unexpectedly, the configuration in force stays and the ConfigMaps that changed are
+reported. Data values are never shown for keys that look secret.
 Problems that reject nothing (warnings, and conflicts that only show once the ConfigMaps are
 combined, such as a namespace-local kvSpareTrigger above the global kvCacheThreshold) are
 reported in `warnings`. Each update reports the state of every ConfigMap, not only what changed
@@ -38,13 +45,17 @@ from llmscaler.config.configmaps import (
     SCALE_TO_ZERO_CONFIGMAP,
     ConfigMapSource,
 )
-from llmscaler.config.errors import ConfigError, show_value, sort_errors
+from llmscaler.config.errors import ConfigError, show_setting, show_value, sort_errors
 from llmscaler.config.types import Config, CoreSettings
 
 SCALING_CONFIGMAPS = (SATURATION_CONFIGMAP, SCALE_TO_ZERO_CONFIGMAP, QUEUEING_CONFIGMAP)
 """The ConfigMap names that feed `build_config`."""
 
+MAX_MESSAGE_CHARS = 900
+"""Longest `ConfigProblem.message` (an Event note holds at most 1 KiB)."""
+
 _Key = tuple[str, str]
+_Identity = tuple[str, str, list[tuple[str, str]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,12 +114,31 @@ def configmap_from_object(
             continue
         message = 'ConfigMap data keys and values must be strings (quote the value)'
         errors.append(
-            ConfigError(source=where, key=str(key), value=show_value(value), message=message)
+            ConfigError(
+                source=where,
+                key=show_value(key),
+                value=show_setting(key, value),
+                message=message,
+            )
         )
     return ConfigMapSource(name=name, namespace=namespace, data=clean), tuple(errors)
 
 
-def _identity(configmap: ConfigMapSource) -> tuple[str, str, list[tuple[str, str]]]:
+def _named(obj: object, default_namespace: str) -> _Key | None:
+    """(namespace, name) of a scaling ConfigMap object, as far as it can be told, or None."""
+    try:
+        metadata = obj.get('metadata') if isinstance(obj, Mapping) else None
+        if not isinstance(metadata, Mapping):
+            return None
+        name, namespace = metadata.get('name'), metadata.get('namespace') or default_namespace
+    except Exception:  # an object that cannot even be named cannot be reported
+        return None
+    if name in SCALING_CONFIGMAPS and isinstance(namespace, str):
+        return namespace, str(name)
+    return None
+
+
+def _identity(configmap: ConfigMapSource) -> _Identity:
     return configmap.namespace, configmap.name, sorted(configmap.data.items())
 
 
@@ -122,9 +152,27 @@ def _first_by_key(configmaps: Iterable[ConfigMapSource]) -> dict[_Key, ConfigMap
 
 
 def _one_line(*, key: _Key, errors: Sequence[ConfigError]) -> str:
+    """The errors of one ConfigMap on one line, cut at `MAX_MESSAGE_CHARS` with a count."""
     prefix = f'{key[0]}/{key[1]}: '
-    texts = [str(error).removeprefix(prefix) for error in errors]
-    return '; '.join(texts)
+    shown: list[str] = []
+    size = 0
+    for index, error in enumerate(errors):
+        text = str(error).removeprefix(prefix)
+        rest = len(errors) - index
+        if shown and size + len(text) + 2 > MAX_MESSAGE_CHARS - 30:
+            shown.append(f'... and {rest} more problem{"s" if rest > 1 else ""}')
+            break
+        if len(text) > MAX_MESSAGE_CHARS - 30:
+            text = text[: MAX_MESSAGE_CHARS - 33] + '...'
+        shown.append(text)
+        size += len(text) + 2
+    return '; '.join(shown)
+
+
+def _unexpected(key: _Key, exc: Exception, *, what: str = 'read') -> ConfigError:
+    # Only the exception's type: its text could quote a value of the ConfigMap.
+    message = f'could not be {what} (unexpected {type(exc).__name__}); not applied'
+    return ConfigError(source=f'{key[0]}/{key[1]}', message=message)
 
 
 class ConfigWatch:
@@ -141,6 +189,7 @@ class ConfigWatch:
         self._namespace = controller_namespace
         self._base = _first_by_key(base)
         self._good: dict[_Key, ConfigMapSource] = {}
+        self._verdicts: dict[_Key, tuple[_Identity, tuple[ConfigError, ...]]] = {}
         self._config, _ = self._build(self._base)
 
     @property
@@ -157,46 +206,106 @@ class ConfigWatch:
         )
 
     def _check(self, configmap: ConfigMapSource) -> tuple[ConfigError, ...]:
-        _, errors = self._build({(configmap.namespace, configmap.name): configmap})
+        """The problems of one ConfigMap alone; unchanged content is not read again."""
+        key = (configmap.namespace, configmap.name)
+        identity = _identity(configmap)
+        cached = self._verdicts.get(key)
+        if cached is not None and cached[0] == identity:
+            return cached[1]
+        try:
+            _, errors = self._build({key: configmap})
+        except Exception as exc:  # that ConfigMap's problem, not the watch's
+            errors = (_unexpected(key, exc),)
+        self._verdicts[key] = (identity, errors)
         return errors
 
-    def update(self, *, configmaps: Sequence[Mapping[str, Any]]) -> ConfigUpdate:
-        """Apply the cluster's ConfigMaps; a rejected one keeps its last good copy in force."""
+    def _read(
+        self, configmaps: Sequence[Mapping[str, Any]]
+    ) -> tuple[list[tuple[ConfigMapSource, tuple[ConfigError, ...]]], dict[_Key, ConfigError]]:
+        """The scaling ConfigMaps listed, with their shape problems, and those that could not
+        even be read into a `ConfigMapSource` (by namespace and name)."""
         listed: list[tuple[ConfigMapSource, tuple[ConfigError, ...]]] = []
+        unreadable: dict[_Key, ConfigError] = {}
         for obj in configmaps:
-            configmap, errors = configmap_from_object(obj=obj, default_namespace=self._namespace)
+            try:
+                configmap, errors = configmap_from_object(
+                    obj=obj, default_namespace=self._namespace
+                )
+            except Exception as exc:  # one odd object must not cost the others
+                key = _named(obj, self._namespace)
+                if key is not None:
+                    unreadable.setdefault(key, _unexpected(key, exc))
+                continue
             if configmap is not None and configmap.name in SCALING_CONFIGMAPS:
                 listed.append((configmap, errors))
         listed.sort(key=lambda pair: (_identity(pair[0]), [str(e) for e in pair[1]]))
+        return listed, unreadable
+
+    def update(self, *, configmaps: Sequence[Mapping[str, Any]]) -> ConfigUpdate:
+        """Apply the cluster's ConfigMaps; a rejected one keeps its last good copy in force."""
+        listed, unreadable = self._read(configmaps)
         good: dict[_Key, ConfigMapSource] = {}
-        problems: list[ConfigProblem] = []
-        kept: list[str] = []
-        seen: set[_Key] = set()
+        rejected: dict[_Key, list[ConfigError]] = {}
         for configmap, shape_errors in listed:
             key = (configmap.namespace, configmap.name)
-            if key in seen:  # an informer holds one object per key; be deterministic anyway
-                continue
-            seen.add(key)
+            if key in good or key in rejected:
+                continue  # an informer holds one object per key; be deterministic anyway
             found = [e for e in (*shape_errors, *self._check(configmap)) if not e.warning]
-            if not found:
+            if found:
+                rejected[key] = found
+            else:
                 good[key] = configmap
-                continue
-            message = _one_line(key=key, errors=found)
-            problems.append(ConfigProblem(namespace=key[0], name=key[1], message=message))
+        for key, error in unreadable.items():
+            if key not in good and key not in rejected:
+                rejected[key] = [error]
+        self._verdicts = {
+            key: self._verdicts[key]
+            for key in sorted(self._verdicts)
+            if key in good or key in rejected
+        }
+        for key in rejected:
             if key in self._good:
                 good[key] = self._good[key]
-                kept.append(f'{key[0]}/{key[1]}')
+        try:
+            config, combined = self._build({**self._base, **good})
+        except Exception as exc:  # keep what is in force; blame what changed
+            return self._unchanged(good=good, rejected=rejected, exc=exc)
+        problems = [
+            ConfigProblem(namespace=key[0], name=key[1], message=_one_line(key=key, errors=found))
+            for key, found in sorted(rejected.items())
+        ]
+        kept = [f'{key[0]}/{key[1]}' for key in sorted(rejected) if key in self._good]
         self._good = good
-        config, combined = self._build({**self._base, **good})
         changed = config != self._config
         self._config = config
         return ConfigUpdate(
             config=config,
             changed=changed,
-            problems=tuple(sorted(problems, key=lambda p: (p.namespace, p.name))),
-            kept=tuple(sorted(kept)),
+            problems=tuple(problems),
+            kept=tuple(kept),
             warnings=self._warnings(combined, good),
         )
+
+    def _unchanged(
+        self,
+        *,
+        good: Mapping[_Key, ConfigMapSource],
+        rejected: Mapping[_Key, list[ConfigError]],
+        exc: Exception,
+    ) -> ConfigUpdate:
+        """The update when the accepted copies could not be combined: nothing changes, and
+        every ConfigMap that differs from the copies in force is reported."""
+        found = {key: list(errors) for key, errors in rejected.items()}
+        for key in sorted(set(good) | set(self._good)):
+            if good.get(key) != self._good.get(key):
+                error = _unexpected(key, exc, what='combined with the other ConfigMaps')
+                found.setdefault(key, []).append(error)
+        problems = tuple(
+            ConfigProblem(namespace=key[0], name=key[1], message=_one_line(key=key, errors=errors))
+            for key, errors in sorted(found.items())
+        )
+        kept = tuple(f'{key[0]}/{key[1]}' for key in sorted(found) if key in self._good)
+        return ConfigUpdate(config=self._config, changed=False, problems=problems, kept=kept)
 
     def _warnings(
         self, errors: Sequence[ConfigError], good: Mapping[_Key, ConfigMapSource]

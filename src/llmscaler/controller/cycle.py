@@ -20,7 +20,8 @@ What fails and how it is treated (design.md §5):
 - a VA whose spec does not validate, or whose scale target is missing, takes no part in the
   decision: its status and a Warning event say why, and nothing is scaled for it;
 - a ConfigMap with errors is not applied (`ConfigWatch` keeps its last good copy) and a Warning
-  event on it says why;
+  event on it says why; the ConfigMap cache version counts as seen only once it was applied, so a
+  reload that fails unexpectedly keeps the configuration in force and is tried again next cycle;
 - an exception inside a cycle is logged and counted; the loop goes on at the next interval.
 """
 
@@ -38,7 +39,7 @@ from llmscaler.collect.types import MetricsSource, SourceError
 from llmscaler.config.types import Config
 from llmscaler.controller import conditions
 from llmscaler.controller.caches import Caches, WorldCache
-from llmscaler.controller.configwatch import ConfigWatch
+from llmscaler.controller.configwatch import ConfigProblem, ConfigWatch
 from llmscaler.controller.publish import ControllerMetrics, ReplicaRow
 from llmscaler.controller.world import VariantEntry, World
 from llmscaler.engine import decide
@@ -123,25 +124,40 @@ class MainCycle:
         return self._queue
 
     def current_config(self) -> Config:
-        """The configuration in force, reloaded when the ConfigMap cache changed."""
-        version = self._caches.configmap_version()
-        if version != self._config_version:
-            self._config_version = version
-            update = self._config.update(configmaps=self._caches.configmap_items())
-            for problem in update.problems:
-                log.warning(
-                    'ConfigMap %s/%s rejected, last good copy kept: %s',
-                    problem.namespace,
-                    problem.name,
-                    problem.message,
-                )
-                self._metrics.error(component='config', error_type='InvalidConfiguration')
+        """The configuration in force, reloaded when the ConfigMap cache changed.
+
+        The cache version is recorded only once its ConfigMaps were applied: should the reload
+        fail unexpectedly, the last good configuration stays and the next call tries again.
+        """
+        try:
+            version = self._caches.configmap_version()
+            if version != self._config_version:
+                update = self._config.update(configmaps=self._caches.configmap_items())
+                self._config_version = version
+                self._report(update.problems)
+        except Exception:  # the loop must outlive a reload that fails: keep the last good one
+            log.exception('ConfigMap reload failed; the configuration in force is kept')
+            self._metrics.error(component='config', error_type='ReloadFailed')
+        return self._config.config
+
+    def _report(self, problems: Sequence[ConfigProblem]) -> None:
+        """A log line, a counted error and a Warning Event on each rejected ConfigMap."""
+        for problem in problems:
+            log.warning(
+                'ConfigMap %s/%s rejected, last good copy kept: %s',
+                problem.namespace,
+                problem.name,
+                problem.message,
+            )
+            self._metrics.error(component='config', error_type='InvalidConfiguration')
+            try:
                 self._spawn_event(
                     ObjectRef('v1', 'ConfigMap', problem.namespace, problem.name),
                     'InvalidConfiguration',
                     f'not applied, last good configuration kept: {problem.message}',
                 )
-        return self._config.config
+            except Exception:  # one Event that cannot be sent must not hide the others
+                log.exception('Event for ConfigMap %s/%s not sent', problem.namespace, problem.name)
 
     async def run(self, *, interval: float) -> None:
         """Run a cycle every `interval` seconds until cancelled."""
