@@ -1,10 +1,17 @@
-"""How long one main cycle of the controller takes with 1,000 variants.
+"""How long one main cycle of the controller takes with 1,000 variants, and its status writes.
 
 Setup: the in-repo fake kube-apiserver on loopback holds 1,000 VariantAutoscalings (334 models of
 three variants, one variant at zero replicas, the others at 2) with their Deployments, and one Pod
-per replica. The metric source is in memory (fresh readings for every pod), so the figure is the
-controller's own cost: world building from the informer caches, attribution, `decide()`, the
-`/scale` writes and one status write per VA over HTTP.
+per replica. The metric source is in memory (fresh readings for every pod, the same for a pod in
+every cycle, so that the cycles after the first are steady), so the figure is the controller's own
+cost: world building from the informer caches, attribution, `decide()`, the `/scale` writes and
+the status writes over HTTP.
+
+Status writes: the status PATCHes of each cycle are counted at the client. The cycles run twice:
+with the status writer as shipped (a status is written when something in it changes, and
+`lastRunTime` alone every 5 minutes), then with `lastRunTime` stamped every cycle (refresh 0: how
+the writer behaved before, one PATCH per VA per cycle). The figure to compare is the PATCHes of
+a steady cycle in each.
 
 The fake API server runs in a child process, so its own work (it deep-copies every object it
 serves) is not counted in the controller's cycle; the cycles are spaced by one second, as real
@@ -12,12 +19,14 @@ cycles are spaced by their interval, so the informers have seen the previous cyc
 
 Baseline, measured in the same run: the same number of status merge-patches sent alone through the
 same client and concurrency — the irreducible API cost of a cycle that writes every status.
-Prints the cycle time (first cycle, and the median of the next ones), the share of `decide()`, and
-the ratio to the baseline.
+Prints the cycle time (first cycle, and the median of the next ones, in both runs), the share of
+`decide()`, the ratio to the baseline and the status PATCHes per cycle. `--models N` makes a
+smaller cluster (3 variants per model, 1,000 at most).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import random
 import statistics
@@ -38,6 +47,7 @@ from llmscaler.collect.types import ModelScope, PodReading, Reading
 from llmscaler.controller.app import Controller
 from llmscaler.controller.options import resolve_options
 from llmscaler.kube.client import VariantAutoscalingResource
+from llmscaler.kube.status import StatusWriter
 from llmscaler.sim import presets
 
 MODELS = 334
@@ -51,7 +61,9 @@ class MemorySource:
     def __init__(self, *, pods: list[tuple[str, str]], clock: LoopClock) -> None:
         self._pods = pods
         self._clock = clock
-        self._random = random.Random(7)
+        # One load per pod, the same in every cycle: the cycles after the first are steady.
+        draw = random.Random(7)
+        self._load = {pod: (draw.uniform(0.1, 0.9), float(draw.randint(0, 6))) for pod, _ in pods}
 
     async def read(self, *, scope: tuple[ModelScope, ...], now: float) -> Reading:
         readings = tuple(
@@ -60,8 +72,8 @@ class MemorySource:
                 pod=pod,
                 observed_at=now - 5.0,
                 model_name=model,
-                kv_usage=self._random.uniform(0.1, 0.9),
-                queue_length=float(self._random.randint(0, 6)),
+                kv_usage=self._load[pod][0],
+                queue_length=self._load[pod][1],
                 num_gpu_blocks=8000,
                 block_size=16,
                 avg_input_tokens=900.0,
@@ -90,7 +102,7 @@ async def _baseline(controller: Controller, names: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def _objects() -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str]]:
+def _objects(models: int) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str]]:
     """The cluster, built with the end-to-end tests' object builders."""
     objects: list[dict[str, Any]] = []
     pods: list[tuple[str, str]] = []
@@ -100,7 +112,7 @@ def _objects() -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str]]:
         ('llama-3.1-8b-a100', 9.0),
         ('llama-3.1-8b-h100', 14.0),
     )
-    for m in range(MODELS):
+    for m in range(models):
         model = f'model-{m:03d}'
         for v, (preset, cost) in enumerate(variants):
             if len(names) == 1000:
@@ -143,12 +155,33 @@ def _objects() -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str]]:
 
 
 async def main() -> None:
-    objects, pods, names = _objects()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--models', type=int, default=MODELS, help='models (3 variants each)')
+    models = parser.parse_args().models
+    if not 1 <= models <= MODELS:
+        parser.error(f'--models must be in [1, {MODELS}]')
+    objects, pods, names = _objects(models)
     with fake_api(objects) as url:
-        await _measure(url, pods, names)
+        await _measure(url, pods, names, models)
 
 
-async def _measure(url: str, pods: list[tuple[str, str]], names: list[str]) -> None:
+async def _cycles(
+    controller: Controller, patches: list[int]
+) -> tuple[list[float], list[int], list[int]]:
+    """CYCLES cycles, one second apart: their times, status PATCHes and `/scale` writes."""
+    times, written, scaled = [], [], []
+    for _ in range(CYCLES):
+        before = patches[0]
+        started = time.perf_counter()
+        report = await controller.cycle.run_once()
+        times.append(time.perf_counter() - started)
+        written.append(patches[0] - before)
+        scaled.append(len(report.scaled))
+        await asyncio.sleep(1.0)
+    return times, written, scaled
+
+
+async def _measure(url: str, pods: list[tuple[str, str]], names: list[str], models: int) -> None:
     options, _ = resolve_options(
         argv=[
             '--server',
@@ -180,12 +213,22 @@ async def _measure(url: str, pods: list[tuple[str, str]], names: list[str]) -> N
     import llmscaler.controller.cycle as cycle_module
 
     setattr(cycle_module, 'decide', timed_decide)  # noqa: B010 - time decide() in place
-    times = []
-    for _ in range(CYCLES):
-        started = time.perf_counter()
-        report = await controller.cycle.run_once()
-        times.append(time.perf_counter() - started)
-        await asyncio.sleep(1.0)
+    # Every status PATCH goes through the client: count them there (retries included).
+    patches = [0]
+    real_patch = controller.client.patch
+
+    async def counting_patch(resource: Any, *args: Any, **kwargs: Any) -> Any:
+        if resource is VariantAutoscalingResource.Status:
+            patches[0] += 1
+        return await real_patch(resource, *args, **kwargs)
+
+    setattr(controller.client, 'patch', counting_patch)  # noqa: B010 - count in place
+    times, written, scaled = await _cycles(controller, patches)
+    # The same cycles with lastRunTime stamped every cycle, as the writer did before.
+    every_cycle = StatusWriter(client=controller.client, clock=clock, run_time_refresh=0.0)
+    setattr(controller.cycle, '_status', every_cycle)  # noqa: B010 - swap the writer in place
+    times_before, written_before, _ = await _cycles(controller, patches)
+    setattr(controller.client, 'patch', real_patch)  # noqa: B010
     baseline = await _baseline(controller, names)
     for task in informers:
         task.cancel()
@@ -193,14 +236,19 @@ async def _measure(url: str, pods: list[tuple[str, str]], names: list[str]) -> N
     await controller._close()
 
     steady = statistics.median(times[1:])
-    print(f'variants: {len(names)}  pods: {len(pods)}  models: {MODELS}')
+    steady_before = statistics.median(times_before[1:])
+    print(f'variants: {len(names)}  pods: {len(pods)}  models: {models}')
+    # The load is fixed but the fake cluster never starts the pods a scale-up asks for, so the
+    # saturated variants keep scaling up: their statuses change, and are written, every cycle.
+    print(f'status PATCHes per cycle, as shipped: {written}  (/scale writes: {scaled})')
+    print(f'status PATCHes per cycle, lastRunTime every cycle (before): {written_before}')
     print(
-        f'decisions in last cycle: {len(report.decisions)}, statuses written: '
-        f'{report.statuses_written}, scale writes: {len(report.scaled)}'
+        f'status PATCHes of the last cycle: before {written_before[-1]}, after {written[-1]} '
+        f'(VAs scaled in it: {scaled[-1]}); an unchanged VA is written once per 5 minutes'
     )
     print(
         f'first cycle: {times[0] * 1000:.0f} ms   steady cycle (median of {CYCLES - 1}): '
-        f'{steady * 1000:.0f} ms'
+        f'{steady * 1000:.0f} ms, with lastRunTime every cycle: {steady_before * 1000:.0f} ms'
     )
     print(f'decide() share: {statistics.median(decide_seconds[1:]) * 1000:.0f} ms')
     print(f'baseline ({len(names)} status patches alone): {baseline * 1000:.0f} ms')
