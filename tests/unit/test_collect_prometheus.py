@@ -15,6 +15,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,8 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from llmscaler.clock import ManualClock
+from llmscaler.collect.http import OFF_LOOP_BYTES
 from llmscaler.collect.prometheus import PrometheusConfig, PrometheusSource, ssl_context
 from llmscaler.collect.queries import build
 from llmscaler.collect.types import (
@@ -36,8 +39,18 @@ from llmscaler.collect.types import (
     SourceError,
 )
 from llmscaler.config.types import CoreSettings
+from llmscaler.controller.app import Controller
 from llmscaler.engine import freshness
 from llmscaler.model import Freshness
+from tests.fakeapi import FakeAPI
+from tests.unit.test_collect_http import RawServer, claims, drip, endless
+from tests.unit.test_controller_cycle import (
+    condition_message,
+    conditions,
+    run_options,
+    seed_variant,
+)
+from tests.waiting import eventually
 
 NOW = 1_700_000_000.0
 LLAMA = 'meta-llama/Llama-3.1-8B'
@@ -817,7 +830,7 @@ async def test_timeout(prom: FakePrometheus) -> None:
     prom.answer('model_arrival_rate', Canned(vector().body, delay=0.5))
     reading = await read(PrometheusConfig(base_url=prom.url, timeout=0.2))
     assert reasons(reading) == {'model_arrival_rate': ErrorReason.TIMEOUT}
-    assert reading.errors[0].message.startswith('no answer within 0.2s')
+    assert reading.errors[0].message == 'no complete answer within 0.2s (no response headers)'
 
 
 async def test_connection_refused() -> None:
@@ -849,11 +862,142 @@ async def test_concurrency_is_capped(prom: FakePrometheus) -> None:
     assert prom.max_in_flight == 4  # the default
 
 
+# --- deadlines and size caps ---------------------------------------------------------------------
+
+
+async def timed_read(config: PrometheusConfig, *, guard: float) -> tuple[Reading, float]:
+    """`read` and its duration; `guard` seconds turn a hang into a failure instead of a wait."""
+    started = time.monotonic()
+    reading = await asyncio.wait_for(read(config), timeout=guard)
+    return reading, time.monotonic() - started
+
+
+async def test_a_dripping_prometheus_ends_each_query_at_its_timeout() -> None:
+    # A byte every 0.2 s: a per-read timeout of 0.5 s would wait for ever; the total one does not.
+    async with RawServer(drip(every=0.2, content_type='application/json')) as server:
+        config = PrometheusConfig(base_url=server.url, timeout=0.5, concurrency=REGISTRY_SIZE)
+        reading, took = await timed_read(config, guard=1.5)
+    assert took < 1.5
+    assert [e.target for e in reading.errors] == list(QUERIES)
+    for error in reading.errors:
+        assert error.reason is ErrorReason.TIMEOUT
+        assert error.message.startswith('no complete answer within 0.5s (')
+        assert 'bytes of the body received' in error.message
+    assert (reading.pods, reading.models) == ((), ())
+
+
+async def test_the_read_deadline_bounds_the_whole_read() -> None:
+    # Two queries at a time would take 5 s each; the read as a whole gets 0.6 s.
+    async with RawServer(drip(every=0.2)) as server:
+        config = PrometheusConfig(
+            base_url=server.url, timeout=5.0, concurrency=2, read_deadline=0.6
+        )
+        reading, took = await timed_read(config, guard=1.8)
+        assert len(server.seen) == 2
+    assert took < 1.8
+    assert {e.reason for e in reading.errors} == {ErrorReason.TIMEOUT}
+    messages = sorted(e.message for e in reading.errors)
+    sent = [m for m in messages if not m.startswith('not sent')]
+    assert len(sent) == 2
+    assert all(m.endswith('; the read deadline of 0.6s ran out') for m in sent)
+    assert (
+        messages.count('not sent: the read deadline of 0.6s ran out before a slot was free')
+        == REGISTRY_SIZE - 2
+    )
+
+
+async def test_an_endless_answer_is_cut_at_the_cap() -> None:
+    async with RawServer(endless(content_type='application/json')) as server:
+        config = PrometheusConfig(base_url=server.url, timeout=5.0, max_answer_bytes=64 * 1024)
+        reading, took = await timed_read(config, guard=15.0)
+        await eventually(lambda: server.dropped == REGISTRY_SIZE, 'every answer to be dropped')
+    assert took < 5.0
+    assert {(e.reason, e.message) for e in reading.errors} == {
+        (ErrorReason.BAD_RESPONSE, 'body over 65536 bytes')
+    }
+    assert len(reading.errors) == REGISTRY_SIZE
+
+
+async def test_an_answer_announced_over_the_cap_is_refused_unread() -> None:
+    # The body never comes: reading it would end in a timeout, not in this error.
+    async with RawServer(claims(10**6, content_type='application/json')) as server:
+        config = PrometheusConfig(base_url=server.url, timeout=2.0, max_answer_bytes=1000)
+        reading, took = await timed_read(config, guard=6.0)
+    assert took < 1.0
+    assert {(e.reason, e.message) for e in reading.errors} == {
+        (ErrorReason.BAD_RESPONSE, 'body over 1000 bytes (Content-Length 1000000), not read')
+    }
+
+
+async def test_a_large_answer_is_decoded_whole(prom: FakePrometheus) -> None:
+    # Over OFF_LOOP_BYTES: decoded and folded in a worker thread, to the same figures.
+    pods = 4000
+    prom.answer(
+        'kv_cache_usage',
+        vector(
+            *(
+                sample(f'{i / pods}', namespace='ns-a', pod=f'llama-{i:05d}', model_name=LLAMA)
+                for i in range(pods)
+            )
+        ),
+    )
+    assert len(prom.canned[QUERIES['kv_cache_usage']].body) > OFF_LOOP_BYTES
+    reading = await read(PrometheusConfig(base_url=prom.url))
+    assert [p.kv_usage for p in reading.pods] == [i / pods for i in range(pods)]
+
+
+@pytest.mark.parametrize(
+    ('field', 'value', 'message'),
+    [
+        ('timeout', 0.0, 'timeout must be a positive number of seconds, not 0.0'),
+        ('timeout', math.inf, 'timeout must be a positive number of seconds, not inf'),
+        ('read_deadline', math.nan, 'read_deadline must be a positive number of seconds, not nan'),
+        ('read_deadline', -1, 'read_deadline must be a positive number of seconds, not -1'),
+        ('max_answer_bytes', 0, 'max_answer_bytes must be a whole number of bytes of at least 1'),
+    ],
+)
+def test_invalid_bounds_are_refused(field: str, value: float, message: str) -> None:
+    with pytest.raises(ValueError, match=f'^{message}'):
+        PrometheusConfig(base_url='http://prometheus:9090', **{field: value})  # type: ignore[arg-type]
+
+
+def test_bound_defaults() -> None:
+    config = PrometheusConfig(base_url='http://prometheus:9090')
+    assert (config.timeout, config.read_deadline, config.max_answer_bytes) == (
+        10.0,
+        15.0,
+        32 * 1024 * 1024,
+    )
+    assert config.allow_http_credentials is False
+
+
 # --- authentication ------------------------------------------------------------------------------
 
 
+async def test_a_token_is_never_sent_to_plain_http_without_the_opt_in(
+    prom: FakePrometheus, tmp_path: Path
+) -> None:
+    token = tmp_path / 'token'
+    token.write_text('from-file')
+    for config in (
+        PrometheusConfig(base_url=prom.url, bearer_token='s3cret'),
+        PrometheusConfig(base_url=prom.url, token_file=token),
+        PrometheusConfig(base_url=prom.url, token_file=tmp_path / 'missing'),
+    ):
+        reading = await read(config)
+        assert prom.log == []  # not one request: no token in clear, no unauthenticated read
+        assert [e.target for e in reading.errors] == list(QUERIES)
+        assert {e.reason for e in reading.errors} == {ErrorReason.UNREACHABLE}
+        assert {e.message for e in reading.errors} == {
+            f'credentials are not sent in clear: {prom.url}/api/v1/query is not https, '
+            'nothing sent (use https, or opt in with allow_http_credentials)'
+        }
+
+
 async def test_bearer_token_header(prom: FakePrometheus) -> None:
-    await read(PrometheusConfig(base_url=prom.url, bearer_token='s3cret'))
+    await read(
+        PrometheusConfig(base_url=prom.url, bearer_token='s3cret', allow_http_credentials=True)
+    )
     assert {entry.authorization for entry in prom.log} == {'Bearer s3cret'}
     prom.log.clear()
     await read(PrometheusConfig(base_url=prom.url))
@@ -863,7 +1007,9 @@ async def test_bearer_token_header(prom: FakePrometheus) -> None:
 async def test_token_file_is_read_every_cycle(prom: FakePrometheus, tmp_path: Path) -> None:
     token = tmp_path / 'token'
     token.write_text('first\n')
-    config = PrometheusConfig(base_url=prom.url, bearer_token='static', token_file=token)
+    config = PrometheusConfig(
+        base_url=prom.url, bearer_token='static', token_file=token, allow_http_credentials=True
+    )
     source = PrometheusSource(config=config)
     try:
         await source.read(scope=SCOPE, now=NOW)
@@ -922,6 +1068,10 @@ def _openssl(command: str, *, cwd: Path) -> None:
 
 @pytest.fixture(scope='module')
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory)
+
+
+def make_pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     """A throw-away CA, a server certificate for prometheus.test and 127.0.0.1, a client one.
 
     Made with the openssl command line (the tests skip where it is missing): the `cryptography`
@@ -979,6 +1129,15 @@ async def test_tls_verified_with_the_ca_file(
     assert len(prom.log) == REGISTRY_SIZE
 
 
+async def test_a_token_goes_over_https_without_any_opt_in(
+    tls_prom: tuple[FakePrometheus, list[str | None]], pki: Pki
+) -> None:
+    prom, _ = tls_prom
+    reading = await read(PrometheusConfig(base_url=prom.url, ca_file=pki.ca, bearer_token='s3cret'))
+    assert reading.errors == ()
+    assert [entry.authorization for entry in prom.log] == ['Bearer s3cret'] * REGISTRY_SIZE
+
+
 async def test_tls_fails_without_the_ca_file_unless_skipping_verification(
     tls_prom: tuple[FakePrometheus, list[str | None]],
 ) -> None:
@@ -1026,3 +1185,41 @@ async def test_client_certificate(pki: Pki) -> None:
         await server.stop()
     assert len(reading.errors) == REGISTRY_SIZE
     assert {e.reason for e in reading.errors} == {ErrorReason.UNREACHABLE}
+
+
+# --- a whole cycle -------------------------------------------------------------------------------
+
+
+async def test_a_cycle_against_a_dripping_prometheus_ends_in_time_and_says_why() -> None:
+    """The controller's cycle, not just the source: bounded by the read deadline, and the VA's
+    status names the source's failure (`PrometheusError`, the timeout) while the variant holds."""
+    async with (
+        FakeAPI() as api,
+        RawServer(drip(every=0.2, content_type='application/json')) as server,
+    ):
+        seed_variant(api, 'a')
+        config = PrometheusConfig(base_url=server.url, timeout=5.0, read_deadline=0.8)
+        source = PrometheusSource(config=config)
+        options = run_options(api, '--metrics-source', 'prometheus', '--prometheus-url', server.url)
+        controller = Controller(options=options, clock=ManualClock(), source=source)
+        informers = [asyncio.create_task(i.run()) for i in controller.caches.all()]
+        try:
+            await eventually(controller.caches.synced, 'the caches to sync')
+            started = time.monotonic()
+            report = await asyncio.wait_for(controller.cycle.run_once(), timeout=2.4)
+            took = time.monotonic() - started
+            assert took < 2.4
+            assert {e.reason for e in report.source_errors} == {ErrorReason.TIMEOUT}
+            assert [(d.variant, d.current, d.target) for d in report.decisions] == [('a', 1, 1)]
+            assert conditions(api, 'a')['MetricsAvailable'] == ('False', 'PrometheusError')
+            message = condition_message(api, 'a', 'MetricsAvailable')
+            assert 'Timeout' in message
+            assert 'the read deadline of 0.8s ran out' in message
+        finally:
+            controller.cycle.queue.shutdown()
+            for task in informers:
+                task.cancel()
+            await asyncio.gather(*informers, return_exceptions=True)
+            await controller.from_zero.aclose()
+            await controller.client.aclose()
+            await source.aclose()

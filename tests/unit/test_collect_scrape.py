@@ -13,6 +13,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,9 @@ from llmscaler.collect.scrape import (
     ScrapeTarget,
     pod_url,
 )
-from llmscaler.collect.types import ErrorReason, MetricsSource, ModelScope, Reading
+from llmscaler.collect.types import ErrorReason, MetricsSource, ModelScope, Reading, SourceError
+from tests.unit.test_collect_http import RawServer, claims, drip, endless
+from tests.unit.test_collect_prometheus import Pki, make_pki
 from tests.unit.test_collect_scrape_reading import (
     MODEL,
     NS,
@@ -44,6 +47,7 @@ from tests.unit.test_collect_scrape_reading import (
     scrape_values,
     scraped,
 )
+from tests.waiting import eventually
 
 TEXT = 'text/plain; version=0.0.4; charset=utf-8'
 
@@ -353,7 +357,7 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         [
             *(openssl, 'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1'),
             *('-nodes', '-keyout', str(key), '-out', str(cert), '-days', '2'),
-            *('-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'),
+            *('-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:pods.test'),
         ],
         check=True,
         capture_output=True,
@@ -435,20 +439,180 @@ async def test_https_certificates_are_verified_unless_told_otherwise(
         await lax.aclose()
 
 
-async def test_plain_http_gateway_gets_no_token(fleet: tuple[Fleet, TestServer]) -> None:
+async def test_plain_http_gateway_gets_no_request_while_a_token_is_configured(
+    fleet: tuple[Fleet, TestServer],
+) -> None:
     pods, server = fleet
     pods.replies['epp'] = Reply(body=epp_page(queue=[], attempts=[]))
+    pods.replies['p1'] = Reply(body=example_page({}))
+    epp = target(server, 'epp', kind='epp')
     source = PodScrapeSource(
         config=ScrapeConfig(bearer_token='s3cret'),
+        targets_fn=lambda: [epp, target(server, 'p1')],
+    )
+    try:
+        (error,) = await source.scrape(now=1000.0)
+        # Neither the token in clear nor an unauthenticated request in its place.
+        assert 'epp' not in pods.headers
+        assert error == SourceError(
+            epp.url,
+            ErrorReason.UNREACHABLE,
+            f'credentials are not sent in clear: {epp.url} is not https, nothing sent '
+            '(use https, or opt in with allow_http_credentials)',
+        )
+        # vLLM pages never carry the token, so they are read whatever the scheme.
+        assert 'Authorization' not in pods.headers['p1']
+    finally:
+        await source.aclose()
+
+
+async def test_the_opt_in_sends_the_token_to_a_plain_http_gateway(
+    fleet: tuple[Fleet, TestServer],
+) -> None:
+    pods, server = fleet
+    pods.replies['epp'] = Reply(body=epp_page(queue=[], attempts=[]), token='s3cret')
+    source = PodScrapeSource(
+        config=ScrapeConfig(bearer_token='s3cret', allow_http_credentials=True),
         targets_fn=lambda: [target(server, 'epp', kind='epp')],
     )
     try:
         # a gateway page may hold none of the wanted families (flow control off): not an error
         assert await source.scrape(now=1000.0) == []
-        assert 'Authorization' not in pods.headers['epp']
+        assert pods.headers['epp']['Authorization'] == 'Bearer s3cret'
         assert (await source.read(scope=SCOPE, now=1000.0)).models == ()
     finally:
         await source.aclose()
+
+
+async def test_without_a_token_a_plain_http_gateway_is_read(
+    fleet: tuple[Fleet, TestServer],
+) -> None:
+    pods, server = fleet
+    pods.replies['epp'] = Reply(body=epp_page(queue=[('0', MODEL, 2.0)], attempts=[]))
+    source = source_for([target(server, 'epp', kind='epp')])
+    try:
+        assert await source.scrape(now=1000.0) == []
+        assert 'Authorization' not in pods.headers['epp']
+        (model,) = (await source.read(scope=SCOPE, now=1000.0)).models
+        assert model.queue_size == 2.0
+    finally:
+        await source.aclose()
+
+
+async def test_server_name_names_the_certificate_to_expect(
+    secure_fleet: tuple[Fleet, TestServer], tls_files: tuple[Path, Path]
+) -> None:
+    pods, server = secure_fleet
+    pods.replies['epp'] = Reply(body=epp_page(queue=[], attempts=[]), token='s3cret')
+    targets = [target(server, 'epp', kind='epp')]
+    named = ScrapeConfig(ca_file=tls_files[0], server_name='pods.test', bearer_token='s3cret')
+    other = ScrapeConfig(ca_file=tls_files[0], server_name='other.test', bearer_token='s3cret')
+    good = PodScrapeSource(config=named, targets_fn=lambda: targets)
+    bad = PodScrapeSource(config=other, targets_fn=lambda: targets)
+    try:
+        assert await good.scrape(now=1000.0) == []
+        assert pods.headers['epp']['Authorization'] == 'Bearer s3cret'
+        pods.headers.clear()
+        (error,) = await bad.scrape(now=1000.0)
+        assert error.reason is ErrorReason.UNREACHABLE
+        assert 'other.test' in error.message
+        assert pods.headers == {}
+    finally:
+        await good.aclose()
+        await bad.aclose()
+
+
+@pytest.fixture(scope='module')
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory)
+
+
+async def test_client_certificate(pki: Pki) -> None:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=pki.ca)
+    context.load_cert_chain(pki.server_cert, pki.server_key)
+    context.verify_mode = ssl.CERT_REQUIRED
+    pods = Fleet()
+    server = await start(pods, tls=context)
+    pods.replies['p1'] = Reply(body=example_page({}))
+    targets = [target(server, 'p1')]
+    with_cert = ScrapeConfig(
+        ca_file=pki.ca, client_cert_file=pki.client_cert, client_key_file=pki.client_key
+    )
+    sources = [
+        PodScrapeSource(config=with_cert, targets_fn=lambda: targets),
+        PodScrapeSource(config=ScrapeConfig(ca_file=pki.ca), targets_fn=lambda: targets),
+    ]
+    try:
+        assert await sources[0].scrape(now=1000.0) == []
+        (error,) = await sources[1].scrape(now=1000.0)
+        assert error.reason is ErrorReason.UNREACHABLE
+    finally:
+        for source in sources:
+            await source.aclose()
+        await server.close()
+
+
+# --- deadlines and size caps ------------------------------------------------------------------
+
+
+def raw_target(server: RawServer, pod: str, kind: Kind = 'vllm') -> ScrapeTarget:
+    return ScrapeTarget(namespace=NS, pod=pod, url=f'{server.url}/{pod}/metrics', kind=kind)
+
+
+async def timed_scrape(source: PodScrapeSource, *, guard: float) -> tuple[list[SourceError], float]:
+    """`scrape` and its duration; `guard` seconds turn a hang into a failure, not a wait."""
+    started = time.monotonic()
+    try:
+        errors = await asyncio.wait_for(source.scrape(now=1000.0), timeout=guard)
+    finally:
+        await source.aclose()
+    return errors, time.monotonic() - started
+
+
+async def test_a_dripping_page_ends_at_the_timeout() -> None:
+    async with RawServer(drip(every=0.2)) as server:
+        source = source_for([raw_target(server, 'p1')], timeout=0.5)
+        (error,), took = await timed_scrape(source, guard=1.5)
+    assert took < 1.5
+    assert error.reason is ErrorReason.TIMEOUT
+    assert error.message.startswith('no complete page within 0.5s (')
+
+
+async def test_the_scrape_deadline_bounds_the_whole_scrape() -> None:
+    # Six pages, two at a time, would take 5 s each; the scrape as a whole gets 0.6 s.
+    async with RawServer(drip(every=0.2)) as server:
+        targets = [raw_target(server, f'p{i}') for i in range(6)]
+        source = source_for(targets, timeout=5.0, concurrency=2, scrape_deadline=0.6)
+        errors, took = await timed_scrape(source, guard=1.8)
+        assert len(server.seen) == 2
+    assert took < 1.8
+    assert [e.target for e in errors] == sorted(t.url for t in targets)
+    assert {e.reason for e in errors} == {ErrorReason.TIMEOUT}
+    messages = [e.message for e in errors]
+    assert sum(m.endswith('; the scrape deadline of 0.6s ran out') for m in messages) == 2
+    not_sent = 'not sent: the scrape deadline of 0.6s ran out before a slot was free'
+    assert messages.count(not_sent) == 4
+
+
+async def test_an_endless_page_is_cut_at_the_cap() -> None:
+    async with RawServer(endless()) as server:
+        source = source_for([raw_target(server, 'p1')], timeout=5.0, max_page_bytes=64 * 1024)
+        (error,), took = await timed_scrape(source, guard=15.0)
+        await eventually(lambda: server.dropped == 1, 'the page to be dropped')
+    assert took < 5.0
+    assert (error.reason, error.message) == (ErrorReason.BAD_RESPONSE, 'body over 65536 bytes')
+
+
+async def test_a_page_announced_over_the_cap_is_refused_unread() -> None:
+    # The body never comes: reading it would end in a timeout, not in this error.
+    async with RawServer(claims(10**6)) as server:
+        source = source_for([raw_target(server, 'p1')], timeout=2.0, max_page_bytes=1000)
+        (error,), took = await timed_scrape(source, guard=6.0)
+    assert took < 1.0
+    assert (error.reason, error.message) == (
+        ErrorReason.BAD_RESPONSE,
+        'body over 1000 bytes (Content-Length 1000000), not read',
+    )
 
 
 # --- small helpers ----------------------------------------------------------------------------
@@ -467,6 +631,27 @@ def test_defaults() -> None:
         None,
         None,
     )
+    assert (config.scrape_deadline, config.max_page_bytes) == (15.0, 16 * 1024 * 1024)
+    assert (config.vllm_scheme, config.epp_scheme, config.allow_http_credentials) == (
+        'http',
+        'http',
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ('field', 'value', 'message'),
+    [
+        ('timeout', -2.0, 'timeout must be a positive number of seconds, not -2.0'),
+        ('scrape_deadline', math.inf, 'scrape_deadline must be a positive number of seconds'),
+        ('max_page_bytes', 0, 'max_page_bytes must be a whole number of bytes of at least 1'),
+        ('vllm_scheme', 'ftp', "vllm_scheme must be http or https, not 'ftp'"),
+        ('epp_scheme', 'HTTPS', "epp_scheme must be http or https, not 'HTTPS'"),
+    ],
+)
+def test_invalid_settings_are_refused(field: str, value: object, message: str) -> None:
+    with pytest.raises(ValueError, match=f'^{message}'):
+        ScrapeConfig(**{field: value})  # type: ignore[arg-type]
 
 
 async def test_empty_scope_and_no_targets() -> None:

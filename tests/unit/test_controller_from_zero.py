@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import socket
+import ssl
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
@@ -26,7 +29,8 @@ from lightkube.types import PatchType
 from prometheus_client.parser import text_string_to_metric_families
 
 from llmscaler.clock import ManualClock
-from llmscaler.collect.scrape import ScrapeTarget
+from llmscaler.collect.scrape import Scheme, ScrapeConfig, ScrapeTarget
+from llmscaler.collect.types import ErrorReason, SourceError
 from llmscaler.config.types import Config
 from llmscaler.controller.from_zero import FromZero, Woken
 from llmscaler.controller.pods import epp_targets
@@ -36,6 +40,8 @@ from llmscaler.kube.client import ObjectRef, make_client
 from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.scale import ScaleClient
 from tests.fakeapi import FakeAPI
+from tests.unit.test_collect_http import RawServer, claims, drip, endless
+from tests.unit.test_collect_prometheus import Pki, make_pki
 from tests.unit.test_controller_world import pod
 from tests.waiting import eventually
 
@@ -99,14 +105,17 @@ def queued(size: float, model: str = 'm') -> bytes:
 
 
 class Epp:
-    """A gateway metrics page whose body and status the test sets; counts its requests."""
+    """A gateway metrics page whose body and status the test sets; counts its requests and keeps
+    the Authorization header of each. Served over https with `tls`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tls: ssl.SSLContext | None = None) -> None:
         self.status = 200
         self.body = queued(0)
         self.hits = 0
+        self.authorization: list[str | None] = []
         self.before_answer: Callable[[], Awaitable[None]] | None = None
         self.port = 0
+        self._tls = tls
         self._runner: web.AppRunner | None = None
 
     async def __aenter__(self) -> Epp:
@@ -114,7 +123,7 @@ class Epp:
         app.router.add_get('/metrics', self._handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, '127.0.0.1', 0)
+        site = web.TCPSite(self._runner, '127.0.0.1', 0, ssl_context=self._tls)
         await site.start()
         self.port = int(self._runner.addresses[0][1])
         return self
@@ -125,6 +134,7 @@ class Epp:
 
     async def _handle(self, request: web.Request) -> web.Response:
         self.hits += 1
+        self.authorization.append(request.headers.get('Authorization'))
         if self.before_answer is not None:
             await self.before_answer()
         return web.Response(
@@ -161,6 +171,7 @@ class Harness:
         self.events = EventRecorder(client=client, clock=self.clock, instance='test-0')
         self.world: World = self.fresh_world()
         self.epp_pods: list[dict[str, Any]] = [epp_pod('epp-0', port=epp.port)]
+        self.epp_scheme: Scheme = 'http'
         self.loops: list[FromZero] = []
 
     def fresh_world(self) -> World:
@@ -177,7 +188,7 @@ class Harness:
         self.world = self.fresh_world()
 
     def epp_targets(self) -> Sequence[ScrapeTarget]:
-        return epp_targets(pods=self.epp_pods, selector=EPP_LABEL)
+        return epp_targets(pods=self.epp_pods, selector=EPP_LABEL, scheme=self.epp_scheme)
 
     def loop(self, **kwargs: Any) -> FromZero:
         params: dict[str, Any] = {
@@ -606,3 +617,130 @@ async def test_run_ticks_every_interval(h: Harness) -> None:
         await h.clock.advance(0.05)
         await eventually(lambda: h.epp.hits == 2, 'the second tick')
         assert not task.done()
+
+
+# --- bounded reads ------------------------------------------------------------------------------
+
+
+async def timed_tick(loop: FromZero, *, guard: float) -> tuple[tuple[Woken, ...], float]:
+    """One tick and its duration; `guard` seconds turn a hang into a failure, not a wait."""
+    started = time.monotonic()
+    woken = await asyncio.wait_for(loop.tick(), timeout=guard)
+    return woken, time.monotonic() - started
+
+
+async def test_a_dripping_epp_is_given_up_at_the_timeout(h: Harness) -> None:
+    # A byte every 0.2 s: a per-read timeout of 0.5 s would wait for ever.
+    async with RawServer(drip(every=0.2)) as server:
+        h.epp_pods = [epp_pod('epp-0', port=server.port)]
+        loop = h.loop(timeout=0.5)
+        woken, took = await timed_tick(loop, guard=1.5)
+    assert woken == ()
+    assert took < 1.5
+    (error,) = loop.errors
+    assert error.reason is ErrorReason.TIMEOUT
+    # Every page of a tick shares the tick's deadline: this one's was what was left of it.
+    assert re.fullmatch(
+        r'no complete page within 0\.[0-9]+s \([0-9]+ bytes of the body received\); '
+        r'the tick deadline of 0\.5s ran out',
+        error.message,
+    )
+    assert h.patches() == []
+
+
+async def test_a_slow_epp_does_not_hold_up_the_wake_another_one_asks_for(h: Harness) -> None:
+    h.epp.body = queued(3)
+    async with RawServer(drip(every=0.2)) as server:
+        h.epp_pods.append(epp_pod('epp-1', port=server.port))
+        loop = h.loop(timeout=0.5)
+        woken, took = await timed_tick(loop, guard=1.5)
+    assert [w.variant for w in woken] == ['cheap']
+    assert took < 1.5
+    assert [e.reason for e in loop.errors] == [ErrorReason.TIMEOUT]
+
+
+async def test_an_endless_epp_page_is_cut_at_the_cap(h: Harness) -> None:
+    async with RawServer(endless()) as server:
+        h.epp_pods = [epp_pod('epp-0', port=server.port)]
+        loop = h.loop(timeout=5.0, scrape=ScrapeConfig(max_page_bytes=64 * 1024))
+        woken, took = await timed_tick(loop, guard=15.0)
+    assert (woken, took < 5.0) == ((), True)
+    (error,) = loop.errors
+    assert (error.reason, error.message) == (ErrorReason.BAD_RESPONSE, 'body over 65536 bytes')
+
+
+async def test_an_epp_page_announced_over_the_cap_is_refused_unread(h: Harness) -> None:
+    async with RawServer(claims(10**6)) as server:
+        h.epp_pods = [epp_pod('epp-0', port=server.port)]
+        loop = h.loop(timeout=2.0, scrape=ScrapeConfig(max_page_bytes=1000))
+        woken, took = await timed_tick(loop, guard=6.0)
+    assert (woken, took < 1.0) == ((), True)
+    (error,) = loop.errors
+    assert (error.reason, error.message) == (
+        ErrorReason.BAD_RESPONSE,
+        'body over 1000 bytes (Content-Length 1000000), not read',
+    )
+
+
+async def test_errors_are_those_of_the_last_tick_that_read(h: Harness) -> None:
+    h.epp.status = 500
+    loop = h.loop()
+    assert await loop.tick() == ()
+    assert loop.errors == (SourceError(h.epp_targets()[0].url, ErrorReason.HTTP_5XX, 'HTTP 500'),)
+    h.epp.status = 200
+    assert await loop.tick() == ()
+    assert len(loop.errors) == 0
+
+
+def test_an_invalid_timeout_is_refused(h: Harness) -> None:
+    with pytest.raises(ValueError, match=r'^timeout must be a positive number of seconds'):
+        h.loop(timeout=float('nan'))
+
+
+# --- credentials and TLS ------------------------------------------------------------------------
+
+
+async def test_a_token_is_not_sent_to_a_plain_http_epp(h: Harness) -> None:
+    h.epp.body = queued(3)
+    loop = h.loop(scrape=ScrapeConfig(bearer_token='s3cret'))
+    assert await loop.tick() == ()
+    assert h.epp.hits == 0  # neither the token in clear nor a request without it
+    (error,) = loop.errors
+    assert error.reason is ErrorReason.UNREACHABLE
+    assert error.message.startswith('credentials are not sent in clear: http://127.0.0.1:')
+    assert h.patches() == []
+
+
+async def test_the_opt_in_sends_the_token_to_a_plain_http_epp(h: Harness) -> None:
+    h.epp.body = queued(3)
+    loop = h.loop(scrape=ScrapeConfig(bearer_token='s3cret', allow_http_credentials=True))
+    [woken] = await loop.tick()
+    assert woken.variant == 'cheap'
+    assert h.epp.authorization == ['Bearer s3cret']
+
+
+@pytest.fixture(scope='module')
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory)
+
+
+async def test_an_https_epp_is_verified_and_gets_the_token(
+    h: Harness, pki: Pki, tmp_path: Any
+) -> None:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(pki.server_cert, pki.server_key)
+    token = tmp_path / 'token'
+    token.write_text('s3cret\n')
+    async with Epp(tls=context) as secure:
+        secure.body = queued(3)
+        h.epp_pods = [epp_pod('epp-0', port=secure.port)]
+        h.epp_scheme = 'https'
+        unverified = h.loop(scrape=ScrapeConfig(token_file=token))
+        assert await unverified.tick() == ()
+        (error,) = unverified.errors
+        assert error.reason is ErrorReason.UNREACHABLE
+        assert 'CERTIFICATE_VERIFY_FAILED' in error.message
+        assert secure.hits == 0
+        [woken] = await h.loop(scrape=ScrapeConfig(token_file=token, ca_file=pki.ca)).tick()
+        assert woken.variant == 'cheap'
+        assert secure.authorization == ['Bearer s3cret']

@@ -283,6 +283,22 @@ def test_epp_targets_select_by_labels_in_any_namespace() -> None:
     )
 
 
+def test_urls_take_the_configured_scheme_never_the_pods() -> None:
+    # An annotation naming a scheme is not a port: the default port stays, the scheme is ours.
+    annotations = {'prometheus.io/scheme': 'http', 'prometheus.io/port': 'https'}
+    pods = [
+        deployment_pod('d1', ip='10.0.0.1'),
+        pod('epp', 'gw', labels=EPP_LABELS, ip='fd00::9', annotations=annotations),
+    ]
+    w = world(VA_DEPLOY, pods=pods)
+    assert scrape_targets(variants=w.variants, targets=w.targets, pods=pods, scheme='https') == (
+        vllm('d1', 'https://10.0.0.1:8000/metrics'),
+    )
+    assert [t.url for t in epp_targets(pods=pods, selector=EPP_LABELS, scheme='https')] == [
+        'https://[fd00::9]:9090/metrics'
+    ]
+
+
 def test_empty_epp_selector_selects_nothing() -> None:
     assert epp_targets(pods=[pod('any', labels=EPP_LABELS)], selector={}) == ()
 

@@ -13,19 +13,33 @@ forgotten, and so is an untargeted pod with no series left. The request counters
 `request_count_horizon`, the others for `horizon`. Pages are parsed off the event loop, by one
 `exposition.Parser` per family set (vLLM, EPP) that remembers the label sets of earlier pages.
 
+Bounds: every page is one `fetch_page` (`http.fetch`): a total deadline of `timeout` seconds
+(connecting, TLS, the headers and the whole body: a pod that drips a byte at a time cannot hold it
+longer) and a cap of `max_page_bytes` (a larger Content-Length is refused before reading;
+otherwise reading stops at the cap; compressed pages are capped as inflated too). The whole
+`scrape`, the wait for a free slot included, ends within `scrape_deadline` seconds: a page not in
+by then is a TIMEOUT for its pod. So a `scrape` returns within `scrape_deadline` plus the time to
+parse the pages that came in (bounded by the cap).
+
 Failures never raise; each target gets at most one `SourceError(target=url)` per scrape:
-UNREACHABLE (refused, DNS, TLS, dropped connection, unreadable or empty token file),
-TIMEOUT (no complete page within `timeout`), HTTP_4XX / HTTP_5XX, BAD_RESPONSE (another status, a
-body over `max_page_bytes` or that does not decompress, a content type that is not a text
-exposition, or a page that gave no wanted sample while it had parse errors, was not UTF-8, or was
-a vLLM page without one vLLM series) and PARTIAL_DATA (parse errors beside good samples, or a vLLM
-page lacking KV usage, queue length, running or cache_config_info). A failed scrape adds nothing
+UNREACHABLE (refused, DNS, TLS, dropped connection, unreadable or empty token file, a token
+refused for plain http), TIMEOUT (no complete page within `timeout`, or not within the scrape's
+`scrape_deadline`), HTTP_4XX / HTTP_5XX, BAD_RESPONSE (another status, a body over
+`max_page_bytes` or that does not decompress, a content type that is not a text exposition, or a
+page that gave no wanted sample while it had parse errors, was not UTF-8, or was a vLLM page
+without one vLLM series) and PARTIAL_DATA (parse errors beside good samples, or a vLLM page
+lacking KV usage, queue length, running or cache_config_info). A failed scrape adds nothing
 and makes the pod's present series stale; the samples already kept still serve the windows. NaN
 and ±Inf samples are dropped and counted (`Reading.dropped_non_finite`, last scrape). A
 `concurrency` below 1 counts as 1.
 
 The bearer token (`token_file`, re-read every scrape so rotated tokens work, else `bearer_token`)
-is sent to EPP targets over HTTPS only: vLLM pods need none, and a token never travels in clear.
+is sent to EPP targets only (vLLM pods need none), and over https only: with a token configured,
+an `http://` EPP target gets no request at all (UNREACHABLE, saying why) unless
+`allow_http_credentials` opts in. The URLs' schemes are the configuration's (`vllm_scheme`,
+`epp_scheme`: `controller.pods` builds the targets with them). TLS: `ca_file` (else the system
+store), `client_cert_file` / `client_key_file`, `server_name` (SNI and certificate check, for pods
+whose certificates name a service rather than the pod IP), `insecure_skip_verify`.
 """
 
 from __future__ import annotations
@@ -35,6 +49,7 @@ import ssl
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import httpx
 
@@ -74,9 +89,32 @@ def pod_url(*, ip: str, port: int, scheme: str = 'http', path: str = '/metrics')
     return f'{scheme}://{host}:{port}{path}'
 
 
+Scheme = Literal['http', 'https']
+SCHEMES: tuple[Scheme, ...] = ('http', 'https')
+
+
 @dataclass(frozen=True, slots=True)
 class ScrapeConfig:
-    """How pods are scraped. Times are seconds; `horizon` is how long samples are kept."""
+    """How pod and gateway (EPP) pages are read, by this source and by the scale-from-zero loop.
+
+    Times are seconds.
+    - `timeout`: one page, from connecting to its last byte (2).
+    - `scrape_deadline`: a whole `scrape`, every page included (15). A cycle waits for the pods at
+      most this long; keep it below the cycle interval.
+    - `max_page_bytes`: the largest page accepted, compressed or not (16 MiB).
+    - `concurrency`: pages in flight at once (32).
+    - `vllm_scheme`, `epp_scheme`: `http` (default) or `https`, for the vLLM and the EPP pages.
+    - `allow_http_credentials`: send the bearer token to an `http://` EPP page (off: nothing is
+      sent to such a page while a token is configured, and its error says why).
+    - TLS: `ca_file` (else the system store), `client_cert_file` / `client_key_file`,
+      `server_name` (SNI and certificate check), `insecure_skip_verify` (off).
+    - `bearer_token`, or `token_file` (re-read every scrape; wins over `bearer_token`): sent to
+      EPP pages only.
+    - `horizon`: how long samples are kept (360); `request_count_horizon`: the request counters
+      (3600).
+    A deadline that is not a positive finite number, a cap below 1 or another scheme is a
+    ValueError.
+    """
 
     timeout: float = 2.0
     concurrency: int = 32
@@ -86,14 +124,79 @@ class ScrapeConfig:
     insecure_skip_verify: bool = False
     horizon: float = 360.0
     request_count_horizon: float = 3600.0
-    max_page_bytes: int = 16 * 1024 * 1024
+    max_page_bytes: int = 16 * http.MiB
+    scrape_deadline: float = 15.0
+    vllm_scheme: Scheme = 'http'
+    epp_scheme: Scheme = 'http'
+    client_cert_file: Path | None = None
+    client_key_file: Path | None = None
+    server_name: str | None = None
+    allow_http_credentials: bool = False
+
+    def __post_init__(self) -> None:
+        http.check_seconds(timeout=self.timeout, scrape_deadline=self.scrape_deadline)
+        http.check_bytes(max_page_bytes=self.max_page_bytes)
+        for name, scheme in (('vllm_scheme', self.vllm_scheme), ('epp_scheme', self.epp_scheme)):
+            if scheme not in SCHEMES:
+                raise ValueError(f'{name} must be http or https, not {scheme!r}')
 
 
 def ssl_context(*, config: ScrapeConfig) -> ssl.SSLContext:
     """The client TLS context: `ca_file` alone is trusted when given, else the system store."""
     return http.client_ssl_context(
-        ca_file=config.ca_file, insecure_skip_verify=config.insecure_skip_verify
+        ca_file=config.ca_file,
+        insecure_skip_verify=config.insecure_skip_verify,
+        client_cert_file=config.client_cert_file,
+        client_key_file=config.client_key_file,
     )
+
+
+def _page_failure(status: int, headers: httpx.Headers) -> http.Failure | None:
+    """A status or a content type that makes the page useless, seen before its body is read."""
+    failure = http.status_failure(status=status)
+    if failure is not None:
+        return http.Failure(*failure)
+    media = headers.get('content-type', '').split(';')[0].strip().lower()
+    if media and media not in _TEXT_TYPES:
+        return http.Failure(ErrorReason.BAD_RESPONSE, f'content type {media!r} is not metrics')
+    return None
+
+
+async def fetch_page(
+    *,
+    client: httpx.AsyncClient,
+    target: ScrapeTarget,
+    config: ScrapeConfig,
+    token: http.Token,
+    deadline: float,
+) -> bytes | http.Failure:
+    """One page's body, or its failure; the only way pages are read (here and scale-from-zero).
+
+    `deadline` is the page's total time (`http.fetch`), `config` gives the size cap, the server
+    name and the credential rule: `token` (from `http.read_token`) goes to EPP pages only and to
+    an `http://` one only with `allow_http_credentials`.
+    """
+    headers = {'Accept': ACCEPT}
+    if target.kind == 'epp':
+        auth = http.authorization(
+            token=token, url=target.url, allow_http=config.allow_http_credentials
+        )
+        if isinstance(auth, http.Failure):
+            return auth
+        headers.update(auth)
+    answer = await http.fetch(
+        client=client,
+        url=target.url,
+        headers=headers,
+        extensions={'sni_hostname': config.server_name} if config.server_name else None,
+        deadline=deadline,
+        max_bytes=config.max_page_bytes,
+        inspect=_page_failure,
+        awaited='page',
+    )
+    if isinstance(answer, http.Failure):
+        return answer
+    return answer.body
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,8 +249,9 @@ class PodScrapeSource:
         )
         gate = asyncio.Semaphore(max(1, self._config.concurrency))
         ordered = [targets[key] for key in sorted(targets)]
+        end = asyncio.get_running_loop().time() + self._config.scrape_deadline
         fetched = await asyncio.gather(
-            *(self._fetch(target=t, token=token, gate=gate) for t in ordered)
+            *(self._fetch(target=t, token=token, gate=gate, end=end) for t in ordered)
         )
         errors: list[SourceError] = []
         dropped = 0
@@ -202,55 +306,27 @@ class PodScrapeSource:
         return self._history if name == REQUEST_SUCCESS else self._config.horizon
 
     async def _fetch(
-        self,
-        *,
-        target: ScrapeTarget,
-        token: http.Token,
-        gate: asyncio.Semaphore,
+        self, *, target: ScrapeTarget, token: http.Token, gate: asyncio.Semaphore, end: float
     ) -> _Fetched:
-        def failed(reason: ErrorReason, message: str) -> _Fetched:
-            return _Fetched(error=SourceError(target.url, reason, message))
-
-        headers = {'Accept': ACCEPT}
-        secure = target.url.startswith('https://')
-        if target.kind == 'epp' and secure:
-            if token.error is not None:
-                return failed(ErrorReason.UNREACHABLE, token.error)
-            if token.value:
-                headers['Authorization'] = f'Bearer {token.value}'
-        timeout = self._config.timeout
-        try:
-            async with gate, asyncio.timeout(timeout):
-                body, failure = await self._get(url=target.url, headers=headers)
-        except httpx.DecodingError as exc:
-            return failed(ErrorReason.BAD_RESPONSE, f'undecodable body: {exc!r}')
-        except http.TRANSPORT_ERRORS as exc:
-            return failed(
-                *http.transport_failure(exc=exc, timeout=timeout, awaited='complete page')
+        async def get(deadline: float) -> bytes | http.Failure:
+            return await fetch_page(
+                client=self._http.client,
+                target=target,
+                config=self._config,
+                token=token,
+                deadline=deadline,
             )
-        if failure is not None:
-            return _Fetched(error=SourceError(target.url, failure[0], failure[1]))
-        return await _parse_page(target=target, body=body, parser=self._parsers[target.kind])
 
-    async def _get(
-        self, *, url: str, headers: dict[str, str]
-    ) -> tuple[bytes, tuple[ErrorReason, str] | None]:
-        limit = self._config.max_page_bytes
-        async with self._http.client.stream('GET', url, headers=headers) as response:
-            failure = http.status_failure(status=response.status_code)
-            if failure is not None:
-                return b'', failure
-            media = response.headers.get('content-type', '').split(';')[0].strip().lower()
-            if media and media not in _TEXT_TYPES:
-                return b'', (ErrorReason.BAD_RESPONSE, f'content type {media!r} is not metrics')
-            chunks = []
-            size = 0
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > limit:
-                    return b'', (ErrorReason.BAD_RESPONSE, f'page larger than {limit} bytes')
-                chunks.append(chunk)
-        return b''.join(chunks), None
+        body = await http.within(
+            end=end,
+            gate=gate,
+            deadline=self._config.timeout,
+            overall=f'the scrape deadline of {http.seconds(self._config.scrape_deadline)}s',
+            work=get,
+        )
+        if isinstance(body, http.Failure):
+            return _Fetched(error=SourceError(target.url, body.reason, body.message))
+        return await _parse_page(target=target, body=body, parser=self._parsers[target.kind])
 
     def _forget(self, *, now: float, current: Iterable[tuple[str, str]]) -> None:
         """Drop series not seen for their horizon, then pods no longer targeted and empty."""

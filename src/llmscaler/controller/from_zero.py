@@ -11,14 +11,24 @@ the budget), and when the queue of such a model holds a request it asks the pure
 What it measures: the time from the EPP page that showed the queue to the `/scale` write that
 answered, into `ControllerMetrics.from_zero` (the `llmscaler_scale_from_zero_seconds` histogram).
 
-What fails and how it is treated: an EPP page that cannot be fetched or parsed is skipped for this
-tick (logged at debug; the next tick retries), so a broken EPP wakes nothing. The `/scale` write
-is one merge patch carrying the resourceVersion of the cached copy that showed zero replicas
-(`ScaleClient.scale_at`): if the target changed since (the main cycle or a person moved it),
-the API server answers 409 and nothing is written. A model just woken (or whose write failed) is
-not woken again, through any of its variants, for `quiet` seconds, the time the informer needs
-to see the new replica count. `concurrency` bounds both the page fetches and the writes
-(SCALE_FROM_ZERO_ENGINE_MAX_CONCURRENCY). Nothing here raises out of `run()`.
+Reading the pages: the same `collect.scrape.fetch_page` as the pod scraper, with the scrape
+configuration (`ScrapeConfig`: CA, client certificate, server name, the bearer token sent over
+https only unless `allow_http_credentials`, the page cap `max_page_bytes`; the URLs, with
+`epp_scheme`, come from `epp_fn`). Only the deadline is this loop's own: `timeout` seconds (1 by
+default) for all the pages of a tick together, connecting, waiting for a free slot and reading
+included. So a tick ends within `timeout` plus the parsing of what came in (bounded by the cap; a
+large page is parsed in a worker thread) plus the `/scale` writes, however an EPP misbehaves.
+
+What fails and how it is treated: an EPP page that cannot be fetched (refused, too slow, over the
+cap, a bad status or content type, a token refused for plain http) or parsed is skipped for this
+tick (logged at debug, and listed in `errors` until the next tick that reads pages; the next tick
+retries), so a broken EPP wakes nothing. The `/scale` write is one merge patch carrying the
+resourceVersion of the cached copy that showed zero replicas (`ScaleClient.scale_at`): if the
+target changed since (the main cycle or a person moved it), the API server answers 409 and
+nothing is written. A model just woken (or whose write failed) is not woken again, through any of
+its variants, for `quiet` seconds, the time the informer needs to see the new replica count.
+`concurrency` bounds both the page fetches and the writes (SCALE_FROM_ZERO_ENGINE_MAX_CONCURRENCY).
+Nothing here raises out of `run()`.
 """
 
 from __future__ import annotations
@@ -31,8 +41,10 @@ from dataclasses import dataclass
 import httpx
 
 from llmscaler.clock import Clock
-from llmscaler.collect.exposition import EPP_FAMILIES, Parser
-from llmscaler.collect.scrape import ScrapeTarget
+from llmscaler.collect import http
+from llmscaler.collect.exposition import EPP_FAMILIES, Page, Parser
+from llmscaler.collect.scrape import ScrapeConfig, ScrapeTarget, fetch_page, ssl_context
+from llmscaler.collect.types import SourceError
 from llmscaler.controller.publish import ControllerMetrics
 from llmscaler.controller.world import VariantEntry, World
 from llmscaler.enforce.scale_from_zero import REASON, Wake, wake
@@ -62,7 +74,14 @@ class Woken:
 
 
 class FromZero:
-    """The loop; `world_fn` gives the current variants, `epp_fn` the EPP pods to read."""
+    """The loop; `world_fn` gives the current variants, `epp_fn` the EPP pods to read.
+
+    `scrape` is the configuration the EPP pages are read with (TLS, token, the credential rule,
+    the page cap): the controller passes the pod scraper's, so that both read the EPP alike; the
+    default reads plain pages without credentials. `timeout` (seconds, positive) bounds the reads
+    of one tick; `client`, when given, is used instead of one built from `scrape`'s TLS settings
+    and is not closed here.
+    """
 
     def __init__(
         self,
@@ -77,8 +96,11 @@ class FromZero:
         concurrency: int = 10,
         timeout: float = 1.0,
         quiet: float = 5.0,
+        scrape: ScrapeConfig | None = None,
         client: httpx.AsyncClient | None = None,
     ) -> None:
+        http.check_seconds(timeout=timeout)
+        config = scrape if scrape is not None else ScrapeConfig()
         self._clock = clock
         self._world_fn = world_fn
         self._epp_fn = epp_fn
@@ -88,14 +110,23 @@ class FromZero:
         self._interval = interval
         self._gate = asyncio.Semaphore(max(1, concurrency))
         self._quiet = quiet
-        self._own_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=timeout)
+        self._timeout = timeout
+        self._scrape = config
+        self._http = http.OwnedClient(
+            client=client, verify=lambda: ssl_context(config=config), timeout=timeout
+        )
         self._parser = Parser(families=EPP_FAMILIES)
         self._recent: dict[str, float] = {}
+        self._errors: tuple[SourceError, ...] = ()
 
     async def aclose(self) -> None:
-        if self._own_client:
-            await self._client.aclose()
+        """Close the HTTP client if it was built here."""
+        await self._http.aclose()
+
+    @property
+    def errors(self) -> tuple[SourceError, ...]:
+        """The EPP pages the last tick that read pages could not use, sorted by URL."""
+        return self._errors
 
     async def run(self) -> None:
         """Tick every `interval` until cancelled."""
@@ -142,14 +173,21 @@ class FromZero:
     async def _read_queues(
         self, targets: Sequence[ScrapeTarget]
     ) -> tuple[list[PoolMetrics], Mapping[tuple[str, str], float]]:
-        pages = await asyncio.gather(*(self._fetch(t) for t in targets))
+        token = http.read_token(
+            token_file=self._scrape.token_file, bearer_token=self._scrape.bearer_token
+        )
+        end = asyncio.get_running_loop().time() + self._timeout
+        pages = await asyncio.gather(*(self._fetch(t, token=token, end=end) for t in targets))
         sizes: dict[tuple[str, str], float] = {}
         seen: dict[tuple[str, str], float] = {}
+        errors: list[SourceError] = []
         for target, page in zip(targets, pages, strict=True):
-            if page is None:
+            if isinstance(page, SourceError):
+                log.debug('EPP %s/%s unread: %s', target.namespace, target.pod, page.message)
+                errors.append(page)
                 continue
-            read_at, text = page
-            for sample in self._parser.parse(page=text).samples:
+            read_at, parsed = page
+            for sample in parsed.samples:
                 if sample.name != QUEUE_SIZE:
                     continue
                 model = sample.label(TARGET_MODEL)
@@ -158,6 +196,7 @@ class FromZero:
                 key = (model, target.namespace)
                 sizes[key] = sizes.get(key, 0.0) + sample.value
                 seen[key] = min(seen.get(key, read_at), read_at)
+        self._errors = tuple(sorted(errors, key=lambda e: (e.target, e.reason)))
         wall = self._clock.wall()
         pools = [
             PoolMetrics(model_id=m, namespace=ns, observed_at=wall, queue_size=size)
@@ -165,18 +204,30 @@ class FromZero:
         ]
         return pools, seen
 
-    async def _fetch(self, target: ScrapeTarget) -> tuple[float, str] | None:
-        try:
-            async with self._gate:
-                response = await self._client.get(target.url)
-                read_at = self._clock.monotonic()
-        except httpx.HTTPError as exc:
-            log.debug('EPP %s/%s unreadable: %r', target.namespace, target.pod, exc)
-            return None
-        if response.status_code != 200:
-            log.debug('EPP %s/%s answered %d', target.namespace, target.pod, response.status_code)
-            return None
-        return read_at, response.text
+    async def _fetch(
+        self, target: ScrapeTarget, *, token: http.Token, end: float
+    ) -> tuple[float, Page] | SourceError:
+        async def get(deadline: float) -> bytes | http.Failure:
+            return await fetch_page(
+                client=self._http.client,
+                target=target,
+                config=self._scrape,
+                token=token,
+                deadline=deadline,
+            )
+
+        body = await http.within(
+            end=end,
+            gate=self._gate,
+            deadline=self._timeout,
+            overall=f'the tick deadline of {http.seconds(self._timeout)}s',
+            work=get,
+        )
+        if isinstance(body, http.Failure):
+            return SourceError(target.url, body.reason, body.message)
+        read_at = self._clock.monotonic()
+        page = await http.parse_off_loop(lambda: self._parser.parse(page=body), size=len(body))
+        return read_at, page
 
     async def _wake(
         self,

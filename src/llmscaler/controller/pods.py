@@ -17,7 +17,9 @@ What it computes:
   `collect.attribution.attribute` itself, so the scraper and attribution never disagree (LWS
   workers are skipped there). `epp_targets`: the gateway pages, by label selector.
   Port and path come from the `prometheus.io/port` / `prometheus.io/path` annotations when
-  valid, else the defaults given.
+  valid, else the defaults given; the scheme (`http` or `https`) is the caller's, from the scrape
+  configuration (`ScrapeConfig.vllm_scheme` / `epp_scheme`), never from the pod: a pod's own
+  annotations must not be able to turn TLS off for the token sent to it.
 
 What fails and how bad input is treated: nothing raises except `parse_selector` (ValueError on
 text that is not `k=v` pairs). Objects without a namespace and a name, owner references and
@@ -34,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from llmscaler.collect.attribution import PodInfo, TargetRef, attribute
-from llmscaler.collect.scrape import ScrapeTarget, pod_url
+from llmscaler.collect.scrape import Scheme, ScrapeTarget, pod_url
 from llmscaler.collect.types import PodReading, Reading
 from llmscaler.kube.targets import LWS_NAME_LABEL
 from llmscaler.model import Variant
@@ -175,6 +177,7 @@ def scrape_targets(
     pods: Sequence[Mapping[str, Any]],
     port: int = 8000,
     path: str = '/metrics',
+    scheme: Scheme = 'http',
 ) -> tuple[ScrapeTarget, ...]:
     """One vLLM target per live pod with an IP that attribution gives to a resolved variant."""
     infos = [(obj, pod_info(obj)) for obj in pods if isinstance(obj, Mapping)]
@@ -203,7 +206,7 @@ def scrape_targets(
         if info is None or model is None or endpoint is None:
             continue
         ip, pod_port, pod_path = endpoint
-        url = pod_url(ip=ip, port=pod_port, path=pod_path)
+        url = pod_url(ip=ip, port=pod_port, path=pod_path, scheme=scheme)
         found.add(ScrapeTarget(info.namespace, info.name, url, kind='vllm', model_name=model))
     return tuple(sorted(found, key=_target_order))
 
@@ -214,6 +217,7 @@ def epp_targets(
     selector: Mapping[str, str],
     port: int = 9090,
     path: str = '/metrics',
+    scheme: Scheme = 'http',
 ) -> tuple[ScrapeTarget, ...]:
     """The gateway (EPP) pages: live pods whose labels carry every `selector` pair."""
     if not selector:
@@ -227,7 +231,7 @@ def epp_targets(
         endpoint = _endpoint(obj, port=port, path=path)
         if endpoint is not None:
             ip, pod_port, pod_path = endpoint
-            url = pod_url(ip=ip, port=pod_port, path=pod_path)
+            url = pod_url(ip=ip, port=pod_port, path=pod_path, scheme=scheme)
             found.add(ScrapeTarget(info.namespace, info.name, url, kind='epp', model_name=''))
     return tuple(sorted(found, key=_target_order))
 
