@@ -307,7 +307,7 @@ class FakeAPI:
     def _list(self, target: Target, q: Any) -> Obj:
         r = target.resource
         selection = Selection.of(resource=r, namespace=target.namespace, query=q)
-        items = [o for o in self.store.list(r, target.namespace) if selection.matches(o)]
+        items = self.store.list(r, target.namespace, selection.matches)
         return {
             'kind': f'{r.kind}List',
             'apiVersion': r.group_version,

@@ -23,6 +23,7 @@ import copy
 import datetime
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,10 +97,16 @@ class Store:
             raise ApiError(410, f'too old resource version: {rv} ({self.compacted + 1})')
         return [e for e in self._history if e.rv > rv]
 
-    def list(self, resource: Resource, namespace: str | None) -> list[Obj]:
+    def list(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        where: Callable[[Obj], bool] | None = None,
+    ) -> list[Obj]:
+        """Copies of the stored objects, sorted; only those `where` accepts (it must not write)."""
         bucket = self._bucket(resource)
         keys = sorted(k for k in bucket if namespace is None or k[0] == namespace)
-        return [copy.deepcopy(bucket[k]) for k in keys]
+        return [copy.deepcopy(bucket[k]) for k in keys if where is None or where(bucket[k])]
 
     def get(self, resource: Resource, namespace: str, name: str) -> Obj:
         obj = self._bucket(resource).get((namespace, name))

@@ -13,8 +13,9 @@ kept history (or `gone` is set), a single ERROR event whose object is a Status w
 (reason Expired), then the end. BOOKMARK events are sent every `bookmark_interval` seconds and on
 the store's bookmark signal, only when the request asked for `allowWatchBookmarks=true`.
 `timeoutSeconds` ends the stream, and so does a client that went away (noticed within a bookmark
-interval, as the apiserver notices a closed connection). With a label selector, a modified object that stops matching is
-reported DELETED and one that starts matching ADDED, as the apiserver does.
+interval, as the apiserver notices a closed connection). With a label selector, a modified object
+that stops matching is reported DELETED and one that starts matching ADDED, as the apiserver
+does.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ async def serve_watch(
         if rv in ('', '0'):
             backlog = [
                 Event(selection.resource, 'ADDED', o)
-                for o in store.list(selection.resource, selection.namespace)
+                for o in store.list(selection.resource, selection.namespace, selection.matches)
             ]
         else:
             backlog = store.history_since(int(rv))
