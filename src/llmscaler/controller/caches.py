@@ -8,9 +8,10 @@ configuration changed.
 
 Which objects are cached (`build_caches`): VAs and scale targets of the watched scope; pods as
 `controller.podcache` decides (by default only in namespaces that hold a VA, plus the EPP pods,
-slimmed to the fields read); ConfigMaps only with a configured label, asked of the API server as
-a label selector (`app.kubernetes.io/name in (llmscaler,workload-variant-autoscaler)` when the
-labels share a key, else one informer per label), and of those only the scaling ConfigMaps
+slimmed to the fields read); ConfigMaps with a configured label (all, when none is configured),
+asked of the API server as a label selector
+(`app.kubernetes.io/name in (llmscaler,workload-variant-autoscaler)` when the labels share a key,
+else one informer per label), and of those only the scaling ConfigMaps
 (`configwatch.SCALING_CONFIGMAPS`) are kept. `configmap_items` checks the labels once more, so a
 cache built otherwise (or a server that ignored the selector) still reads only labelled maps.
 

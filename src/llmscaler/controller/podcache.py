@@ -52,6 +52,7 @@ from lightkube.resources.core_v1 import Pod
 
 from llmscaler.clock import Clock
 from llmscaler.controller.pods import PATH_ANNOTATION, PORT_ANNOTATION
+from llmscaler.kube.client import ObjectRef
 from llmscaler.kube.informer import MODIFIED, Informer, Key, Obj
 
 log = logging.getLogger(__name__)
@@ -203,8 +204,8 @@ class PodCache:
                 found: dict[Key, Obj] = {}
                 for key in keys:
                     for obj in self._children[key].items():
-                        meta = obj['metadata']
-                        found.setdefault((meta['namespace'], meta['name']), obj)
+                        ref = ObjectRef.of(obj)
+                        found.setdefault((ref.namespace, ref.name), obj)
                 merged = tuple(found[k] for k in sorted(found))
             self._memo = (version, merged)
         return self._memo[1]
@@ -243,9 +244,7 @@ class PodCache:
             return wanted, True
         if not self._vas.synced.is_set():
             return wanted, False
-        namespaces = sorted(
-            {str(obj['metadata'].get('namespace', '')) for obj in self._vas.items()}
-        )
+        namespaces = sorted({ObjectRef.of(obj).namespace for obj in self._vas.items()})
         if len(namespaces) > self._limit:
             wanted[(_SCOPE, '')] = (None, {})
         else:
