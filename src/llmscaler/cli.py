@@ -13,18 +13,25 @@ Subcommands:
 - `emulate [--preset P] [--replicas N] [--base-port PORT] [--epp-port PORT] [--rate R] ...`:
   serve emulated vLLM pods in real time (see `llmscaler emulate --help`).
 
-Bad input (a missing file, invalid JSON/YAML, a bad field, an invalid ConfigMap entry) is reported
-on stderr as one line per problem, naming the file, the path to the field and why, and the exit
-status is 2. No traceback reaches the user for bad input.
+Bad input (a missing file, invalid JSON/YAML, a bad field, an invalid ConfigMap entry, a `--now`
+that is not a finite number, an output path that cannot be written) is reported on stderr as one
+line per problem, naming the file or option, the path to the field and why, and the exit status
+is 2; output paths are checked before any work is done. No traceback reaches the user for bad
+input. Output is always valid JSON (no NaN). A reader that stops early (`llmscaler decide ... |
+head`) ends the command quietly. `llmscaler --version` prints the package version.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from llmscaler import engine, io
 from llmscaler.config import file as config_file
@@ -40,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
         prog='llmscaler',
         description='Cost-aware autoscaler for vLLM inference servers.',
     )
+    parser.add_argument('--version', action='version', version=f'llmscaler {_version()}')
     commands = parser.add_subparsers(dest='command', required=True)
 
     decide = commands.add_parser(
@@ -50,8 +58,9 @@ def _parser() -> argparse.ArgumentParser:
         '--config', type=Path, help='settings and ConfigMaps (YAML or JSON); defaults if absent'
     )
     decide.add_argument('--state', type=Path, help='state JSON from a previous run')
+    # Read as text and checked in `_decide`: argparse's float() takes "nan" and "inf".
     decide.add_argument(
-        '--now', type=float, help='current time in seconds (default: the snapshot\'s "now")'
+        '--now', help='current time in seconds, finite (default: the snapshot\'s "now")'
     )
     decide.add_argument('--state-out', type=Path, help='also write the new state to this file')
 
@@ -102,6 +111,34 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    try:
+        return metadata.version('llmscaler')
+    except metadata.PackageNotFoundError:  # running from a source tree that is not installed
+        return 'unknown'
+
+
+def _bad(message: str) -> int:
+    print(f'llmscaler: {message}', file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _output_problem(path: Path, *, what: str, directory: bool) -> str:
+    """Why `path` cannot be written as a `what`, or ''; checked before any work is done."""
+    if directory:
+        if path.exists() and not path.is_dir():
+            return f'{what} {path}: exists and is not a directory'
+        return ''
+    if path.is_dir():
+        return f'{what} {path}: is a directory'
+    parent = path.parent
+    if not parent.is_dir():
+        return f'{what} {path}: directory {parent} does not exist'
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f'{what} {path}: not writable'
+    return ''
+
+
 def _simulate(args: argparse.Namespace) -> int:
     # Imported here: the simulator pulls numpy and matplotlib, which `decide` does not need.
     from rich.console import Console
@@ -109,6 +146,9 @@ def _simulate(args: argparse.Namespace) -> int:
     from llmscaler.sim import report, scenario, simulate
     from llmscaler.sim.trace import TraceError
 
+    problem = _output_problem(args.out, what='--out', directory=True)
+    if problem:
+        return _bad(problem)
     console = Console()
     try:
         document = (
@@ -154,25 +194,63 @@ def _load_config(path: Path | None) -> tuple[Config, list[str]]:
     return config, [str(e) for e in errors if not e.warning]
 
 
+def _finite_seconds(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _dumps(data: Any) -> str:
+    # allow_nan=False: a NaN that slipped through would be invalid JSON; better to fail loudly.
+    return json.dumps(data, indent=2, allow_nan=False)
+
+
 def _decide(args: argparse.Namespace) -> int:
+    now: float | None = None
+    if args.now is not None:
+        now = _finite_seconds(args.now)
+        if now is None:
+            return _bad(f'--now: must be a finite number of seconds, got {args.now[:40]!r}')
+    if args.state_out is not None:
+        problem = _output_problem(args.state_out, what='--state-out', directory=False)
+        if problem:
+            return _bad(problem)
     try:
         document = io.load_snapshot(path=args.snapshot)
         state = io.load_state(path=args.state) if args.state is not None else EMPTY_STATE
         config, problems = _load_config(args.config)
     except (io.InputError, ConfigFileError) as exc:
-        print(f'llmscaler: {exc}', file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _bad(str(exc))
     if problems:
         for problem in problems:
             print(f'llmscaler: {problem}', file=sys.stderr)
         return EXIT_BAD_INPUT
-    now = args.now if args.now is not None else document.effective_now
+    if now is None:
+        now = document.effective_now
     outcome = engine.decide(snapshot=document.snapshot, config=config, state=state, now=now)
     result = io.dump_outcome(outcome=outcome, now=now)
     if args.state_out is not None:
-        args.state_out.write_text(json.dumps(result['state'], indent=2) + '\n', encoding='utf-8')
-    print(json.dumps(result, indent=2))
+        try:
+            args.state_out.write_text(_dumps(result['state']) + '\n', encoding='utf-8')
+        except OSError as exc:
+            return _bad(f'--state-out {args.state_out}: cannot write: {exc.strerror}')
+    _print(_dumps(result))
     return 0
+
+
+def _print(text: str) -> None:
+    print(text)
+    # Flushed here, inside the caller's BrokenPipeError guard, not at interpreter exit.
+    sys.stdout.flush()
+
+
+def _reader_gone() -> None:
+    """stdout's reader closed the pipe (`| head`): drop what is still buffered, quietly."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -189,12 +267,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return app.main(arguments[1:])
     args = _parser().parse_args(arguments)
-    if args.command == 'decide':
-        return _decide(args)
-    if args.command == 'simulate':
-        return _simulate(args)
-    if args.command == 'schema':
-        print(json.dumps(io.snapshot_schema(), indent=2))
+    try:
+        if args.command == 'decide':
+            return _decide(args)
+        if args.command == 'simulate':
+            return _simulate(args)
+        if args.command == 'schema':
+            _print(_dumps(io.snapshot_schema()))
+            return 0
+    except BrokenPipeError:
+        _reader_gone()
         return 0
     raise AssertionError(f'unhandled command {args.command}')  # argparse enforces the choices
 

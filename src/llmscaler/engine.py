@@ -3,8 +3,9 @@
 Why: the controller and the simulator must run the very same decision code. This module wires the
 stages of design.md §2 per model (variants grouped by modelID + namespace):
 
-1. freshness: every replica's metrics are classified fresh / stale / unavailable against `now`;
-   only fresh metrics are analysed;
+1. validity and freshness: every replica's and pool's figures are checked against the ranges the
+   model declares (`analyze.validity`), and every replica's metrics are classified fresh / stale /
+   unavailable against `now`; only fresh, valid metrics are analysed;
 2. analysis: `saturation-percentage` (WVA V1, the default) produces targets directly;
    `saturation-token` (WVA V2) produces capacities that go through the threshold post-step, the
    ballot and the cost-aware optimizer;
@@ -15,18 +16,26 @@ Safety rules (design.md §5), applied whatever the analyzer said:
 - a model whose ready replicas lack fresh metrics (stale, unavailable or missing series) never
   scales down and never goes to zero: every target is at least the current replica count, and the
   decisions say `MetricsAvailable=False` with the reason (`MetricsStale` / `MetricsMissing`);
+- the same holds when any replica of the model is *not reporting*: a required figure (KV usage,
+  queue length; for the token analyzer also the KV-cache size or a stored capacity) is missing,
+  or any figure, or its `observed_at`, is non-finite or out of range, or a pool figure is. A
+  missing or broken figure is never read as 0: the reason is `MetricsMissing` or
+  `MetricsInvalid` and the message names the pods and metrics (at most `validity.MAX_NAMED_PROBLEMS`);
 - pending replicas count as anticipated supply (inside the analyzers);
 - targets never leave [minReplicas, maxReplicas];
 - when the ballot cannot name an analyzer to trust, the model holds at
   max(current, last desired): a hold never lowers a target.
 
-What fails: nothing raises for odd metrics; a variant whose config cannot be honoured holds. The
-result depends only on the arguments: no clock, no I/O, iteration in sorted order.
+What fails: `decide()` raises ValueError for a `now` that is not a finite number (a caller's
+error: adapters validate their clock first); nothing raises for odd metrics; a variant whose
+config cannot be honoured holds. The result depends only on the arguments: no clock, no I/O,
+iteration in sorted order.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -37,8 +46,10 @@ from llmscaler.analyze import (
     saturation_percentage,
     saturation_tokens,
     thresholds,
+    validity,
 )
 from llmscaler.analyze.types import AnalyzerResult, VariantTarget
+from llmscaler.analyze.validity import Problem, metrics_status
 from llmscaler.config.types import Config, CoreSettings, ModelConfig
 from llmscaler.enforce import bounds, scale_to_zero
 from llmscaler.model import (
@@ -59,6 +70,8 @@ from llmscaler.optimize import cost_aware
 
 SATURATION_PERCENTAGE = 'saturation-percentage'
 
+HOLD_REASON = 'metrics unavailable: holding (never down on missing, invalid or stale metrics)'
+
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
@@ -68,21 +81,19 @@ class Outcome:
     state: State
 
 
-@dataclass(frozen=True, slots=True)
-class MetricsStatus:
-    """Whether a variant's ready replicas all have fresh metrics (MetricsAvailable condition)."""
-
-    available: bool
-    reason: str
-    message: str
-
-
 def freshness(*, observed_at: float, now: float, settings: CoreSettings) -> Freshness | None:
-    """Age class of a sample; None when older than the unavailable threshold (dropped).
+    """Age class of a sample; None when older than the unavailable threshold (dropped), or when
+    either time is not a finite number (a NaN age must never read as fresh).
 
     A sample from the future (clock skew between scraper and caller) counts as fresh.
     """
-    age = max(0.0, now - observed_at)
+    try:
+        age = now - observed_at
+    except OverflowError:  # an integer time too large for a float
+        return None
+    if not math.isfinite(age):
+        return None
+    age = max(0.0, age)
     if age < settings.fresh_threshold:
         return Freshness.FRESH
     if age < settings.stale_threshold:
@@ -90,24 +101,6 @@ def freshness(*, observed_at: float, now: float, settings: CoreSettings) -> Fres
     if age < settings.unavailable_threshold:
         return Freshness.UNAVAILABLE
     return None
-
-
-def metrics_status(*, variant: Variant, classes: Sequence[Freshness | None]) -> MetricsStatus:
-    """Judge one variant from the freshness classes of its replicas' metrics."""
-    fresh = sum(1 for c in classes if c is Freshness.FRESH)
-    if variant.ready_replicas <= 0 or fresh >= variant.ready_replicas:
-        return MetricsStatus(True, 'MetricsFound', '')
-    if any(c is Freshness.STALE or c is Freshness.UNAVAILABLE for c in classes):
-        return MetricsStatus(
-            False,
-            'MetricsStale',
-            f'{fresh} of {variant.ready_replicas} ready replicas have fresh metrics',
-        )
-    return MetricsStatus(
-        False,
-        'MetricsMissing',
-        f'{fresh} of {variant.ready_replicas} ready replicas report metrics',
-    )
 
 
 def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> Outcome:
@@ -118,8 +111,15 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
         config: the resolved configuration; `config.model()` gives each model's settings.
         state: the memory returned by the previous call (`EMPTY_STATE` at start); its k2 history
             and capacity knowledge older than their TTLs are dropped once, here.
-        now: the current time in seconds, on the same clock as the metrics' `observed_at`.
+        now: the current time in seconds, on the same clock as the metrics' `observed_at`; a
+            value that is not a finite number raises ValueError.
     """
+    try:
+        finite_now = math.isfinite(now)
+    except OverflowError:
+        finite_now = False
+    if not finite_now:
+        raise ValueError(f'now must be a finite number of seconds, got {now!r:.40}')
     settings = config.settings
     by_group: dict[str, list[Variant]] = {}
     for variant in snapshot.variants:
@@ -200,15 +200,17 @@ def _decide_model(
     now: float,
 ) -> list[Decision]:
     fresh: list[ReplicaMetrics] = []
-    status: dict[str, MetricsStatus] = {}
+    classes: dict[str, list[Freshness | None]] = {}
+    problems: dict[str, list[tuple[str, Problem]]] = {}
+    pool_issues = (
+        [(f'pool {pool.model_id}', p) for p in validity.pool_problems(pool)] if pool else []
+    )
     for variant in variants:
         replicas = sorted(replicas_by_variant.get(variant.key, ()), key=lambda r: r.pod)
-        classes = [
-            freshness(observed_at=r.observed_at, now=now, settings=settings) for r in replicas
-        ]
-        fresh.extend(r for r, c in zip(replicas, classes, strict=True) if c is Freshness.FRESH)
-        status[variant.name] = metrics_status(variant=variant, classes=classes)
-    complete = all(s.available for s in status.values())
+        classes[variant.name], problems[variant.name] = _classify(
+            replicas=replicas, now=now, settings=settings, fresh=fresh
+        )
+        problems[variant.name].extend(pool_issues)
     desired = {
         v.name: d
         for v in variants
@@ -237,6 +239,10 @@ def _decide_model(
         )
         memory.history.update(analysis.history_updates)
         memory.knowledge.setdefault(variants[0].model_id, {}).update(analysis.knowledge_updates)
+        # An instance the analyzer could not size is left out of supply and demand alike: it
+        # is not reporting, as a replica without KV usage is.
+        for replica in analysis.unsized:
+            problems[replica.variant].append((replica.pod, _UNSIZED))
         targets, model_figures = _token_targets(
             result=analysis.result,
             variants=variants,
@@ -247,6 +253,11 @@ def _decide_model(
             now=now,
         )
 
+    status = {
+        v.name: metrics_status(variant=v, classes=classes[v.name], problems=problems[v.name])
+        for v in variants
+    }
+    complete = all(s.available for s in status.values())
     proposed = {t.variant: t for t in targets}
     enforcement = scale_to_zero.enforce(
         variants=variants,
@@ -278,7 +289,7 @@ def _decide_model(
         if variant.name in enforcement.modified:
             reason = enforcement.reason
         if not complete and enforced.get(variant.name, 0) < variant.current_replicas:
-            reason = 'metrics unavailable: holding (never down on missing or stale metrics)'
+            reason = HOLD_REASON
         target = bounded[variant.name]
         metrics = status[variant.name]
         figures = (proposal.figures if proposal is not None else ()) + model_figures
@@ -302,8 +313,45 @@ def _decide_model(
     return decisions
 
 
+_UNSIZED = Problem(
+    metric='num_gpu_blocks',
+    what='missing (no cache_config_info and no stored capacity for the variant)',
+    missing=True,
+)
+
+
+def _classify(
+    *,
+    replicas: Sequence[ReplicaMetrics],
+    now: float,
+    settings: CoreSettings,
+    fresh: list[ReplicaMetrics],
+) -> tuple[list[Freshness | None], list[tuple[str, Problem]]]:
+    """Freshness classes of one variant's usable replicas, and the problems of the others.
+
+    Fresh usable replicas are appended to `fresh`. A replica with a non-finite `observed_at` is
+    invalid; one older than the unavailable threshold is dropped whatever its figures; any
+    other replica with a missing or broken figure is not reporting and is not analysed.
+    """
+    found: list[Freshness | None] = []
+    problems: list[tuple[str, Problem]] = []
+    for replica in replicas:
+        wrong = validity.replica_problems(replica)
+        age = freshness(observed_at=replica.observed_at, now=now, settings=settings)
+        if age is None and not any(p.metric == 'observed_at' for p in wrong):
+            found.append(None)
+            continue
+        if wrong:
+            problems.extend((replica.pod, p) for p in wrong)
+            continue
+        found.append(age)
+        if age is Freshness.FRESH:
+            fresh.append(replica)
+    return found, problems
+
+
 def _safe_target(*, target: int, current: int, complete: bool) -> int:
-    """Missing or stale metrics never lower a target (design.md §5)."""
+    """Missing, invalid or stale metrics never lower a target (design.md §5)."""
     return target if complete else max(target, current)
 
 

@@ -14,9 +14,14 @@ Units that must not drift (design.md §4):
 - Every collection is a tuple in a stable order; code that needs a lookup builds its own dict and
   iterates in sorted order, so no result depends on dict or set order.
 
-What fails: nothing here raises on odd values; validation of external input happens in the
-adapters (`llmscaler.io` for the JSON face), and the analyzers treat NaN, Inf and negatives as
-absent.
+Ranges are declared once, on the fields, as `annotated_types` metadata (pure metadata, no
+validation library): the JSON face (`llmscaler.io`) validates and publishes them through pydantic,
+and `replica_problems` / `pool_problems` read the same metadata to judge the metrics the adapters
+hand to `engine.decide()`.
+
+What fails: nothing here raises on odd values; construction does not validate. A metric that is
+missing, non-finite or outside its declared range makes its model hold (`engine`), and the
+analyzers still treat NaN, Inf and negatives as absent.
 """
 
 from __future__ import annotations
@@ -24,14 +29,34 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Annotated, Final, Literal, TypeVar
+
+from annotated_types import Ge, Gt, Le
 
 _V = TypeVar('_V')
 
 # Read by the JSON face (llmscaler.io) when it validates input: unknown keys are errors, so a
-# misspelt field is reported instead of silently ignored. A plain dict keeps the core free of
-# any validation library.
-_STRICT_KEYS = {'extra': 'forbid'}
+# misspelt field is reported instead of silently ignored; types are strict (no "3" for 3, no true
+# for 1, no 3.0 for an int); NaN and ±Inf are refused. A plain dict keeps the core free of any
+# validation library.
+_STRICT_KEYS = {'extra': 'forbid', 'strict': True, 'allow_inf_nan': False}
+
+COUNT_MAX: Final = 2**31 - 1
+"""Upper bound of every count (replicas, blocks, tokens per step): Kubernetes' int32."""
+
+Count = Annotated[int, Ge(0), Le(COUNT_MAX)]
+"""A count of replicas or GPUs: 0 to 2^31 - 1."""
+PositiveCount = Annotated[int, Ge(1), Le(COUNT_MAX)]
+"""A size that cannot be 0 (maximum replicas, KV blocks, block size, parallel sizes)."""
+Fraction = Annotated[float, Ge(0.0), Le(1.0)]
+"""A share in [0, 1] (KV-cache usage, prefix-cache hit rate)."""
+NonNegative = Annotated[float, Ge(0.0)]
+"""A finite figure that cannot be negative (queue lengths, token lengths, rates, latencies)."""
+
+REQUIRED_REPLICA_FIGURES: Final = ('kv_usage', 'queue_length')
+"""The figures every analyzer needs from every replica: without one, the replica is not reporting.
+The token analyzer also needs the KV-cache size (`num_gpu_blocks` × `block_size`) or a stored
+capacity for the variant; it names the replicas it cannot size (`TokenAnalysis.unsized`)."""
 
 Role = Literal['both', 'prefill', 'decode']
 """P/D role of a variant: the `llm-d.ai/role` pod-template label; anything else is `both`."""
@@ -88,15 +113,15 @@ class EngineParams:
     __pydantic_config__ = _STRICT_KEYS
 
     engine: EngineKind = 'vllm'
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
-    max_model_len: int | None = None
-    tensor_parallel_size: int = 1
-    data_parallel_size: int = 1
-    block_size: int = 16
-    gpu_memory_utilization: float = 0.9
+    max_num_seqs: PositiveCount = 256
+    max_num_batched_tokens: PositiveCount = 8192
+    max_model_len: PositiveCount | None = None
+    tensor_parallel_size: PositiveCount = 1
+    data_parallel_size: PositiveCount = 1
+    block_size: PositiveCount = 16
+    gpu_memory_utilization: Annotated[float, Gt(0.0), Le(1.0)] = 0.9
     kv_cache_dtype: str = 'auto'
-    num_gpu_blocks_override: int | None = None
+    num_gpu_blocks_override: PositiveCount | None = None
     enable_chunked_prefill: bool = True
 
 
@@ -116,16 +141,16 @@ class Variant:
     name: str
     namespace: str
     model_id: str
-    cost: float = 10.0
+    cost: NonNegative = 10.0
     accelerator: str = 'unknown'
-    gpus_per_replica: int = 1
+    gpus_per_replica: Count = 1
     role: Role = 'both'
-    min_replicas: int = 1
-    max_replicas: int = 2
-    current_replicas: int = 0
-    ready_replicas: int = 0
-    pending_replicas: int = 0
-    desired_replicas: int | None = None
+    min_replicas: Count = 1
+    max_replicas: PositiveCount = 2
+    current_replicas: Count = 0
+    ready_replicas: Count = 0
+    pending_replicas: Count = 0
+    desired_replicas: Count | None = None
     engine: EngineParams | None = None
 
     @property
@@ -142,8 +167,10 @@ class ReplicaMetrics:
     """Metrics of one engine instance (a vLLM server; the leader pod of an LWS group).
 
     `observed_at` is the time of the newest sample behind these figures, on the caller's clock;
-    the core classifies it as fresh/stale/unavailable against `now`. Optional figures are None
-    when the series was absent; analyzers treat None, NaN and Inf alike.
+    the core classifies it as fresh/stale/unavailable against `now`. A figure is None when its
+    series was absent. `kv_usage` and `queue_length` are required (`REQUIRED_REPLICA_FIGURES`):
+    without them, or with any figure non-finite or outside its range (`replica_problems`), the
+    replica is not reporting and its model holds. A missing figure is never read as 0.
     """
 
     __pydantic_config__ = _STRICT_KEYS
@@ -152,17 +179,17 @@ class ReplicaMetrics:
     variant: str
     namespace: str
     observed_at: float
-    kv_usage: float = 0.0
-    queue_length: float = 0.0
-    num_gpu_blocks: int | None = None
-    block_size: int | None = None
-    avg_input_tokens: float | None = None
-    avg_output_tokens: float | None = None
-    prefix_cache_hit_rate: float | None = None
-    arrival_rate: float | None = None
-    avg_ttft: float | None = None
-    avg_itl: float | None = None
-    running_requests: float | None = None
+    kv_usage: Fraction | None = None
+    queue_length: NonNegative | None = None
+    num_gpu_blocks: PositiveCount | None = None
+    block_size: PositiveCount | None = None
+    avg_input_tokens: NonNegative | None = None
+    avg_output_tokens: NonNegative | None = None
+    prefix_cache_hit_rate: Fraction | None = None
+    arrival_rate: NonNegative | None = None
+    avg_ttft: NonNegative | None = None
+    avg_itl: NonNegative | None = None
+    running_requests: NonNegative | None = None
 
     @property
     def variant_key(self) -> str:
@@ -202,10 +229,10 @@ class PoolMetrics:
     model_id: str
     namespace: str
     observed_at: float
-    queue_size: float = 0.0
-    queue_bytes: float = 0.0
-    request_count: float | None = None
-    arrival_rate: float | None = None
+    queue_size: NonNegative = 0.0
+    queue_bytes: NonNegative = 0.0
+    request_count: NonNegative | None = None
+    arrival_rate: NonNegative | None = None
 
     @property
     def group(self) -> str:
@@ -266,7 +293,7 @@ class K2Sample:
 
     __pydantic_config__ = _STRICT_KEYS
 
-    value: float
+    value: NonNegative
     at: float
 
 
@@ -285,9 +312,9 @@ class CapacityRecord:
     model_id: str
     variant: str
     accelerator: str
-    gpus_per_replica: int
-    effective_capacity: float
-    total_kv_capacity_tokens: int
+    gpus_per_replica: Count
+    effective_capacity: NonNegative
+    total_kv_capacity_tokens: Annotated[int, Ge(0), Le(2**63 - 1)]
     source: Literal['live', 'deployment']
     updated_at: float
     engine: EngineParams | None = None
@@ -309,7 +336,7 @@ class State:
 
     k2_history: tuple[tuple[str, tuple[K2Sample, ...]], ...] = ()
     capacity: tuple[tuple[str, CapacityRecord], ...] = ()
-    last_desired: tuple[tuple[str, int], ...] = ()
+    last_desired: tuple[tuple[str, Count], ...] = ()
     last_informative: tuple[tuple[str, float], ...] = ()
 
     def k2_history_map(self) -> dict[str, tuple[K2Sample, ...]]:

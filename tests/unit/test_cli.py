@@ -4,6 +4,12 @@ Matrix covered: the two shipped examples decide; state written and read back; a 
 (missing file, invalid JSON, bad field, unknown key, bad state, bad config file, invalid
 ConfigMap entry) gives one line on stderr naming file/field/why and exit status 2 with no
 traceback; the committed JSON Schema equals the generated one; the console script runs.
+Strict input: coerced types ("3", true, 4.0, 1e30 for an int), non-finite numbers, values out of
+range, min above max, duplicate variants, 5,000-digit numbers, 100,000 nested brackets, oversized
+files, the same for state files, and `--now nan`: one line naming the field, exit 2. Output is
+strict JSON; a missing KV usage holds and says so; the schema publishes the ranges. Output paths
+are checked before any work (`--state-out` into a missing directory, `simulate --out` on a file);
+a reader that closes the pipe early gets no traceback; `--version`.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import json
 import shutil
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -201,3 +208,208 @@ def test_emulate_passes_its_options_through(capsys: pytest.CaptureFixture[str]) 
     assert code == 2
     assert 'replicas' in err
     assert 'Traceback' not in err
+
+
+# --- strict input: types, finiteness, ranges, size and depth ----------------------------------
+
+
+def mutated(tmp_path: Path, old: str, new: str) -> Path:
+    text = TWO.read_text()
+    assert old in text
+    return bad_input(tmp_path, text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize(
+    ('old', 'new', 'expected'),
+    [
+        ('"max_replicas": 4', '"max_replicas": "3"',
+         'variants.0.max_replicas: Input should be a valid integer (got "3")'),
+        ('"max_replicas": 4', '"max_replicas": true',
+         'variants.0.max_replicas: Input should be a valid integer (got true)'),
+        ('"max_replicas": 4', '"max_replicas": 1e30', 'variants.0.max_replicas: Input should be'),
+        ('"max_replicas": 4', '"max_replicas": 4.0', 'variants.0.max_replicas: Input should be'),
+        ('"max_replicas": 4', '"max_replicas": 2147483648',
+         'variants.0.max_replicas: Input should be less than or equal to 2147483647'),
+        ('"max_replicas": 4', '"max_replicas": 0', 'variants.0.max_replicas: Input should be'),
+        ('"current_replicas": 1', '"current_replicas": -1', 'variants.0.current_replicas'),
+        ('"min_replicas": 0', '"min_replicas": 5',
+         'variants.0.min_replicas: 5 is above max_replicas 4'),
+        ('"cost": 3.9', '"cost": -1', 'variants.0.cost: Input should be greater than or equal'),
+        ('"cost": 3.9', '"cost": "3.9"', 'variants.0.cost: Input should be a valid number'),
+        ('"kv_usage": 0.75', '"kv_usage": 7', 'replicas.0.kv_usage: Input should be less than'),
+        ('"kv_usage": 0.75', '"kv_usage": -0.1', 'replicas.0.kv_usage: Input should be greater'),
+        ('"kv_usage": 0.75', '"kv_usage": 1e999', 'replicas.0.kv_usage: Input should be a finite'),
+        ('"kv_usage": 0.75', '"kv_usage": NaN', 'replicas.0.kv_usage: Input should be a finite'),
+        ('"queue_length": 2', '"queue_length": -Infinity', 'replicas.0.queue_length'),
+        ('"observed_at": 995.0', '"observed_at": NaN', 'replicas.0.observed_at: Input should'),
+        ('"prefix_cache_hit_rate": 0.2', '"prefix_cache_hit_rate": 1.2',
+         'replicas.0.prefix_cache_hit_rate'),
+        ('"num_gpu_blocks": 27500', '"num_gpu_blocks": 0', 'replicas.0.num_gpu_blocks'),
+        ('"now": 1000.0', '"now": NaN', 'now: Input should be a finite number'),
+        ('"now": 1000.0', '"now": ' + '9' * 5000, 'number out of range'),
+        ('"cost": 3.9', '"cost": ' + '9' * 1000, 'variants.0.cost: Input should be a finite'),
+        ('"max_model_len": 8192', '"max_model_len": -5', 'variants.0.engine.max_model_len'),
+    ],
+)  # fmt: skip
+def test_strict_values_give_one_line_naming_the_field(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, old: str, new: str, expected: str
+) -> None:
+    path = mutated(tmp_path, old, new)
+    code, out, err = run(capsys, 'decide', '--snapshot', str(path))
+    assert (code, out) == (2, '')
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f'llmscaler: {path}: ')
+    assert expected in lines[0]
+    assert len(lines[0]) < 400
+
+
+def test_duplicate_variants_are_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    document = json.loads(TWO.read_text())
+    document['variants'].append(document['variants'][0])
+    path = bad_input(tmp_path, json.dumps(document))
+    code, _, err = run(capsys, 'decide', '--snapshot', str(path))
+    assert code == 2
+    assert 'variants.2: duplicate variant llm-inference/llama-8b-h100 (also variants.0)' in err
+
+
+@pytest.mark.parametrize('text', ['[' * 100_000, '{"variants": ' + '[' * 100_000, '9' * 5000])
+def test_deep_or_huge_json_gives_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str
+) -> None:
+    path = bad_input(tmp_path, text)
+    code, _, err = run(capsys, 'decide', '--snapshot', str(path))
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
+    assert 'Invalid JSON' in err
+
+
+def test_oversized_file_is_refused_before_parsing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(io, 'MAX_INPUT_BYTES', 100)
+    code, _, err = run(capsys, 'decide', '--snapshot', str(TWO))
+    assert code == 2
+    assert 'larger than' in err
+
+
+@pytest.mark.parametrize(
+    ('text', 'expected'),
+    [
+        ('{"last_desired": [["ns/a", "3"]]}', 'last_desired.0.1: Input should be a valid integer'),
+        ('{"last_desired": [["ns/a", -1]]}', 'last_desired.0.1: Input should be greater'),
+        ('{"last_informative": [["m|ns|a", NaN]]}', 'last_informative.0.1: Input should be a'),
+        ('{"k2_history": [["k", [{"value": -5, "at": 1.0}]]]}', 'k2_history.0.1.0.value'),
+        ('{"last_desired": {"ns/a": 3}}', 'last_desired: Input should be a valid'),
+    ],
+)
+def test_state_files_are_as_strict(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, expected: str
+) -> None:
+    state = tmp_path / 'state.json'
+    state.write_text(text)
+    code, out, err = run(capsys, 'decide', '--snapshot', str(TWO), '--state', str(state))
+    assert (code, out) == (2, '')
+    assert len(err.strip().splitlines()) == 1
+    assert f'{state}: {expected}' in err
+
+
+@pytest.mark.parametrize('now', ['nan', 'inf', '-inf', '1e999', 'soon'])
+def test_now_must_be_finite(capsys: pytest.CaptureFixture[str], now: str) -> None:
+    code, out, err = run(capsys, 'decide', '--snapshot', str(TWO), f'--now={now}')
+    assert (code, out) == (2, '')
+    assert err == f'llmscaler: --now: must be a finite number of seconds, got {now!r}\n'
+
+
+def strict_json(text: str) -> object:
+    def refuse(constant: str) -> object:
+        raise AssertionError(f'{constant} is not JSON')
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_output_is_strict_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, 'decide', '--snapshot', str(TWO), '--now', '1e300')
+    assert code == 0
+    result = strict_json(out)
+    assert isinstance(result, dict)
+    assert result['now'] == 1e300
+
+
+def test_a_replica_without_kv_usage_holds_and_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = mutated(tmp_path, '"kv_usage": 0.75', '"kv_usage": null')
+    code, out, _ = run(capsys, 'decide', '--snapshot', str(path))
+    assert code == 0
+    h100 = next(d for d in json.loads(out)['decisions'] if d['variant'] == 'llama-8b-h100')
+    assert h100['target'] >= h100['current']
+    assert (h100['metrics_available'], h100['metrics_reason']) == (False, 'MetricsMissing')
+    assert 'llama-8b-h100-7c9f-abcde: kv_usage missing' in h100['message']
+
+
+def test_schema_publishes_the_ranges() -> None:
+    defs = io.snapshot_schema()['$defs']
+    kv = defs['ReplicaMetrics']['properties']['kv_usage']['anyOf'][0]
+    assert (kv['minimum'], kv['maximum']) == (0.0, 1.0)
+    replicas = defs['Variant']['properties']['max_replicas']
+    assert (replicas['minimum'], replicas['maximum']) == (1, 2**31 - 1)
+    assert defs['Variant']['properties']['cost']['minimum'] == 0.0
+
+
+# --- output paths, pipes, --version -----------------------------------------------------------
+
+
+def test_state_out_into_a_missing_directory_fails_before_deciding(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    target = tmp_path / 'missing' / 'state.json'
+    code, out, err = run(capsys, 'decide', '--snapshot', str(TWO), '--state-out', str(target))
+    assert (code, out) == (2, '')
+    assert err == f'llmscaler: --state-out {target}: directory {target.parent} does not exist\n'
+    code, out, err = run(capsys, 'decide', '--snapshot', str(TWO), '--state-out', str(tmp_path))
+    assert (code, out) == (2, '')
+    assert 'is a directory' in err
+
+
+def test_simulate_out_on_an_existing_file_fails_before_the_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    existing = tmp_path / 'report'
+    existing.write_text('keep me')
+    code, out, err = run(capsys, 'simulate', '--out', str(existing), '--no-progress')
+    assert code == 2
+    assert out == ''
+    assert err == f'llmscaler: --out {existing}: exists and is not a directory\n'
+    assert existing.read_text() == 'keep me'
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    # Output larger than a pipe buffer, so the write meets the closed pipe.
+    document = json.loads(TWO.read_text())
+    document['variants'] = [dict(document['variants'][0], name=f'v{i}') for i in range(2000)]
+    document['replicas'] = []
+    path = bad_input(tmp_path, json.dumps(document))
+    script = shutil.which('llmscaler', path=str(Path(sys.executable).parent))
+    assert script is not None
+    with subprocess.Popen(
+        [script, 'decide', '--snapshot', str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as process:
+        assert process.stdout is not None
+        assert process.stderr is not None
+        assert process.stdout.read(10) == b'{\n  "now":'
+        process.stdout.close()
+        err = process.stderr.read().decode()
+        code = process.wait(timeout=60)
+    assert err == ''
+    assert code == 0
+
+
+def test_version_is_the_package_version() -> None:
+    script = shutil.which('llmscaler', path=str(Path(sys.executable).parent))
+    assert script is not None
+    done = subprocess.run([script, '--version'], capture_output=True, text=True, check=False)
+    assert done.returncode == 0
+    assert done.stdout == f'llmscaler {metadata.version("llmscaler")}\n'

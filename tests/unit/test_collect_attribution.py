@@ -17,7 +17,17 @@ from llmscaler.collect.attribution import (
     attribute,
 )
 from llmscaler.collect.types import ErrorReason, ModelReading, PodReading, Reading, SourceError
-from llmscaler.model import PoolMetrics, ReplicaMetrics, Variant
+from llmscaler.config.types import Config, ModelConfig, SaturationConfig
+from llmscaler.engine import decide
+from llmscaler.model import (
+    EMPTY_STATE,
+    Action,
+    Decision,
+    PoolMetrics,
+    ReplicaMetrics,
+    Snapshot,
+    Variant,
+)
 
 NOW = 5_000.0
 NS = 'ns'
@@ -177,34 +187,47 @@ def test_reading_of_a_deleted_pod_is_unattributed() -> None:
     assert result.unattributed == ((NS, 'gone', 'pod-gone'),)
 
 
-def test_missing_kv_counts_as_zero_and_is_listed_as_partial() -> None:
+def test_missing_kv_stays_missing_and_is_listed_as_partial() -> None:
     result = run([pod_reading('p', kv_usage=None)], [pod_info('p', *DEPLOYMENT_OWNERS)])
     (replica,) = result.replicas
-    assert replica.kv_usage == 0.0
+    assert replica.kv_usage is None
     assert replica.queue_length == 2.0
     assert result.partial == ((NS, 'p', 'kv-missing'),)
 
 
-def test_missing_queue_counts_as_zero_and_is_listed_as_partial() -> None:
+def test_a_broken_queue_is_passed_on_as_it_is_and_listed_as_partial() -> None:
     result = run([pod_reading('p', queue_length=math.nan)], [pod_info('p', *DEPLOYMENT_OWNERS)])
     (replica,) = result.replicas
-    assert (replica.kv_usage, replica.queue_length) == (0.5, 0.0)
-    assert result.partial == ((NS, 'p', 'queue-missing'),)
+    assert replica.kv_usage == 0.5
+    assert replica.queue_length is not None
+    assert math.isnan(replica.queue_length)
+    assert result.partial == ((NS, 'p', 'invalid'),)
 
 
 @pytest.mark.parametrize(('kv', 'queue'), [(None, None), (math.nan, None), (math.inf, -math.inf)])
-def test_pod_with_neither_saturation_figure_is_unattributed(
+def test_ready_pod_with_neither_saturation_figure_is_attributed_not_dropped(
     kv: float | None, queue: float | None
 ) -> None:
+    # Dropping it would leave the core to guess from counts; attributed, the core names it.
     result = run(
         [pod_reading('p', kv_usage=kv, queue_length=queue)], [pod_info('p', *DEPLOYMENT_OWNERS)]
     )
+    assert [r.pod for r in result.replicas] == ['p']
+    assert result.unattributed == ()
+    assert result.partial
+
+
+@pytest.mark.parametrize(('kv', 'queue'), [(None, 2.0), (math.nan, 2.0), (0.5, -1.0)])
+def test_not_ready_pod_with_unusable_figures_is_skipped(
+    kv: float | None, queue: float | None
+) -> None:
+    starting = PodInfo(namespace=NS, name='p', owners=DEPLOYMENT_OWNERS, ready=False)
+    result = run([pod_reading('p', kv_usage=kv, queue_length=queue)], [starting])
     assert result.replicas == ()
-    assert result.unattributed == ((NS, 'p', 'no-saturation-metrics'),)
-    assert result.partial == ()
+    assert result.unattributed == ((NS, 'p', 'not-ready-incomplete'),)
 
 
-def test_every_figure_is_copied_and_bad_values_become_none() -> None:
+def test_every_figure_is_copied_as_read() -> None:
     reading = pod_reading(
         'p',
         kv_usage=0.25,
@@ -228,17 +251,102 @@ def test_every_figure_is_copied_and_bad_values_become_none() -> None:
         kv_usage=0.25,
         queue_length=0.0,
         num_gpu_blocks=27863,
+        # A non-positive block size means "size unknown", as before profiling.
         block_size=None,
         avg_input_tokens=1243.2,
-        avg_output_tokens=None,
+        avg_output_tokens=math.inf,
         prefix_cache_hit_rate=0.35,
         arrival_rate=3.5,
         avg_ttft=0.085,
         avg_itl=None,
         running_requests=41.0,
     )
+    assert run([reading], [pod_info('p', *DEPLOYMENT_OWNERS)]).partial == ((NS, 'p', 'invalid'),)
     # queue 0.0 is a real zero, not a missing series
-    assert run([reading], [pod_info('p', *DEPLOYMENT_OWNERS)]).partial == ()
+    clean = replace(reading, avg_output_tokens=250.0)
+    assert run([clean], [pod_info('p', *DEPLOYMENT_OWNERS)]).partial == ()
+
+
+# --- a broken figure on one of two pods holds the model, through attribution and decide() ------
+
+TOKEN = Config(default=ModelConfig(saturation=SaturationConfig(analyzer_name='saturation')))
+PERCENTAGE = Config()
+
+
+def shaped(pod: str, *, shape: str, kv: float | None) -> PodReading:
+    """A reading as each source builds it: Prometheus series carry the variant label and the
+    cache_config_info size; a scraped page names only the model (the owner walk resolves it)."""
+    labels: tuple[tuple[str, str], ...] = (('model_name', MODEL),)
+    if shape == 'prometheus':
+        labels = (('llm_d_ai_variant', 'llama-h100'), ('model_name', MODEL), ('namespace', NS))
+    return pod_reading(
+        pod,
+        labels=labels,
+        kv_usage=kv,
+        queue_length=0.0,
+        num_gpu_blocks=1000,
+        block_size=16,
+        avg_input_tokens=500.0,
+        avg_output_tokens=100.0,
+    )
+
+
+def decide_two_pods(*, shape: str, bad: float | None, config: Config) -> Decision:
+    llama = Variant(
+        name='llama-h100',
+        namespace=NS,
+        model_id=MODEL,
+        min_replicas=0,
+        max_replicas=4,
+        current_replicas=2,
+        ready_replicas=2,
+    )
+    found = attribute(
+        reading=Reading(
+            pods=(shaped('pod-a', shape=shape, kv=0.45), shaped('pod-b', shape=shape, kv=bad)),
+            models=(
+                ModelReading(model_id=MODEL, namespace=NS, observed_at=NOW, request_count=9.0),
+            ),
+        ),
+        variants=(llama,),
+        targets=TARGETS,
+        pods=[pod_info('pod-a', *DEPLOYMENT_OWNERS), pod_info('pod-b', *DEPLOYMENT_OWNERS)],
+    )
+    snapshot = Snapshot(variants=(llama,), replicas=found.replicas, pools=found.pools)
+    (decision,) = decide(snapshot=snapshot, config=config, state=EMPTY_STATE, now=NOW).decisions
+    return decision
+
+
+@pytest.mark.parametrize('config', [PERCENTAGE, TOKEN], ids=['percentage', 'token'])
+@pytest.mark.parametrize('shape', ['prometheus', 'scrape'])
+def test_both_pods_reporting_an_idle_load_scale_down(shape: str, config: Config) -> None:
+    # The reference case: with pod-b's KV a real 0.0 the same load is a scale-down.
+    decision = decide_two_pods(shape=shape, bad=0.0, config=config)
+    assert (decision.current, decision.target) == (2, 1)
+    assert decision.metrics_available
+
+
+@pytest.mark.parametrize('config', [PERCENTAGE, TOKEN], ids=['percentage', 'token'])
+@pytest.mark.parametrize('shape', ['prometheus', 'scrape'])
+@pytest.mark.parametrize(
+    ('bad', 'reason', 'what'),
+    [
+        (math.nan, 'MetricsInvalid', 'pod-b: kv_usage nan is not a finite number'),
+        (-1.0, 'MetricsInvalid', 'pod-b: kv_usage -1 is below 0'),
+        (7.0, 'MetricsInvalid', 'pod-b: kv_usage 7 is above 1'),
+        (None, 'MetricsMissing', 'pod-b: kv_usage missing'),
+    ],
+    ids=['nan', 'negative', 'above-one', 'missing'],
+)
+def test_one_pod_with_a_broken_kv_figure_holds_the_model(
+    shape: str, config: Config, bad: float | None, reason: str, what: str
+) -> None:
+    decision = decide_two_pods(shape=shape, bad=bad, config=config)
+    assert (decision.current, decision.target) == (2, 2)
+    assert decision.action is Action.NO_CHANGE
+    assert not decision.metrics_available
+    assert decision.metrics_reason == reason
+    assert what in decision.message
 
 
 # --- silent pods, pools, pass-through ---------------------------------------------------------
@@ -279,16 +387,19 @@ def test_pools_for_variant_groups_only() -> None:
         )
     )
     result = attribute(reading=reading, variants=VARIANTS, targets=TARGETS, pods=())
-    assert result.pools == (
-        PoolMetrics(
-            model_id=MODEL,
-            namespace=NS,
-            observed_at=NOW,
-            queue_size=0.0,
-            queue_bytes=0.0,
-            request_count=None,
-            arrival_rate=2.5,
-        ),
+    (first, second) = result.pools
+    # An absent queue is "no gateway queue seen"; a NaN one is passed on for the core to judge.
+    assert math.isnan(first.queue_bytes)
+    assert replace(first, queue_bytes=0.0) == PoolMetrics(
+        model_id=MODEL,
+        namespace=NS,
+        observed_at=NOW,
+        queue_size=0.0,
+        queue_bytes=0.0,
+        request_count=None,
+        arrival_rate=2.5,
+    )
+    assert (second,) == (
         PoolMetrics(
             model_id='qwen', namespace='other', observed_at=NOW, queue_size=3.0, request_count=0.0
         ),

@@ -7,6 +7,7 @@ past the client timeout, NaN values); the reading goes through attribution into 
 |---|---|
 | 500 / invalid JSON / timeout | errors classified; the variant holds, MetricsMissing |
 | NaN for KV usage and queue | dropped and counted; hold, MetricsMissing, never to zero |
+| KV 0.45 on one pod, NaN on the other, queues 0 | hold 2 -> 2, MetricsMissing naming the pod |
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from llmscaler.collect.prometheus import PrometheusConfig, PrometheusSource
 from llmscaler.collect.types import ErrorReason, ModelScope, Reading
 from llmscaler.config.types import Config, ModelConfig, ScaleToZeroConfig
 from llmscaler.engine import decide
-from llmscaler.model import EMPTY_STATE, Snapshot, Variant
+from llmscaler.model import EMPTY_STATE, Decision, Snapshot, Variant
 
 MODEL = 'm'
 NS = 'ns'
@@ -73,7 +74,35 @@ async def not_a_number(request: web.Request) -> web.Response:
     return web.Response(text=json.dumps(body), content_type='application/json')
 
 
+async def one_pod_nan_kv(request: web.Request) -> web.Response:
+    """Two pods, both scraped now; p-0 at KV 0.45, p-1's KV gauge NaN; nothing queued."""
+    query = str((await request.post())['query'])
+    if 'timestamp(' in query:
+        values = {'p-0': str(NOW), 'p-1': str(NOW)}
+    elif 'kv_cache_usage' in query:
+        values = {'p-0': '0.45', 'p-1': 'NaN'}
+    elif 'num_requests_waiting' in query or 'num_requests_running' in query:
+        values = {'p-0': '0', 'p-1': '0'}
+    elif 'cache_config_info' in query:
+        values = {'p-0': '1', 'p-1': '1'}
+    else:
+        values = {}
+    result = []
+    for pod, value in values.items():
+        labels = {'namespace': NS, 'pod': pod, 'model_name': MODEL}
+        if 'cache_config_info' in query:
+            labels.update(num_gpu_blocks='1000', block_size='16')
+        result.append({'metric': labels, 'value': [NOW, value]})
+    body = {'status': 'success', 'data': {'resultType': 'vector', 'result': result}}
+    return web.Response(text=json.dumps(body), content_type='application/json')
+
+
 def decide_on(reading: Reading) -> tuple[int, str, bool]:
+    decision = decision_on(reading)
+    return decision.target, decision.metrics_reason, decision.metrics_available
+
+
+def decision_on(reading: Reading) -> Decision:
     variant = Variant(
         name='v',
         namespace=NS,
@@ -98,7 +127,7 @@ def decide_on(reading: Reading) -> tuple[int, str, bool]:
     config = Config(default=ModelConfig(scale_to_zero=ScaleToZeroConfig(enabled=True)))
     snapshot = Snapshot(variants=(variant,), replicas=attributed.replicas, pools=attributed.pools)
     (decision,) = decide(snapshot=snapshot, config=config, state=EMPTY_STATE, now=NOW).decisions
-    return decision.target, decision.metrics_reason, decision.metrics_available
+    return decision
 
 
 @pytest.mark.parametrize(
@@ -133,3 +162,19 @@ async def test_nan_metrics_are_dropped_and_the_variant_holds(prometheus: str) ->
         await source.aclose()
     assert reading.dropped_non_finite > 0
     assert decide_on(reading) == (2, 'MetricsMissing', False)
+
+
+@pytest.mark.parametrize('prometheus', [one_pod_nan_kv], indirect=True)
+async def test_a_nan_kv_on_one_of_two_pods_holds_and_names_the_pod(prometheus: str) -> None:
+    # Read as 0 (an idle pod) this would be 2 -> 1 with MetricsAvailable=True.
+    source = PrometheusSource(config=PrometheusConfig(base_url=prometheus, timeout=2.0))
+    try:
+        reading = await source.read(scope=(ModelScope(model_id=MODEL, namespace=NS),), now=NOW)
+    finally:
+        await source.aclose()
+    assert [p.pod for p in reading.pods] == ['p-0', 'p-1']
+    decision = decision_on(reading)
+    assert (decision.current, decision.target) == (2, 2)
+    assert not decision.metrics_available
+    assert decision.metrics_reason == 'MetricsMissing'
+    assert decision.message == 'p-1: kv_usage missing'

@@ -4,7 +4,8 @@
 |---|---|
 | target read / not found | TargetResolved True TargetFound / False TargetNotFound + problem |
 | every replica fresh | MetricsAvailable True MetricsFound |
-| core says missing / stale | False MetricsMissing / MetricsStale + the core's message |
+| no ready replica | True MetricsFound, the core's 'no ready replicas' (not "fresh metrics") |
+| core says missing / stale / invalid | False, the core's reason (MetricsInvalid, ...) + message |
 | ... and Prometheus failed | False PrometheusError, first error (sorted) + '(and N more)' |
 | ... and the pod scrape failed | the core's reason kept, the error added to the message |
 | decision made | OptimizationReady True OptimizationSucceeded 'scale_up 2 -> 4 (...)' |
@@ -22,6 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from llmscaler.analyze.validity import NO_READY_REPLICAS
 from llmscaler.collect.types import ErrorReason, SourceError
 from llmscaler.controller.conditions import (
     for_decision,
@@ -31,6 +33,7 @@ from llmscaler.controller.conditions import (
     skipped,
     target_resolved,
 )
+from llmscaler.engine import HOLD_REASON
 from llmscaler.kube import crd
 from llmscaler.kube.status import ConditionUpdate
 from llmscaler.model import Action, Decision
@@ -64,7 +67,7 @@ def unavailable(reason: str = crd.REASON_METRICS_MISSING, message: str = '') -> 
         current=3,
         target=3,
         action=Action.HOLD,
-        reason='metrics unavailable: holding (never down on missing or stale metrics)',
+        reason=HOLD_REASON,
         metrics_available=False,
         metrics_reason=reason,
         message=message,
@@ -122,7 +125,26 @@ def test_metrics_found_ignores_source_errors() -> None:
         )
 
 
-@pytest.mark.parametrize('reason', [crd.REASON_METRICS_MISSING, crd.REASON_METRICS_STALE])
+def test_metrics_found_without_ready_replicas_does_not_claim_fresh_metrics() -> None:
+    # A variant at zero (or with every pod starting) has nothing to measure; "every ready
+    # replica has fresh metrics" beside a no-metrics decision would be false.
+    held = decision(current=0, target=0, action=Action.NO_CHANGE, message=NO_READY_REPLICAS)
+    update = metrics_available(decision=held, source_errors=(), source='pods')
+    assert as_tuple(update) == (
+        'MetricsAvailable',
+        'True',
+        'MetricsFound',
+        'no ready replicas: nothing to measure',
+    )
+
+
+def test_metrics_invalid_is_a_reason_of_metrics_available() -> None:
+    assert crd.REASON_METRICS_INVALID in crd.REASONS[crd.CONDITION_METRICS_AVAILABLE]
+
+
+@pytest.mark.parametrize(
+    'reason', [crd.REASON_METRICS_MISSING, crd.REASON_METRICS_STALE, crd.REASON_METRICS_INVALID]
+)
 def test_core_reason_and_message_without_source_errors(reason: str) -> None:
     update = metrics_available(
         decision=unavailable(reason, 'pod llama-a100-x: newest sample\n130 s old'),
@@ -226,8 +248,8 @@ def test_optimization_held_on_metrics() -> None:
         'OptimizationReady',
         'False',
         'MetricsUnavailable',
-        'holding at 3 (never down on missing or stale metrics): '
-        'metrics unavailable: holding (never down on missing or stale metrics)',
+        'holding at 3 (never down on missing, invalid or stale metrics): '
+        'metrics unavailable: holding (never down on missing, invalid or stale metrics)',
     )
 
 
@@ -283,7 +305,13 @@ def test_for_decision_without_a_decision_skips() -> None:
 
 TEXT = st.text(alphabet=st.sampled_from('ab c\n\r\t\x0b\x0c\x1c\x85\u2028\u00e9:;()-'), max_size=30)
 METRICS_REASONS = st.sampled_from(
-    [crd.REASON_METRICS_FOUND, crd.REASON_METRICS_MISSING, crd.REASON_METRICS_STALE, '']
+    [
+        crd.REASON_METRICS_FOUND,
+        crd.REASON_METRICS_MISSING,
+        crd.REASON_METRICS_STALE,
+        crd.REASON_METRICS_INVALID,
+        '',
+    ]
 )
 
 

@@ -62,6 +62,8 @@ def replica(name: str, pod: int, *, age: float = 5.0, **kw: object) -> ReplicaMe
         'variant': name,
         'namespace': NS,
         'observed_at': NOW - age,
+        'kv_usage': 0.0,
+        'queue_length': 0.0,
         'num_gpu_blocks': 1000,
         'block_size': 16,
         'avg_input_tokens': 1000.0,

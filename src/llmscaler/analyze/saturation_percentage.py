@@ -20,8 +20,10 @@ As a consequence the bounds also apply to such a variant (a variant at 0 with `m
 is raised to 1), which keeps every target inside [min, max] as the safety rules require.
 
 Bad input:
-- A replica whose `kv_usage` or `queue_length` is NaN, ±Inf or negative is treated as absent and
-  excluded from the analysis altogether (it is neither saturated nor spare, and it does not count
+- The engine hands over only replicas whose figures are present and in range (`analyze.validity`:
+  any other replica makes the model hold). Called directly, a replica whose `kv_usage` or
+  `queue_length` is None, NaN, ±Inf or negative is treated as absent and excluded from the
+  analysis altogether (it is neither saturated nor spare, and it does not count
   in the per-variant KV mean); `PercentageAnalysis.excluded_count` says how many were dropped.
   Upstream reads a missing series as 0, which looks like an idle replica and could approve an
   unsafe scale-down; dropping it cannot.
@@ -75,8 +77,8 @@ class PercentageAnalysis:
         return self.non_saturated_count + self.saturated_count
 
 
-def _reading(value: float) -> float | None:
-    if not math.isfinite(value) or value < 0:
+def _reading(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value) or value < 0:
         return None
     return value
 

@@ -14,7 +14,8 @@ What it computes, per engine instance with `cache_config_info` (KV tokens > 0):
 - demand = tokens in use + queue × (I for prefill, I + O otherwise), the product rejected (→ 0)
   when not > 0, >= 2^63, NaN or Inf;
 - without `cache_config_info`: k_eff = ⌊stored capacity × threshold⌋ and demand = ⌊KV usage ×
-  k_eff⌋ + queue demand (label `P4-k1`), or the instance is skipped when nothing is stored. This
+  k_eff⌋ + queue demand (label `P4-k1`), or the instance is skipped when nothing is stored
+  (listed in `TokenAnalysis.unsized`: its load is unknown, so the engine holds the model). This
   path does not write the store: its k_eff is already thresholded, and storing it would shrink
   the capacity by the threshold again every cycle;
 - every other computed instance writes a live capacity record.
@@ -43,9 +44,10 @@ Memory: `analyze` reads the caller's history and knowledge through an overlay of
 and returns only those writes (`history_updates`, `knowledge_updates`: the keys written for this
 model), never a copy of the whole memory, so a cycle over many models stays linear.
 
-Bad input: NaN, Inf and negative metrics count as absent (0); a KV usage outside [0, 1] is
-clamped; a NaN/Inf queue threshold disables P1; a kvCacheThreshold that is not a positive finite
-number falls back to the default 0.80. Nothing raises.
+Bad input: the engine hands over only replicas whose figures are present and in range
+(`analyze.validity`); called directly, NaN, Inf and negative metrics count as absent (0) and a
+KV usage outside [0, 1] is clamped. A NaN/Inf queue threshold disables P1; a kvCacheThreshold
+that is not a positive finite number falls back to the default 0.80. Nothing raises.
 """
 
 from __future__ import annotations
@@ -106,6 +108,9 @@ class TokenAnalysis:
     history_updates: dict[str, tuple[K2Sample, ...]]
     knowledge_updates: dict[str, CapacityRecord]
     replicas: tuple[ReplicaCapacity, ...]
+    unsized: tuple[ReplicaMetrics, ...] = ()
+    """Instances left out because their capacity is unknown: no `cache_config_info` and no
+    stored capacity. Their load is not in the demand, so the caller must not scale down on it."""
 
 
 def _positive(value: float | None) -> float:
@@ -466,6 +471,7 @@ def analyze(
             ] = seeded
 
     computed: list[ReplicaCapacity] = []
+    unsized: list[ReplicaMetrics] = []
     for rm in sorted(replicas, key=lambda r: (r.pod, r.variant, r.namespace)):
         owner = by_name.get(rm.variant)
         if owner is None:
@@ -482,6 +488,8 @@ def analyze(
         )
         if instance is not None:
             computed.append(instance)
+        else:
+            unsized.append(rm)
 
     averages = sq.workload_averages(replicas=replicas)
     threshold = _kv_threshold(config)
@@ -528,4 +536,5 @@ def analyze(
         history_updates=memory.history_updates,
         knowledge_updates=memory.knowledge_updates,
         replicas=tuple(computed),
+        unsized=tuple(unsized),
     )

@@ -20,15 +20,20 @@ Rules (reference/wva.md §2.1), applied to each `PodReading` in this order:
    target: `unknown-target`; a name that is not a known variant: `unknown-variant`;
 5. a pod whose series name a model other than its variant's is `model-mismatch` (WVA's queries
    filter on `model_name`, so such a pod never reaches its analyzers either);
-6. saturation figures. `ReplicaMetrics.kv_usage` and `queue_length` are plain floats, and a missing
-   series must never look like an idle pod: a pod with neither a KV-usage nor a queue-length figure
-   is `no-saturation-metrics`; a pod missing one of them gets 0.0 for it, as WVA does, and is listed
-   in `Attribution.partial` (`kv-missing` / `queue-missing`) so status can say so.
+6. figures are copied as they are read: a missing series stays None and a NaN, ±Inf or
+   out-of-range value stays what it is. Attribution does not judge them and never reads a missing
+   or broken figure as 0; the core does (`analyze.validity`): a replica without KV usage or queue
+   length, or with a broken figure, is not reporting and its model holds (`MetricsMissing` /
+   `MetricsInvalid`, naming the pod and metric). Such a ready pod is attributed and listed in
+   `Attribution.partial` (`kv-missing`, `queue-missing`, `invalid`); such a pod that is *not
+   ready* serves no traffic and is skipped as `not-ready-incomplete`, so a starting or stopping
+   pod cannot hold its model.
 
-Every other figure is copied from the reading; None stays None. NaN and ±Inf count as absent
-(`model.finite`), negative block counts and sizes as absent. Pool metrics are built for each
-`ModelReading` whose (model_id, namespace) is a variant group; an absent queue size or byte count
-is 0.0 (no queue seen), an absent request count stays None (which forbids scale-to-zero).
+Block counts and sizes that are not positive mean "size unknown" (None), as vLLM's
+`cache_config_info` before profiling. Pool metrics are built for each `ModelReading` whose
+(model_id, namespace) is a variant group; an absent queue size or byte count is 0.0 (no gateway
+queue seen: the gateway is optional), a NaN or negative one is passed on (the core holds), an
+absent request count stays None (which forbids scale-to-zero).
 
 `Attribution.silent` lists ready pods that resolve to a variant but have no attributed reading
 (WVA warns "ready pods but none attributed"); freshness is left to the core, which judges
@@ -44,14 +49,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from llmscaler.analyze.validity import replica_problems
 from llmscaler.collect.types import ModelReading, PodReading, Reading, SourceError, label_value
-from llmscaler.model import PoolMetrics, ReplicaMetrics, Variant, finite
+from llmscaler.model import PoolMetrics, ReplicaMetrics, Variant
 
 VARIANT_SERIES_LABEL = 'llm_d_ai_variant'
 VARIANT_POD_LABEL = 'llm-d.ai/variant'
 LWS_WORKER_INDEX_LABEL = 'leaderworkerset.sigs.k8s.io/worker-index'
 
 _T = TypeVar('_T')
+
+_MISSING = {'kv_usage': 'kv-missing', 'queue_length': 'queue-missing'}
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +94,9 @@ class TargetRef:
 class Attribution:
     """The core's view of one reading.
 
-    `unattributed` and `partial` hold (namespace, pod, reason); `silent` holds
-    (namespace, pod, variant) of ready pods with no attributed reading.
+    `unattributed` and `partial` hold (namespace, pod, reason); `partial` lists attributed pods
+    with a missing or broken figure (the core holds their model; this list is for logs and
+    tests); `silent` holds (namespace, pod, variant) of ready pods with no attributed reading.
     """
 
     replicas: tuple[ReplicaMetrics, ...] = ()
@@ -165,17 +174,17 @@ def _replica(*, reading: PodReading, variant: Variant) -> ReplicaMetrics:
         variant=variant.name,
         namespace=reading.namespace,
         observed_at=reading.observed_at,
-        kv_usage=finite(reading.kv_usage) or 0.0,
-        queue_length=finite(reading.queue_length) or 0.0,
+        kv_usage=reading.kv_usage,
+        queue_length=reading.queue_length,
         num_gpu_blocks=_positive_int(reading.num_gpu_blocks),
         block_size=_positive_int(reading.block_size),
-        avg_input_tokens=finite(reading.avg_input_tokens),
-        avg_output_tokens=finite(reading.avg_output_tokens),
-        prefix_cache_hit_rate=finite(reading.prefix_cache_hit_rate),
-        arrival_rate=finite(reading.arrival_rate),
-        avg_ttft=finite(reading.avg_ttft),
-        avg_itl=finite(reading.avg_itl),
-        running_requests=finite(reading.running_requests),
+        avg_input_tokens=reading.avg_input_tokens,
+        avg_output_tokens=reading.avg_output_tokens,
+        prefix_cache_hit_rate=reading.prefix_cache_hit_rate,
+        arrival_rate=reading.arrival_rate,
+        avg_ttft=reading.avg_ttft,
+        avg_itl=reading.avg_itl,
+        running_requests=reading.running_requests,
     )
 
 
@@ -184,10 +193,10 @@ def _pool(reading: ModelReading) -> PoolMetrics:
         model_id=reading.model_id,
         namespace=reading.namespace,
         observed_at=reading.observed_at,
-        queue_size=finite(reading.queue_size) or 0.0,
-        queue_bytes=finite(reading.queue_bytes) or 0.0,
-        request_count=finite(reading.request_count),
-        arrival_rate=finite(reading.arrival_rate),
+        queue_size=reading.queue_size if reading.queue_size is not None else 0.0,
+        queue_bytes=reading.queue_bytes if reading.queue_bytes is not None else 0.0,
+        request_count=reading.request_count,
+        arrival_rate=reading.arrival_rate,
     )
 
 
@@ -237,16 +246,14 @@ def attribute(
         if pod_reading.model_name and pod_reading.model_name != variant.model_id:
             unattributed.append((*where, 'model-mismatch'))
             continue
-        kv = finite(pod_reading.kv_usage)
-        queue = finite(pod_reading.queue_length)
-        if kv is None and queue is None:
-            unattributed.append((*where, 'no-saturation-metrics'))
+        replica = _replica(reading=pod_reading, variant=variant)
+        problems = replica_problems(replica)
+        if problems and not info.ready:
+            unattributed.append((*where, 'not-ready-incomplete'))
             continue
-        if kv is None:
-            partial.append((*where, 'kv-missing'))
-        if queue is None:
-            partial.append((*where, 'queue-missing'))
-        replicas.append(_replica(reading=pod_reading, variant=variant))
+        labels = {_MISSING.get(p.metric, 'invalid') if p.missing else 'invalid' for p in problems}
+        partial.extend((*where, label) for label in sorted(labels))
+        replicas.append(replica)
         attributed.add(where)
 
     silent: list[tuple[str, str, str]] = []

@@ -9,10 +9,13 @@ What it computes, per VA:
 
 - `TargetResolved`: True/`TargetFound` when the scale target was read, else
   False/`TargetNotFound` with the resolver's one-line problem;
-- `MetricsAvailable`: True/`MetricsFound` when every ready replica had fresh metrics; otherwise
-  False with `PrometheusError` when the metric source itself failed this cycle (its first error
-  in the message), else the core's reason (`MetricsMissing` / `MetricsStale`; any other reason
-  on an unavailable decision counts as `MetricsMissing`) and message;
+- `MetricsAvailable`: True/`MetricsFound` when every ready replica had fresh metrics (the core's
+  message when it has one: a variant without ready replicas says so, rather than claiming fresh
+  metrics it does not have); otherwise False with `PrometheusError` when the metric source
+  itself failed this cycle (its first error in the message), else the core's reason
+  (`MetricsMissing` / `MetricsStale` / `MetricsInvalid`: a replica reports a figure that is
+  NaN, infinite or out of range; any other reason on an unavailable decision counts as
+  `MetricsMissing`) and message;
 - `OptimizationReady`: True/`OptimizationSucceeded` with the decision (action, target, reason);
   False/`MetricsUnavailable` when the decision held for lack of metrics;
   False/`InvalidConfiguration` for a VA whose spec does not validate;
@@ -31,7 +34,10 @@ from llmscaler.kube import crd
 from llmscaler.kube.status import ConditionUpdate
 from llmscaler.model import Decision
 
-_UNAVAILABLE_REASONS = frozenset({crd.REASON_METRICS_MISSING, crd.REASON_METRICS_STALE})
+_UNAVAILABLE_REASONS = frozenset(
+    {crd.REASON_METRICS_MISSING, crd.REASON_METRICS_STALE, crd.REASON_METRICS_INVALID}
+)
+_ALL_FRESH = 'every ready replica has fresh metrics'
 
 
 def _line(text: str) -> str:
@@ -64,9 +70,9 @@ def metrics_available(
             type=crd.CONDITION_METRICS_AVAILABLE,
             status='True',
             reason=crd.REASON_METRICS_FOUND,
-            message='every ready replica has fresh metrics',
+            message=_line(decision.message or _ALL_FRESH),
         )
-    # Only the core's two unavailable reasons are valid here: anything else (the default
+    # Only the core's unavailable reasons are valid here: anything else (the default
     # MetricsFound left on an unavailable decision, or a text of no condition) means missing.
     reason = decision.metrics_reason
     if reason not in _UNAVAILABLE_REASONS:
@@ -95,8 +101,8 @@ def optimization_ready(*, decision: Decision) -> ConditionUpdate:
             status='False',
             reason=crd.REASON_METRICS_UNAVAILABLE,
             message=_line(
-                f'holding at {decision.target} (never down on missing or stale metrics): '
-                f'{decision.reason}'
+                f'holding at {decision.target} (never down on missing, invalid or stale '
+                f'metrics): {decision.reason}'
             ),
         )
     return ConditionUpdate(

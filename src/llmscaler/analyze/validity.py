@@ -1,0 +1,250 @@
+"""Which metrics may be trusted: a figure that is missing, non-finite or out of range is named.
+
+Why: a missing or broken metric read as 0 looks like an idle replica, and an idle replica invites a
+scale-down (design.md §5). The engine asks this module, before any analysis, whether every replica
+and pool of a model reports usable figures; if one does not, the model holds and its decisions say
+`MetricsMissing` or `MetricsInvalid`, naming the pod and the metric.
+
+The rules come from the declarations in `llmscaler.model`, read once here so the JSON face and the
+engine cannot disagree:
+
+- every numeric field of `ReplicaMetrics` / `PoolMetrics` that holds a value must be a finite
+  number (an integer where the field is an `int`) inside the range its annotation declares
+  (`Fraction` [0, 1], `NonNegative` >= 0, `PositiveCount` >= 1, ...); `observed_at` must be
+  finite;
+- a field listed in `model.REQUIRED_REPLICA_FIGURES` (KV usage, queue length) must be present:
+  None is `missing`. Other figures may be None (the analyzers treat them as absent).
+
+`metrics_status` turns one variant's problems and freshness classes into what the
+`MetricsAvailable` condition says: `MetricsInvalid` (a figure is broken), `MetricsMissing` (one
+is absent, or fewer ready replicas report than there are), `MetricsStale`, or `MetricsFound`.
+
+What fails: nothing raises; a value that is not a number at all is reported as such.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import types
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated
+
+from annotated_types import Ge, Gt, Le, Lt
+
+from llmscaler.model import (
+    REQUIRED_REPLICA_FIGURES,
+    Freshness,
+    PoolMetrics,
+    ReplicaMetrics,
+    Variant,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One figure that cannot be used: `what` is `missing` or the value and what is wrong."""
+
+    metric: str
+    what: str
+    missing: bool
+
+    def describe(self, *, source: str) -> str:
+        return f'{source}: {self.metric} {self.what}'
+
+
+METRICS_FOUND = 'MetricsFound'
+METRICS_MISSING = 'MetricsMissing'
+METRICS_STALE = 'MetricsStale'
+METRICS_INVALID = 'MetricsInvalid'
+
+MAX_NAMED_PROBLEMS = 3
+"""A not-reporting message names at most this many (pod, metric) problems, then counts the rest."""
+_MAX_PROBLEM_CHARS = 300
+
+NO_READY_REPLICAS = 'no ready replicas: nothing to measure'
+"""The message of an available variant without ready replicas (at zero, or all starting)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Range:
+    integer: bool = False
+    low: float | None = None
+    low_open: bool = False
+    high: float | None = None
+    high_open: bool = False
+
+    def violation(self, value: object) -> str:
+        """'' when `value` is a finite number inside the range, else what is wrong with it."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f'{value!r:.40} is not a number'
+        if self.integer and not isinstance(value, int):
+            return f'{value!r:.40} is not an integer'
+        # An int is always finite (and may be too large for a float: no isfinite on it).
+        if isinstance(value, float) and not math.isfinite(value):
+            return f'{value} is not a finite number'
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return f'{_show(value)} is {"not above" if self.low_open else "below"} {self.low:.15g}'
+        if self.high is not None and (value > self.high or (self.high_open and value == self.high)):
+            return (
+                f'{_show(value)} is {"not below" if self.high_open else "above"} {self.high:.15g}'
+            )
+        return ''
+
+
+def _show(value: int | float) -> str:
+    """A short rendering: a huge integer is neither printed in full nor turned into a float."""
+    if isinstance(value, int) and not -(10**15) < value < 10**15:
+        return f'{"-" if value < 0 else ""}a {value.bit_length()}-bit integer'
+    return f'{value:g}'
+
+
+def _range_of(hint: object) -> _Range | None:
+    """The numeric range an annotation declares; None for a field that is not a number."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is types.UnionType or origin is typing.Union:
+        for arg in args:
+            if arg is not type(None):
+                return _range_of(arg)
+        return None
+    if origin is Annotated:
+        found = _range_of(args[0])
+        if found is None:
+            return None
+        for meta in args[1:]:
+            if isinstance(meta, Ge):
+                found = dataclasses.replace(found, low=float(meta.ge), low_open=False)  # type: ignore[arg-type]
+            elif isinstance(meta, Gt):
+                found = dataclasses.replace(found, low=float(meta.gt), low_open=True)  # type: ignore[arg-type]
+            elif isinstance(meta, Le):
+                found = dataclasses.replace(found, high=float(meta.le), high_open=False)  # type: ignore[arg-type]
+            elif isinstance(meta, Lt):
+                found = dataclasses.replace(found, high=float(meta.lt), high_open=True)  # type: ignore[arg-type]
+        return found
+    if hint is int or hint is float:
+        return _Range(integer=hint is int)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    """One numeric field and the closed interval a sound value lies in (the fast path: one
+    chained comparison, which NaN, ±Inf and huge integers all fail)."""
+
+    name: str
+    range: _Range
+    lowest: float
+    highest: float
+    required: bool
+
+
+def _fields(cls: type, required: tuple[str, ...]) -> tuple[_Field, ...]:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    found = []
+    for field in dataclasses.fields(cls):
+        declared = _range_of(hints[field.name])
+        if declared is None:
+            continue
+        lowest, highest = -sys.float_info.max, sys.float_info.max
+        if declared.low is not None:
+            lowest = math.nextafter(declared.low, math.inf) if declared.low_open else declared.low
+        if declared.high is not None:
+            highest = (
+                math.nextafter(declared.high, -math.inf) if declared.high_open else declared.high
+            )
+        found.append(_Field(field.name, declared, lowest, highest, field.name in required))
+    return tuple(found)
+
+
+_REPLICA_FIELDS = _fields(ReplicaMetrics, REQUIRED_REPLICA_FIGURES)
+_POOL_FIELDS = _fields(PoolMetrics, ())
+
+
+def _problems(item: object, fields: tuple[_Field, ...]) -> tuple[Problem, ...]:
+    problems: list[Problem] = []
+    for field in fields:
+        value = getattr(item, field.name)
+        if value is None:
+            if field.required:
+                problems.append(Problem(metric=field.name, what='missing', missing=True))
+            continue
+        kind = type(value)
+        if (kind is int or (kind is float and not field.range.integer)) and (
+            field.lowest <= value <= field.highest
+        ):
+            continue
+        wrong = field.range.violation(value)
+        if wrong:
+            problems.append(Problem(metric=field.name, what=wrong, missing=False))
+    return tuple(problems)
+
+
+def replica_problems(replica: ReplicaMetrics) -> tuple[Problem, ...]:
+    """Every figure of one replica that is missing (required ones only), non-finite or out of
+    its declared range, in field order; empty when the replica reports usable metrics."""
+    return _problems(replica, _REPLICA_FIELDS)
+
+
+def pool_problems(pool: PoolMetrics) -> tuple[Problem, ...]:
+    """Every figure of one pool that is non-finite or out of its declared range (none is
+    required: no gateway means no queue, and no request count forbids scale-to-zero)."""
+    return _problems(pool, _POOL_FIELDS)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsStatus:
+    """Whether a variant's ready replicas all have fresh metrics (MetricsAvailable condition)."""
+
+    available: bool
+    reason: str
+    message: str
+
+
+def metrics_status(
+    *,
+    variant: Variant,
+    classes: Sequence[Freshness | None],
+    problems: Sequence[tuple[str, Problem]] = (),
+) -> MetricsStatus:
+    """Judge one variant from the freshness classes of its usable replicas' metrics and the
+    (source, problem) pairs of its replicas (and pool) that are not reporting.
+
+    Any problem makes the variant unavailable, whatever the counts: `MetricsInvalid` when one
+    figure is broken, else `MetricsMissing`; the message names the first problems. An available
+    variant has no message, except one without ready replicas (`NO_READY_REPLICAS`).
+    """
+    if problems:
+        invalid = any(not problem.missing for _, problem in problems)
+        return MetricsStatus(
+            False, METRICS_INVALID if invalid else METRICS_MISSING, describe_problems(problems)
+        )
+    fresh = sum(1 for c in classes if c is Freshness.FRESH)
+    if variant.ready_replicas <= 0:
+        return MetricsStatus(True, METRICS_FOUND, NO_READY_REPLICAS)
+    if fresh >= variant.ready_replicas:
+        return MetricsStatus(True, METRICS_FOUND, '')
+    if any(c is Freshness.STALE or c is Freshness.UNAVAILABLE for c in classes):
+        return MetricsStatus(
+            False,
+            METRICS_STALE,
+            f'{fresh} of {variant.ready_replicas} ready replicas have fresh metrics',
+        )
+    return MetricsStatus(
+        False,
+        METRICS_MISSING,
+        f'{fresh} of {variant.ready_replicas} ready replicas report metrics',
+    )
+
+
+def describe_problems(problems: Sequence[tuple[str, Problem]]) -> str:
+    """`pod: metric what; ...` for the first `MAX_NAMED_PROBLEMS`, then how many more."""
+    shown = [
+        problem.describe(source=source)[:_MAX_PROBLEM_CHARS]
+        for source, problem in problems[:MAX_NAMED_PROBLEMS]
+    ]
+    more = len(problems) - len(shown)
+    return '; '.join(shown) + (f' (and {more} more)' if more else '')
