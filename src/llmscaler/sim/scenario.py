@@ -51,7 +51,7 @@ from llmscaler.config import file as config_file
 from llmscaler.config.errors import ConfigFileError
 from llmscaler.config.types import Config, ModelConfig, SaturationConfig
 from llmscaler.sim import clairvoyant, policies, presets, synthetic, trace
-from llmscaler.sim.runner import SimSettings
+from llmscaler.sim.runner import SimSettings, check_settings
 from llmscaler.sim.types import SLO, Policy, Trace, VariantSpec
 
 DEFAULT_POLICIES = ('default', 'keda-queue', 'clairvoyant')
@@ -166,6 +166,11 @@ def _describe(error: pydantic.ValidationError, where: str) -> str:
     return f'{where}: {path}: {first["msg"]}'
 
 
+# Types and choices of every setting (`router: random` names the routers there are), checked
+# when the scenario is read rather than when the run starts.
+_SIM_SETTINGS = pydantic.TypeAdapter(SimSettings)
+
+
 def _settings(values: dict[str, Any], where: str) -> SimSettings:
     known = set(SimSettings.__dataclass_fields__)
     unknown = sorted(set(values) - known)
@@ -174,9 +179,16 @@ def _settings(values: dict[str, Any], where: str) -> SimSettings:
             f'{where}: settings.{unknown[0]}: unknown setting; valid: {", ".join(sorted(known))}'
         )
     try:
-        return SimSettings(**values)
-    except TypeError as exc:
-        raise ScenarioError(f'{where}: settings: {exc}') from None
+        settings = _SIM_SETTINGS.validate_python(values)
+    except pydantic.ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        field = '.'.join(str(p) for p in first['loc'])
+        raise ScenarioError(f'{where}: settings.{field}: {first["msg"]}') from None
+    try:
+        check_settings(settings=settings)
+    except ValueError as exc:  # a range the types do not say (cycle > 0, ...)
+        raise ScenarioError(f'{where}: {exc}') from None
+    return settings
 
 
 def _variant(model: VariantModel, *, index: int, namespace: str, where: str) -> VariantSpec:
