@@ -138,6 +138,18 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
     )
     if draw(st.booleans()):
         meta['deletionTimestamp'] = draw(st.sampled_from([None, '2025-01-01T00:00:00Z']))
+    # Owners in any order, some of them not the controller: the controller is read first.
+    extra = st.fixed_dictionaries(
+        {
+            'apiVersion': st.just('apps/v1'),
+            'kind': st.sampled_from(['ReplicaSet', 'StatefulSet', 'Job']),
+            'name': st.sampled_from([f'llama-8b-a100-{HASH}', 'qwen-decode', 'vllm-405b', 'x']),
+            'uid': st.just('u-2'),
+        },
+        optional={'controller': st.sampled_from([True, False, None, 'true'])},
+    )
+    owners = meta.get('ownerReferences', []) + draw(st.lists(extra, max_size=2))
+    meta['ownerReferences'] = draw(st.permutations(owners))
     status['phase'] = draw(st.sampled_from(['Running', 'Pending', 'Failed', 'Succeeded', 1]))
     status['podIP'] = draw(st.sampled_from(['10.0.0.1', 'fd00::1', 'not-an-ip', None]))
     status['conditions'] = draw(
