@@ -71,7 +71,7 @@ CONFIGMAP_MAX_BYTES = 1024 * 1024
 """All data of one ConfigMap, keys and values, in UTF-8 (Kubernetes' own limit too)."""
 
 CONFIGMAP_MAX_NODES = 20_000
-"""YAML nodes in all entries of one ConfigMap together (about 0.4 s of parsing)."""
+"""YAML nodes in all entries of one ConfigMap together (under a second of parsing)."""
 
 FILE_LIMITS = YamlLimits(max_bytes=16 * 1024 * 1024, max_depth=64, max_nodes=200_000)
 """A whole `--config` file (it may be a `kubectl get cm -A -o yaml` dump)."""
