@@ -600,7 +600,7 @@ def test_timestamp_digits_must_be_ascii() -> None:
 
 def test_condition_constants() -> None:
     assert sorted(REASONS) == ['MetricsAvailable', 'OptimizationReady', 'TargetResolved']
-    assert [len(REASONS[t]) for t in sorted(REASONS)] == [4, 9, 2]
+    assert [len(REASONS[t]) for t in sorted(REASONS)] == [5, 9, 2]
     for kind, reasons in REASONS.items():
         assert re.fullmatch(CONDITION_TYPE_PATTERN, kind)
         assert all(re.fullmatch(CONDITION_REASON_PATTERN, r) for r in reasons)
