@@ -38,7 +38,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lightkube.types import PatchType
-from tests.e2e import objects as objects_
 
 from fakeproc import fake_api
 from llmscaler import engine
@@ -46,6 +45,7 @@ from llmscaler.clock import LoopClock
 from llmscaler.collect.types import ModelScope, PodReading, Reading
 from llmscaler.controller.app import Controller
 from llmscaler.controller.options import resolve_options
+from llmscaler.devcluster import objects as objects_
 from llmscaler.kube.client import VariantAutoscalingResource
 from llmscaler.kube.status import StatusWriter
 from llmscaler.sim import presets

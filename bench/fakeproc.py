@@ -1,9 +1,9 @@
 """The fake kube-apiserver in a child process, for benchmarks of the controller.
 
-Why: the fake (tests/fakeapi) is written for correctness, not speed — it deep-copies every object
-it serves. Run in the benchmark's own process it would share the event loop and the interpreter
-with the controller and its cost would be counted as the controller's. In a child process it runs
-on the other core, as a real API server would run elsewhere.
+Why: the fake (llmscaler.devcluster.fakeapi) is written for correctness, not speed — it
+deep-copies every object it serves. Run in the benchmark's own process it would share the event
+loop and the interpreter with the controller and its cost would be counted as the controller's.
+In a child process it runs on the other core, as a real API server would run elsewhere.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fakeapi.server import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 
 
 def _serve(conn: Any, objects: list[dict[str, Any]]) -> None:

@@ -27,7 +27,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aiohttp import web
-from tests.e2e import objects as objects_
 
 from fakeproc import fake_api
 from llmscaler.clock import LoopClock
@@ -35,6 +34,7 @@ from llmscaler.collect.scrape import ScrapeTarget
 from llmscaler.controller.app import Controller
 from llmscaler.controller.from_zero import FromZero, Woken
 from llmscaler.controller.options import resolve_options
+from llmscaler.devcluster import objects as objects_
 from llmscaler.kube.scale import ScaleClient
 from llmscaler.sim import presets
 

@@ -45,12 +45,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lightkube.resources.core_v1 import ConfigMap, Pod
-from tests.e2e import objects as objects_
-from tests.fakeapi.server import FakeAPI
 
 from llmscaler.clock import LoopClock
 from llmscaler.controller.caches import build_caches
 from llmscaler.controller.configwatch import SCALING_CONFIGMAPS
+from llmscaler.devcluster import objects as objects_
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.client import make_client
 from llmscaler.kube.informer import Cache, Informer
 from llmscaler.sim import presets

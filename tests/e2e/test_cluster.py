@@ -31,13 +31,13 @@ from lightkube.core.exceptions import ApiError
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.types import PatchType
 
+from llmscaler.devcluster import objects
+from llmscaler.devcluster.cluster import Cluster
+from llmscaler.devcluster.process import ControllerProcess, default_command
 from llmscaler.kube import crd
 from llmscaler.kube.client import make_client
 from llmscaler.kube.targets import ScaleTarget, accessor
 from llmscaler.sim.presets import MODEL_8B, preset
-from tests.e2e import objects
-from tests.e2e.cluster import Cluster
-from tests.e2e.process import ControllerProcess, default_command
 from tests.integration import prom
 
 NS = 'llm'
@@ -291,7 +291,7 @@ async def test_kubeconfig_reaches_the_fake_api(cluster: Cluster, tmp_path: Path)
 
 async def test_wait_for_names_what_it_waited_for(cluster: Cluster) -> None:
     await cluster.add_variant(name='h100', model_id=MODEL_8B, preset=H100, cost=3.9, replicas=1)
-    with pytest.raises(AssertionError, match=r'waiting for the moon[\s\S]*h100: spec.replicas=1'):
+    with pytest.raises(TimeoutError, match=r'waiting for the moon[\s\S]*h100: spec.replicas=1'):
         await cluster.wait_for(lambda: False, timeout=0.1, what='the moon')
 
 
@@ -406,7 +406,7 @@ async def test_controller_process_stops_with_sigterm_then_sigkill(cluster: Clust
             what='both processes started',
         )
         assert graceful.returncode is None
-        with pytest.raises(AssertionError, match='still runs'):
+        with pytest.raises(TimeoutError, match='still runs'):
             await graceful.wait(timeout=0.1)
         assert await graceful.stop() == 0
         assert await stubborn.stop() == -9

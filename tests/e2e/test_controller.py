@@ -28,11 +28,11 @@ from typing import Any
 
 import pytest
 
+from llmscaler.devcluster.cluster import Cluster
+from llmscaler.devcluster.fakeapi.semantics import ApiError
+from llmscaler.devcluster.fakeapi.server import RecordedRequest
+from llmscaler.devcluster.process import ControllerProcess
 from llmscaler.sim.presets import MODEL_8B, preset
-from tests.e2e.cluster import Cluster
-from tests.e2e.process import ControllerProcess
-from tests.fakeapi.semantics import ApiError
-from tests.fakeapi.server import RecordedRequest
 from tests.integration import prom
 
 NS = 'llm'

@@ -1,8 +1,9 @@
-"""A real Prometheus server (Debian's `prometheus` 2.42) for the integration tests.
+"""A real Prometheus server (Debian's `prometheus` 2.42) for the integration and end-to-end tests.
 
 Started on a free 127.0.0.1 port with a temporary TSDB, a 1-second scrape interval and static
 targets; stopped by PID. Locally a missing binary skips the test with the reason; in CI
-(`CI=true`) it fails, because .ci/run installs the package.
+(`CI=true`) it fails, because .ci/run installs the package. Finding the binary and a port is
+`llmscaler.devcluster.process`'s; this module adds what only a test needs: skip or fail.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
-import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -21,6 +20,10 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+
+from llmscaler.devcluster.process import PrometheusMissing, free_port, prometheus_binary
+
+__all__ = ['Target', 'binary', 'free_port', 'running', 'wait_for']
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,21 +35,15 @@ class Target:
     job: str = 'vllm'
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def binary() -> str:
-    path = shutil.which('prometheus')
-    if path is None:
-        message = 'Debian package prometheus is not installed (.ci/run installs it)'
+    """The `prometheus` binary; skips the test without one, fails it in CI."""
+    try:
+        return prometheus_binary()
+    except PrometheusMissing as missing:
+        message = f'{missing} (.ci/run installs it)'
         if os.environ.get('CI') == 'true':
             pytest.fail(message)
         pytest.skip(message)
-    return path
 
 
 @contextlib.asynccontextmanager

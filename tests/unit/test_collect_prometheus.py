@@ -40,9 +40,9 @@ from llmscaler.collect.types import (
 )
 from llmscaler.config.types import CoreSettings
 from llmscaler.controller.app import Controller
+from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.engine import freshness
 from llmscaler.model import Freshness
-from tests.fakeapi import FakeAPI
 from tests.unit.test_collect_http import RawServer, claims, drip, endless
 from tests.unit.test_controller_cycle import (
     condition_message,

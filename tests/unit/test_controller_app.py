@@ -16,8 +16,8 @@ import pytest
 
 from llmscaler.clock import ManualClock, parse_rfc3339
 from llmscaler.controller.app import EXIT_CONFIG, EXIT_LOST, EXIT_OK, Controller, main
+from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.model import EMPTY_STATE
-from tests.fakeapi import FakeAPI
 from tests.unit.test_controller_cycle import (
     SATURATED,
     FakeSource,

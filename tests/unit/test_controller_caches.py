@@ -28,9 +28,9 @@ from llmscaler.config.configmaps import (
 )
 from llmscaler.config.types import Config, CoreSettings
 from llmscaler.controller.caches import Caches, WorldCache, build_caches, configmap_selectors
+from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.kube.client import LeaderWorkerSetResource, VariantAutoscalingResource, make_client
 from llmscaler.kube.informer import Informer
-from tests.fakeapi import FakeAPI
 from tests.unit.test_controller_world import pod, va
 from tests.unit.test_kube_targets import deployment, lws, stateful_set
 from tests.waiting import eventually

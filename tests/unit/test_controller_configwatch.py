@@ -27,8 +27,8 @@ from llmscaler.controller.configwatch import (
     ConfigWatch,
     configmap_from_object,
 )
+from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.kube.client import as_dict, make_client
-from tests.fakeapi import FakeAPI
 
 CTRL = 'llmscaler-system'
 SETTINGS = CoreSettings(interval=15.0)

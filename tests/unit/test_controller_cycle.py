@@ -42,8 +42,8 @@ from llmscaler.collect.types import (
 from llmscaler.controller.app import Controller
 from llmscaler.controller.cycle import CycleReport
 from llmscaler.controller.options import RunOptions, fatal_errors, resolve_options
+from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.model import Action
-from tests.fakeapi import FakeAPI
 from tests.waiting import eventually
 
 NS = 'ns'

@@ -36,10 +36,10 @@ from llmscaler.controller.from_zero import FromZero, Woken
 from llmscaler.controller.pods import epp_targets
 from llmscaler.controller.publish import ControllerMetrics
 from llmscaler.controller.world import World, build_world
+from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.kube.client import ObjectRef, make_client
 from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.scale import ScaleClient
-from tests.fakeapi import FakeAPI
 from tests.unit.test_collect_http import RawServer, claims, drip, endless
 from tests.unit.test_collect_prometheus import Pki, make_pki
 from tests.unit.test_controller_world import pod

@@ -24,8 +24,8 @@ from llmscaler.clock import ManualClock
 from llmscaler.controller.caches import Caches, build_caches
 from llmscaler.controller.podcache import PodCache, slim_pod
 from llmscaler.controller.pods import epp_targets, pod_info, scrape_targets
+from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.kube.client import make_client
-from tests.fakeapi import FakeAPI
 from tests.unit.test_controller_world import (
     HASH,
     JSON,

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakeapi import FakeAPI
-from tests.fakeapi.semantics import label_selector_matches
+from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.semantics import label_selector_matches
 
 NS = '/namespaces/ns'
 DEPLOY = f'/apis/apps/v1{NS}/deployments'

@@ -2,8 +2,8 @@
 
 kubectl runs as an asyncio subprocess so the in-process server keeps serving. The printer-column
 tests are how a user sees `kubectl get va` (and `-o wide`): the fake apiserver renders Tables from
-the CRD in deploy/base/crds (tests/fakeapi/table.py), kubectl prints them. Skipped when no
-kubectl is on PATH (CI machines have one).
+the CRD in deploy/base/crds (`llmscaler.devcluster.fakeapi.table`), kubectl prints them. Skipped
+when no kubectl is on PATH (CI machines have one).
 """
 
 from __future__ import annotations
@@ -22,10 +22,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.resources import by_kind
+from llmscaler.devcluster.fakeapi.table import (
+    compile_jsonpath,
+    human_duration,
+    negotiate,
+    printer_columns,
+)
 from llmscaler.kube.crd import InvalidObject, parse_va
-from tests.fakeapi import FakeAPI
-from tests.fakeapi.resources import by_kind
-from tests.fakeapi.table import compile_jsonpath, human_duration, negotiate, printer_columns
 
 Doc = dict[str, Any]
 

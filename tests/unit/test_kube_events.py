@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from lightkube import AsyncClient
 
 from llmscaler.clock import ManualClock, parse_rfc3339, rfc3339
+from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.resources import by_kind
 from llmscaler.kube.client import ObjectRef, make_client
 from llmscaler.kube.events import NOTE_LIMIT, EventRecorder, truncate_note
-from tests.fakeapi import FakeAPI
-from tests.fakeapi.resources import by_kind
 
 EVENTS_PATH = '/apis/events.k8s.io/v1/namespaces/ns/events'
 EVENT_KIND = by_kind(api_version='events.k8s.io/v1', kind='Event')

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lightkube import AsyncClient
 
+from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.kube.client import make_client
 from llmscaler.kube.scale import ScaleClient, ScaleOutcome, ScaleResult
-from tests.fakeapi import FakeAPI
 
 NS = 'ns'
 MERGE = 'application/merge-patch+json'

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from lightkube import AsyncClient
 
 from llmscaler.clock import ManualClock, parse_rfc3339, rfc3339
+from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.kube import crd
 from llmscaler.kube.client import make_client
 from llmscaler.kube.status import (
@@ -31,7 +32,6 @@ from llmscaler.kube.status import (
     StatusWriter,
     next_status,
 )
-from tests.fakeapi import FakeAPI
 
 NS = 'ns'
 VA_PATH = f'/apis/llmd.ai/v1alpha1/namespaces/{NS}/variantautoscalings'

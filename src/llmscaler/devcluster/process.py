@@ -1,9 +1,9 @@
-"""The processes of an end-to-end test: the controller under test and the cluster's Prometheus.
+"""The processes of the development cluster: the controller and the cluster's Prometheus.
 
-Why: the controller runs as a separate process, as in a cluster, so that it is tested with its
-real command line, signal handling and exit codes; Prometheus is Debian's binary. Both must be
-started and stopped by their own PID, their output kept for the failure message, and neither may
-outlive a test.
+Why: the controller runs as a separate process, as in a cluster, so that the demo and the
+end-to-end tests run it with its real command line, signal handling and exit codes; Prometheus is
+Debian's binary. Both must be started and stopped by their own PID, their output kept for the
+failure message, and neither may outlive the demo or the test that started it.
 
 What: `ControllerProcess` runs `python -m llmscaler run --kubeconfig <file> ARGS` (`command`
 replaces the part before `--kubeconfig`; `default_command()` falls back to `python -m
@@ -14,9 +14,9 @@ seconds. `Prometheus` runs `prometheus` on a free port with file_sd jobs whose t
 `write_targets` replaces atomically; new targets are scraped within about 6 s (the discovery
 manager batches updates every 5 s).
 
-What fails: `Prometheus.start` skips the test when the binary is missing (fails with CI=true,
-as `tests.integration.prom.binary` does) and raises RuntimeError with the end of its log when it
-exits or is not ready within 20 s. `ControllerProcess.wait` raises AssertionError (with the log)
+What fails: `prometheus_binary` (and so `Prometheus.start`) raises `PrometheusMissing` when no
+`prometheus` is on PATH; `Prometheus.start` raises RuntimeError with the end of its log when it
+exits or is not ready within 20 s. `ControllerProcess.wait` raises TimeoutError (with the log)
 when the process is still running at the timeout. Both `stop`s are idempotent.
 """
 
@@ -27,7 +27,9 @@ import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -39,13 +41,34 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import yaml
 
-from tests.e2e import objects
-from tests.integration import prom
+from llmscaler.devcluster import objects
 
 if TYPE_CHECKING:
-    from tests.e2e.cluster import Cluster
+    from llmscaler.devcluster.cluster import Cluster
 
 _POLL = 0.05
+
+
+class PrometheusMissing(RuntimeError):
+    """No `prometheus` binary on PATH (Debian and Ubuntu: `apt-get install prometheus`)."""
+
+
+def prometheus_binary() -> str:
+    """The path of the `prometheus` binary; PrometheusMissing when it is not installed."""
+    path = shutil.which('prometheus')
+    if path is None:
+        raise PrometheusMissing(
+            'no prometheus binary on PATH (Debian/Ubuntu: apt-get install prometheus)'
+        )
+    return path
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (another process may take it before it is used)."""
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def default_command() -> tuple[str, ...]:
@@ -129,7 +152,8 @@ class ControllerProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self.env,
-                start_new_session=True,  # a ^C in the terminal goes to pytest, not to it
+                # A ^C in the terminal goes to the parent (the demo, pytest), which stops it.
+                start_new_session=True,
             )
 
     @property
@@ -153,7 +177,7 @@ class ControllerProcess:
             raise RuntimeError(f'{self.name} was not started')
         code = await _wait_exit(self._process, timeout)
         if code is None:
-            raise AssertionError(f'{self.name} still runs after {timeout} s:\n{self.log()[-4000:]}')
+            raise TimeoutError(f'{self.name} still runs after {timeout} s:\n{self.log()[-4000:]}')
         return code
 
     async def stop(self) -> int | None:
@@ -190,12 +214,12 @@ class Prometheus:
         self._written[job] = groups
 
     async def start(self) -> str:
-        binary = prom.binary()
+        binary = prometheus_binary()
         for job in self.JOBS:
             self.write_targets(job=job, groups=self._written.get(job, []))
         config = self.workdir / 'prometheus.yml'
         config.write_text(yaml.safe_dump(objects.prometheus_config(files=self._files)))
-        port = prom.free_port()
+        port = free_port()
         with self.log_path.open('wb') as log:
             self._process = subprocess.Popen(
                 [

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tests.fakeapi.resources import Resource, ScaleMap
-from tests.fakeapi.semantics import ApiError
+from llmscaler.devcluster.fakeapi.resources import Resource, ScaleMap
+from llmscaler.devcluster.fakeapi.semantics import ApiError
 
 Obj = dict[str, Any]
 

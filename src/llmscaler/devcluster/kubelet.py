@@ -31,10 +31,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from llmscaler.devcluster import objects
+from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.semantics import ApiError
 from llmscaler.emulate.server import RunningEmulator
-from tests.e2e import objects
-from tests.fakeapi import FakeAPI
-from tests.fakeapi.semantics import ApiError
 
 Obj = dict[str, Any]
 _POD = {'apiVersion': 'v1', 'kind': 'Pod'}

@@ -1,9 +1,11 @@
-"""An in-process fake kube-apiserver over real HTTP, for testing the controller and its clients.
+"""An in-process fake kube-apiserver over real HTTP, for the demo and for testing the controller.
 
 Why: no kube-apiserver runs here, and the controller's correctness hinges on wire semantics
 (discovery, optimistic concurrency, `/status` and `/scale` subresources, watch streams and 410s)
-that a mock of the client would not check. `async with FakeAPI() as api:` serves on an ephemeral
-127.0.0.1 port given by `api.url`; kubectl works against it with `--server=<url>`.
+that a mock of the client would not check. `async with FakeAPI() as api:` serves on 127.0.0.1,
+on `port` (default 0: an ephemeral port), at `api.url`; kubectl works against it with
+`--server=<url>`. It starts only where the CRDs of deploy/base/crds can be read (a source
+checkout): FileNotFoundError says where it looked (`table.CRD_DIR`).
 
 Served: discovery (`/api`, `/api/v1`, `/apis`, `/apis/<g>/<v>`, `/version`) and namespaced CRUD,
 `/status`, `/scale`, list and watch for the kinds in `resources.RESOURCES`. Storage rules live in
@@ -36,11 +38,11 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakeapi import resources, table
-from tests.fakeapi.resources import Resource
-from tests.fakeapi.semantics import ApiError, json_patch, merge_patch, status_body
-from tests.fakeapi.store import Obj, Store, from_scale, to_scale
-from tests.fakeapi.watch import BOOKMARK, Selection, serve_watch
+from llmscaler.devcluster.fakeapi import resources, table
+from llmscaler.devcluster.fakeapi.resources import Resource
+from llmscaler.devcluster.fakeapi.semantics import ApiError, json_patch, merge_patch, status_body
+from llmscaler.devcluster.fakeapi.store import Obj, Store, from_scale, to_scale
+from llmscaler.devcluster.fakeapi.watch import BOOKMARK, Selection, serve_watch
 
 MERGE = 'application/merge-patch+json'
 JSON_PATCH = 'application/json-patch+json'
@@ -114,7 +116,10 @@ def _parse_target(parts: list[str]) -> Target | None:
 
 
 class FakeAPI:
-    def __init__(self, *, history_limit: int = 1000, bookmark_interval: float = 1.0) -> None:
+    def __init__(
+        self, *, history_limit: int = 1000, bookmark_interval: float = 1.0, port: int = 0
+    ) -> None:
+        self.port = port
         self.store = Store(history_limit=history_limit)
         self.requests: list[RecordedRequest] = []
         self.latency = 0.0
@@ -125,11 +130,13 @@ class FakeAPI:
         self.url = ''
 
     async def __aenter__(self) -> FakeAPI:
+        # Read the CRDs now, so that a missing deploy/ fails the start, not every `kubectl get`.
+        table.require_crds()
         app = web.Application()
         app.router.add_route('*', '/{tail:.*}', self._handle)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, '127.0.0.1', 0)
+        site = web.TCPSite(self._runner, '127.0.0.1', self.port)
         await site.start()
         host, port = self._runner.addresses[0][:2]
         self.url = f'http://{host}:{port}'

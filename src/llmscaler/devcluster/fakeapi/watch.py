@@ -29,14 +29,14 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakeapi.resources import Resource
-from tests.fakeapi.semantics import (
+from llmscaler.devcluster.fakeapi.resources import Resource
+from llmscaler.devcluster.fakeapi.semantics import (
     ApiError,
     field_selector_matches,
     label_selector_matches,
     status_body,
 )
-from tests.fakeapi.store import Event, Obj, Store
+from llmscaler.devcluster.fakeapi.store import Event, Obj, Store
 
 BOOKMARK = 'BOOKMARK'
 

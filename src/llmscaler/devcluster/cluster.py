@@ -1,8 +1,9 @@
-"""A fake Kubernetes cluster for end-to-end tests: the API, its controllers, the pods and the load.
+"""A Kubernetes-free cluster: the API, its controllers, the pods and the load.
 
-Why: `llmscaler run` must be tested as it runs in a cluster: as a separate process that watches
-VAs, Deployments and pods, scrapes pods (directly or through Prometheus) and writes `/scale`,
-then sees the replicas it asked for come up and the load spread over them. No cluster runs
+Why: `llmscaler run` must be tried (`llmscaler demo`), tested and benchmarked as it runs in a
+cluster: as a separate process that watches VAs, Deployments and pods, scrapes pods (directly or
+through Prometheus) and writes `/scale`, then sees the replicas it asked for come up and the
+load spread over them. No cluster runs
 here, so `Cluster` stands in for the apiserver (the in-process `FakeAPI`), the Deployment and
 ReplicaSet controllers and the kubelet (a reconciler task), the vLLM pods (one emulator fleet per
 variant, `llmscaler.emulate`), each model's gateway (`gateway.Gateway`) and, optionally, a real
@@ -25,7 +26,7 @@ model counts each queued request once. The emulators' own gateways stay unused.
 What fails: `add_variant` raises ValueError for a duplicate name, an unknown preset, a negative
 count, min > max, a bad cost or rate, before it creates anything; the emulator's own errors
 (ValueError for a spec it refuses, OSError for a port) propagate.
-`wait_for` raises AssertionError naming `what` and the cluster's state; `stop_prometheus` (a
+`wait_for` raises TimeoutError naming `what` and the cluster's state; `stop_prometheus` (a
 metrics outage) raises RuntimeError when the cluster runs no Prometheus. A failure inside the
 reconciler or the load task is logged and retried on the next pass; the first one is raised
 again when the cluster exits, so a broken harness cannot pass a test.
@@ -47,15 +48,15 @@ from typing import Any
 
 import yaml
 
+from llmscaler.devcluster import objects
+from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.semantics import ApiError
+from llmscaler.devcluster.gateway import Backend, Gateway
+from llmscaler.devcluster.kubelet import Workload, replicas_of
+from llmscaler.devcluster.process import Prometheus
 from llmscaler.emulate.server import RunningEmulator, serve
 from llmscaler.sim import presets
 from llmscaler.sim.types import VariantSpec
-from tests.e2e import objects
-from tests.e2e.gateway import Backend, Gateway
-from tests.e2e.kubelet import Workload, replicas_of
-from tests.e2e.process import Prometheus
-from tests.fakeapi import FakeAPI
-from tests.fakeapi.semantics import ApiError
 
 logger = logging.getLogger(__name__)
 
@@ -337,11 +338,11 @@ class Cluster:
         return '\n'.join(lines)
 
     async def wait_for(self, predicate: Callable[[], bool], *, timeout: float, what: str) -> None:
-        """Poll `predicate` every 50 ms until true; AssertionError after `timeout` seconds."""
+        """Poll `predicate` every 50 ms until true; TimeoutError after `timeout` seconds."""
         deadline = time.monotonic() + timeout
         while not predicate():
             if time.monotonic() > deadline:
-                raise AssertionError(
+                raise TimeoutError(
                     f'timed out after {timeout} s waiting for {what}\n{self.describe()}'
                 )
             await asyncio.sleep(0.05)

@@ -20,6 +20,10 @@ client that does not ask for a Table) gets the plain object, which kubectl also 
 its own default columns. JSONPath: the subset printer columns use, `.field`, `[N]`, `[*]` and
 filters `[?(@.a.b=="x")]` with `==`/`!=` against a quoted string or a number; a CRD that uses
 more fails loudly (ValueError) when the CRDs are loaded.
+
+Where: the CRDs are read from deploy/base/crds of the source checkout this package sits in (the
+single source kustomize also applies); `require_crds` raises FileNotFoundError naming that
+directory when it holds no CRD, e.g. when the package is installed without its checkout.
 """
 
 from __future__ import annotations
@@ -35,11 +39,12 @@ from typing import Any
 
 import yaml
 
-from tests.fakeapi.resources import Resource
+from llmscaler.devcluster.fakeapi.resources import Resource
 
 Obj = dict[str, Any]
 
-CRD_DIR = Path(__file__).resolve().parents[2] / 'deploy' / 'base' / 'crds'
+# src/llmscaler/devcluster/fakeapi/table.py -> the checkout's root.
+CRD_DIR = Path(__file__).resolve().parents[4] / 'deploy' / 'base' / 'crds'
 NAME_DESCRIPTION = (
     'Name must be unique within a namespace. Is required when creating resources, although some '
     'resources may allow a client to request the generation of an appropriate name '
@@ -186,6 +191,15 @@ def _crd_columns(crd_dir: Path) -> dict[tuple[str, str, str], tuple[Column, ...]
                 key = (spec['group'], version['name'], spec['names']['plural'])
                 columns[key] = tuple(_column(entry) for entry in raw)
     return columns
+
+
+def require_crds(*, crd_dir: Path = CRD_DIR) -> None:
+    """Load the CRDs of `crd_dir`; FileNotFoundError when it holds none (no source checkout)."""
+    if not _crd_columns(crd_dir):
+        raise FileNotFoundError(
+            f'no CustomResourceDefinition in {crd_dir}: the fake API serves the printer columns '
+            'of deploy/base/crds and runs from a source checkout (pip install -e .)'
+        )
 
 
 def printer_columns(
