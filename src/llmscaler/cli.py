@@ -19,11 +19,14 @@ line per problem, naming the file or option, the path to the field and why, and 
 is 2; output paths are checked before any work is done. No traceback reaches the user for bad
 input. Output is always valid JSON (no NaN). A reader that stops early (`llmscaler decide ... |
 head`) ends the command quietly. `llmscaler --version` prints the package version.
+`simulate` and `emulate` need the `sim` extra (numpy, matplotlib, rich); without it they say so
+in one line (`pip install 'llmscaler[sim]'`) and exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -40,6 +43,8 @@ from llmscaler.config.types import Config
 from llmscaler.model import EMPTY_STATE
 
 EXIT_BAD_INPUT = 2
+SIM_PACKAGES = ('numpy', 'matplotlib', 'rich')
+"""The `sim` extra: what `simulate` and `emulate` need beyond the controller's packages."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -123,6 +128,22 @@ def _bad(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
+def _without_sim(command: str) -> int | None:
+    """Exit status 2 and one line when a package of the `sim` extra is missing, else None."""
+    try:
+        for name in SIM_PACKAGES:
+            importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if (exc.name or '').partition('.')[0] not in SIM_PACKAGES:
+            raise
+        print(
+            f"llmscaler {command} needs the simulator's packages: pip install 'llmscaler[sim]'",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    return None
+
+
 def _output_problem(path: Path, *, what: str, directory: bool) -> str:
     """Why `path` cannot be written as a `what`, or ''; checked before any work is done."""
     if directory:
@@ -140,6 +161,9 @@ def _output_problem(path: Path, *, what: str, directory: bool) -> str:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    missing = _without_sim('simulate')
+    if missing is not None:
+        return missing
     # Imported here: the simulator pulls numpy and matplotlib, which `decide` does not need.
     from rich.console import Console
 
@@ -257,6 +281,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `llmscaler` console script."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ['emulate']:
+        missing = _without_sim('emulate')
+        if missing is not None:
+            return missing
         # The emulator owns its options; argparse sub-commands cannot pass them through untouched.
         from llmscaler.emulate import server  # aiohttp is not needed by the other commands
 

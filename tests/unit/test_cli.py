@@ -9,7 +9,8 @@ range, min above max, duplicate variants, 5,000-digit numbers, 100,000 nested br
 files, the same for state files, and `--now nan`: one line naming the field, exit 2. Output is
 strict JSON; a missing KV usage holds and says so; the schema publishes the ranges. Output paths
 are checked before any work (`--state-out` into a missing directory, `simulate --out` on a file);
-a reader that closes the pipe early gets no traceback; `--version`.
+a reader that closes the pipe early gets no traceback; `--version`; `simulate` and `emulate`
+without the `sim` extra say what to install, in one line.
 """
 
 from __future__ import annotations
@@ -413,3 +414,23 @@ def test_version_is_the_package_version() -> None:
     done = subprocess.run([script, '--version'], capture_output=True, text=True, check=False)
     assert done.returncode == 0
     assert done.stdout == f'llmscaler {metadata.version("llmscaler")}\n'
+
+
+@pytest.mark.parametrize('command', ['simulate', 'emulate'])
+@pytest.mark.parametrize('package', ['numpy', 'matplotlib', 'rich'])
+def test_simulator_commands_without_the_sim_extra_say_what_to_install(
+    command: str, package: str, tmp_path: Path
+) -> None:
+    # The package is blocked as if it were not installed (None in sys.modules fails its import).
+    code = (
+        f'import sys; sys.modules[{package!r}] = None; '
+        'from llmscaler.cli import main; '
+        f'sys.exit(main([{command!r}, "--out", {str(tmp_path / "out")!r}]))'
+    )
+    done = subprocess.run(
+        [sys.executable, '-c', code], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (2, '')
+    assert done.stderr == (
+        f"llmscaler {command} needs the simulator's packages: pip install 'llmscaler[sim]'\n"
+    )

@@ -2,26 +2,37 @@
 
 Objects, the in-memory metric source and the read-back helpers are those of
 test_controller_cycle. Leader election runs on the real clock with short timings (lease 2 s,
-renew deadline 1.5 s, retry 0.5 s, cycle 1 s); the other tests drive a ManualClock.
+renew deadline 1.5 s, retry 0.5 s, cycle 1 s); the other tests drive a ManualClock. Covered too:
+liveness (a leader whose loop stops finishing cycles fails `/healthz`; a standby or a leader
+still syncing does not), the options reaching the parts they configure, and `main`'s one-line
+exits (bad options, no or a bad kubeconfig, unusable TLS files).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import httpx
 import pytest
 
-from llmscaler.clock import ManualClock, parse_rfc3339
+from llmscaler.clock import ManualClock, parse_rfc3339, rfc3339
+from llmscaler.collect.types import ModelScope, Reading
 from llmscaler.controller.app import EXIT_CONFIG, EXIT_LOST, EXIT_OK, Controller, main
 from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.model import EMPTY_STATE
 from tests.unit.test_controller_cycle import (
     SATURATED,
     FakeSource,
+    caught_up,
     events,
+    informed,
+    pod,
     replicas,
     run_options,
     samples,
@@ -283,14 +294,19 @@ async def test_the_lease_is_renewed_while_the_caches_sync(api: FakeAPI) -> None:
 @pytest.mark.parametrize(
     'argv',
     [
-        ['--bogus'],
+        ['--bogus', '--metrics-source', 'pods'],
         ['--metrics-source', 'pods', '--leader-election-renew-deadline', '70s'],
         ['--metrics-source', 'pods', '--metrics-bind-address', 'here'],
         ['--metrics-source', 'prometheus'],  # no Prometheus URL
     ],
 )
-def test_main_exits_2_on_a_fatal_option(argv: list[str]) -> None:
+def test_main_exits_2_on_a_fatal_option(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(argv) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1
+    assert err.startswith('llmscaler run: ')
 
 
 def test_main_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
@@ -301,3 +317,217 @@ def test_main_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert out.startswith('usage: llmscaler run')
     assert '--leader-elect' in out
     assert '--actuation' in out
+
+
+def test_main_refuses_a_bad_environment_value_before_anything_starts(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv('ACTUATION_MODE', 'metrcs')
+    assert main(['--metrics-source', 'pods', '--server', 'http://127.0.0.1:9']) == EXIT_CONFIG
+    assert capsys.readouterr().err == (
+        "llmscaler run: environment: key 'ACTUATION_MODE', value 'metrcs': must be one of "
+        'direct, metrics, both\n'
+    )
+
+
+def test_main_refuses_tls_files_it_cannot_load(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bogus = tmp_path / 'ca.pem'
+    bogus.write_text('not a certificate')
+    argv = ['--metrics-source', 'pods', '--server', 'http://127.0.0.1:9']
+    assert main([*argv, '--scrape-ca-cert-path', str(bogus)]) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert err.startswith(f'llmscaler run: SCRAPE_CA_CERT_PATH {bogus}: cannot be used as a CA')
+    assert err.count('\n') == 1
+    missing = tmp_path / 'missing.pem'
+    assert main([*argv, '--scrape-client-cert-path', str(missing)]) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert err == (
+        f'llmscaler run: SCRAPE_CLIENT_CERT_PATH {missing}: cannot be used as a client '
+        'certificate: No such file or directory\n'
+    )
+
+
+def run_process(*argv: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """`llmscaler run` in a process of its own, with `home` as HOME and no cluster around."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(('KUBE', 'POD_', 'PROMETHEUS_', 'METRICS_', 'LOG_'))
+    }
+    env['HOME'] = str(home)
+    code = 'import sys; from llmscaler.cli import main; sys.exit(main(sys.argv[1:]))'
+    return subprocess.run(
+        [sys.executable, '-c', code, 'run', '--metrics-source', 'pods',
+         '--health-probe-bind-address', '0', '--metrics-bind-address', '0', *argv],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ('argv', 'line'),
+    [
+        ((), 'llmscaler run: no Kubernetes configuration: not running in a cluster (no service '
+         'account), no KUBECONFIG and no ~/.kube/config; give --kubeconfig FILE or --server URL'),
+        (('--kubeconfig', '/nonexist'), 'llmscaler run: kubeconfig /nonexist: no such file'),
+    ],
+)  # fmt: skip
+def test_no_usable_kubeconfig_is_one_line_and_exit_2(
+    tmp_path: Path, argv: tuple[str, ...], line: str
+) -> None:
+    done = run_process(*argv, home=tmp_path)
+    assert (done.returncode, done.stderr) == (EXIT_CONFIG, line + '\n')
+
+
+def test_a_kubeconfig_that_is_not_one_is_named_without_its_content(tmp_path: Path) -> None:
+    path = tmp_path / 'config'
+    path.write_text('users: [{name: me, user: {token: sk-live-123}}\n')
+    done = run_process('--kubeconfig', str(path), home=tmp_path)
+    assert done.returncode == EXIT_CONFIG
+    assert done.stderr.startswith(f'llmscaler run: kubeconfig {path}: not usable: not YAML (line')
+    assert done.stderr.count('\n') == 1
+    assert 'sk-live' not in done.stderr
+
+
+# --- liveness ---------------------------------------------------------------------------------
+
+
+class StuckSource:
+    """A metric source whose read never returns until released: a loop stuck inside a cycle."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.release = asyncio.Event()
+
+    async def read(self, *, scope: tuple[ModelScope, ...], now: float) -> Reading:
+        self.reads += 1
+        await self.release.wait()
+        return Reading()
+
+
+async def test_healthz_fails_when_the_leading_loop_stops_finishing_cycles(api: FakeAPI) -> None:
+    seed_variant(api, 'a')
+    clock = ManualClock()
+    source = StuckSource()
+    # The limit: 3 intervals of 1 s + the read deadline (0.5 s, half the interval) + the API
+    # timeout (10 s) = 13.5 s.
+    options = run_options(api, '--rest-client-timeout', '10s')
+    controller = Controller(options=options, clock=clock, source=source)
+    async with running(controller):
+        await eventually(lambda: source.reads == 1, 'the first read, which hangs')
+        assert await get(controller.health_port, '/healthz') == (200, 'ok')
+        await clock.advance(13.0)
+        assert await get(controller.health_port, '/healthz') == (200, 'ok')
+        await clock.advance(1.0)
+        status, text = await get(controller.health_port, '/healthz')
+        assert status == 503
+        assert text == (
+            'the main loop has not finished a cycle for 14s (limit 14s: 3 intervals, the read '
+            'deadline and the API timeout)'
+        )
+        assert await get(controller.health_port, '/readyz') == (200, 'ok')  # not readiness
+        source.release.set()  # the cycle ends: live again
+        await eventually(lambda: cycles(controller) == 1, 'the cycle to end')
+        assert await get(controller.health_port, '/healthz') == (200, 'ok')
+
+
+async def test_liveness_counts_the_configured_number_of_intervals(api: FakeAPI) -> None:
+    seed_variant(api, 'a')
+    clock = ManualClock()
+    source = StuckSource()
+    options = run_options(api, '--rest-client-timeout', '10s', '--liveness-intervals', '10')
+    controller = Controller(options=options, clock=clock, source=source)
+    async with running(controller):
+        await eventually(lambda: source.reads == 1, 'the first read, which hangs')
+        await clock.advance(20.0)  # under 10 × 1 s + 0.5 s + 10 s
+        assert await get(controller.health_port, '/healthz') == (200, 'ok')
+        await clock.advance(1.0)
+        assert (await get(controller.health_port, '/healthz'))[0] == 503
+        source.release.set()
+
+
+async def test_a_leader_still_syncing_and_a_standby_are_live(api: FakeAPI) -> None:
+    seed_variant(api, 'a')
+    api.fail(status=500, method='GET', path_prefix='/api/v1/namespaces/ns/pods', times=1000)
+    clock = ManualClock()
+    syncing = Controller(options=run_options(api), clock=clock, source=StuckSource())
+    async with running(syncing):
+        await eventually(lambda: syncing.health_port is not None, 'the probes')
+        for _ in range(10):  # 100 s, far past the limit
+            await clock.advance(10.0)
+        assert not syncing.caches.synced()
+        assert await get(syncing.health_port, '/healthz') == (200, 'ok')
+
+    other = {
+        'apiVersion': 'coordination.k8s.io/v1',
+        'kind': 'Lease',
+        'metadata': {'name': LEASE_NAME, 'namespace': 'ctl'},
+        'spec': {
+            'holderIdentity': 'someone-else',
+            'leaseDurationSeconds': 3600,
+            'renewTime': rfc3339(wall=clock.wall()),
+        },
+    }
+    api.seed(other)
+    standby = Controller(options=run_options(api, *ELECTION), clock=clock, source=StuckSource())
+    async with running(standby):
+        await eventually(lambda: standby.health_port is not None, 'the probes')
+        for _ in range(10):
+            await clock.advance(10.0)
+        assert not standby.elector.is_leader
+        assert await get(standby.health_port, '/healthz') == (200, 'ok')
+
+
+# --- options reach the parts ------------------------------------------------------------------
+
+
+async def test_pod_selector_and_namespace_limit_reach_the_pod_cache(api: FakeAPI) -> None:
+    seed_variant(api, 'a')
+    seed_variant(api, 'b')
+    extra = ('--pod-selector', 'app=a', '--pod-namespace-limit', '0')
+    async with informed(api, FakeSource(api), *extra) as controller:
+        names = sorted(p['metadata']['name'] for p in controller.caches.pods.items())
+        assert names == ['a-7d9f-0']
+        pod_lists = {r.path for r in api.requests if r.path.endswith('/pods')}
+        assert pod_lists == {'/api/v1/pods'}  # cluster-wide, no per-namespace watch
+
+
+async def test_epp_selector_and_schemes_reach_the_targets(api: FakeAPI) -> None:
+    seed_variant(api, 'a')
+    epp = pod('gateway', 0)
+    epp['metadata'].update(namespace='gw', labels={'role': 'epp'}, ownerReferences=[])
+    api.seed(epp)
+    extra = ('--epp-selector', 'role=epp', '--pod-metrics-scheme', 'https',
+             '--epp-metrics-scheme', 'https')  # fmt: skip
+    async with informed(api, FakeSource(api), *extra) as controller:
+        targets = {(t.kind, t.url) for t in controller._scrape_targets()}
+        assert targets == {
+            ('vllm', 'https://10.0.1.1:8000/metrics'),
+            ('epp', 'https://10.0.7.1:9090/metrics'),
+        }
+
+
+async def test_status_refresh_interval_reaches_the_status_writer(api: FakeAPI) -> None:
+    seed_variant(api, 'a')
+    source = FakeSource(api, load={'a': (0.5, 0.0)})
+    clock = ManualClock()
+    extra = ('--status-refresh-interval', '1m')
+    async with informed(api, source, *extra, clock=clock) as controller:
+        await controller.cycle.run_once()
+        assert status_writes(api, 'a') == 1
+        await clock.advance(59.0)
+        await caught_up(controller, api)
+        await controller.cycle.run_once()
+        assert status_writes(api, 'a') == 1  # nothing changed: not rewritten
+        await clock.advance(1.0)
+        await caught_up(controller, api)
+        await controller.cycle.run_once()
+        assert status_writes(api, 'a') == 2  # a minute on: lastRunTime moves (default: 5 min)
+
+
+async def test_the_scrape_configuration_reaches_scale_from_zero(api: FakeAPI) -> None:
+    extra = ('--scrape-max-page-bytes', '1Ki', '--epp-metrics-scheme', 'https')
+    async with informed(api, FakeSource(api), *extra) as controller:
+        assert controller.from_zero._scrape is controller.options.scrape
+        assert controller.from_zero._scrape.max_page_bytes == 1024

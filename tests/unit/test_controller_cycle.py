@@ -419,6 +419,9 @@ async def test_saturation_scales_the_cheapest_variant_up_through_scale_only(
         assert a['desiredOptimizedAlloc']['numReplicas'] == 2
         assert b['desiredOptimizedAlloc']['numReplicas'] == 1
         assert a['actuation'] == {'applied': True} == b['actuation']
+        # What the cycle read of the targets (before the scale), for kubectl get va.
+        alloc = {'numReplicas': 1, 'readyReplicas': 1, 'accelerator': 'NVIDIA-L40S'}
+        assert a['currentAlloc'] == alloc == b['currentAlloc']
         assert conditions(api, 'a') == {
             'TargetResolved': ('True', 'TargetFound'),
             'MetricsAvailable': ('True', 'MetricsFound'),
@@ -723,7 +726,7 @@ async def test_va_deleted_while_the_watch_was_gone_is_not_acted_on(api: FakeAPI)
     source = FakeSource(api, load={'a': SATURATED, 'c': SATURATED})
     clock = ManualClock()
     async with informed(api, source, clock=clock) as controller:
-        informers = len(controller.caches.all())
+        informers = len(controller.caches.informers())
         await eventually(lambda: len(api.store.watchers) == informers, 'every watch open')
         api.force_watch_gone(times=informers)
         api.drop_watches()
@@ -762,6 +765,8 @@ async def test_invalid_va_and_missing_target_do_not_stop_the_others(api: FakeAPI
         assert conditions(api, 'bad') == {'OptimizationReady': ('False', 'InvalidConfiguration')}
         assert 'minReplicas' in condition_message(api, 'bad', 'OptimizationReady')
         assert 'desiredOptimizedAlloc' not in status(api, 'bad')
+        assert 'currentAlloc' not in status(api, 'bad')
+        assert 'currentAlloc' not in status(api, 'ghost')
         assert conditions(api, 'ghost') == {
             'TargetResolved': ('False', 'TargetNotFound'),
             'OptimizationReady': ('False', 'SkippedProcessing'),

@@ -6,7 +6,11 @@ them in the right order and stops them cleanly, the way a controller-runtime man
 
 1. the HTTP endpoints start (`/metrics` on --metrics-bind-address, `/healthz` and `/readyz` on
    --health-probe-bind-address; `/readyz` answers 200 once every cache has listed once; the
-   bound ports are `metrics_port` and `health_port` while `run()` runs);
+   bound ports are `metrics_port` and `health_port` while `run()` runs). `/healthz` answers 503
+   when this replica leads, its caches have synced, and its main loop has not finished a cycle
+   for `startup.liveness_limit` seconds (--liveness-intervals intervals, plus the metric read
+   deadline and the API timeout): a loop stuck for good is restarted by the kubelet. A standby,
+   or a leader whose caches are still syncing, is live;
 2. the informers start on every replica, leader or not, so that a standby takes over warm;
 3. with --leader-elect the process waits for the Lease; without it, it leads at once;
 4. the leader renews the Lease from the moment it holds it; once the caches have synced it runs
@@ -19,7 +23,11 @@ stops the loops at once and exits 1, as client-go's `OnStoppedLeading` does: a c
 is no longer sure it leads must not write. A loop that dies of an unexpected error also exits 1
 (the Deployment restarts the pod). API and metric failures inside the loops never end them (see
 `cycle` and `from_zero`). A configuration that cannot work (see `options`) exits 2 before
-anything starts.
+anything starts, with one line per problem on stderr and no traceback; so does a kubeconfig
+that cannot be used (or none at all) and a TLS file that cannot be loaded.
+
+Logs: `controller.logs` (level, format, the HTTP libraries kept at WARNING); the settings are
+logged once at start, without secrets (`startup.settings_line`).
 """
 
 from __future__ import annotations
@@ -40,7 +48,8 @@ from llmscaler.controller.caches import WorldCache, build_caches
 from llmscaler.controller.configwatch import ConfigWatch
 from llmscaler.controller.cycle import MainCycle
 from llmscaler.controller.from_zero import FromZero
-from llmscaler.controller.options import RunOptions, build_parser, resolve_options
+from llmscaler.controller.logs import configure_logging
+from llmscaler.controller.options import RunOptions, build_parser, fatal_errors, resolve_options
 from llmscaler.controller.pods import epp_targets, parse_selector, scrape_targets
 from llmscaler.controller.publish import (
     ControllerMetrics,
@@ -50,7 +59,8 @@ from llmscaler.controller.publish import (
     metrics_route,
     parse_bind_address,
 )
-from llmscaler.kube.client import make_client
+from llmscaler.controller.startup import liveness_limit, settings_line, tls_problems
+from llmscaler.kube.client import KubeConfigProblem, make_client
 from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.leader import LeaderConfig, LeaderElector
 from llmscaler.kube.scale import ScaleClient
@@ -90,6 +100,9 @@ class Controller:
             namespace=options.namespace,
             watch_namespace=options.watch_namespace,
             configmap_labels=options.configmap_labels,
+            pod_selector=options.pod_selector,
+            epp_selector=options.epp_selector,
+            pod_namespace_limit=options.pod_namespace_limit,
         )
         self.worlds = WorldCache(caches=self.caches)
         self.config = ConfigWatch(
@@ -133,7 +146,11 @@ class Controller:
             source_name='pods' if scraping else 'prometheus',
             scraper=self.scraper,
             scale=self.scale,
-            status=StatusWriter(client=self.client, clock=self.clock),
+            status=StatusWriter(
+                client=self.client,
+                clock=self.clock,
+                run_time_refresh=options.status_refresh_interval,
+            ),
             events=self.events,
             metrics=self.metrics,
             actuation=options.actuation,
@@ -149,7 +166,10 @@ class Controller:
             metrics=self.metrics,
             interval=options.scale_from_zero_interval,
             concurrency=options.scale_from_zero_concurrency,
+            scrape=options.scrape,
         )
+        self._leading_since: float | None = None
+        """Monotonic time the leading loops started at; None while not running them."""
 
     def _scrape_targets(self) -> tuple[ScrapeTarget, ...]:
         world = self.worlds.full(config=self.cycle.current_config())
@@ -159,6 +179,7 @@ class Controller:
             targets=world.targets,
             pods=pods,
             port=self.options.pod_metrics_port,
+            scheme=self.options.scrape.vllm_scheme,
         )
         return vllm + self._epp_targets()
 
@@ -169,6 +190,7 @@ class Controller:
                 pods=self.caches.pods.items(),
                 selector=self._epp_selector,
                 port=self.options.epp_metrics_port,
+                scheme=self.options.scrape.epp_scheme,
             )
             self._epp_memo = (version, targets)
         return self._epp_memo[1]
@@ -214,7 +236,7 @@ class Controller:
     def _endpoints(self) -> list[tuple[str, str, dict[str, Route]]]:
         metrics = {'/metrics': metrics_route(metrics=self.metrics)}
         health = {
-            '/healthz': health_route(lambda: (True, 'ok')),
+            '/healthz': health_route(self._live),
             '/readyz': health_route(self._ready),
         }
         return [
@@ -228,6 +250,20 @@ class Controller:
         if waiting:
             return False, f'{waiting} of {len(required)} caches not synced yet'
         return True, 'ok'
+
+    def _live(self) -> tuple[bool, str]:
+        since = self._leading_since
+        if since is None:  # a standby, or a leader whose caches are still syncing
+            return True, 'ok'
+        last = max(since, self.cycle.last_completed or since)
+        stalled = self.clock.monotonic() - last
+        limit = liveness_limit(self.options)
+        if stalled <= limit:
+            return True, 'ok'
+        return False, (
+            f'the main loop has not finished a cycle for {stalled:.0f}s (limit {limit:.0f}s: '
+            f'{self.options.liveness_intervals} intervals, the read deadline and the API timeout)'
+        )
 
     async def _lead(self) -> int:
         if self.options.leader_elect:
@@ -246,6 +282,7 @@ class Controller:
             done, _ = await asyncio.wait(held | {synced}, return_when=asyncio.FIRST_COMPLETED)
             if synced in done:
                 log.info('leading: caches synced, loops starting')
+                self._leading_since = self.clock.monotonic()
                 loops = {
                     asyncio.create_task(self.cycle.run(interval=self.options.settings.interval)),
                     asyncio.create_task(self.cycle.retry_worker()),
@@ -253,6 +290,7 @@ class Controller:
                 }
                 done, _ = await asyncio.wait(loops | held, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self._leading_since = None
             self.cycle.queue.shutdown()
             watched = {synced, *loops, *held}
             for task in watched:
@@ -286,18 +324,17 @@ def main(argv: Sequence[str]) -> int:
     if any(arg in ('-h', '--help') for arg in argv):
         parser.parse_args(list(argv))
     options, errors = resolve_options(argv=argv, env=os.environ)
-    logging.basicConfig(
-        level=getattr(logging, options.log_level.upper(), logging.INFO),
-        format='%(asctime)s %(levelname)s %(name)s: %(message)s',
-        stream=sys.stderr,
-    )
-    fatal = False
-    for error in errors:
-        is_fatal = bool(getattr(error, 'fatal', False))
-        fatal = fatal or is_fatal
-        log.log(logging.ERROR if is_fatal else logging.WARNING, 'configuration: %s', error)
-    if fatal:
+    fatal = fatal_errors(errors=errors)
+    problems = [f'{error}' for error in fatal] or list(tls_problems(options))
+    if problems:
+        for problem in problems:
+            print(f'llmscaler run: {problem}', file=sys.stderr)
         return EXIT_CONFIG
+    configure_logging(
+        level=options.log_level, format=options.log_format, http_level=options.http_log_level
+    )
+    for error in errors:
+        log.warning('configuration: %s', error)
     return asyncio.run(_serve(options))
 
 
@@ -306,13 +343,10 @@ async def _serve(options: RunOptions) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    controller = Controller(options=options)
-    log.info(
-        'starting: identity %s, namespace %s, watching %s, actuation %s, metrics from %s',
-        options.identity,
-        options.namespace,
-        options.watch_namespace or 'all namespaces',
-        options.actuation,
-        options.metrics_source,
-    )
+    try:
+        controller = Controller(options=options)
+    except KubeConfigProblem as exc:
+        print(f'llmscaler run: {exc}', file=sys.stderr)
+        return EXIT_CONFIG
+    log.info('starting: %s', settings_line(options))
     return await controller.run(stop=stop)

@@ -23,6 +23,10 @@ What fails and how it is treated (design.md §5):
   event on it says why; the ConfigMap cache version counts as seen only once it was applied, so a
   reload that fails unexpectedly keeps the configuration in force and is tried again next cycle;
 - an exception inside a cycle is logged and counted; the loop goes on at the next interval.
+
+Logs (INFO tells the story, `controller.story`): each scale, each hold when it starts, changes or
+ends, metric source errors when they appear and clear, an invalid VA when it becomes so, and each
+ConfigMap reload (applied or rejected); nothing is repeated every cycle while it lasts.
 """
 
 from __future__ import annotations
@@ -37,23 +41,23 @@ from llmscaler.collect.attribution import attribute
 from llmscaler.collect.scrape import PodScrapeSource
 from llmscaler.collect.types import MetricsSource, SourceError
 from llmscaler.config.types import Config
-from llmscaler.controller import conditions
 from llmscaler.controller.caches import Caches, WorldCache
 from llmscaler.controller.configwatch import ConfigProblem, ConfigWatch
 from llmscaler.controller.publish import ControllerMetrics, ReplicaRow
+from llmscaler.controller.story import Story
+from llmscaler.controller.vastatus import VaStatuses
 from llmscaler.controller.world import VariantEntry, World
 from llmscaler.engine import decide
 from llmscaler.kube.client import ObjectRef
 from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.scale import ScaleClient, ScaleOutcome, ScaleResult
-from llmscaler.kube.status import ConditionUpdate, StatusOutcome, StatusWriter
+from llmscaler.kube.status import StatusWriter
 from llmscaler.kube.workqueue import WorkQueue
 from llmscaler.model import EMPTY_STATE, Action, Decision, Snapshot, State
 
 log = logging.getLogger(__name__)
 
 DIRECT, METRICS, BOTH = 'direct', 'metrics', 'both'
-_APPLIED = frozenset({ScaleOutcome.APPLIED, ScaleOutcome.UNCHANGED})
 _RETRIED = frozenset({ScaleOutcome.CONFLICT, ScaleOutcome.FAILED})
 
 
@@ -102,19 +106,26 @@ class MainCycle:
         self._config = config
         self._config_version: tuple[int, ...] | None = None
         self._source = source
-        self._source_name = source_name
         self._scraper = scraper
         self._scale = scale
-        self._status = status
         self._events = events
         self._metrics = metrics
         self._actuation = actuation
         self._gate = asyncio.Semaphore(max(1, status_concurrency))
+        self._statuses = VaStatuses(
+            status=status,
+            events=events,
+            metrics=metrics,
+            gate=self._gate,
+            source_name=source_name,
+            metrics_only=actuation == METRICS,
+        )
         self._retry_limit = retry_limit
         self._queue = WorkQueue(clock=clock, base_delay=0.5, max_delay=10.0)
         self._pending: dict[str, _Pending] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.state: State = EMPTY_STATE
+        self._story = Story()
         self.last_completed: float | None = None
         """Monotonic time at which the last cycle ended (with or without an error); None before
         the first. The liveness probe reads it: a loop stuck inside a cycle stops moving it."""
@@ -135,6 +146,7 @@ class MainCycle:
                 update = self._config.update(configmaps=self._caches.configmap_items())
                 self._config_version = version
                 self._report(update.problems)
+                self._report_applied(update.changed, update.warnings)
         except Exception:  # the loop must outlive a reload that fails: keep the last good one
             log.exception('ConfigMap reload failed; the configuration in force is kept')
             self._metrics.error(component='config', error_type='ReloadFailed')
@@ -158,6 +170,12 @@ class MainCycle:
                 )
             except Exception:  # one Event that cannot be sent must not hide the others
                 log.exception('Event for ConfigMap %s/%s not sent', problem.namespace, problem.name)
+
+    def _report_applied(self, changed: bool, warnings: Sequence[ConfigProblem]) -> None:
+        for warning in warnings:
+            log.warning('ConfigMap %s/%s: %s', warning.namespace, warning.name, warning.message)
+        if changed:
+            log.info('configuration reloaded from the ConfigMaps: the new one is in force')
 
     async def run(self, *, interval: float) -> None:
         """Run a cycle every `interval` seconds until cancelled."""
@@ -187,9 +205,14 @@ class MainCycle:
         found = attribute(
             reading=reading, variants=world.variants, targets=world.targets, pods=world.pods
         )
+        self._story.source_errors(found.errors)
         snapshot = Snapshot(variants=world.variants, replicas=found.replicas, pools=found.pools)
         outcome = decide(snapshot=snapshot, config=config, state=self.state, now=now)
         self.state = outcome.state
+        self._story.decisions(outcome.decisions)
+        self._story.invalid(
+            (ObjectRef.of(obj).key, invalid.message) for obj, invalid in world.invalid
+        )
         decisions = {d.key: d for d in outcome.decisions}
         self._metrics.models(count=len(world.scopes))
         for action in Action:
@@ -202,7 +225,7 @@ class MainCycle:
             results = await self._actuate(world=world, decisions=decisions)
         if self._actuation in (METRICS, BOTH):
             self._metrics.set_replicas(rows=_rows(decisions.values()))
-        written = await self._write_statuses(
+        written = await self._statuses.write(
             world=world, decisions=decisions, results=results, errors=found.errors
         )
         return CycleReport(
@@ -256,7 +279,14 @@ class MainCycle:
             reason = 'ScaledUp' if direction == 'up' else 'ScaledDown'
             if order.replicas == 0:
                 reason = 'ScaledToZero'
-            log.info('scaled %s: %d -> %d (%s)', where, order.expect, order.replicas, order.reason)
+            log.info(
+                'scaled %s: %d -> %d (%s)',
+                where,
+                order.expect,
+                order.replicas,
+                order.reason,
+                extra={'variant': va.name, 'namespace': va.namespace, 'replicas': order.replicas},
+            )
             self._metrics.scaled(
                 variant=va.name, namespace=va.namespace, direction=direction, reason=order.reason
             )
@@ -301,99 +331,6 @@ class MainCycle:
     def _va_exists(self, order: _Pending) -> bool:
         va = ObjectRef.of(order.entry.obj)
         return self._caches.vas.get(namespace=va.namespace, name=va.name) is not None
-
-    # --- status ----------------------------------------------------------------------------
-
-    async def _write_statuses(
-        self,
-        *,
-        world: World,
-        decisions: Mapping[str, Decision],
-        results: Mapping[str, ScaleResult],
-        errors: Sequence[SourceError],
-    ) -> int:
-        jobs = []
-        for entry in world.entries:
-            decision = decisions.get(entry.key)
-            jobs.append(self._entry_status(entry, decision, results.get(entry.key), errors))
-        for obj, invalid in world.invalid:
-            jobs.append(self._invalid_status(obj, invalid.message))
-        written = await asyncio.gather(*jobs)
-        return sum(written)
-
-    async def _entry_status(
-        self,
-        entry: VariantEntry,
-        decision: Decision | None,
-        result: ScaleResult | None,
-        errors: Sequence[SourceError],
-    ) -> bool:
-        ref = ObjectRef.of(entry.obj)
-        kind = entry.va.spec.scale_target_ref.kind
-        name = entry.va.spec.scale_target_ref.name
-        updates: tuple[ConditionUpdate, ...]
-        if entry.target is None:
-            updates = (
-                conditions.target_resolved(kind=kind, name=name, problem=entry.target_problem),
-                conditions.skipped(why=f'scale target not resolved: {entry.target_problem}'),
-            )
-            await self._events.record(
-                regarding=ref,
-                type='Warning',
-                reason='TargetNotFound',
-                action='Resolve',
-                note=entry.target_problem,
-            )
-            return await self._update(ref, entry.obj, None, None, updates, ran=False)
-        updates = conditions.for_decision(
-            kind=kind, name=name, decision=decision, source_errors=errors, source=self._source_name
-        )
-        desired = decision.target if decision is not None else None
-        applied: bool | None = None
-        if decision is not None:
-            if self._actuation == METRICS:
-                applied = decision.current == decision.target
-            elif result is None:
-                applied = True
-            else:
-                applied = result.outcome in _APPLIED
-        return await self._update(ref, entry.obj, desired, applied, updates, ran=True)
-
-    async def _invalid_status(self, obj: Mapping[str, object], message: str) -> bool:
-        ref = ObjectRef.of(obj)
-        log.warning('VariantAutoscaling %s is invalid: %s', ref.key, message)
-        await self._events.record(
-            regarding=ref, type='Warning', reason='InvalidSpec', action='Validate', note=message
-        )
-        update = (conditions.invalid_spec(message=message),)
-        return await self._update(ref, obj, None, None, update, ran=False)
-
-    async def _update(
-        self,
-        ref: ObjectRef,
-        obj: Mapping[str, object],
-        desired: int | None,
-        applied: bool | None,
-        updates: Sequence[ConditionUpdate],
-        *,
-        ran: bool,
-    ) -> bool:
-        # `ran` stamps lastRunTime: only a VA that took part in the optimization gets it, so the
-        # status of a skipped VA is written once per change of its conditions, not every cycle.
-        async with self._gate:
-            result = await self._status.update(
-                namespace=ref.namespace,
-                name=ref.name,
-                obj=obj,
-                desired=desired,
-                applied=applied,
-                conditions=updates,
-                ran=ran,
-            )
-        if result.outcome in (StatusOutcome.CONFLICT, StatusOutcome.FAILED):
-            log.warning('status of %s not written: %s', ref.key, result.message)
-            self._metrics.error(component='status', error_type=result.outcome.value)
-        return result.outcome is StatusOutcome.WRITTEN
 
     def _spawn_event(self, regarding: ObjectRef, reason: str, note: str) -> None:
         # Config problems are found in a synchronous step; the Warning is sent alongside.

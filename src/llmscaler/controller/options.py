@@ -2,34 +2,41 @@
 
 Why: users move from WVA with their Deployment manifests, so `llmscaler run` takes WVA's flags,
 environment variables and manager settings (seed 000 "CLI Flags", reference/wva.md §9.2–9.3)
-with WVA's precedence: command line > environment > config file > default.
+with WVA's precedence: command line > environment > config file > default. A controller that
+runs with a setting other than the one written (`ACTUATION_MODE=metrcs` running as `direct`,
+then fighting the HPA it was meant to feed) is worse than one that does not start, so every
+value is checked and any invalid one stops the process.
 
-Which option reads which layer (`build_parser()` lists the flags and their variables):
-- every flag has an environment variable (`--leader-elect` / `LEADER_ELECT`, ...);
+Which option reads which layer (`option_table.OPTIONS` lists them, `build_parser()` shows them):
+- every option has a flag and an environment variable (`--leader-elect` / `LEADER_ELECT`, ...);
 - the config file (`--config-file`, the format of `llmscaler.config.file`) holds manager keys
   only, as WVA's does: the core settings (`llmscaler.config.settings`, among them `--interval` /
-  `GLOBAL_OPT_INTERVAL` and `--scale-to-zero` / `WVA_SCALE_TO_ZERO`), the Prometheus connection
-  (`PROMETHEUS_*`) and `SCALE_FROM_ZERO_ENGINE_MAX_CONCURRENCY`, in its `settings:` mapping or
-  in `wva-manager-config` / `llmscaler-config` of the controller namespace (a `config.yaml` key
-  as WVA mounts it, or plain keys); any other key there is reported as an unknown setting. Its
-  scaling ConfigMaps become `base_configmaps` (`controller.configwatch` lays the cluster's over
-  them). The controller namespace (`--namespace` / `POD_NAMESPACE`) is resolved before the file,
-  which uses it for ConfigMaps without a namespace;
-- the Prometheus TLS and token settings have no flag (environment > file).
-An empty environment or file value counts as unset. Durations are Go strings (`60s`, `1m30s`).
-A bind address is `[host]:port` or `0` (serving disabled, as in controller-runtime). The leader
+  `GLOBAL_OPT_INTERVAL`), the Prometheus connection (`PROMETHEUS_*` of WVA) and
+  `SCALE_FROM_ZERO_ENGINE_MAX_CONCURRENCY`, in its `settings:` mapping or in
+  `wva-manager-config` / `llmscaler-config` of the controller namespace; any other key there is
+  an unknown setting. Its scaling ConfigMaps become `base_configmaps` (`controller.configwatch`
+  lays the cluster's over them). The controller namespace (`--namespace` / `POD_NAMESPACE`) is
+  resolved before the file, which uses it for ConfigMaps without a namespace;
+- the other core settings (`PROMETHEUS_METRICS_CACHE_*_THRESHOLD`, `LLMSCALER_*`) are read from
+  the environment and the file.
+An empty environment value counts as unset. Formats are `option_values`'; how each value is
+looked for in the layers and checked is `option_layers`'. The metric read
+deadlines (`--prometheus-read-deadline`, `--scrape-deadline`) default to 15 s, or half the
+interval when that is shorter; given explicitly, they must be below the interval. The leader
 identity is `--identity` / `POD_NAME` as it is, else `<hostname>_<8 random hex digits>`.
 
 What fails: nothing raises, except `-h`/`--help`, which prints the help and exits as argparse
-does. A bad value is a `ConfigError` naming its layer (`command line` with the flag,
-`environment` with the variable, `<path>: settings` or `<namespace>/<ConfigMap>` with the key)
-and the value; that layer is skipped, so the next lower one applies, finally the default (the
-rule of `load_settings`). Errors the controller cannot start with are `FatalConfigError`s (a
-`ConfigError` subclass; `fatal_errors()` selects them), for which the caller exits: a config file
-that cannot be read or parsed, an unknown argument, an unparsable bind address, metrics source
-`prometheus` without a usable URL, a renew deadline not below the lease duration, a retry period
-not below the renew deadline, a scale-from-zero concurrency ≤ 0. Errors inside the config file
-(a bad ConfigMap entry) are ordinary errors: the rest of the file applies.
+does. Every problem is a `ConfigError` (one line: the layer — `command line` with the flag,
+`environment` with the variable, `<path>: settings` or `<namespace>/<ConfigMap>` with the key —
+the value and what is accepted); all of them but warnings (`ConfigError.warning`) stop the
+controller (`fatal_errors`). A value is checked in every layer that holds it, even one a higher
+layer overrides. Problems: a value that does not parse, an unknown argument (its value is never
+shown: it may be a misspelt secret), a config file that cannot be read or holds an unknown or bad
+key or a bad scaling ConfigMap, metrics source `prometheus` without a URL, a token that would go
+to an `http://` Prometheus or EPP without the opt-in (`PROMETHEUS_ALLOW_HTTP`,
+`SCRAPE_ALLOW_HTTP`), a client key without its certificate, a metric read deadline not below the
+interval, a renew deadline not below the lease duration, a retry period not below the renew
+deadline. The values of secret options and secret-looking keys are never part of a message.
 
 I/O: only the config file is read (once, by `config.file.read_config_file`, which also serves
 `llmscaler decide --config`); `env` is a parameter, never `os.environ`.
@@ -37,43 +44,32 @@ I/O: only the config file is read (once, by `config.file.read_config_file`, whic
 
 from __future__ import annotations
 
-import argparse
-import ipaddress
-import re
 import secrets
 import socket
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NoReturn
-from urllib.parse import urlsplit
+from typing import Any, Literal
 
-import yaml
-
+from llmscaler.collect.http import MiB
 from llmscaler.collect.prometheus import PrometheusConfig
 from llmscaler.collect.scrape import ScrapeConfig
 from llmscaler.config.configmaps import ConfigMapSource
-from llmscaler.config.durations import format_duration, parse_duration
-from llmscaler.config.errors import ConfigError, ConfigFileError, show_value, sort_errors
+from llmscaler.config.durations import format_duration
+from llmscaler.config.errors import ConfigError, ConfigFileError, show_setting, sort_errors
 from llmscaler.config.file import read_config_file
-from llmscaler.config.settings import load_settings, parse_bool
-from llmscaler.config.types import Config, CoreSettings
-from llmscaler.controller.pods import parse_selector
+from llmscaler.config.settings import SETTINGS, load_settings
+from llmscaler.config.types import CoreSettings
+from llmscaler.controller import option_values as values
+from llmscaler.controller.caches import DEFAULT_EPP_SELECTOR, DEFAULT_POD_NAMESPACE_LIMIT
+from llmscaler.controller.option_layers import Layers, read_argv
+from llmscaler.controller.option_table import BY_DEST, OPTIONS
+from llmscaler.controller.option_table import build_parser as build_parser
+from llmscaler.controller.option_values import split_bind_address as split_bind_address
+from llmscaler.kube.nextstatus import RUN_TIME_REFRESH
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FatalConfigError(ConfigError):
-    """A problem `llmscaler run` cannot start with: the caller reports it and exits."""
-
-    @property
-    def fatal(self) -> bool:
-        """Always True (a plain `ConfigError` has no such attribute)."""
-        return True
-
-
-def fatal_errors(*, errors: Sequence[ConfigError]) -> tuple[ConfigError, ...]:
-    """The `FatalConfigError`s among `errors`."""
-    return tuple(error for error in errors if isinstance(error, FatalConfigError))
+DEADLINE = 15.0
+"""Default metric read deadline (seconds), when half the interval is not shorter."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +79,9 @@ class RunOptions:
     config_file: str | None = None
     metrics_bind_address: str = ':8080'
     health_probe_bind_address: str = ':8081'
+    liveness_intervals: int = 3
+    """`/healthz` fails after this many intervals (plus the read deadline and the API timeout)
+    without a finished cycle of the leading loop."""
     leader_elect: bool = False
     watch_namespace: str = ''
     """'' = all namespaces."""
@@ -97,11 +96,14 @@ class RunOptions:
     """The controller's own namespace: global ConfigMaps, the Lease."""
     identity: str = ''
     actuation: Literal['direct', 'metrics', 'both'] = 'direct'
+    status_refresh_interval: float = RUN_TIME_REFRESH
     metrics_source: Literal['prometheus', 'pods'] = 'prometheus'
     prometheus: PrometheusConfig | None = None
     scrape: ScrapeConfig = field(default_factory=ScrapeConfig)
+    pod_selector: str = ''
+    pod_namespace_limit: int = DEFAULT_POD_NAMESPACE_LIMIT
     pod_metrics_port: int = 8000
-    epp_selector: str = 'llm-d.ai/epp=true'
+    epp_selector: str = DEFAULT_EPP_SELECTOR
     epp_metrics_port: int = 9090
     scale_from_zero_interval: float = 0.1
     scale_from_zero_concurrency: int = 10
@@ -112,412 +114,248 @@ class RunOptions:
     settings: CoreSettings = field(default_factory=CoreSettings)
     base_configmaps: tuple[ConfigMapSource, ...] = ()
     log_level: str = 'info'
+    log_format: str = 'text'
+    http_log_level: str = 'warning'
+
+    @property
+    def read_deadline(self) -> float:
+        """How long a cycle waits for its metrics: the deadline of the source in use."""
+        if self.metrics_source == 'prometheus' and self.prometheus is not None:
+            return self.prometheus.read_deadline
+        return self.scrape.scrape_deadline
 
 
-class _Unusable(ValueError):
-    """A value the controller cannot start with (a fatal error, not a skipped layer)."""
+def fatal_errors(*, errors: Sequence[ConfigError]) -> tuple[ConfigError, ...]:
+    """The errors the controller cannot start with: every one but warnings."""
+    return tuple(error for error in errors if not error.warning)
 
 
-def split_bind_address(*, address: str) -> tuple[str, int] | None:
-    """(host, port) of `:8080`, `0.0.0.0:8080`, `[::1]:8080`, `localhost:0`; None for `0`.
-
-    Raises ValueError for anything else. An empty host means every interface.
-    """
-    text = address.strip()
-    if text == '0':
-        return None
-    host, colon, port = text.rpartition(':')
-    if not colon:
-        raise ValueError('must be host:port, :port, or 0 to disable')
-    if host.startswith('[') and host.endswith(']'):
-        try:
-            ipaddress.IPv6Address(host[1:-1])
-        except ValueError:
-            raise ValueError(f'{host} is not an IPv6 address') from None
-        host = host[1:-1]
-    elif ':' in host or not re.fullmatch(r'[A-Za-z0-9.-]*', host):
-        raise ValueError('the host must be a name or an address (IPv6 in brackets: [::1]:8080)')
-    if not re.fullmatch(r'[0-9]{1,5}', port) or int(port) > 65535:
-        raise ValueError('the port must be a number from 0 to 65535')
-    return host, int(port)
-
-
-def _bind_address(text: str) -> str:
+def _core_settings(
+    *, layers: Layers, path: str | None, namespace: str
+) -> tuple[CoreSettings, tuple[ConfigMapSource, ...], dict[str, tuple[str, str]]]:
+    """The core settings (CLI > env > file > defaults), the file's scaling ConfigMaps and its
+    manager keys as key → (text, source); every value of every layer is checked."""
+    env = dict(layers.env)
+    for option in OPTIONS:
+        if option.core:  # the valid text of the flag or the variable goes in as the variable
+            env.pop(option.env, None)
+            chosen = layers.pick(option.dest)
+            if chosen is not None:
+                env[option.env] = chosen[1]
+    for key in sorted(SETTINGS):
+        if key in env and not any(o.core and o.env == key for o in OPTIONS):
+            _check_setting(layers, source='environment', key=key, text=env[key], env=env)
+    if path is None:
+        settings, errors = load_settings(cli={}, env=env, file={}, configmap={})
+        layers.errors.extend(errors)
+        return settings, (), {}
     try:
-        split_bind_address(address=text)
-    except ValueError as exc:
-        raise _Unusable(str(exc)) from None
-    return text.strip()
-
-
-def _nonempty(text: str) -> str:
-    if not text.strip():
-        raise ValueError('must not be empty')
-    return text.strip()
-
-
-_LABEL = re.compile(r'[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?')
-
-
-def _namespace(text: str) -> str:
-    if not _LABEL.fullmatch(text.strip()):
-        raise ValueError('must be a namespace name (lower-case letters, digits, "-"; ≤ 63)')
-    return text.strip()
-
-
-def _watch_namespace(text: str) -> str:
-    return _namespace(text) if text.strip() else ''
-
-
-def _duration(text: str) -> float:
-    seconds = parse_duration(text)
-    if seconds <= 0:
-        raise ValueError('must be a positive duration')
-    return seconds
-
-
-def _integer(text: str) -> int:
-    if not re.fullmatch(r'[-+]?[0-9]{1,18}', text.strip()):
-        raise ValueError('must be a whole number')
-    return int(text.strip())
-
-
-def _port(text: str) -> int:
-    number = _integer(text)
-    if not 1 <= number <= 65535:
-        raise ValueError('must be a port number from 1 to 65535')
-    return number
-
-
-def _concurrency(text: str) -> int:
-    number = _integer(text)
-    if number <= 0:
-        raise _Unusable('must be greater than 0')
-    return number
-
-
-def _selector(text: str) -> str:
-    parse_selector(_nonempty(text))
-    return text.strip()
-
-
-def _url(text: str) -> str:
-    try:
-        parts = urlsplit(text.strip())
-        _ = parts.port  # raises ValueError when out of range or not a number
-    except ValueError as exc:
-        raise ValueError(f'not a URL: {exc}') from None
-    if parts.scheme not in ('http', 'https') or not parts.hostname:
-        raise ValueError('must be an http:// or https:// URL with a host')
-    return text.strip()
-
-
-def _choice(*names: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        if text.strip().lower() not in names:
-            raise ValueError(f'must be one of {", ".join(names)}')
-        return text.strip().lower()
-
-    return parse
-
-
-@dataclass(frozen=True, slots=True)
-class _Option:
-    dest: str
-    """The RunOptions field, or a name of this module for the Prometheus keys."""
-    flag: str | None
-    env: str
-    parse: Callable[[str], object]
-    help: str
-    in_file: bool = False
-    """Also read from the config file's manager settings."""
-
-
-_ACTUATIONS = ('direct', 'metrics', 'both')
-_SOURCES = ('prometheus', 'pods')
-_LEVELS = ('debug', 'info', 'warning', 'error')
-
-_OPTIONS = (
-    _Option('config_file', '--config-file', 'CONFIG_FILE', _nonempty, 'configuration file'),
-    _Option('namespace', '--namespace', 'POD_NAMESPACE', _namespace, "controller's namespace"),
-    _Option('metrics_bind_address', '--metrics-bind-address', 'METRICS_BIND_ADDRESS',
-            _bind_address, 'metrics endpoint, [host]:port or 0 (off)'),
-    _Option('health_probe_bind_address', '--health-probe-bind-address',
-            'HEALTH_PROBE_BIND_ADDRESS', _bind_address, 'health probes, [host]:port or 0 (off)'),
-    _Option('leader_elect', '--leader-elect', 'LEADER_ELECT', parse_bool, 'leader election'),
-    _Option('watch_namespace', '--watch-namespace', 'WATCH_NAMESPACE', _watch_namespace,
-            'watch only this namespace (default: all)'),
-    _Option('lease_duration', '--leader-election-lease-duration',
-            'LEADER_ELECTION_LEASE_DURATION', _duration, 'leader lease duration'),
-    _Option('renew_deadline', '--leader-election-renew-deadline',
-            'LEADER_ELECTION_RENEW_DEADLINE', _duration, 'leader renew deadline'),
-    _Option('retry_period', '--leader-election-retry-period', 'LEADER_ELECTION_RETRY_PERIOD',
-            _duration, 'leader election retry period'),
-    _Option('rest_client_timeout', '--rest-client-timeout', 'REST_CLIENT_TIMEOUT', _duration,
-            'API request timeout'),
-    _Option('kubeconfig', '--kubeconfig', 'KUBECONFIG', _nonempty, 'kubeconfig file'),
-    _Option('server', '--server', 'KUBE_SERVER', _url, 'API server URL, no auth'),
-    _Option('identity', '--identity', 'POD_NAME', _nonempty, 'leader election identity'),
-    _Option('actuation', '--actuation', 'ACTUATION_MODE', _choice(*_ACTUATIONS),
-            'direct (patch /scale), metrics (gauges for HPA/KEDA) or both'),
-    _Option('metrics_source', '--metrics-source', 'METRICS_SOURCE', _choice(*_SOURCES),
-            'prometheus or pods (scrape the pods)'),
-    _Option('prometheus_url', '--prometheus-url', 'PROMETHEUS_BASE_URL', _url,
-            'Prometheus base URL', in_file=True),
-    _Option('pod_metrics_port', '--pod-metrics-port', 'POD_METRICS_PORT', _port,
-            'metrics port of the inference pods'),
-    _Option('epp_selector', '--epp-selector', 'EPP_POD_SELECTOR', _selector,
-            'label selector of the EPP pods'),
-    _Option('epp_metrics_port', '--epp-metrics-port', 'EPP_METRICS_PORT', _port,
-            'metrics port of the EPP pods'),
-    _Option('scale_from_zero_interval', '--scale-from-zero-interval', 'SCALE_FROM_ZERO_INTERVAL',
-            _duration, 'scale-from-zero poll period'),
-    _Option('scale_from_zero_concurrency', '--scale-from-zero-concurrency',
-            'SCALE_FROM_ZERO_ENGINE_MAX_CONCURRENCY', _concurrency,
-            'variants woken at once (> 0)', in_file=True),
-    _Option('log_level', '--log-level', 'LOG_LEVEL', _choice(*_LEVELS), ', '.join(_LEVELS)),
-    _Option('token', None, 'PROMETHEUS_BEARER_TOKEN', _nonempty, '', in_file=True),
-    _Option('token_path', None, 'PROMETHEUS_TOKEN_PATH', _nonempty, '', in_file=True),
-    _Option('ca', None, 'PROMETHEUS_CA_CERT_PATH', _nonempty, '', in_file=True),
-    _Option('cert', None, 'PROMETHEUS_CLIENT_CERT_PATH', _nonempty, '', in_file=True),
-    _Option('key', None, 'PROMETHEUS_CLIENT_KEY_PATH', _nonempty, '', in_file=True),
-    _Option('server_name', None, 'PROMETHEUS_SERVER_NAME', _nonempty, '', in_file=True),
-    _Option('skip_verify', None, 'PROMETHEUS_TLS_INSECURE_SKIP_VERIFY', parse_bool, '',
-            in_file=True),
-)  # fmt: skip
-_BY_DEST = {option.dest: option for option in _OPTIONS}
-_FILE_KEYS = frozenset(option.env for option in _OPTIONS if option.in_file)
-_BOOL_FLAGS = frozenset({'leader_elect'})
-_RESOLVED_APART = frozenset({'namespace', 'config_file', 'prometheus_url'})
-# Core settings with a flag of their own; their values go to load_settings under these keys.
-_SETTING_FLAGS = (
-    ('interval', '--interval', 'GLOBAL_OPT_INTERVAL', 'decision cycle period; default 30s'),
-    ('scale_to_zero', '--scale-to-zero', 'WVA_SCALE_TO_ZERO', 'scale to zero; default false'),
-)
-
-
-def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = RunOptions()
-    for option in _OPTIONS:
-        if option.flag is None:
-            continue
-        default = getattr(defaults, option.dest, None)
-        if isinstance(default, float):
-            default = format_duration(default)
-        shown = '' if default in (None, '') else f'; default {str(default).lower()}'
-        text = f'{option.help} (env {option.env}{shown})'
-        if option.dest in _BOOL_FLAGS:
-            parser.add_argument(
-                option.flag, dest=option.dest, nargs='?', const='true', metavar='BOOL', help=text
-            )
-        else:
-            parser.add_argument(option.flag, dest=option.dest, metavar=option.env, help=text)
-    for dest, flag, key, text in _SETTING_FLAGS:
-        more: dict[str, Any] = {'metavar': key}
-        if dest == 'scale_to_zero':
-            more = {'nargs': '?', 'const': 'true', 'metavar': 'BOOL'}
-        parser.add_argument(
-            flag, dest=dest, help=text.replace('; ', f' (env {key}; ') + ')', **more
-        )
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of `llmscaler run` (every value is text, validated afterwards)."""
-    parser = argparse.ArgumentParser(
-        prog='llmscaler run', description='Run the controller.', allow_abbrev=False
-    )
-    _add_arguments(parser)
-    return parser
-
-
-class _ArgvError(Exception):
-    pass
-
-
-class _QuietParser(argparse.ArgumentParser):
-    """Reports an argument error as a value instead of printing it and exiting."""
-
-    def error(self, message: str) -> NoReturn:
-        raise _ArgvError(message)
-
-
-def _read_file(
-    *, path: str, namespace: str, env: Mapping[str, str]
-) -> tuple[
-    Config, tuple[ConfigError, ...], dict[str, tuple[str, str]], tuple[ConfigMapSource, ...]
-]:
-    """The file's config and problems, its manager keys of `_FILE_KEYS` as key → (text, source),
-    and its scaling ConfigMaps."""
-    read = read_config_file(path=path, controller_namespace=namespace, env=env)
-    values = {
-        key: (text, source)
-        for key, (text, source) in read.manager.items()
-        if key in _FILE_KEYS and text.strip()
-    }
+        read = read_config_file(path=path, controller_namespace=namespace, env=env)
+    except ConfigFileError as exc:
+        message = ': '.join(part for part in (exc.where, exc.why) if part)
+        layers.errors.append(ConfigError(source=exc.path, message=message))
+        settings, _ = load_settings(cli={}, env=env, file={}, configmap={})
+        return settings, (), {}
+    # The file's core settings are checked below, each where it is written (the loader stops at
+    # the first valid layer); the loader's own error for one of them would say it twice.
+    checked = {(source, key) for key, (_, source) in read.manager.items() if key in SETTINGS}
+    layers.errors.extend(e for e in read.errors if (e.source, e.key) not in checked)
+    for key, (text, source) in read.manager.items():
+        if key in SETTINGS:  # also the values a higher layer overrides
+            _check_setting(layers, source=source, key=key, text=text, env=None)
     scaling = sorted(read.scaling, key=lambda cm: (cm.namespace, cm.name, sorted(cm.data.items())))
-    return read.config, read.errors, values, tuple(scaling)
+    manager = {key: item for key, item in read.manager.items() if item[0].strip()}
+    return read.config.settings, tuple(scaling), manager
 
 
-class _Layers:
-    """Picks each option's value from the layers, recording a problem per bad value."""
-
-    def __init__(self, *, cli: Mapping[str, str], env: Mapping[str, str]) -> None:
-        self.cli = cli
-        self.env = env
-        self.file: Mapping[str, tuple[str, str]] = {}
-        self.errors: list[ConfigError] = []
-
-    def get(self, dest: str) -> Any:
-        option = _BY_DEST[dest]
-        found: list[tuple[str, str, str]] = []
-        if option.flag is not None and dest in self.cli:
-            found.append(('command line', option.flag, self.cli[dest]))
-        if option.env in self.env:
-            found.append(('environment', option.env, self.env[option.env]))
-        if option.in_file and option.env in self.file:
-            text, source = self.file[option.env]
-            found.append((source, option.env, text))
-        for source, key, text in found:
-            kind = ConfigError
-            try:
-                return option.parse(text)
-            except _Unusable as exc:
-                kind, message = FatalConfigError, str(exc)
-            except ValueError as exc:
-                message = str(exc)
-            self.errors.append(
-                kind(source=source, key=key, value=show_value(text), message=message)
-            )
-        return None
-
-    def fatal(self, *, key: str, value: str = '', message: str) -> None:
-        self.errors.append(
-            FatalConfigError(source='options', key=key, value=value, message=message)
-        )
-
-
-def _file_error(path: str, exc: Exception) -> ConfigError:
-    if isinstance(exc, ConfigFileError):
-        return FatalConfigError(source=exc.path, message=': '.join((exc.where, exc.why)))
-    return FatalConfigError(source=path, message=f'cannot be read: {exc}')
-
-
-def _settings_and_file(
-    *, layers: _Layers, cli_settings: Mapping[str, str], path: str | None, namespace: str
-) -> tuple[CoreSettings, tuple[ConfigMapSource, ...]]:
-    """The core settings (CLI > env > file > defaults) and the file's scaling ConfigMaps."""
-    if path is not None:
-        # load_config_file has no CLI layer: the valid CLI values go in over the environment.
-        _, cli_errors = load_settings(cli=cli_settings, env={}, file={}, configmap={})
-        bad = {error.key for error in cli_errors}
-        env = {**layers.env, **{k: v for k, v in cli_settings.items() if k not in bad}}
-        try:
-            config, errors, layers.file, base = _read_file(path=path, namespace=namespace, env=env)
-        except (ConfigFileError, OSError, ValueError, yaml.YAMLError) as exc:
-            layers.errors.append(_file_error(path, exc))
-        else:
-            layers.errors.extend((*cli_errors, *errors))
-            return config.settings, base
-    settings, errors = load_settings(cli=cli_settings, env=layers.env, file={}, configmap={})
-    layers.errors.extend(errors)
-    return settings, ()
+def _check_setting(
+    layers: Layers, *, source: str, key: str, text: str, env: dict[str, str] | None
+) -> None:
+    """A ConfigError for a core setting's bad value; dropped from `env` when given."""
+    try:
+        values.setting(key)(text)
+    except ValueError as exc:
+        shown = show_setting(key, text)
+        layers.errors.append(ConfigError(source=source, key=key, value=shown, message=str(exc)))
+        if env is not None:
+            env.pop(key, None)
 
 
 def _path(text: str | None) -> Path | None:
     return None if text is None else Path(text)
 
 
-def _prometheus(layers: _Layers) -> PrometheusConfig | None:
-    url, cert, key = layers.get('prometheus_url'), layers.get('cert'), layers.get('key')
-    token, token_path, ca = layers.get('token'), layers.get('token_path'), layers.get('ca')
-    server_name, skip_verify = layers.get('server_name'), layers.get('skip_verify')
-    if key is not None and cert is None:
-        message = 'ignored without PROMETHEUS_CLIENT_CERT_PATH'
-        layers.errors.append(
-            ConfigError(source='options', key=_BY_DEST['key'].env, message=message)
+def _deadline(layers: Layers, dest: str, interval: float) -> float:
+    """An explicit deadline below the interval, else the default (see the module docstring)."""
+    given = layers.get(dest)
+    if given is None:
+        return min(DEADLINE, interval / 2)
+    if given >= interval:
+        option = BY_DEST[dest]
+        message = (
+            f'must be below the cycle interval ({format_duration(interval)}): a cycle waits for '
+            f'its metrics at most this long (--interval / GLOBAL_OPT_INTERVAL sets the interval)'
         )
+        layers.problem(key=option.env, value=format_duration(given), message=message)
+        return min(DEADLINE, interval / 2)
+    return float(given)
+
+
+def _tls_files(layers: Layers, prefix: str) -> tuple[Path | None, Path | None, Path | None]:
+    """(CA, client certificate, client key) of `prefix` ('prometheus' or 'scrape')."""
+    ca, cert, key = (layers.get(f'{prefix}_{name}') for name in ('ca', 'cert', 'key'))
+    if key is not None and cert is None:
+        option, cert_option = BY_DEST[f'{prefix}_key'], BY_DEST[f'{prefix}_cert']
+        message = f'a client key needs its certificate: set {cert_option.env} too'
+        layers.problem(key=option.env, message=message)
+        key = None
+    return _path(ca), _path(cert), _path(key)
+
+
+def _in_clear(layers: Layers, *, prefix: str, where: str, fix: str, allow: str) -> None:
+    """A problem when a token of `prefix` would go to plain-http `where` without `allow`."""
+    for name in ('token', 'token_path'):
+        option = BY_DEST[f'{prefix}_{name}']
+        if layers.found(option):
+            message = f'would be sent in clear to {where}: {fix}, or opt in with {allow}=true'
+            layers.problem(key=option.env, message=message)
+            return
+
+
+def _prometheus(layers: Layers, *, interval: float, used: bool) -> PrometheusConfig | None:
+    url = layers.get('prometheus_url')
+    ca, cert, key = _tls_files(layers, 'prometheus')
+    timeout = layers.get('prometheus_timeout')
+    deadline = _deadline(layers, 'prometheus_read_deadline', interval)
+    answer_bytes = layers.get('prometheus_max_answer_bytes')
+    allow = bool(layers.get('prometheus_allow_http'))
+    token = layers.get('prometheus_token')
+    token_file = layers.get('prometheus_token_path')
+    server_name = layers.get('prometheus_server_name')
+    skip_verify = bool(layers.get('prometheus_skip_verify'))
     if url is None:
         return None
+    if used and not allow and not url.lower().startswith('https://'):
+        _in_clear(
+            layers,
+            prefix='prometheus',
+            where=values.redact_url(url),
+            fix='use an https:// URL',
+            allow='PROMETHEUS_ALLOW_HTTP',
+        )
     return PrometheusConfig(
         base_url=url,
         bearer_token=token,
-        token_file=_path(token_path),
-        ca_file=_path(ca),
-        client_cert_file=_path(cert),
-        client_key_file=_path(key) if cert is not None else None,
+        token_file=_path(token_file),
+        ca_file=ca,
+        client_cert_file=cert,
+        client_key_file=key,
         server_name=server_name,
-        insecure_skip_verify=bool(skip_verify),
+        insecure_skip_verify=skip_verify,
+        timeout=timeout if timeout is not None else 10.0,
+        read_deadline=deadline,
+        max_answer_bytes=answer_bytes if answer_bytes is not None else 32 * MiB,
+        allow_http_credentials=allow,
     )
+
+
+def _scrape(layers: Layers, *, interval: float) -> ScrapeConfig:
+    defaults = ScrapeConfig()
+    ca, cert, key = _tls_files(layers, 'scrape')
+    got = {
+        name: layers.get(f'scrape_{name}')
+        for name in ('timeout', 'max_page_bytes', 'concurrency', 'server_name')
+    }
+    vllm_scheme = layers.get('pod_metrics_scheme') or defaults.vllm_scheme
+    epp_scheme = layers.get('epp_metrics_scheme') or defaults.epp_scheme
+    allow = bool(layers.get('scrape_allow_http'))
+    if epp_scheme == 'http' and not allow:
+        _in_clear(
+            layers,
+            prefix='scrape',
+            where='the EPP pages over http',
+            fix='read them over https (EPP_METRICS_SCHEME=https)',
+            allow='SCRAPE_ALLOW_HTTP',
+        )
+    return ScrapeConfig(
+        timeout=got['timeout'] or defaults.timeout,
+        concurrency=got['concurrency'] or defaults.concurrency,
+        bearer_token=layers.get('scrape_token'),
+        token_file=_path(layers.get('scrape_token_path')),
+        ca_file=ca,
+        insecure_skip_verify=bool(layers.get('scrape_skip_verify')),
+        max_page_bytes=got['max_page_bytes'] or defaults.max_page_bytes,
+        scrape_deadline=_deadline(layers, 'scrape_deadline', interval),
+        vllm_scheme=vllm_scheme,
+        epp_scheme=epp_scheme,
+        client_cert_file=cert,
+        client_key_file=key,
+        server_name=got['server_name'],
+        allow_http_credentials=allow,
+    )
+
+
+_APART = frozenset(
+    {'namespace', 'config_file', 'identity', 'interval', 'scale_to_zero', 'pod_metrics_scheme',
+     'epp_metrics_scheme'}
+)  # fmt: skip
+_NESTED = ('prometheus_', 'scrape_')
 
 
 def _hostname(env: Mapping[str, str]) -> str:
     return env.get('HOSTNAME', '').strip() or socket.gethostname() or 'llmscaler'
 
 
+def _leader_timings(layers: Layers, got: Mapping[str, Any]) -> None:
+    lease, renew, retry = got['lease_duration'], got['renew_deadline'], got['retry_period']
+    if renew >= lease:
+        message = f'must be shorter than the lease duration ({format_duration(lease)})'
+        layers.problem(key='--leader-election-renew-deadline', value=format_duration(renew),
+                       message=message)  # fmt: skip
+    if retry >= renew:
+        message = f'must be shorter than the renew deadline ({format_duration(renew)})'
+        layers.problem(key='--leader-election-retry-period', value=format_duration(retry),
+                       message=message)  # fmt: skip
+
+
 def resolve_options(
     *, argv: Sequence[str], env: Mapping[str, str]
 ) -> tuple[RunOptions, tuple[ConfigError, ...]]:
-    """The options of `llmscaler run` and every problem found, sorted (`fatal_errors` picks the
-    ones the controller cannot start with). See the module docstring for the rules."""
-    parser = _QuietParser(prog='llmscaler run', allow_abbrev=False)
-    _add_arguments(parser)
-    cli: dict[str, str] = {}
-    argv_errors: list[ConfigError] = []
-    try:
-        parsed, extra = parser.parse_known_args(list(argv))
-    except _ArgvError as exc:
-        argv_errors.append(FatalConfigError(source='command line', message=str(exc)))
-    else:
-        cli = {dest: value for dest, value in vars(parsed).items() if value is not None}
-        argv_errors.extend(
-            FatalConfigError(
-                source='command line', value=show_value(arg), message='unknown argument'
-            )
-            for arg in extra
-        )
-    layers = _Layers(cli=cli, env={k: v for k, v in env.items() if v.strip()})
+    """The options of `llmscaler run` and every problem found, sorted; the controller starts
+    only when `fatal_errors` finds none. See the module docstring for the rules."""
+    cli, argv_errors = read_argv(argv)
+    layers = Layers(cli=cli, env={k: v for k, v in env.items() if v.strip()})
     layers.errors.extend(argv_errors)
     defaults = RunOptions()
     namespace = layers.get('namespace') or defaults.namespace
     config_file = layers.get('config_file')
-    cli_settings = {key: cli[dest] for dest, _, key, _ in _SETTING_FLAGS if dest in cli}
-    settings, base = _settings_and_file(
-        layers=layers, cli_settings=cli_settings, path=config_file, namespace=namespace
+    settings, base, layers.file = _core_settings(
+        layers=layers, path=config_file, namespace=namespace
     )
     got: dict[str, Any] = {}
-    for option in _OPTIONS:
-        if option.flag is not None and option.dest not in _RESOLVED_APART:
+    for option in OPTIONS:
+        if option.dest not in _APART and not option.dest.startswith(_NESTED):
             value = layers.get(option.dest)
-            got[option.dest] = getattr(defaults, option.dest, None) if value is None else value
-    prometheus = _prometheus(layers)
-    if got['metrics_source'] == 'prometheus' and prometheus is None:
+            got[option.dest] = getattr(defaults, option.dest) if value is None else value
+    used = got['metrics_source'] == 'prometheus'
+    prometheus = _prometheus(layers, interval=settings.interval, used=used)
+    if used and prometheus is None:
         message = (
-            'metrics source prometheus needs a usable Prometheus URL (this flag, or '
-            'PROMETHEUS_BASE_URL in the environment or the config file), or --metrics-source pods'
+            'metrics source prometheus needs a Prometheus URL (this flag, or PROMETHEUS_BASE_URL '
+            'in the environment or the config file), or --metrics-source pods'
         )
-        layers.fatal(key='--prometheus-url', message=message)
-    lease, renew, retry = got['lease_duration'], got['renew_deadline'], got['retry_period']
-    if renew >= lease:
-        message = f'must be shorter than the lease duration ({format_duration(lease)})'
-        layers.fatal(key='--leader-election-renew-deadline', value=format_duration(renew),
-                     message=message)  # fmt: skip
-    if retry >= renew:
-        message = f'must be shorter than the renew deadline ({format_duration(renew)})'
-        layers.fatal(key='--leader-election-retry-period', value=format_duration(retry),
-                     message=message)  # fmt: skip
-    identity = got.pop('identity') or f'{_hostname(layers.env)}_{secrets.token_hex(4)}'
+        layers.problem(key='--prometheus-url', message=message)
+    scrape = _scrape(layers, interval=settings.interval)
+    _leader_timings(layers, got)
+    identity = layers.get('identity') or f'{_hostname(layers.env)}_{secrets.token_hex(4)}'
     options = RunOptions(
         **got,
         config_file=config_file,
         namespace=namespace,
         identity=identity,
         prometheus=prometheus,
+        scrape=scrape,
         settings=settings,
         base_configmaps=base,
     )
-    flags = {key: flag for _, flag, key, _ in _SETTING_FLAGS}
-    errors = [
-        replace(e, key=flags[e.key]) if e.source == 'command line' and e.key in flags else e
-        for e in layers.errors
-    ]
-    return options, sort_errors(errors)
+    return options, sort_errors(layers.errors)

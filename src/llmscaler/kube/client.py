@@ -17,19 +17,25 @@ What it provides:
   (in-cluster service account, `KUBECONFIG`, `~/.kube/config`, lightkube's order);
 - `error_code` / `describe_error`: the HTTP code and a one-line description of a failure.
 
-What fails: `make_client` raises lightkube's ConfigError when no configuration can be found; the
-caller reports it and exits. The other helpers never raise.
+What fails: `make_client` raises `KubeConfigProblem`, one line naming the file or what was
+tried, when the kubeconfig given cannot be read or used, or when no configuration is found at all
+(not in a cluster, no `KUBECONFIG`, no `~/.kube/config`); the caller reports it and exits. The
+other helpers never raise.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 import httpx2
+import yaml
 from lightkube import AsyncClient, KubeConfig
+from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG
 from lightkube.core.exceptions import ApiError
+from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
 
@@ -103,6 +109,53 @@ class ObjectRef:
         )
 
 
+class KubeConfigProblem(Exception):
+    """No usable connection to the API server can be configured; the message is one line."""
+
+
+def _one_line(exc: BaseException) -> str:
+    text = ' '.join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + '...'
+
+
+def _from_file(path: str) -> KubeConfig:
+    if os.path.isdir(os.path.expanduser(path)):
+        raise KubeConfigProblem(f'kubeconfig {path}: is a directory')
+    try:
+        return KubeConfig.from_file(path)
+    except LightkubeConfigError:
+        raise KubeConfigProblem(f'kubeconfig {path}: no such file') from None
+    except Exception as exc:  # a file that is not a kubeconfig fails in many ways
+        raise KubeConfigProblem(f'kubeconfig {path}: not usable: {_why(exc)}') from None
+
+
+def _why(exc: BaseException) -> str:
+    """What is wrong with a kubeconfig, never a piece of it: it may hold credentials."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return f'not YAML (line {mark.line + 1}, column {mark.column + 1}: {exc.problem})'
+    if isinstance(exc, KeyError):
+        return f'no {_one_line(exc)} entry'
+    return f'{type(exc).__name__} (details not shown: the file may hold credentials)'
+
+
+def _from_environment() -> KubeConfig:
+    """In-cluster, else the file `KUBECONFIG` names, else ~/.kube/config (lightkube's order)."""
+    try:
+        return KubeConfig.from_service_account()
+    except LightkubeConfigError:
+        pass
+    except Exception as exc:  # a service account directory that is there but unusable
+        raise KubeConfigProblem(f'in-cluster configuration: not usable: {_why(exc)}') from None
+    path = os.environ.get('KUBECONFIG') or DEFAULT_KUBECONFIG
+    if not os.path.exists(os.path.expanduser(path)):
+        raise KubeConfigProblem(
+            'no Kubernetes configuration: not running in a cluster (no service account), no '
+            f'KUBECONFIG and no {DEFAULT_KUBECONFIG}; give --kubeconfig FILE or --server URL'
+        )
+    return _from_file(path)
+
+
 def make_client(
     *,
     server: str | None = None,
@@ -111,8 +164,10 @@ def make_client(
     namespace: str | None = None,
 ) -> AsyncClient:
     """An AsyncClient for `server` (plain URL, no auth: tests and `kubectl proxy`), else the
-    kubeconfig file, else the environment. `timeout` bounds every request except watches."""
-    config: KubeConfig | None = None
+    kubeconfig file, else the environment. `timeout` bounds every request except watches.
+
+    Raises KubeConfigProblem (see the module docstring)."""
+    config: KubeConfig
     if server:
         config = KubeConfig.from_dict(
             {
@@ -125,14 +180,20 @@ def make_client(
             }
         )
     elif kubeconfig:
-        config = KubeConfig.from_file(kubeconfig)
-    return AsyncClient(
-        config=config,
-        namespace=namespace,
-        timeout=httpx2.Timeout(timeout),
-        field_manager=FIELD_MANAGER,
-        lazy=False,
-    )
+        config = _from_file(kubeconfig)
+    else:
+        config = _from_environment()
+    try:
+        return AsyncClient(
+            config=config,
+            namespace=namespace,
+            timeout=httpx2.Timeout(timeout),
+            field_manager=FIELD_MANAGER,
+            lazy=False,
+        )
+    except Exception as exc:  # a kubeconfig that parses but names no usable context or cluster
+        where = f'kubeconfig {kubeconfig}' if kubeconfig else 'Kubernetes configuration'
+        raise KubeConfigProblem(f'{where}: not usable: {_why(exc)}') from None
 
 
 def error_code(exc: BaseException) -> int | None:

@@ -45,11 +45,11 @@ from typing import Any, Literal
 
 import numpy as np
 import pydantic
-import yaml
 
 from llmscaler.config import file as config_file
 from llmscaler.config.errors import ConfigFileError
 from llmscaler.config.types import Config, ModelConfig, SaturationConfig
+from llmscaler.config.yaml_loader import FILE_LIMITS, YamlProblem, load_yaml
 from llmscaler.sim import clairvoyant, policies, presets, synthetic, trace
 from llmscaler.sim.runner import SimSettings, check_settings
 from llmscaler.sim.types import SLO, Policy, Trace, VariantSpec
@@ -250,17 +250,21 @@ def load(*, path: Path) -> Scenario:
 
 
 def read_document(*, path: Path) -> dict[str, Any]:
-    """The decoded YAML of a scenario file, not yet validated."""
+    """The decoded YAML of a scenario file, not yet validated.
+
+    Read with the bounded reader of the configuration files (`config.yaml_loader`, `FILE_LIMITS`:
+    size, nesting, node count, no aliases, plain data only), so that any text gives a value or
+    one line, never a traceback or an unbounded parse.
+    """
     try:
-        document = yaml.safe_load(path.read_text(encoding='utf-8'))
+        document = load_yaml(text=path.read_text(encoding='utf-8'), limits=FILE_LIMITS)
     except FileNotFoundError:
         raise ScenarioError(f'{path}: no such file') from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(f'{path}: cannot read: {exc}') from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, 'problem_mark', None)
-        at = f'line {mark.line + 1} column {mark.column + 1}' if mark is not None else 'YAML'
-        raise ScenarioError(f'{path}: {at}: {getattr(exc, "problem", exc)}') from None
+    except YamlProblem as exc:
+        where = exc.where.replace(',', '') or 'YAML'  # `line L column C`, as always written here
+        raise ScenarioError(f'{path}: {where}: {exc.problem}') from None
     if not isinstance(document, dict):
         raise ScenarioError(f'{path}: (top level): a mapping is needed')
     return document

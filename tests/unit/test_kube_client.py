@@ -1,0 +1,71 @@
+"""`make_client`: a usable client, or one line saying why not (never a traceback, never a piece
+of a kubeconfig file, which may hold credentials)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llmscaler.kube.client import KubeConfigProblem, make_client
+
+
+@pytest.fixture
+def no_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty HOME, no KUBECONFIG, no in-cluster service account."""
+    monkeypatch.setenv('HOME', str(tmp_path))
+    monkeypatch.delenv('KUBECONFIG', raising=False)
+    monkeypatch.delenv('KUBERNETES_SERVICE_HOST', raising=False)
+    monkeypatch.delenv('KUBERNETES_SERVICE_PORT', raising=False)
+    return tmp_path
+
+
+def problem(*, kubeconfig: str | None = None) -> str:
+    with pytest.raises(KubeConfigProblem) as caught:
+        make_client(kubeconfig=kubeconfig)
+    message = str(caught.value)
+    assert '\n' not in message
+    return message
+
+
+@pytest.mark.usefixtures('no_cluster')
+def test_no_configuration_at_all_says_what_was_tried() -> None:
+    assert problem() == (
+        'no Kubernetes configuration: not running in a cluster (no service account), no '
+        'KUBECONFIG and no ~/.kube/config; give --kubeconfig FILE or --server URL'
+    )
+
+
+def test_a_kubeconfig_file_that_cannot_be_used(no_cluster: Path) -> None:
+    assert problem(kubeconfig='/nonexist') == 'kubeconfig /nonexist: no such file'
+    assert problem(kubeconfig=str(no_cluster)) == f'kubeconfig {no_cluster}: is a directory'
+    broken = no_cluster / 'broken'
+    broken.write_text('users: [{name: me, user: {token: sk-live-123}}\n')
+    message = problem(kubeconfig=str(broken))
+    assert message.startswith(f'kubeconfig {broken}: not usable: not YAML (line 2, column 1')
+    assert 'sk-live' not in message
+    partial = no_cluster / 'partial'
+    partial.write_text('apiVersion: v1\nclusters: []\nusers: [{name: u, user: {token: sk-live}}]\n')
+    assert problem(kubeconfig=str(partial)) == (
+        f"kubeconfig {partial}: not usable: no 'contexts' entry"
+    )
+
+
+def test_the_default_kubeconfig_is_read_when_present(no_cluster: Path) -> None:
+    (no_cluster / '.kube').mkdir()
+    (no_cluster / '.kube' / 'config').write_text('not: [yaml\n')
+    assert problem().startswith('kubeconfig ~/.kube/config: not usable: not YAML')
+
+
+async def test_a_server_url_or_a_good_kubeconfig_gives_a_client(no_cluster: Path) -> None:
+    client = make_client(server='http://127.0.0.1:9')
+    await client.aclose()
+    path = no_cluster / 'config'
+    path.write_text(
+        'apiVersion: v1\nkind: Config\ncurrent-context: c\n'
+        'clusters: [{name: k, cluster: {server: "http://127.0.0.1:9"}}]\n'
+        'users: [{name: u, user: {}}]\n'
+        'contexts: [{name: c, context: {cluster: k, user: u}}]\n'
+    )
+    client = make_client(kubeconfig=str(path))
+    await client.aclose()
