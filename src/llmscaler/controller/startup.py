@@ -91,7 +91,11 @@ def settings_line(options: RunOptions) -> str:
     prometheus = options.prometheus
     if options.metrics_source == 'prometheus' and prometheus is not None:
         token = (
-            'token file' if prometheus.token_file else 'token' if prometheus.bearer_token else ''
+            'token file'
+            if prometheus.token_file
+            else 'token set'
+            if prometheus.bearer_token
+            else ''
         )
         tls = 'custom CA' if prometheus.ca_file else ''
         extras = ', '.join(x for x in (token, tls) if x)
