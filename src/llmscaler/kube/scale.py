@@ -126,7 +126,7 @@ class ScaleClient:
             )
         except Exception as exc:  # every failure becomes a value: never raise
             return _failure(exc, got.replicas, kind, namespace, name)
-        logger.info('scaled %s %s/%s from %d to %d', kind, namespace, name, got.replicas, replicas)
+        logger.debug('scaled %s %s/%s from %d to %d', kind, namespace, name, got.replicas, replicas)
         return ScaleResult(ScaleOutcome.APPLIED, got.replicas, '')
 
     async def scale_at(
@@ -162,7 +162,7 @@ class ScaleClient:
             )
         except Exception as exc:  # every failure becomes a value: never raise
             return _failure(exc, None, kind, namespace, name)
-        logger.info('scaled %s %s/%s to %d', kind, namespace, name, replicas)
+        logger.debug('scaled %s %s/%s to %d', kind, namespace, name, replicas)
         return ScaleResult(ScaleOutcome.APPLIED, None, '')
 
     async def _get(
@@ -205,7 +205,7 @@ def _failure(
     code = error_code(exc)
     message = describe_error(exc)
     if code == 409:
-        logger.info('scale of %s %s/%s conflicted: %s', kind, namespace, name, message)
+        logger.debug('scale of %s %s/%s conflicted: %s', kind, namespace, name, message)
         return ScaleResult(ScaleOutcome.CONFLICT, replicas, message)
     if code == 404:
         return ScaleResult(ScaleOutcome.NOT_FOUND, replicas, message)

@@ -169,7 +169,7 @@ class StatusWriter:
                 )
             except Exception as exc:  # every failure becomes a value: never raise
                 if error_code(exc) == 409 and attempt == 0:
-                    logger.info('status of VA %s/%s conflicted; refetching', namespace, name)
+                    logger.debug('status of VA %s/%s conflicted; refetching', namespace, name)
                     current = None
                     continue
                 return _failure(exc, namespace, name)
@@ -265,7 +265,7 @@ def _failure(exc: Exception, namespace: str, name: str) -> StatusResult:
     code = error_code(exc)
     message = describe_error(exc)
     if code == 409:
-        logger.info('status of VA %s/%s conflicted twice: %s', namespace, name, message)
+        logger.debug('status of VA %s/%s conflicted twice: %s', namespace, name, message)
         return StatusResult(StatusOutcome.CONFLICT, message, None)
     if code == 404:
         return StatusResult(StatusOutcome.NOT_FOUND, message, None)
