@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck contracts unit bench clean
+.PHONY: run demo test lint typecheck contracts unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,11 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/llmscaler simulate --out out
+
+# The controller scaling emulated vLLM pods on a fake kube-apiserver, no cluster needed
+# (docs/demo.md); options: make demo DEMO_ARGS='--duration 3m --no-prometheus'.
+demo: $(STAMP)
+	$(BIN)/llmscaler demo $(DEMO_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
@@ -36,6 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/metrics.py
 	$(BIN)/python bench/cycle.py
 	$(BIN)/python bench/from_zero.py
+	$(BIN)/python bench/informer.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -293,6 +293,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from llmscaler.controller import app
 
         return app.main(arguments[1:])
+    if arguments[:1] == ['demo']:
+        # The demo owns its options; it runs the development cluster (the `sim` extra).
+        from llmscaler.devcluster import demo
+
+        return demo.main(arguments[1:])
     args = _parser().parse_args(arguments)
     try:
         if args.command == 'decide':

@@ -33,7 +33,12 @@ from lightkube.types import PatchType
 
 from llmscaler.devcluster import objects
 from llmscaler.devcluster.cluster import Cluster
-from llmscaler.devcluster.process import ControllerProcess, default_command
+from llmscaler.devcluster.process import (
+    ControllerProcess,
+    PrometheusMissing,
+    default_command,
+    prometheus_binary,
+)
 from llmscaler.kube import crd
 from llmscaler.kube.client import make_client
 from llmscaler.kube.targets import ScaleTarget, accessor
@@ -460,3 +465,15 @@ async def test_prometheus_sees_the_pods_by_name(tmp_path: Path) -> None:
 
         await scale(cluster, 'h100', 3)
         await prom.wait_for(url=url, query=waiting, count=3, timeout=15)
+
+
+async def test_without_prometheus_on_path_starting_it_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv('PATH', str(tmp_path))
+    with pytest.raises(PrometheusMissing, match='apt-get install prometheus'):
+        prometheus_binary()
+    with pytest.raises(PrometheusMissing):
+        async with Cluster(namespace=NS, workdir=tmp_path, prometheus=True):
+            pass
+    assert not (tmp_path / 'prometheus.yml').exists()

@@ -9,13 +9,15 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi import FakeAPI, table
 from llmscaler.devcluster.fakeapi.semantics import label_selector_matches
+from llmscaler.devcluster.process import free_port
 
 NS = '/namespaces/ns'
 DEPLOY = f'/apis/apps/v1{NS}/deployments'
@@ -473,3 +475,22 @@ async def test_request_log(api: FakeAPI, http: httpx.AsyncClient) -> None:
     assert logged.content_type == MERGE['Content-Type']
     assert logged.query == {'fieldManager': 'llmscaler'}
     assert logged.json() == {'status': {'a': 1}}
+
+
+async def test_it_serves_on_the_port_it_is_given() -> None:
+    port = free_port()
+    async with FakeAPI(port=port) as api, httpx.AsyncClient(base_url=api.url) as client:
+        assert api.url == f'http://127.0.0.1:{port}'
+        assert (await client.get('/version')).status_code == 200
+
+
+async def test_without_the_crds_it_does_not_start_and_says_where_it_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert table.CRD_DIR.is_dir()  # a checkout: the CRDs are found
+    table.require_crds()
+    (tmp_path / 'other.yaml').write_text('kind: ConfigMap\n')
+    monkeypatch.setattr(table, 'CRD_DIR', tmp_path)
+    with pytest.raises(FileNotFoundError, match=f'no CustomResourceDefinition in {tmp_path}'):
+        async with FakeAPI():
+            pass

@@ -77,9 +77,10 @@ class Cluster:
         output_tokens: int | None = None,
         poll_interval: float = 0.05,
         load_interval: float = 0.02,
+        api_port: int = 0,
     ) -> None:
         self.namespace = namespace
-        self.api = FakeAPI()
+        self.api = FakeAPI(port=api_port)
         self.url = ''
         self.prometheus_url: str | None = None
         self._want_prometheus = prometheus

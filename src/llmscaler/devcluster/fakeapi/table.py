@@ -193,8 +193,9 @@ def _crd_columns(crd_dir: Path) -> dict[tuple[str, str, str], tuple[Column, ...]
     return columns
 
 
-def require_crds(*, crd_dir: Path = CRD_DIR) -> None:
-    """Load the CRDs of `crd_dir`; FileNotFoundError when it holds none (no source checkout)."""
+def require_crds(*, crd_dir: Path | None = None) -> None:
+    """Load the CRDs of `crd_dir` (default CRD_DIR); FileNotFoundError when it holds none."""
+    crd_dir = CRD_DIR if crd_dir is None else crd_dir
     if not _crd_columns(crd_dir):
         raise FileNotFoundError(
             f'no CustomResourceDefinition in {crd_dir}: the fake API serves the printer columns '
@@ -203,10 +204,10 @@ def require_crds(*, crd_dir: Path = CRD_DIR) -> None:
 
 
 def printer_columns(
-    *, group: str, version: str, plural: str, crd_dir: Path = CRD_DIR
+    *, group: str, version: str, plural: str, crd_dir: Path | None = None
 ) -> tuple[Column, ...] | None:
     """The printer columns of a served custom resource, or None when no CRD here defines it."""
-    return _crd_columns(crd_dir).get((group, version, plural))
+    return _crd_columns(CRD_DIR if crd_dir is None else crd_dir).get((group, version, plural))
 
 
 def wants_table(*, accept: str) -> bool:
