@@ -110,9 +110,11 @@ def rfc3339(*, wall: float, micro: bool = False) -> str:
     (`...00.000000Z`, MicroTime, used by Leases and events.k8s.io/v1)."""
     if not math.isfinite(wall):
         raise ValueError(f'not a time: {wall!r}')
-    moment = _dt.datetime.fromtimestamp(wall, tz=_dt.UTC)
     if micro:
-        return moment.strftime('%Y-%m-%dT%H:%M:%S.%fZ')
+        return _dt.datetime.fromtimestamp(wall, tz=_dt.UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')
+    # Whole seconds are truncated, as the API server does: rounding would stamp 0.9999998 s as
+    # the next second, a time that has not come yet, and ages computed from it come out short.
+    moment = _dt.datetime.fromtimestamp(math.floor(wall), tz=_dt.UTC)
     return moment.strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
