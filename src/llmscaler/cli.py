@@ -12,6 +12,8 @@ Subcommands:
   Kubernetes controller (see `llmscaler run --help` and docs/controller.md).
 - `emulate [--preset P] [--replicas N] [--base-port PORT] [--epp-port PORT] [--rate R] ...`:
   serve emulated vLLM pods in real time (see `llmscaler emulate --help`).
+- `demo [--duration D] [--no-prometheus] ...`: the controller against a Kubernetes-free local
+  cluster with emulated pods and a rising and falling load (see docs/demo.md).
 
 Bad input (a missing file, invalid JSON/YAML, a bad field, an invalid ConfigMap entry, a `--now`
 that is not a finite number, an output path that cannot be written) is reported on stderr as one
@@ -19,8 +21,8 @@ line per problem, naming the file or option, the path to the field and why, and 
 is 2; output paths are checked before any work is done. No traceback reaches the user for bad
 input. Output is always valid JSON (no NaN). A reader that stops early (`llmscaler decide ... |
 head`) ends the command quietly. `llmscaler --version` prints the package version.
-`simulate` and `emulate` need the `sim` extra (numpy, matplotlib, rich); without it they say so
-in one line (`pip install 'llmscaler[sim]'`) and exit 2.
+`simulate`, `emulate` and `demo` need the `sim` extra (numpy, matplotlib, rich); without it they
+say so in one line (`pip install 'llmscaler[sim]'`) and exit 2.
 """
 
 from __future__ import annotations
@@ -113,6 +115,12 @@ def _parser() -> argparse.ArgumentParser:
         'run', help='run the Kubernetes controller (see `llmscaler run --help`)', add_help=False
     )
     run.add_argument('arguments', nargs='*', help='see `llmscaler run --help`')
+    demo = commands.add_parser(
+        'demo',
+        help='run the controller against a local cluster without Kubernetes (docs/demo.md)',
+        add_help=False,
+    )
+    demo.add_argument('arguments', nargs='*', help='see `llmscaler demo --help`')
     return parser
 
 
@@ -294,6 +302,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return app.main(arguments[1:])
     if arguments[:1] == ['demo']:
+        missing = _without_sim('demo')
+        if missing is not None:
+            return missing
         # The demo owns its options; it runs the development cluster (the `sim` extra).
         from llmscaler.devcluster import demo
 

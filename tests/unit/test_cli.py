@@ -416,7 +416,7 @@ def test_version_is_the_package_version() -> None:
     assert done.stdout == f'llmscaler {metadata.version("llmscaler")}\n'
 
 
-@pytest.mark.parametrize('command', ['simulate', 'emulate'])
+@pytest.mark.parametrize('command', ['simulate', 'emulate', 'demo'])
 @pytest.mark.parametrize('package', ['numpy', 'matplotlib', 'rich'])
 def test_simulator_commands_without_the_sim_extra_say_what_to_install(
     command: str, package: str, tmp_path: Path
