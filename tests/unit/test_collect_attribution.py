@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmscaler.collect.attribution import (
@@ -15,6 +15,7 @@ from llmscaler.collect.attribution import (
     PodInfo,
     TargetRef,
     attribute,
+    pod_variants,
 )
 from llmscaler.collect.types import ErrorReason, ModelReading, PodReading, Reading, SourceError
 from llmscaler.config.types import Config, ModelConfig, SaturationConfig
@@ -217,14 +218,17 @@ def test_ready_pod_with_neither_saturation_figure_is_attributed_not_dropped(
     assert result.partial
 
 
-@pytest.mark.parametrize(('kv', 'queue'), [(None, 2.0), (math.nan, 2.0), (0.5, -1.0)])
-def test_not_ready_pod_with_unusable_figures_is_skipped(
+@pytest.mark.parametrize(
+    ('kv', 'queue'), [(None, 2.0), (math.nan, 2.0), (0.5, -1.0), (0.5, 2.0), (0.0, 0.0)]
+)
+def test_a_pod_that_is_not_ready_is_skipped_whatever_its_figures(
     kv: float | None, queue: float | None
 ) -> None:
     starting = PodInfo(namespace=NS, name='p', owners=DEPLOYMENT_OWNERS, ready=False)
     result = run([pod_reading('p', kv_usage=kv, queue_length=queue)], [starting])
     assert result.replicas == ()
-    assert result.unattributed == ((NS, 'p', 'not-ready-incomplete'),)
+    assert result.partial == ()
+    assert result.unattributed == ((NS, 'p', 'not-ready'),)
 
 
 def test_every_figure_is_copied_as_read() -> None:
@@ -350,6 +354,104 @@ def test_one_pod_with_a_broken_kv_figure_holds_the_model(
 
 
 # --- silent pods, pools, pass-through ---------------------------------------------------------
+
+
+def stand_in(*, config: Config) -> Decision:
+    """3 replicas, 2 ready: pod-a reports, pod-b is ready without a reading (its page failed),
+    pod-c is not ready (starting or stopping) and still serves a complete, idle page."""
+    llama = Variant(
+        name='llama-h100',
+        namespace=NS,
+        model_id=MODEL,
+        min_replicas=1,
+        max_replicas=3,
+        current_replicas=3,
+        ready_replicas=2,
+    )
+    idle = {'kv_usage': 0.05, 'queue_length': 0.0, 'num_gpu_blocks': 1000, 'block_size': 16}
+    found = attribute(
+        reading=Reading(
+            pods=(pod_reading('pod-a', **idle), pod_reading('pod-c', **idle)),
+            models=(
+                ModelReading(model_id=MODEL, namespace=NS, observed_at=NOW, request_count=9.0),
+            ),
+        ),
+        variants=(llama,),
+        targets=TARGETS,
+        pods=[
+            pod_info('pod-a', *DEPLOYMENT_OWNERS),
+            pod_info('pod-b', *DEPLOYMENT_OWNERS),
+            PodInfo(namespace=NS, name='pod-c', owners=DEPLOYMENT_OWNERS, ready=False),
+        ],
+    )
+    assert found.silent == ((NS, 'pod-b', 'llama-h100'),)
+    snapshot = Snapshot(variants=(llama,), replicas=found.replicas, pools=found.pools)
+    (decision,) = decide(snapshot=snapshot, config=config, state=EMPTY_STATE, now=NOW).decisions
+    return decision
+
+
+@pytest.mark.parametrize('config', [PERCENTAGE, TOKEN], ids=['percentage', 'token'])
+def test_a_pod_that_is_not_ready_never_stands_in_for_a_silent_ready_pod(config: Config) -> None:
+    decision = stand_in(config=config)
+    assert decision.target >= decision.current == 3
+    assert not decision.metrics_available
+    assert (decision.metrics_reason, decision.message) == (
+        'MetricsMissing',
+        '1 of 2 ready replicas report metrics',
+    )
+
+
+POD_STATES = st.sampled_from(['reports', 'idle', 'silent', 'no-kv', 'nan-queue'])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    pods=st.lists(st.tuples(st.booleans(), POD_STATES), min_size=1, max_size=5),
+    config=st.sampled_from([PERCENTAGE, TOKEN]),
+)
+def test_no_ready_pod_without_usable_figures_ever_lets_its_variant_go_down(
+    pods: list[tuple[bool, str]], config: Config
+) -> None:
+    # Any mix of ready and not-ready pods, each with a busy or idle reading, none, or a broken
+    # one: whenever a ready pod has no usable figures, the variant holds and says so.
+    ready = sum(1 for is_ready, _ in pods if is_ready)
+    llama = Variant(
+        name='llama-h100',
+        namespace=NS,
+        model_id=MODEL,
+        min_replicas=1,
+        max_replicas=8,
+        current_replicas=len(pods),
+        ready_replicas=ready,
+        pending_replicas=len(pods) - ready,
+    )
+    figures: dict[str, dict[str, Any]] = {
+        'reports': {'kv_usage': 0.5, 'queue_length': 1.0},
+        'idle': {'kv_usage': 0.0, 'queue_length': 0.0},
+        'no-kv': {'kv_usage': None},
+        'nan-queue': {'queue_length': math.nan},
+    }
+    readings = [
+        pod_reading(f'p{i}', num_gpu_blocks=1000, block_size=16, **figures[state])
+        for i, (_, state) in enumerate(pods)
+        if state != 'silent'
+    ]
+    infos = [
+        PodInfo(namespace=NS, name=f'p{i}', owners=DEPLOYMENT_OWNERS, ready=is_ready)
+        for i, (is_ready, _) in enumerate(pods)
+    ]
+    found = attribute(
+        reading=Reading(pods=tuple(readings)), variants=(llama,), targets=TARGETS, pods=infos
+    )
+    snapshot = Snapshot(variants=(llama,), replicas=found.replicas, pools=found.pools)
+    (decision,) = decide(snapshot=snapshot, config=config, state=EMPTY_STATE, now=NOW).decisions
+    troubled = [is_ready and state in ('silent', 'no-kv', 'nan-queue') for is_ready, state in pods]
+    if any(troubled):
+        assert decision.target >= decision.current
+        assert not decision.metrics_available
+    assert {r.pod for r in found.replicas} <= {
+        f'p{i}' for i, (is_ready, _) in enumerate(pods) if is_ready
+    }
 
 
 def test_ready_pods_without_an_attributed_reading_are_silent() -> None:
@@ -501,3 +603,22 @@ def test_two_readings_of_one_pod_sort_by_their_whole_value() -> None:
     for readings in ([low, high], [high, low]):
         result = run(readings, pods)
         assert [r.kv_usage for r in result.replicas] == [0.25, 0.5]
+
+
+def test_pod_variants_names_ready_and_starting_pods_alike() -> None:
+    pods = [
+        pod_info('reporting', *DEPLOYMENT_OWNERS),
+        PodInfo(namespace=NS, name='starting', owners=DEPLOYMENT_OWNERS, ready=False),
+        pod_info('leader', ('LeaderWorkerSet', 'llama-l'), **{WORKER_INDEX: '0'}),
+        pod_info('worker', ('LeaderWorkerSet', 'llama-l'), **{WORKER_INDEX: '1'}),
+        pod_info('stray', ('Deployment', 'unmanaged')),
+        pod_info('labelled', **{'llm-d.ai/variant': 'llama-sts'}),
+    ]
+    expected = (
+        (NS, 'labelled', 'llama-sts'),
+        (NS, 'leader', 'llama-lws'),
+        (NS, 'reporting', 'llama-h100'),
+        (NS, 'starting', 'llama-h100'),
+    )
+    for order in (pods, pods[::-1]):
+        assert pod_variants(pods=order, variants=VARIANTS, targets=TARGETS) == expected

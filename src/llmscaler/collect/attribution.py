@@ -20,14 +20,20 @@ Rules (reference/wva.md §2.1), applied to each `PodReading` in this order:
    target: `unknown-target`; a name that is not a known variant: `unknown-variant`;
 5. a pod whose series name a model other than its variant's is `model-mismatch` (WVA's queries
    filter on `model_name`, so such a pod never reaches its analyzers either);
-6. figures are copied as they are read: a missing series stays None and a NaN, ±Inf or
+6. a pod that is not ready is skipped as `not-ready`, whatever its figures: only a ready pod's
+   reading is a replica's report. The core's rule is "every ready replica reports fresh, usable
+   figures, else the model holds", checked by comparing the reports of a variant with its ready
+   count (`Variant.ready_replicas`, the scale target's status); a starting, stopping or
+   probe-failing pod that still serves a page would otherwise stand in for a ready pod whose page
+   failed (3 replicas, 2 ready, one of them silent: 2 reports, `MetricsFound`, scale down). Its
+   figures would also describe a replica the analyzers already count as pending. The simulator
+   builds its snapshots the same way (ready replicas only);
+7. figures are copied as they are read: a missing series stays None and a NaN, ±Inf or
    out-of-range value stays what it is. Attribution does not judge them and never reads a missing
    or broken figure as 0; the core does (`analyze.validity`): a replica without KV usage or queue
    length, or with a broken figure, is not reporting and its model holds (`MetricsMissing` /
-   `MetricsInvalid`, naming the pod and metric). Such a ready pod is attributed and listed in
-   `Attribution.partial` (`kv-missing`, `queue-missing`, `invalid`); such a pod that is *not
-   ready* serves no traffic and is skipped as `not-ready-incomplete`, so a starting or stopping
-   pod cannot hold its model.
+   `MetricsInvalid`, naming the pod and metric). Such a pod is attributed and listed in
+   `Attribution.partial` (`kv-missing`, `queue-missing`, `invalid`).
 
 Block counts and sizes that are not positive mean "size unknown" (None), as vLLM's
 `cache_config_info` before profiling. Pool metrics are built for each `ModelReading` whose
@@ -36,8 +42,9 @@ queue seen: the gateway is optional), a NaN or negative one is passed on (the co
 absent request count stays None (which forbids scale-to-zero).
 
 `Attribution.silent` lists ready pods that resolve to a variant but have no attributed reading
-(WVA warns "ready pods but none attributed"); freshness is left to the core, which judges
-`observed_at` against its `now`.
+(WVA warns "ready pods but none attributed"), for logs and tests: the core sees them as a ready
+count its reports do not reach (`MetricsMissing`, "1 of 2 ready replicas report metrics").
+Freshness is left to the core, which judges `observed_at` against its `now`.
 
 Determinism: every output tuple is sorted; duplicate pods or targets resolve to the entry that
 sorts first, so the result does not depend on the order of the inputs. Nothing raises.
@@ -212,6 +219,35 @@ def _sorted(items: list[_T], *, key: Callable[[_T], tuple[str, ...]]) -> tuple[_
     return tuple(ordered)
 
 
+def _pod_variants(
+    *,
+    pod_index: dict[tuple[str, str], PodInfo],
+    targets: dict[tuple[str, str, str], str],
+    variants: dict[tuple[str, str], Variant],
+) -> list[tuple[str, str, str, bool]]:
+    found = []
+    for key in sorted(pod_index):
+        info = pod_index[key]
+        variant, _ = _resolve(series_variant=None, pod=info, targets=targets, variants=variants)
+        if variant is not None:
+            found.append((*key, variant.name, info.ready))
+    return found
+
+
+def pod_variants(
+    *, pods: Sequence[PodInfo], variants: Sequence[Variant], targets: Sequence[TargetRef]
+) -> tuple[tuple[str, str, str], ...]:
+    """(namespace, pod, variant) of every pod its labels or owners give to a variant, ready or
+    not (LWS workers excluded), sorted: the pods whose pages are worth reading. `attribute` uses
+    the same rules, then keeps only the readings of ready pods."""
+    found = _pod_variants(
+        pod_index=_first_by_key(pods),
+        targets=_target_index(targets),
+        variants=_variant_index(variants),
+    )
+    return tuple((namespace, name, variant) for namespace, name, variant, _ in found)
+
+
 def attribute(
     *,
     reading: Reading,
@@ -246,26 +282,25 @@ def attribute(
         if pod_reading.model_name and pod_reading.model_name != variant.model_id:
             unattributed.append((*where, 'model-mismatch'))
             continue
+        if not info.ready:
+            # Its figures are no ready replica's report: counted, they would stand in for a
+            # ready pod whose page failed, and be counted twice beside the pending replicas.
+            unattributed.append((*where, 'not-ready'))
+            continue
         replica = _replica(reading=pod_reading, variant=variant)
         problems = replica_problems(replica)
-        if problems and not info.ready:
-            unattributed.append((*where, 'not-ready-incomplete'))
-            continue
         labels = {_MISSING.get(p.metric, 'invalid') if p.missing else 'invalid' for p in problems}
         partial.extend((*where, label) for label in sorted(labels))
         replicas.append(replica)
         attributed.add(where)
 
-    silent: list[tuple[str, str, str]] = []
-    for key in sorted(pod_index):
-        info = pod_index[key]
-        if not info.ready or key in attributed:
-            continue
-        variant, _ = _resolve(
-            series_variant=None, pod=info, targets=target_index, variants=variant_index
+    silent = [
+        (namespace, name, variant)
+        for namespace, name, variant, ready in _pod_variants(
+            pod_index=pod_index, targets=target_index, variants=variant_index
         )
-        if variant is not None:
-            silent.append((*key, variant.name))
+        if ready and (namespace, name) not in attributed
+    ]
 
     groups = {variant.group for variant in variant_index.values()}
     pools = [pool for pool in map(_pool, reading.models) if pool.group in groups]
