@@ -3,9 +3,9 @@
 Why: the controller and the simulator must run the very same decision code. This module wires the
 stages of design.md §2 per model (variants grouped by modelID + namespace):
 
-1. validity and freshness: every replica's and pool's figures are checked against the ranges the
-   model declares (`analyze.validity`), and every replica's metrics are classified fresh / stale /
-   unavailable against `now`; only fresh, valid metrics are analysed;
+1. validity and freshness (`analyze.observation`): every replica's and pool's figures are checked
+   against the ranges the model declares (`analyze.validity`), and every replica's metrics are
+   classified fresh / stale / unavailable against `now`; only fresh, valid metrics are analysed;
 2. analysis: `saturation-percentage` (WVA V1, the default) produces targets directly;
    `saturation-token` (WVA V2) produces capacities that go through the threshold post-step, the
    ballot and the cost-aware optimizer;
@@ -20,11 +20,27 @@ Safety rules (design.md §5), applied whatever the analyzer said:
   queue length; for the token analyzer also the KV-cache size or a stored capacity) is missing,
   or any figure, or its `observed_at`, is non-finite or out of range, or a pool figure is. A
   missing or broken figure is never read as 0: the reason is `MetricsMissing` or
-  `MetricsInvalid` and the message names the pods and metrics (at most `validity.MAX_NAMED_PROBLEMS`);
+  `MetricsInvalid` and the message names the pods and metrics (at most
+  `validity.MAX_NAMED_PROBLEMS`);
 - pending replicas count as anticipated supply (inside the analyzers);
 - targets never leave [minReplicas, maxReplicas];
 - when the ballot cannot name an analyzer to trust, the model holds at
-  max(current, last desired): a hold never lowers a target.
+  max(current, last desired): a hold never lowers a target;
+- never to zero while requests are queued at the gateway or waiting or running on a replica
+  (`enforce.scale_to_zero`, with the requests in flight counted by `analyze.observation` from the
+  pool and the reporting replicas), nor while the request count over the retention period is
+  unknown or above 0.
+
+Only a ready pod's reading is a replica's report: the adapters (`collect.attribution`, the
+simulator) leave out pods that are not ready, so the count of fresh, usable replicas of a variant
+is compared with its `ready_replicas` and a ready pod without a reading cannot be covered by a
+starting or stopping one.
+
+One model cannot take down the others: an ArithmeticError or ValueError raised while analysing,
+optimizing or enforcing one model (no input within the declared ranges should cause one; this
+is the last line of defence) makes that model hold — every target at its current count, within
+bounds, reason `hold: analysis failed (<error>)`, the `MetricsAvailable` judgement of its metrics
+unchanged, nothing written to the memory for it — and every other model is decided as usual.
 
 What fails: `decide()` raises ValueError for a `now` that is not a finite number (a caller's
 error: adapters validate their clock first); nothing raises for odd metrics; a variant whose
@@ -34,43 +50,41 @@ iteration in sorted order.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from llmscaler.analyze import (
-    ballot,
     capacity_knowledge,
     k2_history,
     saturation_percentage,
     saturation_tokens,
-    thresholds,
-    validity,
 )
-from llmscaler.analyze.types import AnalyzerResult, VariantTarget
-from llmscaler.analyze.validity import Problem, metrics_status
+from llmscaler.analyze.observation import Observation, observe
+from llmscaler.analyze.observation import freshness as freshness
+from llmscaler.analyze.validity import MetricsStatus, Problem
 from llmscaler.config.types import Config, CoreSettings, ModelConfig
 from llmscaler.enforce import bounds, scale_to_zero
 from llmscaler.model import (
     CapacityRecord,
     Decision,
-    Freshness,
     K2Sample,
-    PoolMetrics,
     ReplicaMetrics,
     Snapshot,
     State,
     Variant,
     action_for,
-    group_key,
     sorted_items,
 )
-from llmscaler.optimize import cost_aware
+from llmscaler.optimize.token_path import token_targets
 
 SATURATION_PERCENTAGE = 'saturation-percentage'
 
 HOLD_REASON = 'metrics unavailable: holding (never down on missing, invalid or stale metrics)'
+
+ANALYSIS_FAILED = 'hold: analysis failed'
+"""The start of the reason of every decision of a model whose analysis raised (see above)."""
+_MAX_ERROR_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,28 +93,6 @@ class Outcome:
 
     decisions: tuple[Decision, ...]
     state: State
-
-
-def freshness(*, observed_at: float, now: float, settings: CoreSettings) -> Freshness | None:
-    """Age class of a sample; None when older than the unavailable threshold (dropped), or when
-    either time is not a finite number (a NaN age must never read as fresh).
-
-    A sample from the future (clock skew between scraper and caller) counts as fresh.
-    """
-    try:
-        age = now - observed_at
-    except OverflowError:  # an integer time too large for a float
-        return None
-    if not math.isfinite(age):
-        return None
-    age = max(0.0, age)
-    if age < settings.fresh_threshold:
-        return Freshness.FRESH
-    if age < settings.stale_threshold:
-        return Freshness.STALE
-    if age < settings.unavailable_threshold:
-        return Freshness.UNAVAILABLE
-    return None
 
 
 def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> Outcome:
@@ -145,19 +137,33 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
     decisions: list[Decision] = []
     for group in sorted(by_group):
         variants = sorted(by_group[group], key=lambda v: v.name)
-        decisions.extend(
-            _decide_model(
+        model_config = config.model(model_id=variants[0].model_id, namespace=variants[0].namespace)
+        observed = observe(
+            variants=variants,
+            replicas_by_variant=replicas_by_variant,
+            pool=pools.get(group),
+            settings=settings,
+            now=now,
+        )
+        try:
+            decided, writes = _decide_model(
                 variants=variants,
-                replicas_by_variant=replicas_by_variant,
-                pool=pools.get(group),
-                model_config=config.model(
-                    model_id=variants[0].model_id, namespace=variants[0].namespace
-                ),
+                observed=observed,
+                model_config=model_config,
                 settings=settings,
                 memory=memory,
                 now=now,
             )
-        )
+        except (ArithmeticError, ValueError) as error:
+            decided = _analysis_failed(
+                variants=variants,
+                observed=observed,
+                analyzer=model_config.saturation.analyzer_path,
+                error=error,
+            )
+            writes = _Writes()
+        memory.apply(model_id=variants[0].model_id, writes=writes)
+        decisions.extend(decided)
     new_state = State(
         k2_history=sorted_items(memory.history),
         capacity=sorted_items(
@@ -171,6 +177,15 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
 
 
 @dataclass(slots=True)
+class _Writes:
+    """What one model's decision adds to the memory, applied only once it succeeded."""
+
+    history: dict[str, tuple[K2Sample, ...]] = field(default_factory=dict)
+    knowledge: dict[str, CapacityRecord] = field(default_factory=dict)
+    last_informative: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class _Memory:
     """Mutable working copy of `State` for one `decide()` call; it never escapes the call."""
 
@@ -180,6 +195,12 @@ class _Memory:
     variants' and compatible siblings' in other namespaces), so it is handed just that slice."""
     last_desired: dict[str, int]
     last_informative: dict[str, float]
+
+    def apply(self, *, model_id: str, writes: _Writes) -> None:
+        self.history.update(writes.history)
+        if writes.knowledge:
+            self.knowledge.setdefault(model_id, {}).update(writes.knowledge)
+        self.last_informative.update(writes.last_informative)
 
 
 def _by_model(knowledge: Mapping[str, CapacityRecord]) -> dict[str, dict[str, CapacityRecord]]:
@@ -192,71 +213,61 @@ def _by_model(knowledge: Mapping[str, CapacityRecord]) -> dict[str, dict[str, Ca
 def _decide_model(
     *,
     variants: Sequence[Variant],
-    replicas_by_variant: Mapping[str, Sequence[ReplicaMetrics]],
-    pool: PoolMetrics | None,
+    observed: Observation,
     model_config: ModelConfig,
     settings: CoreSettings,
     memory: _Memory,
     now: float,
-) -> list[Decision]:
-    fresh: list[ReplicaMetrics] = []
-    classes: dict[str, list[Freshness | None]] = {}
-    problems: dict[str, list[tuple[str, Problem]]] = {}
-    pool_issues = (
-        [(f'pool {pool.model_id}', p) for p in validity.pool_problems(pool)] if pool else []
-    )
-    for variant in variants:
-        replicas = sorted(replicas_by_variant.get(variant.key, ()), key=lambda r: r.pod)
-        classes[variant.name], problems[variant.name] = _classify(
-            replicas=replicas, now=now, settings=settings, fresh=fresh
-        )
-        problems[variant.name].extend(pool_issues)
+) -> tuple[list[Decision], _Writes]:
     desired = {
         v.name: d
         for v in variants
         if (d := memory.last_desired.get(v.key, v.desired_replicas)) is not None
     }
-
+    writes = _Writes()
     saturation = model_config.saturation
     model_figures: tuple[tuple[str, float], ...] = ()
+    unsized: dict[str, list[tuple[str, Problem]]] = {}
     analyzer: str = saturation.analyzer_path
     if analyzer == SATURATION_PERCENTAGE:
         targets = saturation_percentage.decide_percentage(
-            variants=variants, replicas=fresh, config=saturation, desired=desired
+            variants=variants, replicas=observed.fresh, config=saturation, desired=desired
         )
     else:
+        model_id = variants[0].model_id
         analysis = saturation_tokens.analyze(
-            model_id=variants[0].model_id,
+            model_id=model_id,
             namespace=variants[0].namespace,
             variants=variants,
-            replicas=fresh,
-            pool=pool,
+            replicas=observed.fresh,
+            pool=observed.pool,
             config=saturation,
             settings=settings,
             history=memory.history,
-            knowledge=memory.knowledge.get(variants[0].model_id, {}),
+            knowledge=memory.knowledge.get(model_id, {}),
             now=now,
         )
-        memory.history.update(analysis.history_updates)
-        memory.knowledge.setdefault(variants[0].model_id, {}).update(analysis.knowledge_updates)
+        writes.history.update(analysis.history_updates)
+        writes.knowledge.update(analysis.knowledge_updates)
         # An instance the analyzer could not size is left out of supply and demand alike: it
         # is not reporting, as a replica without KV usage is.
         for replica in analysis.unsized:
-            problems[replica.variant].append((replica.pod, _UNSIZED))
-        targets, model_figures = _token_targets(
+            unsized.setdefault(replica.variant, []).append((replica.pod, _UNSIZED))
+        live_key = f'{variants[0].group}|{analysis.result.analyzer}'
+        path = token_targets(
             result=analysis.result,
             variants=variants,
             model_config=model_config,
-            settings=settings,
-            memory=memory,
+            last_informative=memory.last_informative.get(live_key),
+            interval=settings.interval,
             desired=desired,
             now=now,
         )
+        if path.informative_at is not None:
+            writes.last_informative[live_key] = path.informative_at
+        targets, model_figures = path.targets, path.figures
 
-    status = {
-        v.name: metrics_status(variant=v, classes=classes[v.name], problems=problems[v.name])
-        for v in variants
-    }
+    status = {v.name: observed.status(v, unsized.get(v.name, ())) for v in variants}
     complete = all(s.available for s in status.values())
     proposed = {t.variant: t for t in targets}
     enforcement = scale_to_zero.enforce(
@@ -264,7 +275,8 @@ def _decide_model(
         targets={name: t.target for name, t in sorted(proposed.items())},
         config=model_config,
         settings=settings,
-        request_count=pool.request_count if pool is not None else None,
+        request_count=observed.pool.request_count if observed.pool is not None else None,
+        in_flight=observed.in_flight,
         metrics_complete=complete,
     )
     enforced = dict(enforcement.targets)
@@ -290,27 +302,66 @@ def _decide_model(
             reason = enforcement.reason
         if not complete and enforced.get(variant.name, 0) < variant.current_replicas:
             reason = HOLD_REASON
-        target = bounded[variant.name]
-        metrics = status[variant.name]
         figures = (proposal.figures if proposal is not None else ()) + model_figures
         decisions.append(
-            Decision(
-                variant=variant.name,
-                namespace=variant.namespace,
-                model_id=variant.model_id,
-                accelerator=variant.accelerator,
-                current=variant.current_replicas,
-                target=target,
-                action=action_for(current=variant.current_replicas, target=target),
+            _decision(
+                variant=variant,
+                target=bounded[variant.name],
                 reason=reason,
                 analyzer=analyzer,
                 figures=tuple(sorted(figures)),
-                metrics_available=metrics.available,
-                metrics_reason=metrics.reason,
-                message=metrics.message,
+                metrics=status[variant.name],
             )
         )
-    return decisions
+    return decisions, writes
+
+
+def _decision(
+    *,
+    variant: Variant,
+    target: int,
+    reason: str,
+    analyzer: str,
+    figures: tuple[tuple[str, float], ...],
+    metrics: MetricsStatus,
+) -> Decision:
+    return Decision(
+        variant=variant.name,
+        namespace=variant.namespace,
+        model_id=variant.model_id,
+        accelerator=variant.accelerator,
+        current=variant.current_replicas,
+        target=target,
+        action=action_for(current=variant.current_replicas, target=target),
+        reason=reason,
+        analyzer=analyzer,
+        figures=figures,
+        metrics_available=metrics.available,
+        metrics_reason=metrics.reason,
+        message=metrics.message,
+    )
+
+
+def _analysis_failed(
+    *, variants: Sequence[Variant], observed: Observation, analyzer: str, error: Exception
+) -> list[Decision]:
+    """Every variant of a model whose analysis raised holds at its current count (bounded)."""
+    text = ' '.join(str(error).split())[:_MAX_ERROR_CHARS]
+    reason = f'{ANALYSIS_FAILED} ({type(error).__name__}: {text}); targets kept'
+    held = dict(
+        bounds.clamp_all(variants=variants, targets={v.name: v.current_replicas for v in variants})
+    )
+    return [
+        _decision(
+            variant=variant,
+            target=held[variant.name],
+            reason=reason,
+            analyzer=analyzer,
+            figures=(),
+            metrics=observed.status(variant),
+        )
+        for variant in variants
+    ]
 
 
 _UNSIZED = Problem(
@@ -320,108 +371,6 @@ _UNSIZED = Problem(
 )
 
 
-def _classify(
-    *,
-    replicas: Sequence[ReplicaMetrics],
-    now: float,
-    settings: CoreSettings,
-    fresh: list[ReplicaMetrics],
-) -> tuple[list[Freshness | None], list[tuple[str, Problem]]]:
-    """Freshness classes of one variant's usable replicas, and the problems of the others.
-
-    Fresh usable replicas are appended to `fresh`. A replica with a non-finite `observed_at` is
-    invalid; one older than the unavailable threshold is dropped whatever its figures; any
-    other replica with a missing or broken figure is not reporting and is not analysed.
-    """
-    found: list[Freshness | None] = []
-    problems: list[tuple[str, Problem]] = []
-    for replica in replicas:
-        wrong = validity.replica_problems(replica)
-        age = freshness(observed_at=replica.observed_at, now=now, settings=settings)
-        if age is None and not any(p.metric == 'observed_at' for p in wrong):
-            found.append(None)
-            continue
-        if wrong:
-            problems.extend((replica.pod, p) for p in wrong)
-            continue
-        found.append(age)
-        if age is Freshness.FRESH:
-            fresh.append(replica)
-    return found, problems
-
-
 def _safe_target(*, target: int, current: int, complete: bool) -> int:
     """Missing, invalid or stale metrics never lower a target (design.md §5)."""
     return target if complete else max(target, current)
-
-
-def _token_targets(
-    *,
-    result: AnalyzerResult,
-    variants: Sequence[Variant],
-    model_config: ModelConfig,
-    settings: CoreSettings,
-    memory: _Memory,
-    desired: Mapping[str, int],
-    now: float,
-) -> tuple[tuple[VariantTarget, ...], tuple[tuple[str, float], ...]]:
-    """Threshold post-step, ballot and cost-aware optimizer for a token-based analysis."""
-    saturation = model_config.saturation
-    result = _with_analyzer_overrides(result=result, model_config=model_config)
-    variant = variants[0]
-    live_key = (
-        f'{group_key(model_id=variant.model_id, namespace=variant.namespace)}|{result.analyzer}'
-    )
-    if result.informative:
-        memory.last_informative[live_key] = now
-    live = ballot.is_live(
-        last_informative=memory.last_informative.get(live_key),
-        now=now,
-        interval=settings.interval,
-    )
-    verdict = ballot.cast(
-        model_id=variant.model_id,
-        namespace=variant.namespace,
-        votes=[ballot.Vote(result=result, voting=_saturation_votes(model_config), live=live)],
-        priority=saturation.priority,
-    )
-    signal = thresholds.signal(result=result, live=live)
-    figures = tuple(
-        (f'{name}_{s.role}', value)
-        for s in signal.roles
-        for name, value in (('required', s.required), ('spare', s.spare))
-    )
-    if isinstance(verdict, ballot.Hold):
-        held = tuple(
-            VariantTarget(
-                variant=v.name,
-                target=max(v.current_replicas, desired.get(v.name, 0)),
-                reason=f'hold: {verdict.reason}: {verdict.message}',
-            )
-            for v in variants
-        )
-        return held, figures
-    return cost_aware.optimize(request=verdict), figures
-
-
-def _saturation_votes(model_config: ModelConfig) -> bool:
-    """§5.1: saturation votes when `analyzers:` is empty or lists it without `enabled: false`."""
-    specs = model_config.saturation.analyzers
-    if not specs:
-        return True
-    return any(s.name.startswith('saturation') and s.enabled for s in specs)
-
-
-def _with_analyzer_overrides(
-    *, result: AnalyzerResult, model_config: ModelConfig
-) -> AnalyzerResult:
-    """Apply `analyzers[].scaleUpThreshold/scaleDownBoundary/score` of the saturation entry."""
-    for spec in model_config.saturation.analyzers:
-        if spec.name.startswith('saturation') and spec.enabled:
-            return dataclasses.replace(
-                result,
-                scale_up_threshold=spec.scale_up_threshold or result.scale_up_threshold,
-                scale_down_boundary=spec.scale_down_boundary or result.scale_down_boundary,
-                score=spec.score,
-            )
-    return result

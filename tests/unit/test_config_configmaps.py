@@ -202,9 +202,20 @@ analyzers:
         ('kvCacheThreshold: -0.1', 'kvCacheThreshold', '-0.1', 'must be in [0, 1]'),
         ('kvCacheThreshold: .nan', 'kvCacheThreshold', 'nan', 'finite'),
         ('kvSpareTrigger: .inf', 'kvSpareTrigger', 'inf', 'finite'),
-        ('queueLengthThreshold: -1', 'queueLengthThreshold', '-1', 'must be >= 0'),
-        ('queueSpareTrigger: -3', 'queueSpareTrigger', '-3', 'must be >= 0'),
-        ('priority: -1', 'priority', '-1', 'must be >= 0'),
+        ('queueLengthThreshold: -1', 'queueLengthThreshold', '-1', 'must be in [0, 1000000]'),
+        ('queueSpareTrigger: -3', 'queueSpareTrigger', '-3', 'must be in [0, 1000000]'),
+        ('priority: -1', 'priority', '-1', 'must be in [0, 1000000]'),
+        # Finite but absurd: each once overflowed the analyzers' sums (decide() raised).
+        ('queueLengthThreshold: 1e308', 'queueLengthThreshold', '1e+308', 'in [0, 1000000]'),
+        ('queueLengthThreshold: 1000001', 'queueLengthThreshold', '1000001', 'in [0, 1000000]'),
+        ('queueSpareTrigger: 2000000', 'queueSpareTrigger', '2000000', 'in [0, 1000000]'),
+        ('priority: 1e300', 'priority', '1e+300', 'in [0, 1000000]'),
+        (
+            'analyzers: [{name: a, score: 1e308}]',
+            'analyzers[0].score',
+            '1e+308',
+            'in [0, 1000000]',
+        ),
         ('scaleUpThreshold: 0', 'scaleUpThreshold', '0', 'must be in (0, 1]'),
         ('scaleDownBoundary: 1.2', 'scaleDownBoundary', '1.2', 'must be in (0, 1]'),
         ('kvCacheThreshold: "0.8"', 'kvCacheThreshold', '0.8', 'not a string'),
@@ -377,6 +388,8 @@ def test_seed_000_scale_to_zero_example() -> None:
         ('retention_period: "0s"', 'must be a positive duration'),
         ('retention_period: "-5m"', 'negative'),
         ('retention_period: [1]', 'Go duration string'),
+        ('retention_period: 168h1s', 'at most 168h (7 days)'),
+        ('retention_period: 2562047h', 'at most 168h (7 days)'),
         ('enable_scale_to_zero: "true"', 'true or false'),
         ('enable_scale_to_zero: true\nretention: 5m', 'unknown field'),
     ],
@@ -385,6 +398,13 @@ def test_scale_to_zero_invalid(text: str, message: str) -> None:
     entries, errors = parse_scale_to_zero_configmap(source=scale_to_zero({'default': text}))
     assert entries == ()
     assert message in only_error(errors).message
+
+
+def test_retention_of_seven_days_is_the_longest_accepted() -> None:
+    (entry,), _ = parse_scale_to_zero_configmap(
+        source=scale_to_zero({'default': 'retention_period: 168h'})
+    )
+    assert entry.values.retention_period == 7 * 24 * 3600.0
 
 
 def test_retention_over_24h_warns_but_loads() -> None:
@@ -433,12 +453,14 @@ def test_seed_000_queueing_example() -> None:
 @pytest.mark.parametrize(
     ('text', 'field', 'message'),
     [
-        ('sloMultiplier: 1', 'sloMultiplier', 'must be > 1'),
-        ('sloMultiplier: 0.5', 'sloMultiplier', 'must be > 1'),
+        ('sloMultiplier: 1', 'sloMultiplier', 'must be in (1, 100]'),
+        ('sloMultiplier: 0.5', 'sloMultiplier', 'must be in (1, 100]'),
+        ('sloMultiplier: 101', 'sloMultiplier', 'must be in (1, 100]'),
         ('tuningEnabled: "no"', 'tuningEnabled', 'true or false'),
         ('targetTTFT: 500', 'targetTTFT', 'set together'),
         ('targetITL: 100', 'targetITL', 'set together'),
-        ('targetTTFT: 0\ntargetITL: 100', 'targetTTFT', 'must be > 0'),
+        ('targetTTFT: 0\ntargetITL: 100', 'targetTTFT', 'must be in (0, 3600000]'),
+        ('targetTTFT: 500\ntargetITL: 3600001', 'targetITL', 'must be in (0, 3600000]'),
         ('targetTTFT: 500\ntargetITL: .inf', 'targetITL', 'finite'),
     ],
 )

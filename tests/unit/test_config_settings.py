@@ -163,8 +163,18 @@ def test_parse_bool_rejects(value: object) -> None:
         ('WVA_SCALE_TO_ZERO', 'maybe', 'must be one of'),
         ('LLMSCALER_K2_WINDOW', '2.5', 'whole number'),
         ('LLMSCALER_K2_WINDOW', '-3', 'whole number'),
-        ('LLMSCALER_K2_WINDOW', '0', 'at least 1'),
+        ('LLMSCALER_K2_WINDOW', '0', 'from 1 to 10000'),
+        ('LLMSCALER_K2_WINDOW', '10001', 'from 1 to 10000'),
+        ('LLMSCALER_K2_WINDOW', '9' * 5000, 'from 1 to 10000'),
         ('LLMSCALER_K2_HISTORY_TTL', '0s', 'positive'),
+        # Every setting has a finite maximum (values just past it; Go's limit, 292 years).
+        ('GLOBAL_OPT_INTERVAL', '1h0m1s', 'at most 1h0m0s'),
+        ('PROMETHEUS_METRICS_CACHE_FRESH_THRESHOLD', '24h1s', 'at most 24h0m0s'),
+        ('PROMETHEUS_METRICS_CACHE_STALE_THRESHOLD', '2562047h', 'at most 24h0m0s'),
+        ('PROMETHEUS_METRICS_CACHE_UNAVAILABLE_THRESHOLD', '25h', 'at most 24h0m0s'),
+        ('LLMSCALER_K2_HISTORY_TTL', '721h', 'at most 720h0m0s'),
+        ('LLMSCALER_CAPACITY_TTL', '8761h', 'at most 8760h0m0s'),
+        ('LLMSCALER_SCALE_TO_ZERO_RETENTION', '169h', 'at most 168h0m0s'),
         ('LLMSCALER_CAPACITY_TTL', '-1h', 'negative'),
         ('LLMSCALER_SCALE_TO_ZERO_RETENTION', '10', 'unit is required'),
         ('PROMETHEUS_METRICS_CACHE_FRESH_THRESHOLD', '', 'empty'),
@@ -175,6 +185,28 @@ def test_invalid_values(key: str, value: str, message: str) -> None:
     assert settings == CoreSettings()
     assert len(errors) == 1
     assert message in errors[0]
+
+
+def test_every_maximum_is_accepted() -> None:
+    settings, errors = load(
+        env={
+            'GLOBAL_OPT_INTERVAL': '1h',
+            'PROMETHEUS_METRICS_CACHE_FRESH_THRESHOLD': '22h',
+            'PROMETHEUS_METRICS_CACHE_STALE_THRESHOLD': '23h',
+            'PROMETHEUS_METRICS_CACHE_UNAVAILABLE_THRESHOLD': '24h',
+            'LLMSCALER_K2_WINDOW': '10000',
+            'LLMSCALER_K2_HISTORY_TTL': '720h',
+            'LLMSCALER_CAPACITY_TTL': '8760h',
+            'LLMSCALER_SCALE_TO_ZERO_RETENTION': '168h',
+        }
+    )
+    assert errors == []
+    assert (settings.interval, settings.unavailable_threshold) == (3600.0, 86400.0)
+    assert (settings.k2_window, settings.k2_history_ttl) == (10000, 720 * 3600.0)
+    assert (settings.capacity_ttl, settings.default_retention_period) == (
+        8760 * 3600.0,
+        168 * 3600.0,
+    )
 
 
 def test_thresholds_must_increase() -> None:

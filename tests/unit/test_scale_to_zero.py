@@ -50,6 +50,7 @@ def run(
     config: ModelConfig = ON,
     settings: CoreSettings = SETTINGS,
     count: float | None = 0.0,
+    in_flight: float = 0.0,
     complete: bool = True,
 ) -> Enforcement:
     return enforce(
@@ -58,6 +59,7 @@ def run(
         config=config,
         settings=settings,
         request_count=count,
+        in_flight=in_flight,
         metrics_complete=complete,
     )
 
@@ -198,6 +200,26 @@ def test_requests_in_window_never_leave_a_running_model_at_zero() -> None:
     assert result.modified == ('b',)
 
 
+@pytest.mark.parametrize('in_flight', [1.0, 3.0, 0.5, 1e308])
+def test_requests_queued_or_running_keep_a_model_with_no_completed_request_running(
+    in_flight: float,
+) -> None:
+    # A zero count covers completed requests only: one still queued or running is not in it.
+    variants = [variant('a', cost=9.0, current=1), variant('b', cost=4.0, current=2)]
+    result = run(variants, {'a': 0, 'b': 0}, count=0.0, in_flight=in_flight)
+    assert result.targets == (('a', 0), ('b', 1))
+    assert result.policy == 'minimum_replicas'
+    assert f'{in_flight:g} requests queued or running; targets kept' in result.message
+
+
+@pytest.mark.parametrize('in_flight', [math.nan, math.inf, -1.0])
+def test_requests_in_flight_that_are_not_a_count_keep_targets(in_flight: float) -> None:
+    result = run([variant('a', current=1)], {'a': 1}, count=0.0, in_flight=in_flight)
+    assert result.targets == (('a', 1),)
+    assert result.policy == ''
+    assert 'queued or running unknown' in result.message
+
+
 def test_an_idle_model_at_zero_stays_there_when_the_count_is_unknown() -> None:
     result = run([variant('a', current=0)], {'a': 0}, count=None)
     assert result.targets == (('a', 0),)
@@ -288,17 +310,21 @@ def models(draw: st.DrawFn) -> tuple[list[Variant], dict[str, int]]:
     model=models(),
     enabled=st.sampled_from([None, True, False]),
     count=st.sampled_from([None, 0.0, 1.0, math.nan]),
+    in_flight=st.sampled_from([0.0, 0.0, 1.0, 7.5, math.nan]),
     complete=st.booleans(),
 )
 def test_safety_properties(
     model: tuple[list[Variant], dict[str, int]],
     enabled: bool | None,
     count: float | None,
+    in_flight: float,
     complete: bool,
 ) -> None:
     variants, targets = model
     config = ModelConfig(scale_to_zero=ScaleToZeroConfig(enabled=enabled))
-    result = run(variants, targets, config=config, count=count, complete=complete)
+    result = run(
+        variants, targets, config=config, count=count, in_flight=in_flight, complete=complete
+    )
     final = result.target_map()
     assert sorted(final) == sorted(targets)
     assert result.modified == tuple(n for n in sorted(final) if final[n] != targets[n])
@@ -309,6 +335,7 @@ def test_safety_properties(
         # Only a confirmed idle window with complete metrics may leave a running model at 0.
         assert enabled is True
         assert count == 0.0
+        assert in_flight == 0.0
         assert complete
     for v in variants:
         if result.policy == 'scale_to_zero':

@@ -75,11 +75,18 @@ def test_instance_with_only_an_output_length_counts() -> None:
     assert (averages.avg_input, averages.avg_output) == (50.0, 100.0)
 
 
-def test_mean_beyond_float_range_counts_as_absent() -> None:
-    # 2 × 1.79e308 overflows the sum: Ī is absent (0); Ō = 50 stays
+def test_a_mean_whose_sum_exceeds_the_float_range_is_still_the_mean() -> None:
+    # 2 × 1.79e308 overflows the sum, not the mean.
     huge = sys.float_info.max
     averages = sq.workload_averages(replicas=[replica('a', inp=huge), replica('b', inp=huge)])
-    assert (averages.avg_input, averages.avg_output) == (0.0, 50.0)
+    assert (averages.avg_input, averages.avg_output) == (huge, 50.0)
+
+
+def test_a_demand_beyond_the_float_range_is_the_largest_float_not_zero() -> None:
+    huge = sys.float_info.max
+    averages = sq.WorkloadAverages(avg_input=huge, avg_output=huge)
+    queue = sq.scheduler_queue_demand(pool=pool(10), averages=averages)
+    assert (queue.input_tokens, queue.output_tokens, queue.total) == (huge, huge, huge)
 
 
 # --- scheduler queue demand -------------------------------------------------------------------

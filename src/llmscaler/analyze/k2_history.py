@@ -24,9 +24,9 @@ with NaN are false) and `math.inf` disables expiry.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
+from llmscaler.analyze import finite_sums
 from llmscaler.model import K2Sample, finite
 
 SHORT_OUTPUT_THRESHOLD = 100.0
@@ -84,7 +84,7 @@ def average(
     live = [s.value for s in history.get(key, ()) if not _expired(sample=s, now=now, ttl=ttl)]
     if not live:
         return None
-    return math.fsum(live) / len(live)
+    return finite_sums.mean(live)
 
 
 def expire(*, history: Mapping[str, tuple[K2Sample, ...]], now: float, ttl: float) -> History:

@@ -42,6 +42,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from llmscaler.analyze import finite_sums
 from llmscaler.analyze.types import VariantTarget
 from llmscaler.config.types import SaturationConfig
 from llmscaler.model import ROLES, ReplicaMetrics, Role, Variant
@@ -109,9 +110,10 @@ def analyze(*, replicas: Sequence[ReplicaMetrics], config: SaturationConfig) -> 
 
     count = len(spare_kv)
     # One plain mean over all non-saturated replicas: equal to WVA's per-variant weighted mean,
-    # and fsum makes it independent of replica order down to the last bit.
-    avg_spare_kv = math.fsum(spare_kv) / count if count else 0.0
-    avg_spare_queue = math.fsum(spare_queue) / count if count else 0.0
+    # exact (fsum), so independent of replica order down to the last bit, and never overflowing
+    # (a queue threshold near the float maximum would overflow a plain sum of spares).
+    avg_spare_kv = finite_sums.mean(spare_kv)
+    avg_spare_queue = finite_sums.mean(spare_queue)
     if count + saturated == 0:
         scale_up = False
     else:
@@ -128,8 +130,7 @@ def analyze(*, replicas: Sequence[ReplicaMetrics], config: SaturationConfig) -> 
             count=count, avg_spare_kv=avg_spare_kv, avg_spare_queue=avg_spare_queue, config=config
         ),
         avg_kv_usage=tuple(
-            (name, math.fsum(values) / len(values))
-            for name, values in sorted(kv_by_variant.items())
+            (name, finite_sums.mean(values)) for name, values in sorted(kv_by_variant.items())
         ),
         excluded_count=excluded,
     )

@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from typing import TypeVar, overload
 
 from llmscaler.analyze import capacity_knowledge as ck
+from llmscaler.analyze import finite_sums
 from llmscaler.analyze import k2_history as kh
 from llmscaler.analyze import scheduler_queue as sq
 from llmscaler.analyze.types import AnalyzerResult, Totals, VariantCapacity
@@ -377,7 +378,7 @@ def _variant(
         ordered = sorted(instances, key=lambda r: (r.k_eff, r.pod))
         reason = ordered[(count - 1) // 2].source
         live = -(-count // per_unit)
-        demand = math.fsum(float(r.demand) for r in instances)
+        demand = finite_sums.total(float(r.demand) for r in instances)
     else:
         capacity, reason, live, demand = 0.0, 'no-data', 0, 0.0
         if record is not None and _positive(record.effective_capacity) > 0:
@@ -421,11 +422,12 @@ def _variant(
 
 def _totals(*, variants: Sequence[VariantCapacity], queue: float) -> Totals:
     return Totals(
-        supply=math.fsum(v.replica_count * v.per_replica_capacity for v in variants),
-        anticipated_supply=math.fsum(
+        supply=finite_sums.total(v.replica_count * v.per_replica_capacity for v in variants),
+        anticipated_supply=finite_sums.total(
             (v.replica_count + v.pending) * v.per_replica_capacity for v in variants
         ),
-        demand=math.fsum(v.total_demand for v in variants) + queue,
+        # Two steps, as the plain `fsum(...) + queue` rounds: the same bits, without overflow.
+        demand=finite_sums.total([finite_sums.total(v.total_demand for v in variants), queue]),
     )
 
 

@@ -15,18 +15,20 @@ The prefix-cache discount applies only here: queued requests have not done a pre
 while the engines' local queues have (so `waiting_queue_demand` does not discount).
 
 Bad input: NaN, Inf, zero and negative token lengths, queue sizes and byte counts count as absent
-(0); a missing hit rate counts as 0 (no discount, as in WVA) and one outside [0, 1] is dropped (0);
-a mean whose sum exceeds the float range counts as absent (0); a demand that is not a positive
-finite number is 0. No pool (the gateway metrics were not collected) means no queue demand.
+(0); a missing hit rate counts as 0 (no discount, as in WVA) and one outside [0, 1] is dropped (0).
+Finite figures never overflow: means are exact (`finite_sums`), and a demand of finite figures
+beyond the float range is the largest float, never 0 (a huge queue read as no queue would invite
+a scale-down). No pool (the gateway metrics were not collected) means no queue demand.
 Nothing raises.
 """
 
 from __future__ import annotations
 
-import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from llmscaler.analyze import finite_sums
 from llmscaler.model import PoolMetrics, ReplicaMetrics, Role, finite
 
 BYTES_PER_TOKEN = 4.0
@@ -51,7 +53,7 @@ class QueueDemand:
 
     @property
     def total(self) -> float:
-        return self.input_tokens + self.output_tokens
+        return finite_sums.total((self.input_tokens, self.output_tokens))
 
     def for_role(self, role: Role) -> float:
         """Prefill stores the prompts; decode receives them and generates; both does all."""
@@ -66,11 +68,7 @@ def _positive(value: float | None) -> float:
 
 
 def _mean(values: Sequence[float]) -> float:
-    # Finite lengths near the float maximum overflow the exact sum, and fsum raises on that.
-    try:
-        return _positive(math.fsum(values) / len(values))
-    except OverflowError:
-        return 0.0
+    return _positive(finite_sums.mean(values))
 
 
 def workload_averages(*, replicas: Sequence[ReplicaMetrics]) -> WorkloadAverages:
@@ -104,7 +102,15 @@ def scheduler_queue_demand(*, pool: PoolMetrics | None, averages: WorkloadAverag
     size, size_bytes = _positive(pool.queue_size), _positive(pool.queue_bytes)
     if size <= 0 and size_bytes <= 0:
         return QueueDemand()
-    input_tokens = max(size_bytes / BYTES_PER_TOKEN, size * averages.avg_input)
-    input_tokens *= 1 - averages.hit_rate
-    output_tokens = size * averages.avg_output
-    return QueueDemand(input_tokens=_positive(input_tokens), output_tokens=_positive(output_tokens))
+    input_tokens = max(size_bytes / BYTES_PER_TOKEN, _saturated(size * averages.avg_input))
+    input_tokens = _saturated(input_tokens * (1 - averages.hit_rate))
+    output_tokens = _saturated(size * averages.avg_output)
+    return QueueDemand(input_tokens=input_tokens, output_tokens=output_tokens)
+
+
+def _saturated(product: float) -> float:
+    """A product of finite non-negative figures, at most the largest float (never Inf, never 0
+    for an overflow); NaN and negatives are 0."""
+    if not product > 0:
+        return 0.0
+    return min(product, sys.float_info.max)

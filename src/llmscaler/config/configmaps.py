@@ -7,10 +7,11 @@ so we read them with their exact names, keys, field spellings and defaults:
   recognised by its `model_id` (+ optional `namespace`) fields (seed 000 form) or by a key of the
   form `{modelID}#{namespace}` (WVA main form; an empty namespace part means every namespace).
 - `wva-model-scale-to-zero-config`: `default` plus entries with `model_id`, `namespace`,
-  `enable_scale_to_zero` (bool) and `retention_period` (Go duration, > 0; over 24 h warns).
-- `wva-queueing-model-config`: `default{sloMultiplier > 1, tuningEnabled}` plus per-model
+  `enable_scale_to_zero` (bool) and `retention_period` (Go duration, > 0 and at most 7 days;
+  over 24 h warns).
+- `wva-queueing-model-config`: `default{sloMultiplier in (1, 100], tuningEnabled}` plus per-model
   `{model_id, namespace, targetTTFT, targetITL, sloMultiplier, tuningEnabled}`; the targets are
-  milliseconds, both > 0 or both absent (also accepted in `default`, as a global SLO).
+  milliseconds, both in (0, 1 h] or both absent (also accepted in `default`, as a global SLO).
 
 Each entry keeps only the fields that were explicitly present (None = absent), so that
 `llmscaler.config.build` can merge layers field by field.
@@ -32,9 +33,11 @@ wrong type, an unknown field, a value out of range (NaN and ±Inf are out of eve
 inconsistent fields is rejected whole with a `ConfigError` naming the ConfigMap, key, field and
 value (never the value of a field whose name looks secret); every valid entry still loads. A
 ConfigMap over its size or node cap is rejected whole, with one error saying so. An unexpected
-exception while reading one entry is that entry's error. Validation (wva.md §9.2): fractions in
-[0, 1]; queueLengthThreshold ≥ 0; kvCacheThreshold ≥ kvSpareTrigger; priority ≥ 0; V2
-thresholds in (0, 1] with up > down.
+exception while reading one entry is that entry's error. Validation (wva.md §9.2, plus a finite
+maximum for every number, so no accepted value can overflow the core's arithmetic): fractions in
+[0, 1]; queueLengthThreshold and queueSpareTrigger in [0, 1,000,000]; kvCacheThreshold ≥
+kvSpareTrigger; priority and analyzer scores in [0, 1,000,000]; V2 thresholds in (0, 1] with
+up > down (`llmscaler.config.fields` tables them).
 """
 
 from __future__ import annotations
@@ -46,17 +49,18 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from llmscaler.config.errors import ConfigError, is_secret_key, show_value
 from llmscaler.config.fields import (
     Invalid,
-    above_one,
     analyzer_list,
     boolean,
     fraction,
-    non_negative,
-    positive,
+    latency_ms,
+    queue_length,
     retention,
     scale_to_zero_block,
+    slo_multiplier,
     string,
     threshold,
     type_name,
+    weight,
 )
 from llmscaler.config.types import AnalyzerSpec, ScaleToZeroConfig
 from llmscaler.config.yaml_loader import (
@@ -156,12 +160,12 @@ _Fields = dict[str, tuple[str, Callable[[object], object]]]
 
 _SATURATION_FIELDS: _Fields = {
     'kvCacheThreshold': ('kv_cache_threshold', fraction),
-    'queueLengthThreshold': ('queue_length_threshold', non_negative),
+    'queueLengthThreshold': ('queue_length_threshold', queue_length),
     'kvSpareTrigger': ('kv_spare_trigger', fraction),
-    'queueSpareTrigger': ('queue_spare_trigger', non_negative),
+    'queueSpareTrigger': ('queue_spare_trigger', queue_length),
     'scaleUpThreshold': ('scale_up_threshold', threshold),
     'scaleDownBoundary': ('scale_down_boundary', threshold),
-    'priority': ('priority', non_negative),
+    'priority': ('priority', weight),
     'analyzerName': ('analyzer_name', string),
     'analyzers': ('analyzers', analyzer_list),
     'enableLimiter': ('enable_limiter', boolean),
@@ -173,10 +177,10 @@ _SCALE_TO_ZERO_FIELDS: _Fields = {
     'retention_period': ('retention_period', retention),
 }
 _QUEUEING_FIELDS: _Fields = {
-    'sloMultiplier': ('slo_multiplier', above_one),
+    'sloMultiplier': ('slo_multiplier', slo_multiplier),
     'tuningEnabled': ('tuning_enabled', boolean),
-    'targetTTFT': ('target_ttft', positive),
-    'targetITL': ('target_itl', positive),
+    'targetTTFT': ('target_ttft', latency_ms),
+    'targetITL': ('target_itl', latency_ms),
 }
 
 

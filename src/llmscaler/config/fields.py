@@ -6,9 +6,21 @@ as YAML produced it and returns the typed value, or raises `Invalid` with a mess
 nested value, the path below the field and the offending part).
 
 Rules: numbers are ints or floats, never booleans or strings, and must be finite (NaN and ±Inf are
-out of every range); fractions are in [0, 1], thresholds in (0, 1]; a retention period is a Go
-duration string with a unit; analyzers are mappings with a non-empty name (or type, equal to it),
-unique names, and scaleUpThreshold > scaleDownBoundary.
+out of every range); every number has a finite maximum, so no value accepted here can overflow
+the arithmetic of the core (a `queueLengthThreshold` of 1e308 once did):
+
+| converter | range | fields |
+|---|---|---|
+| `fraction` | [0, 1] | kvCacheThreshold, kvSpareTrigger |
+| `threshold` | (0, 1] | scaleUpThreshold, scaleDownBoundary |
+| `queue_length` | [0, 1,000,000] requests | queueLengthThreshold, queueSpareTrigger |
+| `weight` | [0, 1,000,000] | priority, analyzers[].score |
+| `slo_multiplier` | (1, 100] | sloMultiplier |
+| `latency_ms` | (0, 3,600,000] ms (one hour) | targetTTFT, targetITL |
+| `retention` | (0, 7 days], a Go duration string with a unit | retention_period |
+
+Analyzers are mappings with a non-empty name (or type, equal to it), unique names, and
+scaleUpThreshold > scaleDownBoundary.
 
 What fails: only `Invalid`, for a value that breaks its rule.
 """
@@ -52,39 +64,43 @@ def type_name(value: object) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def fraction(value: object) -> float:
+QUEUE_LENGTH_MAX = 1_000_000.0
+"""Requests: far beyond any engine's or gateway's queue, far below any float overflow."""
+WEIGHT_MAX = 1_000_000.0
+SLO_MULTIPLIER_MAX = 100.0
+LATENCY_MS_MAX = 3_600_000.0
+RETENTION_MAX = 7 * 24 * 3600.0
+
+
+def _in_range(value: object, *, low: float, high: float, low_open: bool = False) -> float:
     number = _number(value)
-    if not 0.0 <= number <= 1.0:
-        raise Invalid('must be in [0, 1]')
+    if number < low or (low_open and number == low) or number > high:
+        raise Invalid(f'must be in {"(" if low_open else "["}{low:.15g}, {high:.15g}]')
     return number
+
+
+def fraction(value: object) -> float:
+    return _in_range(value, low=0.0, high=1.0)
 
 
 def threshold(value: object) -> float:
-    number = _number(value)
-    if not 0.0 < number <= 1.0:
-        raise Invalid('must be in (0, 1]')
-    return number
+    return _in_range(value, low=0.0, high=1.0, low_open=True)
 
 
-def non_negative(value: object) -> float:
-    number = _number(value)
-    if number < 0:
-        raise Invalid('must be >= 0')
-    return number
+def queue_length(value: object) -> float:
+    return _in_range(value, low=0.0, high=QUEUE_LENGTH_MAX)
 
 
-def positive(value: object) -> float:
-    number = _number(value)
-    if number <= 0:
-        raise Invalid('must be > 0')
-    return number
+def weight(value: object) -> float:
+    return _in_range(value, low=0.0, high=WEIGHT_MAX)
 
 
-def above_one(value: object) -> float:
-    number = _number(value)
-    if number <= 1:
-        raise Invalid('must be > 1')
-    return number
+def slo_multiplier(value: object) -> float:
+    return _in_range(value, low=1.0, high=SLO_MULTIPLIER_MAX, low_open=True)
+
+
+def latency_ms(value: object) -> float:
+    return _in_range(value, low=0.0, high=LATENCY_MS_MAX, low_open=True)
 
 
 def boolean(value: object) -> bool:
@@ -110,6 +126,8 @@ def retention(value: object) -> float:
         raise Invalid(str(exc)) from None
     if seconds <= 0:
         raise Invalid('must be a positive duration')
+    if seconds > RETENTION_MAX:
+        raise Invalid('must be at most 168h (7 days)')
     return seconds
 
 
@@ -131,7 +149,7 @@ _ANALYZER_FIELDS: dict[str, Callable[[object], object]] = {
     'name': string,
     'type': string,
     'enabled': boolean,
-    'score': non_negative,
+    'score': weight,
     'scaleUpThreshold': threshold,
     'scaleDownBoundary': threshold,
 }

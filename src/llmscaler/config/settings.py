@@ -4,21 +4,23 @@ Why: WVA reads its manager settings (`wva-manager-config`, env vars, flags) with
 (seed 000 "Configuration"), and users expect the same keys to work here. Every layer uses the
 same key spelling (the CLI layer arrives already keyed by these names):
 
-| key | CoreSettings field | default |
-|---|---|---|
-| GLOBAL_OPT_INTERVAL | interval (duration, at least 1s) | 30s (WVA: 15s) |
-| WVA_SCALE_TO_ZERO | scale_to_zero (bool) | false |
-| PROMETHEUS_METRICS_CACHE_FRESH_THRESHOLD | fresh_threshold (duration) | 1m |
-| PROMETHEUS_METRICS_CACHE_STALE_THRESHOLD | stale_threshold (duration) | 2m |
-| PROMETHEUS_METRICS_CACHE_UNAVAILABLE_THRESHOLD | unavailable_threshold (duration) | 5m |
-| LLMSCALER_K2_WINDOW | k2_window (int ≥ 1) | 10 |
-| LLMSCALER_K2_HISTORY_TTL | k2_history_ttl (duration) | 24h |
-| LLMSCALER_CAPACITY_TTL | capacity_ttl (duration) | 168h |
-| LLMSCALER_SCALE_TO_ZERO_RETENTION | default_retention_period (duration) | 10m |
+| key | CoreSettings field | range | default |
+|---|---|---|---|
+| GLOBAL_OPT_INTERVAL | interval (duration) | 1s to 1h | 30s (WVA: 15s) |
+| WVA_SCALE_TO_ZERO | scale_to_zero (bool) | | false |
+| PROMETHEUS_METRICS_CACHE_FRESH_THRESHOLD | fresh_threshold | to 24h | 1m |
+| PROMETHEUS_METRICS_CACHE_STALE_THRESHOLD | stale_threshold | to 24h | 2m |
+| PROMETHEUS_METRICS_CACHE_UNAVAILABLE_THRESHOLD | unavailable_threshold | to 24h | 5m |
+| LLMSCALER_K2_WINDOW | k2_window (integer) | 1 to 10000 | 10 |
+| LLMSCALER_K2_HISTORY_TTL | k2_history_ttl | to 720h (30 days) | 24h |
+| LLMSCALER_CAPACITY_TTL | capacity_ttl | to 8760h (365 days) | 168h |
+| LLMSCALER_SCALE_TO_ZERO_RETENTION | default_retention_period | to 168h (7 days) | 10m |
 
-Durations are Go strings with a unit (`llmscaler.config.durations`) and must be > 0. Booleans
-accept true/false/1/0/yes/no in any case (and YAML booleans in the file layer); integers accept
-decimal text or YAML integers.
+Durations (all but the boolean and the integer) are Go strings with a unit
+(`llmscaler.config.durations`) and must be above 0. Every setting has a finite maximum well
+inside what the arithmetic of the core handles, so an absurd value is refused here instead of
+reaching a decision. Booleans accept true/false/1/0/yes/no in any case (and YAML booleans in the
+file layer); integers accept decimal text or YAML integers.
 
 What fails: nothing raises. An invalid value at one layer gives a `ConfigError` and that layer is
 skipped for that key, so the next lower layer (finally the default) applies. Unknown keys are
@@ -41,8 +43,11 @@ from llmscaler.config.durations import format_duration, parse_duration
 from llmscaler.config.errors import ConfigError, show_setting, show_value
 from llmscaler.config.types import CoreSettings
 
+HOUR = 3600.0
+DAY = 24 * HOUR
 
-def _duration(value: object, minimum: float = 0.0) -> float:
+
+def _duration(value: object, *, maximum: float, minimum: float = 0.0) -> float:
     if isinstance(value, bool) or not isinstance(value, str):
         if isinstance(value, int | float):
             raise ValueError('a unit is required: write a Go duration such as "30s"')
@@ -52,11 +57,16 @@ def _duration(value: object, minimum: float = 0.0) -> float:
         raise ValueError('must be a positive duration')
     if seconds < minimum:
         raise ValueError(f'must be at least {format_duration(minimum)}')
+    if seconds > maximum:
+        raise ValueError(f'must be at most {format_duration(maximum)}')
     return seconds
 
 
-def _interval(value: object) -> float:
-    return _duration(value, minimum=1.0)
+def _up_to(maximum: float, *, minimum: float = 0.0) -> Callable[[object], float]:
+    def parse(value: object) -> float:
+        return _duration(value, maximum=maximum, minimum=minimum)
+
+    return parse
 
 
 _TRUE = frozenset({'true', '1', 'yes'})
@@ -78,17 +88,22 @@ def parse_bool(value: object) -> bool:
     raise ValueError('must be one of true, false, 1, 0, yes, no')
 
 
-def _positive_int(value: object) -> int:
+K2_WINDOW_MAX = 10_000
+
+
+def _window(value: object) -> int:
     if isinstance(value, bool):
         raise ValueError('must be a whole number')
     if isinstance(value, int):
         number = value
     elif isinstance(value, str) and value.strip().lstrip('+').isdecimal():
-        number = int(value.strip())
+        text = value.strip().lstrip('+')
+        # A long digit string is out of range whatever it says; never convert it.
+        number = int(text) if len(text) <= 9 else K2_WINDOW_MAX + 1
     else:
         raise ValueError('must be a whole number')
-    if number < 1:
-        raise ValueError('must be at least 1')
+    if not 1 <= number <= K2_WINDOW_MAX:
+        raise ValueError(f'must be from 1 to {K2_WINDOW_MAX}')
     return number
 
 
@@ -99,15 +114,17 @@ class _Setting:
 
 
 SETTINGS: dict[str, _Setting] = {
-    'GLOBAL_OPT_INTERVAL': _Setting('interval', _interval),
+    'GLOBAL_OPT_INTERVAL': _Setting('interval', _up_to(HOUR, minimum=1.0)),
     'WVA_SCALE_TO_ZERO': _Setting('scale_to_zero', parse_bool),
-    'PROMETHEUS_METRICS_CACHE_FRESH_THRESHOLD': _Setting('fresh_threshold', _duration),
-    'PROMETHEUS_METRICS_CACHE_STALE_THRESHOLD': _Setting('stale_threshold', _duration),
-    'PROMETHEUS_METRICS_CACHE_UNAVAILABLE_THRESHOLD': _Setting('unavailable_threshold', _duration),
-    'LLMSCALER_K2_WINDOW': _Setting('k2_window', _positive_int),
-    'LLMSCALER_K2_HISTORY_TTL': _Setting('k2_history_ttl', _duration),
-    'LLMSCALER_CAPACITY_TTL': _Setting('capacity_ttl', _duration),
-    'LLMSCALER_SCALE_TO_ZERO_RETENTION': _Setting('default_retention_period', _duration),
+    'PROMETHEUS_METRICS_CACHE_FRESH_THRESHOLD': _Setting('fresh_threshold', _up_to(DAY)),
+    'PROMETHEUS_METRICS_CACHE_STALE_THRESHOLD': _Setting('stale_threshold', _up_to(DAY)),
+    'PROMETHEUS_METRICS_CACHE_UNAVAILABLE_THRESHOLD': _Setting(
+        'unavailable_threshold', _up_to(DAY)
+    ),
+    'LLMSCALER_K2_WINDOW': _Setting('k2_window', _window),
+    'LLMSCALER_K2_HISTORY_TTL': _Setting('k2_history_ttl', _up_to(30 * DAY)),
+    'LLMSCALER_CAPACITY_TTL': _Setting('capacity_ttl', _up_to(365 * DAY)),
+    'LLMSCALER_SCALE_TO_ZERO_RETENTION': _Setting('default_retention_period', _up_to(7 * DAY)),
 }
 """The keys that feed `CoreSettings`, with the field each sets."""
 

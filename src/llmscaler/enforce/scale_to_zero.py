@@ -15,9 +15,12 @@ What it computes (`enforce`), from the optimizer's targets for every variant of 
   `WVA_SCALE_TO_ZERO` (`CoreSettings.scale_to_zero`), which defaults to False
   (`scale_to_zero_enabled`). The retention window is the model's `retention_period`, then
   `CoreSettings.default_retention_period` (600 s) (`retention_period`). The caller measures
-  `request_count` over that window; here it only appears in the message.
-- Enabled: no count (query failed) → targets kept; count > 0 → kept; count == 0 → every
-  variant goes towards 0, policy `scale_to_zero`.
+  `request_count` over that window; here it only appears in the message. The caller also
+  passes `in_flight`: the requests the model holds right now (the gateway queue, and the
+  requests waiting or running on its replicas).
+- Enabled: no count (query failed) → targets kept; count > 0 → kept; requests in flight (or
+  their number unknown) → kept; count == 0 and nothing in flight → every variant goes towards
+  0, policy `scale_to_zero`.
 - Disabled: when the targets sum to 0, the cheapest variant gets 1 replica (a cost that is not
   a finite positive number counts as 10; ties go to the alphabetically first name), policy
   `minimum_replicas`.
@@ -29,12 +32,17 @@ Deliberate deviations from upstream, both from design.md §5:
    that currently runs more than one replica goes to 1 this cycle and reaches 0 on a later one,
    after the zero count has been confirmed again.
 3. Never to zero while requests arrived within the retention period: when scale-to-zero is
-   enabled but this cycle does not scale to zero (count unknown, positive, or metrics
-   incomplete) and the optimizer's targets would still take a running model to 0 replicas, the
-   cheapest variant keeps 1 (policy `minimum_replicas`). A model already at 0 stays there; the
-   scale-from-zero loop wakes it when requests queue.
+   enabled but this cycle does not scale to zero (count unknown, positive, requests in flight,
+   or metrics incomplete) and the optimizer's targets would still take a running model to 0
+   replicas, the cheapest variant keeps 1 (policy `minimum_replicas`). A model already at 0
+   stays there; the scale-from-zero loop wakes it when requests queue.
+4. Never to zero while requests are queued or running. The request count covers requests
+   that *completed* within the window: a request still waiting in the gateway queue or on a
+   replica, or still running, is not in it, so a count of 0 alone does not prove the model idle
+   (a long request, or requests queued behind a stalled replica, would be cut off).
 
-Bad input: a NaN, infinite or negative request count is treated as unknown (the query failed);
+Bad input: a NaN, infinite or negative request count, or `in_flight`, is treated as unknown
+(the query failed), which keeps the targets;
 a NaN, infinite or non-positive retention falls back to the settings default, then to 600 s;
 negative targets read as 0; a variant missing from `targets` keeps its `current_replicas`;
 names in `targets` that are not variants are ignored. Nothing raises.
@@ -169,9 +177,15 @@ def enforce(
     config: ModelConfig,
     settings: CoreSettings,
     request_count: float | None,
+    in_flight: float,
     metrics_complete: bool,
 ) -> Enforcement:
-    """Apply scale-to-zero or minimum-replicas to one model's targets (see module docstring)."""
+    """Apply scale-to-zero or minimum-replicas to one model's targets (see module docstring).
+
+    `in_flight` is the number of requests the model holds now (queued at the gateway, waiting or
+    running on a replica); any positive number, or one that is not a finite number >= 0,
+    forbids scale-to-zero.
+    """
     ordered = sorted(variants, key=lambda v: v.name)
     original = {v.name: max(0, targets.get(v.name, v.current_replicas)) for v in ordered}
     if not ordered:
@@ -211,6 +225,11 @@ def enforce(
         return keep(f'request count over the last {window} unavailable; targets kept')
     if count > 0:
         return keep(f'{count:g} requests in the last {window}; targets kept')
+    held = _count(in_flight)
+    if held is None:
+        return keep('requests queued or running unknown; targets kept')
+    if held > 0:
+        return keep(f'{held:g} requests queued or running; targets kept')
     if not metrics_complete:
         return keep(f'no requests in the last {window} but metrics are incomplete; targets kept')
 

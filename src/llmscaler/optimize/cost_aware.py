@@ -68,6 +68,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from llmscaler.analyze import finite_sums
 from llmscaler.analyze.types import (
     AnalyzerSignal,
     ScalingRequest,
@@ -275,7 +276,7 @@ def _removable(live: Sequence[_Signal], role: Role, variant: str) -> int:
 
 
 def _weighted_prc(live: Sequence[_Signal], variant: str) -> float:
-    return math.fsum(_score(signal.source) * signal.prc(variant) for signal in live)
+    return finite_sums.total(_score(signal.source) * signal.prc(variant) for signal in live)
 
 
 def _scale_down(

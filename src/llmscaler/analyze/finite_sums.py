@@ -1,0 +1,76 @@
+"""Sums and means of finite figures that cannot overflow: what the analyzers add up.
+
+Why: `math.fsum` is exact and independent of order, which keeps decisions reproducible down to
+the last bit, but it raises OverflowError as soon as the exact sum leaves the float range
+(two queue thresholds of 1e308 are enough). An analyzer that raises takes its model's decision
+with it, so every sum of figures in the core goes through here.
+
+What it computes:
+
+- `mean`: `fsum(values) / n`, bit for bit as before for every sum that fits in a float; when the
+  exact sum does not, twice the exact sum of `value / 2n` (every partial sum then fits), kept
+  between the smallest and the largest value (the mean of finite values always fits);
+- `total`: `fsum(values)` when every partial sum fits in a float; otherwise `2n` times the exact
+  sum of `value / 2n`, saturated at the largest float (with the sign of the sum): a sum of
+  finite non-negative figures stays a finite non-negative number, which every comparison
+  downstream handles.
+
+Bad input: a NaN among the values gives NaN, and an infinity gives that infinity (or NaN for
++Inf and -Inf together), as `sum` would: the engine hands over only finite figures, and a caller
+that does not must judge the result. Nothing raises.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterable, Sequence
+
+_LARGEST = sys.float_info.max
+
+
+def _has_non_finite(values: Sequence[float]) -> float | None:
+    """The sum of the non-finite values (NaN, ±Inf), or None when every value is finite."""
+    odd = [value for value in values if not math.isfinite(value)]
+    if not odd:
+        return None
+    return sum(odd)
+
+
+def total(values: Iterable[float]) -> float:
+    """The exact sum of `values`, saturated at ± the largest float; never raises."""
+    items = list(values)
+    odd = _has_non_finite(items)
+    if odd is not None:
+        return odd
+    try:
+        result = math.fsum(items)
+    except OverflowError:  # a partial sum left the float range
+        result = _scaled_sum(items) * (2 * len(items))
+    if math.isinf(result):
+        return math.copysign(_LARGEST, result)
+    return result
+
+
+def mean(values: Sequence[float]) -> float:
+    """The mean of `values` (0.0 for none), exact to rounding; never raises."""
+    if not values:
+        return 0.0
+    odd = _has_non_finite(values)
+    if odd is not None:
+        return odd
+    count = len(values)
+    try:
+        result = math.fsum(values) / count
+    except OverflowError:
+        result = math.inf
+    if math.isinf(result):
+        # The mean lies between the smallest and the largest value, whatever the rounding.
+        result = min(max(_scaled_sum(values) * 2.0, min(values)), max(values))
+    return result
+
+
+def _scaled_sum(values: Sequence[float]) -> float:
+    """The exact sum of `value / 2n`: every partial sum is at most half the largest float."""
+    divisor = 2 * len(values)
+    return math.fsum(value / divisor for value in values)
