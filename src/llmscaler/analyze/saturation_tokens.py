@@ -41,8 +41,9 @@ Deliberate departures from WVA, each an upstream defect fix:
   is skipped (its hardware is unknown); an unknown accelerator never borrows another record.
 
 Memory: `analyze` reads the caller's history and knowledge through an overlay of its own writes
-and returns only those writes (`history_updates`, `knowledge_updates`: the keys written for this
-model), never a copy of the whole memory, so a cycle over many models stays linear.
+(`memory_overlay`) and returns only those writes (`history_updates`, `knowledge_updates`: the
+keys written for this model), never a copy of the whole memory, so a cycle over many models
+stays linear.
 
 Bad input: the engine hands over only replicas whose figures are present and in range
 (`analyze.validity`); called directly, NaN, Inf and negative metrics count as absent (0) and a
@@ -53,14 +54,14 @@ that is not a positive finite number falls back to the default 0.80. Nothing rai
 from __future__ import annotations
 
 import math
-from collections.abc import ItemsView, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar, overload
 
 from llmscaler.analyze import capacity_knowledge as ck
 from llmscaler.analyze import finite_sums
 from llmscaler.analyze import k2_history as kh
 from llmscaler.analyze import scheduler_queue as sq
+from llmscaler.analyze.memory_overlay import AnalysisMemory, analysis_memory
 from llmscaler.analyze.types import AnalyzerResult, Totals, VariantCapacity
 from llmscaler.config.types import CoreSettings, SaturationConfig
 from llmscaler.model import (
@@ -163,79 +164,6 @@ def _queue_count(rm: ReplicaMetrics) -> int:
     return int(_positive(rm.queue_length))
 
 
-_V = TypeVar('_V')
-_D = TypeVar('_D')
-
-
-class _Overlay(Mapping[str, _V]):
-    """Read-only view of `updates` over `base`: a key in `updates` hides the same key in `base`.
-
-    Like `collections.ChainMap`, but over read-only mappings and with a cheaper `get`, the
-    analyzer's hot path: a lookup is O(1) and copies nothing. A scan (iteration, `items`, `len`)
-    merges the two mappings first, in C, which beats a Python-level lookup per key.
-    """
-
-    __slots__ = ('_base', '_updates')
-
-    def __init__(self, *, updates: Mapping[str, _V], base: Mapping[str, _V]) -> None:
-        self._updates = updates
-        self._base = base
-
-    def __getitem__(self, key: str) -> _V:
-        if key in self._updates:
-            return self._updates[key]
-        return self._base[key]
-
-    @overload
-    def get(self, key: str, /) -> _V | None: ...
-    @overload
-    def get(self, key: str, /, default: _V | _D) -> _V | _D: ...
-    def get(self, key: str, /, default: object = None) -> object:
-        if key in self._updates:
-            return self._updates[key]
-        return self._base.get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._updates or key in self._base
-
-    def _merged(self) -> dict[str, _V]:
-        return {**self._base, **self._updates}
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._merged())
-
-    def __len__(self) -> int:
-        return len(self._merged())
-
-    def items(self) -> ItemsView[str, _V]:
-        return self._merged().items()
-
-
-@dataclass(frozen=True, slots=True)
-class _Memory:
-    """One call's view of the memory: reads see this call's writes over the caller's mappings;
-    writes go to the update dicts only, which are local to the call (the caller's are never
-    touched)."""
-
-    history_updates: dict[str, tuple[K2Sample, ...]]
-    knowledge_updates: dict[str, CapacityRecord]
-    history: Mapping[str, tuple[K2Sample, ...]]
-    knowledge: Mapping[str, CapacityRecord]
-
-
-def _memory(
-    *, history: Mapping[str, tuple[K2Sample, ...]], knowledge: Mapping[str, CapacityRecord]
-) -> _Memory:
-    history_updates: dict[str, tuple[K2Sample, ...]] = {}
-    knowledge_updates: dict[str, CapacityRecord] = {}
-    return _Memory(
-        history_updates=history_updates,
-        knowledge_updates=knowledge_updates,
-        history=_Overlay(updates=history_updates, base=history),
-        knowledge=_Overlay(updates=knowledge_updates, base=knowledge),
-    )
-
-
 def _replica(
     *,
     rm: ReplicaMetrics,
@@ -244,7 +172,7 @@ def _replica(
     namespace: str,
     config: SaturationConfig,
     settings: CoreSettings,
-    memory: _Memory,
+    memory: AnalysisMemory,
     now: float,
 ) -> ReplicaCapacity | None:
     """One instance's capacity; writes its k2 observation and live record to `memory`."""
@@ -455,7 +383,7 @@ def analyze(
     for v in ordered_variants:
         by_name.setdefault(v.name, v)
 
-    memory = _memory(history=history, knowledge=knowledge)
+    memory = analysis_memory(history=history, knowledge=knowledge)
     for v in by_name.values():
         seeded = ck.seed_from_deployment(
             knowledge=memory.knowledge,
