@@ -13,13 +13,13 @@ What it computes:
   StatefulSet owner of a pod labelled `leaderworkerset.sigs.k8s.io/name` also yields that
   LeaderWorkerSet, and so does the label alone on a pod without owners. `pod_infos`: one per
   (namespace, name), sorted.
-- `scrape_targets`: the vLLM pages to fetch. Which pod belongs to which variant is decided by
-  `collect.attribution.attribute` itself, so the scraper and attribution never disagree (LWS
-  workers are skipped there). `epp_targets`: the gateway pages, by label selector.
-  Port and path come from the `prometheus.io/port` / `prometheus.io/path` annotations when
-  valid, else the defaults given; the scheme (`http` or `https`) is the caller's, from the scrape
-  configuration (`ScrapeConfig.vllm_scheme` / `epp_scheme`), never from the pod: a pod's own
-  annotations must not be able to turn TLS off for the token sent to it.
+- `scrape_targets`: the vLLM pages to fetch, of ready and starting pods alike. Which pod belongs to
+  which variant is decided by `collect.attribution.pod_variants`, attribution's own rules, so the
+  scraper and attribution never disagree (LWS workers are skipped there). `epp_targets`: the gateway
+  pages, by label selector. Port and path come from the `prometheus.io/port` / `prometheus.io/path`
+  annotations when valid, else the defaults given; the scheme (`http` or `https`) is the caller's,
+  from the scrape configuration (`ScrapeConfig.vllm_scheme` / `epp_scheme`), never from the pod: a
+  pod's own annotations must not be able to turn TLS off for the token sent to it.
 
 What fails and how bad input is treated: nothing raises except `parse_selector` (ValueError on
 text that is not `k=v` pairs). Objects without a namespace and a name, owner references and
@@ -35,9 +35,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from llmscaler.collect.attribution import PodInfo, TargetRef, attribute
+from llmscaler.collect.attribution import PodInfo, TargetRef, pod_variants
 from llmscaler.collect.scrape import Scheme, ScrapeTarget, pod_url
-from llmscaler.collect.types import PodReading, Reading
 from llmscaler.kube.targets import LWS_NAME_LABEL
 from llmscaler.model import Variant
 
@@ -182,23 +181,13 @@ def scrape_targets(
     """One vLLM target per live pod with an IP that attribution gives to a resolved variant."""
     infos = [(obj, pod_info(obj)) for obj in pods if isinstance(obj, Mapping)]
     known = [info for _, info in infos if info is not None]
-    # Attribution itself decides, on a placeholder reading per pod; saturation figures are set
-    # so that no pod is turned away for lack of them.
-    probe = Reading(
-        pods=tuple(
-            PodReading(
-                namespace=info.namespace,
-                pod=info.name,
-                observed_at=0.0,
-                kv_usage=0.0,
-                queue_length=0.0,
-            )
-            for info in known
-        )
-    )
-    attributed = attribute(reading=probe, variants=variants, targets=targets, pods=known)
+    # Attribution's own rules name each pod's variant (`pod_variants`), ready or not: a starting
+    # pod is read too, so its request counter has a baseline by the time it turns ready.
     models = {(v.namespace, v.name): v.model_id for v in variants}
-    owner = {(r.namespace, r.pod): models[(r.namespace, r.variant)] for r in attributed.replicas}
+    owner = {
+        (namespace, pod): models[(namespace, variant)]
+        for namespace, pod, variant in pod_variants(pods=known, variants=variants, targets=targets)
+    }
     found: set[ScrapeTarget] = set()
     for obj, info in infos:
         model = owner.get((info.namespace, info.name)) if info is not None else None
