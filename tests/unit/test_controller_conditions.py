@@ -33,7 +33,7 @@ from llmscaler.controller.conditions import (
     skipped,
     target_resolved,
 )
-from llmscaler.engine import HOLD_REASON
+from llmscaler.engine import ANALYSIS_FAILED, HOLD_REASON
 from llmscaler.kube import crd
 from llmscaler.kube.status import ConditionUpdate
 from llmscaler.model import Action, Decision
@@ -250,6 +250,21 @@ def test_optimization_held_on_metrics() -> None:
         'MetricsUnavailable',
         'holding at 3 (never down on missing, invalid or stale metrics): '
         'metrics unavailable: holding (never down on missing, invalid or stale metrics)',
+    )
+
+
+def test_optimization_failed_when_the_analysis_failed_and_the_targets_were_kept() -> None:
+    failed = decision(
+        current=3,
+        target=3,
+        action=Action.NO_CHANGE,
+        reason=f'{ANALYSIS_FAILED} (OverflowError: math range error); targets kept',
+    )
+    assert as_tuple(optimization_ready(decision=failed)) == (
+        'OptimizationReady',
+        'False',
+        'OptimizationFailed',
+        f'holding at 3: {ANALYSIS_FAILED} (OverflowError: math range error); targets kept',
     )
 
 

@@ -18,6 +18,8 @@ What it computes, per VA:
   `MetricsMissing`) and message;
 - `OptimizationReady`: True/`OptimizationSucceeded` with the decision (action, target, reason);
   False/`MetricsUnavailable` when the decision held for lack of metrics;
+  False/`OptimizationFailed` when the model's analysis failed and its targets were kept
+  (`engine.ANALYSIS_FAILED`);
   False/`InvalidConfiguration` for a VA whose spec does not validate;
   False/`SkippedProcessing` when the target is unresolved or no decision was made for it.
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmscaler.collect.types import SourceError
+from llmscaler.engine import ANALYSIS_FAILED
 from llmscaler.kube import crd
 from llmscaler.kube.status import ConditionUpdate
 from llmscaler.model import Decision
@@ -104,6 +107,13 @@ def optimization_ready(*, decision: Decision) -> ConditionUpdate:
                 f'holding at {decision.target} (never down on missing, invalid or stale '
                 f'metrics): {decision.reason}'
             ),
+        )
+    if decision.reason.startswith(ANALYSIS_FAILED):
+        return ConditionUpdate(
+            type=crd.CONDITION_OPTIMIZATION_READY,
+            status='False',
+            reason=crd.REASON_OPTIMIZATION_FAILED,
+            message=_line(f'holding at {decision.target}: {decision.reason}'),
         )
     return ConditionUpdate(
         type=crd.CONDITION_OPTIMIZATION_READY,
