@@ -16,6 +16,7 @@ from llmscaler.collect.attribution import (
     TargetRef,
     attribute,
     pod_variants,
+    with_ready_pods,
 )
 from llmscaler.collect.types import ErrorReason, ModelReading, PodReading, Reading, SourceError
 from llmscaler.config.types import Config, ModelConfig, SaturationConfig
@@ -399,6 +400,55 @@ def test_a_pod_that_is_not_ready_never_stands_in_for_a_silent_ready_pod(config: 
         'MetricsMissing',
         '1 of 2 ready replicas report metrics',
     )
+
+
+@pytest.mark.parametrize('config', [PERCENTAGE, TOKEN], ids=['percentage', 'token'])
+def test_a_lagging_ready_count_never_lets_a_new_pod_cover_for_a_silent_one(config: Config) -> None:
+    # The Deployment's status still says 2 ready; the pods say 3, and pod-b's page failed.
+    llama = Variant(
+        name='llama-h100',
+        namespace=NS,
+        model_id=MODEL,
+        min_replicas=1,
+        max_replicas=3,
+        current_replicas=3,
+        ready_replicas=2,
+    )
+    idle = {'kv_usage': 0.05, 'queue_length': 0.0, 'num_gpu_blocks': 1000, 'block_size': 16}
+    pods = [pod_info(name, *DEPLOYMENT_OWNERS) for name in ('pod-a', 'pod-b', 'pod-c')]
+    found = attribute(
+        reading=Reading(
+            pods=(pod_reading('pod-a', **idle), pod_reading('pod-c', **idle)),
+            models=(
+                ModelReading(model_id=MODEL, namespace=NS, observed_at=NOW, request_count=9.0),
+            ),
+        ),
+        variants=(llama,),
+        targets=TARGETS,
+        pods=pods,
+    )
+    (counted,) = with_ready_pods(variants=(llama,), pods=pods, targets=TARGETS)
+    assert counted.ready_replicas == 3
+    snapshot = Snapshot(variants=(counted,), replicas=found.replicas, pools=found.pools)
+    (decision,) = decide(snapshot=snapshot, config=config, state=EMPTY_STATE, now=NOW).decisions
+    assert decision.target >= decision.current == 3
+    assert (decision.metrics_reason, decision.message) == (
+        'MetricsMissing',
+        '2 of 3 ready replicas report metrics',
+    )
+
+
+def test_the_ready_count_is_only_ever_raised_and_lws_workers_do_not_count() -> None:
+    lws = Variant(name='llama-lws', namespace=NS, model_id=MODEL, ready_replicas=4)
+    h100 = Variant(name='llama-h100', namespace=NS, model_id=MODEL, ready_replicas=0)
+    pods = [
+        pod_info('l-0', ('LeaderWorkerSet', 'llama-l'), **{WORKER_INDEX: '0'}),
+        pod_info('l-0-1', ('LeaderWorkerSet', 'llama-l'), **{WORKER_INDEX: '1'}),
+        pod_info('a', *DEPLOYMENT_OWNERS),
+        PodInfo(namespace=NS, name='b', owners=DEPLOYMENT_OWNERS, ready=False),
+    ]
+    counted = with_ready_pods(variants=(lws, h100), pods=pods, targets=TARGETS)
+    assert [v.ready_replicas for v in counted] == [4, 1]
 
 
 POD_STATES = st.sampled_from(['reports', 'idle', 'silent', 'no-kv', 'nan-queue'])

@@ -44,7 +44,10 @@ absent request count stays None (which forbids scale-to-zero).
 `Attribution.silent` lists ready pods that resolve to a variant but have no attributed reading
 (WVA warns "ready pods but none attributed"), for logs and tests: the core sees them as a ready
 count its reports do not reach (`MetricsMissing`, "1 of 2 ready replicas report metrics").
-Freshness is left to the core, which judges `observed_at` against its `now`.
+The scale target's ready count lags its pods by a moment, so `with_ready_pods` raises each
+variant's `ready_replicas` to the ready pods seen (never lowers it): a pod that just turned ready
+cannot cover for a silent one while the status catches up. Freshness is left to the core, which
+judges `observed_at` against its `now`.
 
 Determinism: every output tuple is sorted; duplicate pods or targets resolve to the entry that
 sorts first, so the result does not depend on the order of the inputs. Nothing raises.
@@ -53,7 +56,7 @@ sorts first, so the result does not depend on the order of the inputs. Nothing r
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from llmscaler.analyze.validity import replica_problems
@@ -246,6 +249,32 @@ def pod_variants(
         variants=_variant_index(variants),
     )
     return tuple((namespace, name, variant) for namespace, name, variant, _ in found)
+
+
+def with_ready_pods(
+    *, variants: Sequence[Variant], pods: Sequence[PodInfo], targets: Sequence[TargetRef]
+) -> tuple[Variant, ...]:
+    """`variants` with `ready_replicas` raised to the ready pods attribution gives each one.
+
+    The scale target's `status.readyReplicas` lags the pods by a moment; while it does, a ready
+    pod whose page failed could go uncounted and a newly ready pod's report would cover for it.
+    Counting the ready pods too closes that gap: the core's rule "every ready replica reports"
+    then holds for every ready pod seen. The count is only ever raised, so it can only make the
+    core hold, never scale down. For an LWS only the leader pod counts (a group is one replica).
+    """
+    ready: dict[tuple[str, str], int] = {}
+    found = _pod_variants(
+        pod_index=_first_by_key(pods),
+        targets=_target_index(targets),
+        variants=_variant_index(variants),
+    )
+    for namespace, _, variant, is_ready in found:
+        if is_ready:
+            ready[(namespace, variant)] = ready.get((namespace, variant), 0) + 1
+    return tuple(
+        replace(v, ready_replicas=max(v.ready_replicas, ready.get((v.namespace, v.name), 0)))
+        for v in variants
+    )
 
 
 def attribute(

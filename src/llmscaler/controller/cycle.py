@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from llmscaler.clock import Clock
-from llmscaler.collect.attribution import attribute
+from llmscaler.collect.attribution import attribute, with_ready_pods
 from llmscaler.collect.scrape import PodScrapeSource
 from llmscaler.collect.types import MetricsSource, SourceError
 from llmscaler.config.types import Config
@@ -206,7 +206,8 @@ class MainCycle:
             reading=reading, variants=world.variants, targets=world.targets, pods=world.pods
         )
         self._story.source_errors(found.errors)
-        snapshot = Snapshot(variants=world.variants, replicas=found.replicas, pools=found.pools)
+        variants = with_ready_pods(variants=world.variants, pods=world.pods, targets=world.targets)
+        snapshot = Snapshot(variants=variants, replicas=found.replicas, pools=found.pools)
         outcome = decide(snapshot=snapshot, config=config, state=self.state, now=now)
         self.state = outcome.state
         self._story.decisions(outcome.decisions)
