@@ -292,6 +292,22 @@ def test_a_cheapest_variant_at_zero_replicas_is_chosen_for_scale_up() -> None:
     assert targets_of(result) == {'cheap': 1, 'dear': 2}
 
 
+def test_a_cheapest_variant_at_its_maximum_passes_the_scale_up_to_the_next_cheapest() -> None:
+    # Upstream gives the +1 to `cheap` and the clamp takes it back: the model never grows.
+    variants = [
+        var('cheap', cost=1.0, current=4, max_replicas=4),
+        var('dear', cost=5.0, current=1, max_replicas=4),
+    ]
+    result = calculate_targets(variants=variants, analysis=neutral(scale_up=True), desired={})
+    assert targets_of(result) == {'cheap': 4, 'dear': 2}
+
+
+def test_every_variant_at_its_maximum_means_no_change() -> None:
+    variants = [var('a', current=2, max_replicas=2), var('b', cost=20.0, current=3, max_replicas=3)]
+    result = calculate_targets(variants=variants, analysis=neutral(scale_up=True), desired={})
+    assert targets_of(result) == {'a': 2, 'b': 3}
+
+
 def test_nan_cost_is_never_the_cheapest() -> None:
     variants = [var('a', cost=math.nan), var('b', cost=50.0)]
     result = calculate_targets(variants=variants, analysis=neutral(scale_up=True), desired={})
@@ -331,8 +347,8 @@ def test_transition_skips_the_bounds_as_upstream_returns_early() -> None:
 
 
 def test_bounds_apply_after_the_decision() -> None:
-    # Scale-up lands a at 3 but max is 2 → 2 (upstream does not move on to the next cheapest);
-    # c at 0 with min 1 is raised to 1; d with max 0 has no upper bound.
+    # a is at its max 2, so the scale-up goes to the next cheapest, b (upstream would give it to
+    # a and clamp it away); c at 0 with min 1 is raised to 1; d with max 0 has no upper bound.
     variants = [
         var('a', cost=1.0, current=2, max_replicas=2),
         var('b', cost=2.0, current=1),
@@ -340,7 +356,7 @@ def test_bounds_apply_after_the_decision() -> None:
         var('d', cost=4.0, current=7, max_replicas=0),
     ]
     result = calculate_targets(variants=variants, analysis=neutral(scale_up=True), desired={})
-    assert targets_of(result) == {'a': 2, 'b': 1, 'c': 1, 'd': 7}
+    assert targets_of(result) == {'a': 2, 'b': 2, 'c': 1, 'd': 7}
 
 
 def test_max_check_uses_the_pre_min_target() -> None:

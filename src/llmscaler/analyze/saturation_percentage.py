@@ -19,6 +19,10 @@ scale-up. Here every variant of the role group is a candidate, including one at 
 As a consequence the bounds also apply to such a variant (a variant at 0 with `min_replicas` 1
 is raised to 1), which keeps every target inside [min, max] as the safety rules require.
 
+A second defect fix: upstream gives the +1 to the cheapest variant and only then clamps, so once
+the cheapest variant is at its `maxReplicas` a saturated model never grows again. Here a variant
+at its maximum is not a candidate, and the +1 goes to the next cheapest.
+
 Bad input:
 - The engine hands over only replicas whose figures are present and in range (`analyze.validity`:
   any other replica makes the model hold). Called directly, a replica whose `kv_usage` or
@@ -237,7 +241,11 @@ def calculate_targets(
     if analysis.scale_up:
         # Upstream skips pending variants here too; unreachable after the transition check,
         # kept so the rule reads as WVA's.
-        candidates = [v for v in ordered if v.pending_replicas <= 0]
+        # A variant already at its maximum cannot take the +1 (the clamp would undo it, and the
+        # model would stay saturated for good): the next cheapest one gets it.
+        candidates = [
+            v for v in ordered if v.pending_replicas <= 0 and not _at_max(targets[v.name], v)
+        ]
         if candidates:
             cheapest = min(candidates, key=lambda v: (_cost_key(v.cost), v.name))
             targets[cheapest.name] += 1
@@ -248,6 +256,10 @@ def calculate_targets(
             targets[priciest.name] -= 1
 
     return tuple(make(v, _clamp(target=targets[v.name], variant=v), REASON_NORMAL) for v in ordered)
+
+
+def _at_max(target: int, variant: Variant) -> bool:
+    return variant.max_replicas > 0 and target >= variant.max_replicas
 
 
 def _role_of(variant: Variant) -> Role:
