@@ -1,15 +1,17 @@
 """`llmscaler run` as a process against the fake cluster: what it writes to the API, and when.
 
 The controller runs as a child process (`ControllerProcess`) with short intervals; every check
-reads the fake API's stored objects and its request log. Two variants of one model, CHEAP and DEAR,
-run the same small replica (4 sequences at a time), so a few requests per second saturate one.
+reads the fake API's stored objects and its request log, and cycles are counted on the
+controller's own /metrics (a status is written only when it changes). Two variants of one model,
+CHEAP and DEAR, run the same small replica (4 sequences at a time), so a few requests per second
+saturate one.
 
 | check | expectation |
 |---|---|
 | load above capacity (Prometheus) | CHEAP's `/scale` goes up, DEAR's untouched; status says so |
 | load gone, scale-to-zero ConfigMap (Prometheus) | N → 1 → 0, not before the 20 s retention |
 | requests queue at zero (pods) | CHEAP at 1 within ~2 s, by scale-from-zero; ScaledFromZero |
-| two controllers with --leader-elect | one holder; SIGTERM → exit 0, the other leads and scales |
+| two controllers with --leader-elect | one holder and decider; SIGTERM: the other leads, scales |
 | `/scale` answers 409, 500; watches dropped, 410 | only up; applied later; Warning events |
 | Prometheus stops (Prometheus) | no scale-down; MetricsAvailable False, PrometheusError |
 
@@ -18,7 +20,6 @@ In every test the controller never writes a Deployment itself, only its `/scale`
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import time
@@ -136,6 +137,18 @@ def status_writes(cluster: Cluster, va: str) -> int:
     return sum(1 for r in cluster.api.requests if r.path == path and r.method in ('PATCH', 'PUT'))
 
 
+async def cycles_later(cluster: Cluster, process: ControllerProcess, *, more: int) -> None:
+    """Wait until `process` has finished `more` cycles beyond those finished now.
+
+    Counted on the controller's /metrics: status writes are no proof of a cycle, since an
+    unchanged status is written only every --status-refresh-interval.
+    """
+    start = process.cycles()
+    await cluster.wait_for(
+        lambda: process.cycles() >= start + more, timeout=more * 3 + 5, what=f'{more} more cycles'
+    )
+
+
 def metrics_available(cluster: Cluster, va: str) -> bool:
     cond = condition(cluster, va, 'MetricsAvailable')
     return cond is not None and cond.get('status') == 'True'
@@ -229,8 +242,9 @@ async def test_one_leader_and_a_standby_that_takes_over(cluster: Cluster) -> Non
         first = lease_holder(cluster)
         assert first in processes
         (second,) = set(processes) - {first}
-        await asyncio.sleep(2.0)  # several renewals and cycles: still one holder, one writer
-        assert lease_holder(cluster) == first
+        await cycles_later(cluster, processes[first], more=2)
+        assert lease_holder(cluster) == first  # several renewals later: still one holder
+        assert processes[second].cycles() == 0  # and one process deciding
         assert 'leading: caches synced' in processes[first].log()
         assert 'leading: caches synced' not in processes[second].log()
         assert processes[second].returncode is None
@@ -247,9 +261,8 @@ async def test_one_leader_and_a_standby_that_takes_over(cluster: Cluster) -> Non
             timeout=5,
             what=f'{second} leading',
         )
-        writes = status_writes(cluster, CHEAP)
         await cluster.wait_for(
-            lambda: status_writes(cluster, CHEAP) > writes, timeout=5, what='status written again'
+            lambda: processes[second].cycles() > 0, timeout=5, what=f'{second} deciding'
         )
         assert reported_by(cluster, 'ScaledUp') == set()
         cluster.set_rate(model_id=MODEL_8B, rate=12.0)
@@ -439,7 +452,7 @@ async def test_prometheus_outage_holds_the_replicas(tmp_path: Path) -> None:
         assert cluster.prometheus_url is not None
         await two_variants(cluster, replicas=1, min_replicas=1)
         args = ('--metrics-source', 'prometheus', '--prometheus-url', cluster.prometheus_url)
-        async with controller(cluster, *args, '--interval', '1s'):
+        async with controller(cluster, *args, '--interval', '1s') as process:
             cluster.set_rate(model_id=MODEL_8B, rate=8.0)
             await cluster.wait_for(
                 lambda: replicas(cluster, CHEAP) >= 2, timeout=30, what='a scale-up'
@@ -461,12 +474,7 @@ async def test_prometheus_outage_holds_the_replicas(tmp_path: Path) -> None:
                 timeout=30,
                 what='every replica idle',
             )
-            writes = status_writes(cluster, CHEAP)
-            await cluster.wait_for(
-                lambda: status_writes(cluster, CHEAP) >= writes + 3,
-                timeout=10,
-                what='three more cycles',
-            )
+            await cycles_later(cluster, process, more=3)
             for name, count in held.items():
                 later = scale_writes(cluster, name)[mark[name] :]
                 assert all(n >= count for n in later), (name, count, later)

@@ -8,6 +8,7 @@ package, and the decision core never may (import-linter).
 
 What: `fakeapi` (a kube-apiserver over real HTTP on 127.0.0.1), `objects` (the Kubernetes objects
 as the real controllers write them), `kubelet` (a Deployment brought to life with emulated vLLM
-replicas), `gateway` (a model's load and routing), `cluster` (all of it together) and `process`
-(the controller and Prometheus as child processes). `llmscaler demo` runs them.
+replicas), `gateway` (a model's load and routing), `cluster` (all of it together), `process`
+(the controller and Prometheus as child processes) and `slowhttp` (a metrics server that drips
+or never ends its answers). `llmscaler demo` runs them.
 """

@@ -23,8 +23,13 @@ model (`<model-slug>-epp`, label `llm-d.ai/epp=true`) points at that gateway's p
 the model's whole queue: summing `inference_extension_flow_control_queue_size` over EPP pods of a
 model counts each queued request once. The emulators' own gateways stay unused.
 
+Faults to play: `set_startup_delay` makes the pods a variant gets from now on start slowly (a
+scale-up still in progress), `emulator(name).emulator.show_kv_usage` makes one pod's page show a
+broken KV usage (NaN, −1 ...), `api.fail` and friends break the API (`fakeapi.server`).
+
 What fails: `add_variant` raises ValueError for a duplicate name, an unknown preset, a negative
-count, min > max, a bad cost or rate, before it creates anything; the emulator's own errors
+count, min > max, a bad cost or rate, before it creates anything; `set_startup_delay` raises
+ValueError for a negative or non-finite delay; the emulator's own errors
 (ValueError for a spec it refuses, OSError for a port) propagate.
 `wait_for` raises TimeoutError naming `what` and the cluster's state; `stop_prometheus` (a
 metrics outage) raises RuntimeError when the cluster runs no Prometheus. A failure inside the
@@ -256,6 +261,12 @@ class Cluster:
         )
         return gateway
 
+    def set_startup_delay(self, *, name: str, seconds: float) -> None:
+        """Pods of variant `name` created from now on are ready after `seconds` (finite, >= 0)."""
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise ValueError(f'startup delay must be finite and >= 0, got {seconds}')
+        self._variants[name].startup_delay = seconds
+
     def set_rate(self, *, model_id: str, rate: float) -> None:
         """The model's load in requests/s from now on (0 stops it)."""
         gateway = self._gateways.get(model_id)
@@ -295,6 +306,10 @@ class Cluster:
     def emulator(self, name: str) -> RunningEmulator:
         return self._variants[name].running
 
+    def pod_name(self, variant: str, slot: int) -> str:
+        """The name of the variant's pod in `slot` (its emulated replica is the same slot's)."""
+        return self._variants[variant].pod_name(slot)
+
     def gateway(self, model_id: str) -> Gateway:
         return self._gateways[model_id]
 
@@ -310,9 +325,12 @@ class Cluster:
     def epp_pod_name(self, model_id: str) -> str:
         return f'{objects.slug(model_id)}-epp'
 
-    def kubeconfig(self, path: Path) -> Path:
-        """Write a kubeconfig for the fake API (no auth, namespace = the cluster's) to `path`."""
-        config = objects.kubeconfig(server=self.url, namespace=self.namespace)
+    def kubeconfig(self, path: Path, *, client: str | None = None) -> Path:
+        """Write a kubeconfig for the fake API (namespace = the cluster's) to `path`.
+
+        `client` names the requests made with it in the fake API's log (`RecordedRequest.client`).
+        """
+        config = objects.kubeconfig(server=self.url, namespace=self.namespace, token=client)
         path.write_text(yaml.safe_dump(config))
         return path
 

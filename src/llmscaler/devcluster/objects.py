@@ -237,13 +237,17 @@ def deployment_status(*, generation: int, replicas: int, ready: int) -> Obj:
     return status
 
 
-def kubeconfig(*, server: str, namespace: str) -> Obj:
-    """A kubeconfig with one context: `server` without authentication, `namespace` default."""
+def kubeconfig(*, server: str, namespace: str, token: str | None = None) -> Obj:
+    """A kubeconfig with one context: `server`, `namespace` default, no authentication.
+
+    `token`, when given, is sent as a bearer token: the fake API checks none, but records it as
+    the request's client.
+    """
     return {
         'apiVersion': 'v1',
         'kind': 'Config',
         'clusters': [{'name': 'e2e', 'cluster': {'server': server}}],
-        'users': [{'name': 'e2e', 'user': {}}],
+        'users': [{'name': 'e2e', 'user': {'token': token} if token else {}}],
         'contexts': [
             {'name': 'e2e', 'context': {'cluster': 'e2e', 'user': 'e2e', 'namespace': namespace}}
         ],

@@ -9,15 +9,22 @@ What: `ControllerProcess` runs `python -m llmscaler run --kubeconfig <file> ARGS
 replaces the part before `--kubeconfig`; `default_command()` falls back to `python -m
 llmscaler.cli` where the package has no `__main__`). Its stdout and stderr go to
 `<workdir>/<name>.log` (a later process of the same name gets `<name>-2.log`) and are printed to
-stderr when the `async with` body fails. `stop()` sends SIGTERM and kills after `stop_timeout`
-seconds. `Prometheus` runs `prometheus` on a free port with file_sd jobs whose target files
-`write_targets` replaces atomically; new targets are scraped within about 6 s (the discovery
-manager batches updates every 5 s).
+stderr when the `async with` body fails. Its kubeconfig carries a bearer token equal to `client`
+(the log file's stem: `controller`, `controller-2` ...), which the fake API records with each
+request, so that a test can tell which process sent what. `stop()` sends SIGTERM and kills after
+`stop_timeout` seconds; `kill()` sends SIGKILL (a crash: nothing is released), `pause()` and
+`resume()` SIGSTOP and SIGCONT (a process frozen, as by a long GC pause or a stalled node).
+`metrics_text()` reads the controller's own `/metrics` (on the port its log names), `cycles()`
+the number of cycles it finished. `Prometheus` runs `prometheus` on a free port with file_sd
+jobs whose target files `write_targets` replaces atomically; new targets are scraped within about
+6 s (the discovery manager batches updates every 5 s).
 
 What fails: `prometheus_binary` (and so `Prometheus.start`) raises `PrometheusMissing` when no
 `prometheus` is on PATH; `Prometheus.start` raises RuntimeError with the end of its log when it
 exits or is not ready within 20 s. `ControllerProcess.wait` raises TimeoutError (with the log)
-when the process is still running at the timeout. Both `stop`s are idempotent.
+when the process is still running at the timeout. Both `stop`s are idempotent. `metrics_text`
+raises RuntimeError while the log names no metrics port yet, httpx.HTTPError when the page cannot
+be read.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -47,6 +55,8 @@ if TYPE_CHECKING:
     from llmscaler.devcluster.cluster import Cluster
 
 _POLL = 0.05
+_METRICS_LINE = re.compile(r'serving /metrics on (?P<host>\S+) port (?P<port>\d+)')
+_CYCLE_COUNT = re.compile(r'^wva_optimization_duration_seconds_count\{[^}]*\} (\S+)$', re.M)
 
 
 class PrometheusMissing(RuntimeError):
@@ -119,8 +129,11 @@ class ControllerProcess:
         stop_timeout: float = 10.0,
     ) -> None:
         self.name = name
-        self.kubeconfig = cluster.kubeconfig(_fresh(cluster.workdir / f'{name}.kubeconfig'))
         self.log_path = _fresh(cluster.workdir / f'{name}.log')
+        self.client = self.log_path.stem
+        self.kubeconfig = cluster.kubeconfig(
+            _fresh(cluster.workdir / f'{name}.kubeconfig'), client=self.client
+        )
         prefix = tuple(command) if command is not None else default_command()
         self.argv: tuple[str, ...] = (*prefix, '--kubeconfig', str(self.kubeconfig), *args)
         self.env = {**os.environ, 'PYTHONUNBUFFERED': '1', **(env or {})}
@@ -184,7 +197,56 @@ class ControllerProcess:
         """SIGTERM, wait up to `stop_timeout` s, then SIGKILL; the exit status."""
         if self._process is None:
             return None
+        self.resume()  # a stopped process would not see the SIGTERM until the timeout
         return await _terminate(self._process, self.stop_timeout)
+
+    async def kill(self) -> int | None:
+        """SIGKILL now, as a crash or an OOM kill would; the exit status (None if not started)."""
+        if self._process is None:
+            return None
+        if self._process.poll() is None:
+            self._process.kill()
+        while (code := self._process.poll()) is None:
+            await asyncio.sleep(_POLL)
+        return code
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets and state but runs no code until `resume`."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT (harmless when the process is not stopped)."""
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, number: signal.Signals) -> None:
+        if self._process is not None and self._process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._process.send_signal(number)
+
+    @property
+    def metrics_url(self) -> str | None:
+        """`http://host:port/metrics` as the process logged it; None before it serves."""
+        found = _METRICS_LINE.search(self.log())
+        if found is None:
+            return None
+        host = found['host']
+        host = f'[{host}]' if ':' in host else host
+        return f'http://{host}:{found["port"]}/metrics'
+
+    def metrics_text(self, *, timeout: float = 2.0) -> str:
+        """The controller's `/metrics` page (blocking: the controller is another process)."""
+        url = self.metrics_url
+        if url is None:
+            raise RuntimeError(f'{self.name} serves no /metrics yet')
+        response = httpx.get(url, timeout=timeout)
+        response.raise_for_status()
+        return response.text
+
+    def cycles(self) -> int:
+        """Cycles finished so far, with or without an error (0 before /metrics is served)."""
+        if self.metrics_url is None:
+            return 0
+        return sum(int(float(n)) for n in _CYCLE_COUNT.findall(self.metrics_text()))
 
 
 class Prometheus:

@@ -16,6 +16,9 @@ scraped) and disappear when empty. `submit` takes a request for one slot or the 
 Metrics: TTFT is observed at the first tick that sees a request's first token; the rest at its
 finish (see `exposition`). finished_reason is 'stop' for load requests, 'length' for submitted
 ones (they generate exactly max_tokens) and for requests the replica cut at its length limit.
+`show_kv_usage(slot=..., value=...)` makes the slot's page show `value` (NaN, −1, 7 ...) as
+`vllm:kv_cache_usage_perc` instead of the engine's figure, as a broken exporter would, until it
+is given None; the engine itself runs on.
 
 What fails: an invalid spec, replicas < 0 or a NaN clock reading raise ValueError; a clock going
 back is held at its latest value. `submit` to an empty or draining slot raises
@@ -137,6 +140,7 @@ class Emulator:
             else iter(())
         )
         self._next = next(self._arrivals, None)
+        self._shown_kv: dict[int, float] = {}
         self.scale(replicas=replicas)
 
     # ---- reading --------------------------------------------------------------------------
@@ -187,11 +191,18 @@ class Emulator:
             spec=self.spec,
             running=engine.running,
             waiting=engine.waiting,
-            kv_usage=engine.kv_usage,
+            kv_usage=self._shown_kv.get(slot, engine.kv_usage),
             counters=engine.counters,
             stats=pod.stats,
             created=self._wall(pod.created),
         )
+
+    def show_kv_usage(self, *, slot: int, value: float | None) -> None:
+        """Show `value` as the slot's KV usage from now on (any float); None: the real one."""
+        if value is None:
+            self._shown_kv.pop(slot, None)
+        else:
+            self._shown_kv[slot] = value
 
     def epp_page(self) -> str:
         self.tick()

@@ -24,14 +24,23 @@ Tables: a GET that asks for a meta.k8s.io/v1 Table (as `kubectl get` does) gets 
 resources whose CRD is in deploy/base/crds (`table.negotiate`); otherwise the plain object.
 
 Fault injection: `fail()` (500, 429 with Retry-After, 409, 410 ... for the next N matching
-requests), `latency`, `drop_watches()`, `force_watch_gone()`. Every request is appended to
-`requests` (method, path, query, content type, body) before faults and latency apply.
+requests; `clear_faults()` ends them), `latency`, `drop_watches()`, `force_watch_gone()`. Every
+request is appended to `requests` (method, path, query, content type, body, client, arrival
+time) before faults and latency apply, in the order the store sees them (without `latency`);
+its entry is replaced by one with the answer's status once answered (a watch: when its stream
+ends).
+
+Clients: no request is authenticated, but the bearer token a request carries is recorded as its
+`client`, so that a test running several controllers can tell whose request each one was (each
+`process.ControllerProcess` gets a kubeconfig with its own token).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import time
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -56,6 +65,12 @@ class RecordedRequest:
     query: dict[str, str]
     content_type: str
     body: bytes
+    client: str = ''
+    """The bearer token the request carried ('' without one): who sent it."""
+    at: float = 0.0
+    """time.monotonic() when the request's body had been read."""
+    status: int | None = None
+    """The HTTP status answered; None until then."""
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -166,6 +181,10 @@ class FakeAPI:
         """Answer the next `times` requests matching method and path prefix with `status`."""
         self._faults.append(Fault(status, method, path_prefix, times, retry_after))
 
+    def clear_faults(self) -> None:
+        """Forget the faults `fail()` set up that have not been used up yet."""
+        self._faults.clear()
+
     def drop_watches(self) -> None:
         """End every open watch stream now (the client sees the chunked body end)."""
         for queue in self.store.watchers:
@@ -217,15 +236,25 @@ class FakeAPI:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
-        self.requests.append(
-            RecordedRequest(
-                request.method,
-                request.path,
-                dict(request.query),
-                request.headers.get('Content-Type', ''),
-                body,
-            )
+        scheme, _, token = request.headers.get('Authorization', '').partition(' ')
+        index = len(self.requests)
+        recorded = RecordedRequest(
+            request.method,
+            request.path,
+            dict(request.query),
+            request.headers.get('Content-Type', ''),
+            body,
+            client=token if scheme.lower() == 'bearer' else '',
+            at=time.monotonic(),
         )
+        self.requests.append(recorded)
+        response = await self._answer(request, body)
+        # A test may have cleared the log meanwhile: only our own entry is replaced.
+        if index < len(self.requests) and self.requests[index] is recorded:
+            self.requests[index] = dataclasses.replace(recorded, status=response.status)
+        return response
+
+    async def _answer(self, request: web.Request, body: bytes) -> web.StreamResponse:
         if self.latency > 0:
             await asyncio.sleep(self.latency)
         fault = self._take_fault(request.method, request.path)
