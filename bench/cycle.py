@@ -7,11 +7,12 @@ every cycle, so that the cycles after the first are steady), so the figure is th
 cost: world building from the informer caches, attribution, `decide()`, the `/scale` writes and
 the status writes over HTTP.
 
-Status writes: the status PATCHes of each cycle are counted at the client. The cycles run twice:
-with the status writer as shipped (a status is written when something in it changes, and
-`lastRunTime` alone every 5 minutes), then with `lastRunTime` stamped every cycle (refresh 0: how
-the writer behaved before, one PATCH per VA per cycle). The figure to compare is the PATCHes of
-a steady cycle in each.
+Status writes: the status PATCHes of each cycle are counted at the client. The cycles run twice,
+each time by a controller built from its command line and from the same starting cluster (a fresh
+fake API): with the options as shipped (a status is written when something in it changes, and
+`lastRunTime` alone every 5 minutes), then with `--status-refresh-interval 0s` (`lastRunTime`
+stamped every cycle: how the writer behaved before, one PATCH per VA per cycle). The figure to
+compare is the PATCHes of a steady cycle in each.
 
 The fake API server runs in a child process, so its own work (it deep-copies every object it
 serves) is not counted in the controller's cycle; the cycles are spaced by one second, as real
@@ -32,6 +33,8 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +50,6 @@ from llmscaler.controller.app import Controller
 from llmscaler.controller.options import resolve_options
 from llmscaler.devcluster import objects as objects_
 from llmscaler.kube.client import VariantAutoscalingResource
-from llmscaler.kube.status import StatusWriter
 from llmscaler.sim import presets
 
 MODELS = 334
@@ -154,6 +156,22 @@ def _objects(models: int) -> tuple[list[dict[str, Any]], list[tuple[str, str]], 
     return objects, pods, names
 
 
+RUNS = (
+    ('as shipped', ()),
+    ('lastRunTime every cycle (before)', ('--status-refresh-interval', '0s')),
+)
+"""Label and extra `llmscaler run` options of each run."""
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    times: list[float]
+    written: list[int]
+    scaled: list[int]
+    decide: list[float]
+    baseline: float
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--models', type=int, default=MODELS, help='models (3 variants each)')
@@ -161,8 +179,12 @@ async def main() -> None:
     if not 1 <= models <= MODELS:
         parser.error(f'--models must be in [1, {MODELS}]')
     objects, pods, names = _objects(models)
-    with fake_api(objects) as url:
-        await _measure(url, pods, names, models)
+    runs = []
+    for _, extra in RUNS:
+        with fake_api(objects) as url:  # every run starts from the same cluster
+            runs.append(await _measure(url, pods, names, extra=extra))
+    shipped, before = runs
+    _report(shipped=shipped, before=before, pods=pods, names=names, models=models)
 
 
 async def _cycles(
@@ -181,7 +203,9 @@ async def _cycles(
     return times, written, scaled
 
 
-async def _measure(url: str, pods: list[tuple[str, str]], names: list[str], models: int) -> None:
+async def _measure(
+    url: str, pods: list[tuple[str, str]], names: list[str], *, extra: Sequence[str]
+) -> Run:
     options, _ = resolve_options(
         argv=[
             '--server',
@@ -192,6 +216,7 @@ async def _measure(url: str, pods: list[tuple[str, str]], names: list[str], mode
             '0',
             '--health-probe-bind-address',
             '0',
+            *extra,
         ],
         env={},
     )
@@ -223,36 +248,50 @@ async def _measure(url: str, pods: list[tuple[str, str]], names: list[str], mode
         return await real_patch(resource, *args, **kwargs)
 
     setattr(controller.client, 'patch', counting_patch)  # noqa: B010 - count in place
-    times, written, scaled = await _cycles(controller, patches)
-    # The same cycles with lastRunTime stamped every cycle, as the writer did before.
-    every_cycle = StatusWriter(client=controller.client, clock=clock, run_time_refresh=0.0)
-    setattr(controller.cycle, '_status', every_cycle)  # noqa: B010 - swap the writer in place
-    times_before, written_before, _ = await _cycles(controller, patches)
-    setattr(controller.client, 'patch', real_patch)  # noqa: B010
+    try:
+        times, written, scaled = await _cycles(controller, patches)
+    finally:
+        setattr(controller.client, 'patch', real_patch)  # noqa: B010
+        setattr(cycle_module, 'decide', real_decide)  # noqa: B010
     baseline = await _baseline(controller, names)
     for task in informers:
         task.cancel()
     await asyncio.gather(*informers, return_exceptions=True)
     await controller._close()
+    return Run(
+        times=times, written=written, scaled=scaled, decide=decide_seconds, baseline=baseline
+    )
 
-    steady = statistics.median(times[1:])
-    steady_before = statistics.median(times_before[1:])
+
+def _report(
+    *, shipped: Run, before: Run, pods: list[tuple[str, str]], names: list[str], models: int
+) -> None:
+    steady = statistics.median(shipped.times[1:])
+    steady_before = statistics.median(before.times[1:])
     print(f'variants: {len(names)}  pods: {len(pods)}  models: {models}')
     # The load is fixed but the fake cluster never starts the pods a scale-up asks for, so the
     # saturated variants keep scaling up: their statuses change, and are written, every cycle.
-    print(f'status PATCHes per cycle, as shipped: {written}  (/scale writes: {scaled})')
-    print(f'status PATCHes per cycle, lastRunTime every cycle (before): {written_before}')
+    print(f'status PATCHes per cycle, as shipped: {shipped.written}  (/scale: {shipped.scaled})')
     print(
-        f'status PATCHes of the last cycle: before {written_before[-1]}, after {written[-1]} '
-        f'(VAs scaled in it: {scaled[-1]}); an unchanged VA is written once per 5 minutes'
+        f'status PATCHes per cycle, lastRunTime every cycle (before): {before.written}  '
+        f'(/scale: {before.scaled})'
     )
     print(
-        f'first cycle: {times[0] * 1000:.0f} ms   steady cycle (median of {CYCLES - 1}): '
+        f'status PATCHes of the last cycle: before {before.written[-1]}, '
+        f'after {shipped.written[-1]} (VAs scaled in it: {shipped.scaled[-1]}); '
+        'an unchanged VA is written once per 5 minutes'
+    )
+    print(
+        f'first cycle: {shipped.times[0] * 1000:.0f} ms   steady cycle (median of {CYCLES - 1}): '
         f'{steady * 1000:.0f} ms, with lastRunTime every cycle: {steady_before * 1000:.0f} ms'
     )
-    print(f'decide() share: {statistics.median(decide_seconds[1:]) * 1000:.0f} ms')
-    print(f'baseline ({len(names)} status patches alone): {baseline * 1000:.0f} ms')
-    print(f'ratio steady cycle / baseline: {steady / baseline:.2f}x')
+    print(f'decide() share: {statistics.median(shipped.decide[1:]) * 1000:.0f} ms')
+    print(f'baseline ({len(names)} status patches alone): {shipped.baseline * 1000:.0f} ms')
+    print(
+        f'ratio steady cycle / baseline: {steady / shipped.baseline:.2f}x '
+        f'(before: {steady_before / before.baseline:.2f}x, '
+        f'its baseline {before.baseline * 1000:.0f} ms)'
+    )
 
 
 if __name__ == '__main__':
