@@ -203,6 +203,21 @@ class _Memory:
         self.last_informative.update(writes.last_informative)
 
 
+def _seeded_desired(variant: Variant) -> int | None:
+    """The published desired count (VA status) as memory after a restart, unless it is below
+    the current count.
+
+    A process that died between its `/scale` write and its status write left a status that lags
+    the scale target (1 published, 2 written): read as the target of a scale in flight, it would
+    take the new pods away again. A desired count this process decided itself is trusted as it
+    is (behind an HPA, `current` follows it only later).
+    """
+    wanted = variant.desired_replicas
+    if wanted is None or wanted < variant.current_replicas:
+        return None
+    return wanted
+
+
 def _by_model(knowledge: Mapping[str, CapacityRecord]) -> dict[str, dict[str, CapacityRecord]]:
     index: dict[str, dict[str, CapacityRecord]] = {}
     for key, record in knowledge.items():
@@ -222,7 +237,7 @@ def _decide_model(
     desired = {
         v.name: d
         for v in variants
-        if (d := memory.last_desired.get(v.key, v.desired_replicas)) is not None
+        if (d := memory.last_desired.get(v.key, _seeded_desired(v))) is not None
     }
     writes = _Writes()
     saturation = model_config.saturation

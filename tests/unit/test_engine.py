@@ -136,6 +136,45 @@ def test_next_cycle_is_blocked_while_the_new_replica_is_pending() -> None:
     assert [d.target for d in outcome.decisions] == [3, 1]
 
 
+def restarted(*, published: int) -> Snapshot:
+    """After a restart: `cheap` went 1 -> 2 (its new pod still starts, the load is gone); the
+    VA status says `published`, the count the process got to write before it died."""
+    return Snapshot(
+        variants=(
+            variant(
+                'cheap',
+                min_replicas=1,
+                current_replicas=2,
+                ready_replicas=1,
+                pending_replicas=1,
+                desired_replicas=published,
+            ),
+        ),
+        replicas=(replica('cheap', 0, kv_usage=0.05, queue_length=0),),
+        pools=(pool(request_count=100.0),),
+    )
+
+
+def test_a_stale_published_count_below_current_never_takes_starting_pods_away() -> None:
+    outcome = decide(snapshot=restarted(published=1), config=Config(), state=EMPTY_STATE, now=NOW)
+    (decision,) = outcome.decisions
+    assert (decision.current, decision.target) == (2, 2)
+
+
+def test_a_published_count_above_current_is_still_followed_after_a_restart() -> None:
+    outcome = decide(snapshot=restarted(published=3), config=Config(), state=EMPTY_STATE, now=NOW)
+    (decision,) = outcome.decisions
+    assert (decision.current, decision.target, decision.reason) == (2, 3, 'in-transition')
+
+
+def test_a_count_decided_in_this_process_is_followed_even_below_current() -> None:
+    # Behind an HPA the scale target follows a scale-down later: the decision stands meanwhile.
+    memory = State(last_desired=((f'{NS}/cheap', 1),))
+    outcome = decide(snapshot=restarted(published=1), config=Config(), state=memory, now=NOW)
+    (decision,) = outcome.decisions
+    assert (decision.current, decision.target) == (2, 1)
+
+
 def idle_snapshot(*, age: float = 5.0, count: float | None = 0.0, current: int = 1) -> Snapshot:
     return Snapshot(
         variants=(

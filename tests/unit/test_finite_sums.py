@@ -60,8 +60,15 @@ def test_the_mean_of_finite_values_lies_between_them_and_matches_fsum_when_it_ca
         exact = math.fsum(values) / len(values)
     except OverflowError:
         return
-    if math.isfinite(exact):
+    if math.isfinite(exact) and min(values) <= exact <= max(values):
         assert result == exact
+
+
+def test_a_mean_rounded_out_of_its_values_is_held_in() -> None:
+    # fsum rounds 3 × 3002399751580331 to an even float, and the division rounds down once more.
+    values = [3002399751580331.0] * 3
+    assert math.fsum(values) / 3 < values[0]
+    assert mean(values) == values[0]
 
 
 @given(st.lists(non_negative, max_size=12))

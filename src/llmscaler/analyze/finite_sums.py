@@ -7,9 +7,9 @@ with it, so every sum of figures in the core goes through here.
 
 What it computes:
 
-- `mean`: `fsum(values) / n`, bit for bit as before for every sum that fits in a float; when the
-  exact sum does not, twice the exact sum of `value / 2n` (every partial sum then fits), kept
-  between the smallest and the largest value (the mean of finite values always fits);
+- `mean`: `fsum(values) / n` for every sum that fits in a float; when the exact sum does not,
+  twice the exact sum of `value / 2n` (every partial sum then fits); either way kept between the
+  smallest and the largest value, where the true mean lies (rounding can step just outside);
 - `total`: `fsum(values)` when every partial sum fits in a float; otherwise `2n` times the exact
   sum of `value / 2n`, saturated at the largest float (with the sign of the sum): a sum of
   finite non-negative figures stays a finite non-negative number, which every comparison
@@ -65,9 +65,10 @@ def mean(values: Sequence[float]) -> float:
     except OverflowError:
         result = math.inf
     if math.isinf(result):
-        # The mean lies between the smallest and the largest value, whatever the rounding.
-        result = min(max(_scaled_sum(values) * 2.0, min(values)), max(values))
-    return result
+        result = _scaled_sum(values) * 2.0
+    # The mean lies between the smallest and the largest value; the two roundings (of the sum,
+    # then of the division) can step just outside (three equal values near 3e15), so it is held in.
+    return min(max(result, min(values)), max(values))
 
 
 def _scaled_sum(values: Sequence[float]) -> float:
