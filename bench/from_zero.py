@@ -34,6 +34,7 @@ from llmscaler.collect.scrape import ScrapeTarget
 from llmscaler.controller.app import Controller
 from llmscaler.controller.from_zero import FromZero, Woken
 from llmscaler.controller.options import resolve_options
+from llmscaler.devcluster import loopback
 from llmscaler.devcluster import objects as objects_
 from llmscaler.kube.scale import ScaleClient
 from llmscaler.sim import presets
@@ -125,11 +126,8 @@ async def _measure(url: str) -> None:
         return web.Response(text=epp.page(), content_type='text/plain')
 
     app.router.add_get('/metrics', metrics)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, '127.0.0.1', 0)
-    await site.start()
-    port = runner.addresses[0][1]
+    served = await loopback.serve(app)
+    port = served.port
     target = ScrapeTarget(
         namespace=NAMESPACE, pod='epp', url=f'http://127.0.0.1:{port}/metrics', kind='epp'
     )
@@ -196,7 +194,7 @@ async def _measure(url: str) -> None:
     await asyncio.gather(*informers, return_exceptions=True)
     await loop.aclose()
     await controller._close()
-    await runner.cleanup()
+    await served.close()
 
     cheap = sum(1 for w, _ in trickle + burst if w.variant.endswith('-cheap'))
     print(f'variants at zero: {2 * MODELS}; wakes: {len(trickle)} one by one, {len(burst)} burst')

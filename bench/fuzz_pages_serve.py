@@ -19,6 +19,7 @@ from aiohttp import web
 from fuzz_pages_content import CAP, MODEL, NAMESPACE, Answer
 from llmscaler.collect.scrape import PodScrapeSource, ScrapeConfig, ScrapeTarget
 from llmscaler.collect.types import ModelScope, Reading
+from llmscaler.devcluster import loopback
 
 RETENTION = 100.0
 """The request count's retention: both history scrapes are older than `now` minus this."""
@@ -51,20 +52,17 @@ class Loopback:
     def __init__(self) -> None:
         self.answers: dict[str, Answer] = {}
         self.port = 0
-        self._runner: web.AppRunner | None = None
+        self._served: loopback.Served | None = None
 
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get('/{pod}/metrics', self._serve)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, '127.0.0.1', 0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
+        self._served = await loopback.serve(app)
+        self.port = self._served.port
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        if self._served is not None:
+            await self._served.close()
 
     def url(self, path: str) -> str:
         return path.replace('http://fuzz.invalid', f'http://127.0.0.1:{self.port}')

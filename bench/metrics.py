@@ -39,6 +39,7 @@ from llmscaler.collect.attribution import PodInfo, TargetRef, attribute
 from llmscaler.collect.exposition import EPP_FAMILIES, VLLM_FAMILIES, Parser
 from llmscaler.collect.prometheus import PrometheusConfig, PrometheusSource
 from llmscaler.collect.types import ModelScope
+from llmscaler.devcluster import loopback
 from llmscaler.model import Variant
 
 EXAMPLE = Path(__file__).resolve().parents[2] / 'shared' / 'reference' / 'vllm_metrics_example.txt'
@@ -225,11 +226,8 @@ async def _snapshot_bench(*, pods: int, models: int) -> None:
 
     app = web.Application(client_max_size=2**24)
     app.router.add_post('/api/v1/query', answer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, '127.0.0.1', 0)
-    await site.start()
-    port = runner.addresses[0][1]
+    served = await loopback.serve(app)
+    port = served.port
     variants = [
         Variant(name=f'{e.model_id}-v', namespace=e.namespace, model_id=e.model_id) for e in scope
     ]
@@ -262,7 +260,7 @@ async def _snapshot_bench(*, pods: int, models: int) -> None:
         baseline = time.perf_counter() - started
     finally:
         await source.aclose()
-        await runner.cleanup()
+        await served.close()
     total = read_s + attribute_s
     print(
         f'snapshot from Prometheus, {len(attributed.replicas):,} pods, {len(bodies)} queries: '

@@ -47,6 +47,7 @@ from llmscaler.collect.http import (
     within,
 )
 from llmscaler.collect.types import ErrorReason
+from llmscaler.devcluster import loopback
 from tests.waiting import eventually
 
 # --- a server that misbehaves on purpose ---------------------------------------------------------
@@ -336,15 +337,11 @@ async def slow_server() -> AsyncIterator[str]:
 
     app = web.Application()
     app.router.add_get('/', handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, '127.0.0.1', 0)
-    await site.start()
-    port = runner.addresses[0][1]
+    served = await loopback.serve(app, shutdown_timeout=0.1)
     try:
-        yield f'http://127.0.0.1:{port}/'
+        yield f'{served.url}/'
     finally:
-        await runner.cleanup()
+        await served.close()
 
 
 async def _failure(url: str, *, timeout: float) -> Exception:

@@ -40,6 +40,7 @@ from llmscaler.collect.types import (
 )
 from llmscaler.config.types import CoreSettings
 from llmscaler.controller.app import Controller
+from llmscaler.devcluster import loopback
 from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.engine import freshness
 from llmscaler.model import Freshness
@@ -120,7 +121,7 @@ class FakePrometheus:
         self.in_flight = 0
         self.max_in_flight = 0
         self.url = ''
-        self._runner: web.AppRunner | None = None
+        self._served: loopback.Served | None = None
 
     def answer(self, name: str, canned: Canned, *, scope: tuple[ModelScope, ...] = SCOPE) -> None:
         promql = {query.name: query.promql for query in build(scope=scope)}[name]
@@ -149,16 +150,12 @@ class FakePrometheus:
     async def start(self, *, tls: ssl.SSLContext | None = None) -> None:
         app = web.Application()
         app.router.add_post('/api/v1/query', self._handle)
-        self._runner = web.AppRunner(app, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, '127.0.0.1', 0, ssl_context=tls)
-        await site.start()
-        port = self._runner.addresses[0][1]
-        self.url = f'{"https" if tls else "http"}://127.0.0.1:{port}'
+        self._served = await loopback.serve(app, tls=tls)
+        self.url = self._served.url
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        if self._served is not None:
+            await self._served.close()
 
 
 @pytest.fixture

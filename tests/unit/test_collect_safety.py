@@ -23,6 +23,7 @@ from llmscaler.collect.attribution import PodInfo, TargetRef, attribute
 from llmscaler.collect.prometheus import PrometheusConfig, PrometheusSource
 from llmscaler.collect.types import ErrorReason, ModelScope, Reading
 from llmscaler.config.types import Config, ModelConfig, ScaleToZeroConfig
+from llmscaler.devcluster import loopback
 from llmscaler.engine import decide
 from llmscaler.model import EMPTY_STATE, Decision, Snapshot, Variant
 
@@ -37,15 +38,11 @@ async def prometheus(request: pytest.FixtureRequest) -> AsyncIterator[str]:
     handler: Handler = request.param
     app = web.Application()
     app.router.add_post('/api/v1/query', handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, '127.0.0.1', 0)
-    await site.start()
-    port = runner.addresses[0][1]
+    served = await loopback.serve(app)
     try:
-        yield f'http://127.0.0.1:{port}'
+        yield served.url
     finally:
-        await runner.cleanup()
+        await served.close()
 
 
 async def server_error(request: web.Request) -> web.Response:

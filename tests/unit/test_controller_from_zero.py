@@ -36,6 +36,7 @@ from llmscaler.controller.from_zero import FromZero, Woken
 from llmscaler.controller.pods import epp_targets
 from llmscaler.controller.publish import ControllerMetrics
 from llmscaler.controller.world import World, build_world
+from llmscaler.devcluster import loopback
 from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.kube.client import ObjectRef, make_client
 from llmscaler.kube.events import EventRecorder
@@ -116,21 +117,18 @@ class Epp:
         self.before_answer: Callable[[], Awaitable[None]] | None = None
         self.port = 0
         self._tls = tls
-        self._runner: web.AppRunner | None = None
+        self._served: loopback.Served | None = None
 
     async def __aenter__(self) -> Epp:
         app = web.Application()
         app.router.add_get('/metrics', self._handle)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, '127.0.0.1', 0, ssl_context=self._tls)
-        await site.start()
-        self.port = int(self._runner.addresses[0][1])
+        self._served = await loopback.serve(app, tls=self._tls)
+        self.port = self._served.port
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        if self._served is not None:
+            await self._served.close()
 
     async def _handle(self, request: web.Request) -> web.Response:
         self.hits += 1

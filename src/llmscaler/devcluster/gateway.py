@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from aiohttp import web
 
+from llmscaler.devcluster import loopback
 from llmscaler.emulate.exposition import CONTENT_TYPE, SchedulerAttempts, render_epp
 from llmscaler.emulate.server import RunningEmulator
 from llmscaler.sim import synthetic
@@ -104,7 +105,7 @@ class Gateway:
         self._next = math.inf
         self._queue: deque[Request] = deque()
         self._attempts: dict[str, tuple[int, int]] = {}  # pod → (port, count)
-        self._runner: web.AppRunner | None = None
+        self._served: loopback.Served | None = None
 
     # ---- serving ---------------------------------------------------------------------------
 
@@ -112,16 +113,12 @@ class Gateway:
         """Open the EPP page on an ephemeral 127.0.0.1 port (`port`)."""
         app = web.Application()
         app.router.add_get('/metrics', self._metrics)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await runner.setup()
-        self._runner = runner
-        await web.TCPSite(runner, '127.0.0.1', 0).start()
-        self.port = int(runner.addresses[0][1])
+        self._served = await loopback.serve(app)
+        self.port = self._served.port
 
     async def stop(self) -> None:
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        if self._served is not None:
+            await self._served.close()
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self.page().encode(), headers={'Content-Type': CONTENT_TYPE})

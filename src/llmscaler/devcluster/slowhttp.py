@@ -31,6 +31,8 @@ from typing import Final, Literal
 
 from aiohttp import web
 
+from llmscaler.devcluster import loopback
+
 Mode = Literal['drip', 'endless']
 
 PREFIX: Final = b'{"status":"success","data":{"resultType":"vector","result":['
@@ -51,17 +53,13 @@ class SlowServer:
         self.requests = 0
         self.streaming = 0
         self.sent = 0
-        self._runner: web.AppRunner | None = None
+        self._served: loopback.Served | None = None
 
     async def __aenter__(self) -> SlowServer:
         app = web.Application()
         app.router.add_route('*', '/{tail:.*}', self._answer)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, '127.0.0.1', 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.url = f'http://{host}:{port}'
+        self._served = await loopback.serve(app, shutdown_timeout=0.5)
+        self.url = self._served.url
         return self
 
     async def __aexit__(
@@ -70,9 +68,8 @@ class SlowServer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        if self._served is not None:
+            await self._served.close()
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1

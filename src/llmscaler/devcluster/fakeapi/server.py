@@ -47,6 +47,7 @@ from typing import Any
 
 from aiohttp import web
 
+from llmscaler.devcluster import loopback
 from llmscaler.devcluster.fakeapi import resources, table
 from llmscaler.devcluster.fakeapi.resources import Resource
 from llmscaler.devcluster.fakeapi.semantics import ApiError, json_patch, merge_patch, status_body
@@ -141,7 +142,7 @@ class FakeAPI:
         self.bookmark_interval = bookmark_interval
         self._faults: list[Fault] = []
         self._gone_watches = 0
-        self._runner: web.AppRunner | None = None
+        self._served: loopback.Served | None = None
         self.url = ''
 
     async def __aenter__(self) -> FakeAPI:
@@ -149,12 +150,8 @@ class FakeAPI:
         table.require_crds()
         app = web.Application()
         app.router.add_route('*', '/{tail:.*}', self._handle)
-        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, '127.0.0.1', self.port)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.url = f'http://{host}:{port}'
+        self._served = await loopback.serve(app, port=self.port)
+        self.url = self._served.url
         return self
 
     async def __aexit__(
@@ -164,8 +161,8 @@ class FakeAPI:
         tb: TracebackType | None,
     ) -> None:
         self.drop_watches()
-        if self._runner is not None:
-            await self._runner.cleanup()
+        if self._served is not None:
+            await self._served.close()
 
     # -- fault injection and test helpers ---------------------------------------------------
 
