@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import multiprocessing
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from llmscaler.devcluster.fakeapi.server import FakeAPI
 
+Objects = Iterable[dict[str, Any]] | Callable[[], Iterable[dict[str, Any]]]
 
-def _serve(conn: Any, objects: list[dict[str, Any]]) -> None:
+
+def _serve(conn: Any, objects: Objects) -> None:
     async def serve() -> None:
         async with FakeAPI() as api:
-            for obj in objects:
+            for obj in objects() if callable(objects) else objects:
                 api.seed(obj)
             conn.send(api.url)
             await asyncio.get_running_loop().run_in_executor(None, conn.recv)
@@ -33,8 +35,12 @@ def _serve(conn: Any, objects: list[dict[str, Any]]) -> None:
 
 
 @contextlib.contextmanager
-def fake_api(objects: list[dict[str, Any]]) -> Iterator[str]:
-    """Serve `objects` from a fake API server in a child process; yields its URL."""
+def fake_api(objects: Objects) -> Iterator[str]:
+    """Serve `objects` from a fake API server in a child process; yields its URL.
+
+    A function instead of a list is called in the child, so that the measuring process never
+    holds the objects (a module-level function: it is handed to the child process).
+    """
     parent, child = multiprocessing.Pipe()
     server = multiprocessing.Process(target=_serve, args=(child, objects), daemon=True)
     server.start()

@@ -31,10 +31,8 @@ of the old figures to the default's.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import json
-import multiprocessing
 import sys
 import time
 import tracemalloc
@@ -46,11 +44,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lightkube.resources.core_v1 import ConfigMap, Pod
 
+from fakeproc import fake_api
 from llmscaler.clock import LoopClock
 from llmscaler.controller.caches import build_caches
 from llmscaler.controller.configwatch import SCALING_CONFIGMAPS
 from llmscaler.devcluster import objects as objects_
-from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.client import make_client
 from llmscaler.kube.informer import Cache, Informer
 from llmscaler.sim import presets
@@ -290,35 +288,11 @@ def _configmaps() -> list[dict[str, Any]]:
     return found
 
 
-def _serve(conn: Any) -> None:
-    """The fake API with the cluster, built here so the measuring process holds none of it."""
-
-    async def serve() -> None:
-        async with FakeAPI() as api:
-            pod_bytes = 0
-            for pod in _pods():
-                pod_bytes += len(json.dumps(pod))
-                api.seed(pod)
-            for obj in (*_configmaps(), *_variants()):
-                api.seed(obj)
-            conn.send((api.url, pod_bytes))
-            await asyncio.get_running_loop().run_in_executor(None, conn.recv)
-
-    asyncio.run(serve())
-
-
-@contextlib.contextmanager
-def _cluster() -> Iterator[tuple[str, int]]:
-    parent, child = multiprocessing.Pipe()
-    server = multiprocessing.Process(target=_serve, args=(child,), daemon=True)
-    server.start()
-    try:
-        yield parent.recv()
-    finally:
-        parent.send('stop')
-        server.join(timeout=10)
-        if server.is_alive():
-            server.kill()
+def _objects() -> Iterator[dict[str, Any]]:
+    """The cluster, built in the fake API's process so the measuring process holds none of it."""
+    yield from _pods()
+    yield from _configmaps()
+    yield from _variants()
 
 
 def deep_size(objects: Any) -> int:
@@ -390,7 +364,8 @@ def _mib(value: float) -> str:
 
 async def main() -> None:
     pods = TENANTS * APP_PODS_PER_TENANT + 2 * VARIANTS + EPP_PODS
-    with _cluster() as (url, pod_bytes):
+    pod_bytes = sum(len(json.dumps(pod)) for pod in _pods())  # freed before anything is measured
+    with fake_api(_objects) as url:
         rows = [
             ('old: every pod and ConfigMap, whole', await _measure(url, old=True)),
             ('slim pods of the whole cluster', await _measure(url, old=False, namespace_limit=0)),
