@@ -19,7 +19,7 @@ from llmscaler.collect.attribution import (
     with_ready_pods,
 )
 from llmscaler.collect.types import ErrorReason, ModelReading, PodReading, Reading, SourceError
-from llmscaler.config.types import Config, ModelConfig, SaturationConfig
+from llmscaler.config.types import Config
 from llmscaler.engine import decide
 from llmscaler.model import (
     EMPTY_STATE,
@@ -30,6 +30,7 @@ from llmscaler.model import (
     Snapshot,
     Variant,
 )
+from tests.unit.configs import PERCENTAGE, TOKEN
 
 NOW = 5_000.0
 NS = 'ns'
@@ -273,9 +274,6 @@ def test_every_figure_is_copied_as_read() -> None:
 
 
 # --- a broken figure on one of two pods holds the model, through attribution and decide() ------
-
-TOKEN = Config(default=ModelConfig(saturation=SaturationConfig(analyzer_name='saturation')))
-PERCENTAGE = Config()
 
 
 def shaped(pod: str, *, shape: str, kv: float | None) -> PodReading:

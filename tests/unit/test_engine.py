@@ -36,12 +36,11 @@ from llmscaler.model import (
     State,
     Variant,
 )
+from tests.unit.configs import TOKEN, ZERO_ON
 from tests.unit.strategies import NOW, snapshots
 
 MODEL = 'meta/llama-3.1-8b'
 NS = 'llm'
-TOKEN = Config(default=ModelConfig(saturation=SaturationConfig(analyzer_name='saturation')))
-ZERO_ON = Config(default=ModelConfig(scale_to_zero=ScaleToZeroConfig(enabled=True)))
 
 
 def variant(name: str, **kw: object) -> Variant:

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from llmscaler.analyze import validity
 from llmscaler.analyze.validity import MAX_NAMED_PROBLEMS, NO_READY_REPLICAS
-from llmscaler.config.types import Config, ModelConfig, SaturationConfig, ScaleToZeroConfig
+from llmscaler.config.types import Config
 from llmscaler.engine import decide, freshness
 from llmscaler.model import (
     EMPTY_STATE,
@@ -38,18 +38,11 @@ from llmscaler.model import (
     Snapshot,
     Variant,
 )
+from tests.unit.configs import TOKEN, TOKEN_ZERO_ON, ZERO_ON
 from tests.unit.strategies import NOW, snapshots
 
 MODEL = 'm'
 NS = 'ns'
-TOKEN = Config(default=ModelConfig(saturation=SaturationConfig(analyzer_name='saturation')))
-ZERO_ON = Config(default=ModelConfig(scale_to_zero=ScaleToZeroConfig(enabled=True)))
-TOKEN_ZERO_ON = Config(
-    default=ModelConfig(
-        saturation=SaturationConfig(analyzer_name='saturation'),
-        scale_to_zero=ScaleToZeroConfig(enabled=True),
-    )
-)
 CONFIGS = [Config(), TOKEN, ZERO_ON, TOKEN_ZERO_ON]
 CONFIG_IDS = ['percentage', 'token', 'percentage-zero', 'token-zero']
 
