@@ -34,8 +34,9 @@ from llmscaler.sim.policies import (
     parse_static,
 )
 from llmscaler.sim.types import ControlView
+from tests.unit.configs import TOKEN
 from tests.unit.strategies import NOW, snapshots
-from tests.unit.test_engine import MODEL, NS, TOKEN, variant
+from tests.unit.test_engine import MODEL, NS, variant
 
 
 def running(name: str, count: int, **kw: object) -> Variant:
