@@ -172,6 +172,35 @@ async def test_scale_over_http_moves_pods_emulator_and_status(cluster: Cluster) 
     assert 'readyReplicas' not in cluster.deployment('h100')['status']  # omitempty
 
 
+async def test_a_scale_write_while_the_kubelet_syncs_is_picked_up_on_the_next_pass(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The kubelet reads the Deployment, then awaits the emulator: a /scale write that lands in
+    # between makes its status write conflict (409). Like a real controller it must requeue, not
+    # fail the cluster.
+    await cluster.add_variant(name='h100', model_id=MODEL_8B, preset=H100, cost=3.9, replicas=1)
+    running = cluster.emulator('h100')
+    scale_emulator = running.scale
+    moved: list[int] = []
+
+    async def scale_then_move(*, replicas: int) -> None:
+        await scale_emulator(replicas=replicas)
+        if not moved:
+            moved.append(replicas)
+            await scale(cluster, 'h100', 3)
+
+    monkeypatch.setattr(running, 'scale', scale_then_move)
+    await scale(cluster, 'h100', 2)
+
+    def settled() -> bool:
+        status = cluster.deployment('h100').get('status', {})
+        return bool(status.get('readyReplicas') == status.get('replicas') == 3)
+
+    await cluster.wait_for(settled, timeout=5, what='3 ready replicas after the conflict')
+    assert moved == [2]
+    assert cluster.failures == []
+
+
 async def test_load_queues_at_zero_replicas_and_drains_on_scale_up(cluster: Cluster) -> None:
     await cluster.add_variant(
         name='h100', model_id=MODEL_8B, preset=H100, cost=3.9, replicas=0, rate=40.0

@@ -141,7 +141,13 @@ class Workload:
         if deploy.get('status') != status:
             resource = api.store_resource(deploy)
             new = {**deploy, 'status': status}
-            api.store.update(resource, self.namespace, self.name, new, part='status')
+            try:
+                api.store.update(resource, self.namespace, self.name, new, part='status')
+            except ApiError as exc:
+                # The Deployment moved while the emulator scaled (a /scale write): the copy read
+                # above is stale. A real controller requeues; the next pass, 50 ms on, writes.
+                if exc.code != 409:
+                    raise
 
 
 def _apply_pod(api: FakeAPI, pod: Obj) -> None:
