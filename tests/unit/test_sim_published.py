@@ -74,7 +74,7 @@ def test_lookup_by_key() -> None:
         published.measurement('nope')
 
 
-def test_the_issue_figures_are_wva_fits_evaluated_at_128_and_256() -> None:
+def test_the_12_3_and_17_7_ms_h100_itls_are_wva_fits_evaluated_at_128_and_256() -> None:
     at_128 = published.measurement('wva-fit-8b-h100-b128')
     at_256 = published.measurement('wva-fit-8b-h100-b256')
     assert at_128.provenance is Provenance.FIT

@@ -6,10 +6,11 @@ and how it was read (sim/measurement.py defines the record; docs/fidelity-source
 every source and how far to trust it). Records are grouped by source; within a source they are
 in the order the source prints them.
 
-The issue-level figures "Llama-3.1-8B H100 ITL 12.3 ms at batch 128, 17.7 ms at 256" are not
-measurements at those batches: they are WVA's two-point linear ITL fit (α 6.958 ms, β 0.042
-ms/seq, the H100 preset's calibration) evaluated there. They are kept, marked as fits, because
-the presets stand on them; a fitter should weight them below printed measurements.
+The figures "Llama-3.1-8B H100 ITL 12.3 ms at batch 128, 17.7 ms at 256", quoted as measured
+when the step model was compared with vLLM, are not measurements at those batches: they are
+WVA's two-point linear ITL fit (α 6.958 ms, β 0.042 ms/seq, the H100 preset's calibration)
+evaluated there. They are kept, marked as fits, because the presets stand on them; a fitter
+should weight them below printed measurements.
 
 What fails: a malformed record raises ValueError at import (see sim/measurement.py);
 `measurement` raises ValueError for an unknown key.
