@@ -13,7 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmscaler.sim.cluster import BYTES_PER_TOKEN, Cluster, engine_factory
+from llmscaler.sim.cluster import (
+    BYTES_PER_TOKEN,
+    CancellableEngine,
+    Cluster,
+    EngineKind,
+    engine_factory,
+)
 from llmscaler.sim.presets import preset
 from llmscaler.sim.replica import FastReplica, ReferenceReplica
 from llmscaler.sim.types import PerfModel, SimRequest, VariantSpec
@@ -288,6 +294,154 @@ def test_queued_request_fails_at_gateway_timeout() -> None:
     assert cluster.expire(now=150.0) == [late]
     assert cluster.queue_bytes == 0
     assert math.isnan(early.finished)
+
+
+# ---- client time-outs ------------------------------------------------------------------------
+
+
+def run_until(cluster: Cluster, until: float) -> None:
+    """What the event loop does: expire at every deadline that comes up to `until`, then at it."""
+    while (deadline := cluster.next_deadline()) <= until:
+        cluster.advance(until=deadline)
+        cluster.expire(now=deadline)
+    cluster.advance(until=until)
+    cluster.expire(now=until)
+
+
+def test_a_running_request_fails_at_its_deadline_and_a_quicker_one_does_not() -> None:
+    cluster = Cluster(variants=[spec(initial_replicas=1)], request_timeout=5.0)
+    slow, quick = request(0, 0.0, output=10), request(1, 0.0, output=3)
+    arrive(cluster, slow)
+    arrive(cluster, quick)
+    assert cluster.next_deadline() == 5.0
+    cluster.advance(until=5.0)
+    assert cluster.expire(now=5.0) == [slow]
+    # It had its first token; the client gave up before the rest.
+    assert (slow.failed, slow.failure, slow.first_token) == (True, 'replica-timeout', 1.0)
+    assert math.isnan(slow.finished)
+    assert (quick.failed, quick.failure, quick.finished) == (False, '', 3.0)
+    assert cluster.next_deadline() == math.inf
+
+
+def test_a_request_waiting_in_a_replica_fails_at_its_deadline() -> None:
+    # One sequence at a time: the second request waits in the replica behind the first.
+    cluster = Cluster(variants=[spec(initial_replicas=1, max_num_seqs=1)], request_timeout=5.0)
+    first, second = request(0, 0.0, output=10), request(1, 0.5, output=2)
+    arrive(cluster, first)
+    arrive(cluster, second)
+    assert second.replica == 'h100-0000'
+    run_until(cluster, 5.5)
+    assert [(r.failed, r.failure) for r in (first, second)] == [(True, 'replica-timeout')] * 2
+    assert math.isnan(second.finished)
+
+
+@pytest.mark.parametrize(('output', 'failed'), [(2, False), (3, False), (4, True)])
+def test_a_request_finished_after_its_deadline_fails(output: int, failed: bool) -> None:
+    # Deadline 3: finished at 2 or at 3 is in time; the step 3 → 4 that would finish the last
+    # request has started at its deadline: the client left before its last token.
+    cluster = Cluster(variants=[spec(initial_replicas=1)], request_timeout=3.0)
+    late = request(0, 0.0, output=output)
+    arrive(cluster, late)
+    run_until(cluster, 3.0)
+    cluster.advance(until=3.5)
+    cluster.expire(now=3.5)
+    assert late.failed is failed
+    assert late.failure == ('replica-timeout' if failed else '')
+    if output < 4:
+        assert late.finished == float(output)
+
+
+@pytest.mark.parametrize(
+    ('gateway', 'client', 'fails_at'), [(120.0, 30.0, 30.0), (10.0, 30.0, 10.0)]
+)
+def test_the_gateway_queue_times_out_at_the_shorter_time_out(
+    gateway: float, client: float, fails_at: float
+) -> None:
+    cluster = Cluster(
+        variants=[spec(initial_replicas=0)], gateway_timeout=gateway, request_timeout=client
+    )
+    queued = request(0, 0.0)
+    arrive(cluster, queued)
+    assert cluster.expire(now=fails_at - 0.001) == []
+    assert cluster.expire(now=fails_at) == [queued]
+    assert (queued.failed, queued.failure) == (True, 'queue-timeout')
+
+
+def test_without_a_request_timeout_nothing_in_a_replica_times_out() -> None:
+    cluster = Cluster(variants=[spec(initial_replicas=1)])
+    slow = request(0, 0.0, output=500)
+    arrive(cluster, slow)
+    assert cluster.next_deadline() == math.inf
+    cluster.advance(until=400.0)
+    assert cluster.expire(now=400.0) == []
+    assert not slow.failed
+
+
+def test_a_request_too_long_for_the_replica_is_rejected_with_its_reason() -> None:
+    cluster = Cluster(variants=[spec(initial_replicas=1, max_model_len=1000)])
+    long = request(0, 0.0, prompt=1001)
+    arrive(cluster, long)
+    assert (long.failed, long.failure) == (True, 'rejected')
+
+
+@pytest.mark.parametrize('timeout', [0.0, -1.0, math.nan])
+def test_bad_request_timeout(timeout: float) -> None:
+    with pytest.raises(ValueError, match='request_timeout'):
+        Cluster(variants=[spec()], request_timeout=timeout)
+
+
+def _cancels(kind: EngineKind) -> bool:
+    engine = engine_factory(kind=kind)(spec=spec(), name='probe', now=0.0)
+    return isinstance(engine, CancellableEngine)
+
+
+@pytest.mark.parametrize(
+    'kind',
+    [
+        pytest.param(
+            kind,
+            marks=pytest.mark.skipif(not _cancels(kind), reason=f'{kind} engine cannot cancel'),
+        )
+        for kind in ('fast', 'reference')
+    ],
+)
+def test_an_abandoned_request_frees_its_blocks_and_its_seat_at_its_deadline(
+    kind: EngineKind,
+) -> None:
+    cluster = Cluster(
+        variants=[spec(initial_replicas=1, max_num_seqs=1)], engine=kind, request_timeout=10.0
+    )
+    first, second = request(0, 0.0, output=100), request(1, 5.0, output=2)
+    arrive(cluster, first)
+    arrive(cluster, second)
+    run_until(cluster, 20.0)
+    assert (first.failed, first.failure) == (True, 'replica-timeout')
+    # The second gets the seat at 10 (its prefill step 10 → 11, one more token at 12), well
+    # inside its own deadline of 15; behind the first it would have waited until 100.
+    assert (second.failed, second.first_token, second.finished) == (False, 11.0, 12.0)
+    (replica,) = cluster.live
+    assert replica.engine is not None
+    assert replica.engine.in_flight == 0
+    assert replica.engine.kv_usage == 0.0
+
+
+@pytest.mark.parametrize(
+    'kind',
+    [
+        pytest.param(
+            kind,
+            marks=pytest.mark.skipif(not _cancels(kind), reason=f'{kind} engine cannot cancel'),
+        )
+        for kind in ('fast', 'reference')
+    ],
+)
+def test_a_terminating_replica_goes_when_its_last_request_is_abandoned(kind: EngineKind) -> None:
+    cluster = Cluster(variants=[spec(initial_replicas=1)], engine=kind, request_timeout=10.0)
+    arrive(cluster, request(0, 0.0, output=100))
+    cluster.set_target(variant='h100', target=0, now=1.0)
+    run_until(cluster, 20.0)
+    assert [(r.name, r.gone) for r in cluster.history] == [('h100-0000', 10.0)]
+    assert cluster.finish(end=20.0) == {'h100': 10.0}
 
 
 # ---- properties ------------------------------------------------------------------------------

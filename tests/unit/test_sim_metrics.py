@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from llmscaler.sim.metrics import grouped_percentile, per_minute, summarize, summarize_all
 from llmscaler.sim.types import (
     SLO,
+    Failure,
     PerfModel,
     ScaleEvent,
     SimRequest,
@@ -364,3 +365,29 @@ def test_summary_invariants(
     minutes = per_minute(result=result)
     assert minutes['arrivals'].sum() == s.requests
     assert minutes['completed'].sum() == s.completed
+
+
+def test_failures_are_counted_by_reason() -> None:
+    requests = [
+        req(0, 0.0, failed=True),
+        req(1, 1.0, failed=True),
+        req(2, 2.0, failed=True),
+        req(3, 3.0, failed=True),
+        req(4, 4.0, failed=True),
+        req(5, 5.0, first=5.1, finished=5.2),
+    ]
+    reasons: tuple[Failure, ...] = (
+        'queue-timeout', 'replica-timeout', 'replica-timeout', 'rejected', '',
+    )  # fmt: skip
+    for request, reason in zip(requests, reasons, strict=False):
+        request.failure = reason
+    s = summarize(result=tiny_result(requests=requests), slo=SLO_1)
+    assert (s.failed, s.completed) == (5, 1)
+    # The one without a recorded reason is in `failed` only.
+    assert (s.failed_queue_timeout, s.failed_replica_timeout, s.failed_rejected) == (1, 2, 1)
+    none = summarize(result=tiny_result(requests=[req(0, 0.0, first=0.1, finished=0.2)]), slo=SLO_1)
+    assert (none.failed_queue_timeout, none.failed_replica_timeout, none.failed_rejected) == (
+        0,
+        0,
+        0,
+    )

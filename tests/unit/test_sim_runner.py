@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llmscaler.sim.presets import preset
 from llmscaler.sim.runner import SimSettings, check_settings, run
@@ -209,6 +211,64 @@ def test_queued_requests_fail_after_the_gateway_timeout() -> None:
     assert result.replica_seconds == {'h100': 0.0}
 
 
+def test_a_request_timeout_bounds_every_completed_request() -> None:
+    # One L40S against three times what it serves: without a time-out, requests wait minutes.
+    trace = poisson(seed=5, rate=9.0, duration=120.0)
+    variant = preset(name='llama-3.1-8b-l40s', variant_name='l40s', max_replicas=1)
+    patient = run(
+        trace=trace, variants=[variant], policy=Fixed({}), settings=SimSettings(tail=120.0)
+    )
+    assert max(r.finished - r.arrival for r in patient.requests if not r.failed) > 60.0
+    impatient = run(
+        trace=trace,
+        variants=[variant],
+        policy=Fixed({}),
+        settings=SimSettings(tail=120.0, request_timeout=30.0),
+    )
+    done = [r for r in impatient.requests if not r.failed and math.isfinite(r.finished)]
+    failed = [r for r in impatient.requests if r.failed]
+    assert done
+    assert max(r.finished - r.arrival for r in done) <= 30.0
+    assert failed
+    assert {r.failure for r in failed} == {'replica-timeout'}
+    # Every request that did not complete in time failed, whatever the engine could do.
+    assert all(r.failed for r in impatient.requests if not math.isfinite(r.finished))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    gaps=st.lists(st.floats(min_value=0.0, max_value=3.0), min_size=1, max_size=25),
+    outputs=st.lists(st.integers(min_value=1, max_value=400), min_size=25, max_size=25),
+    timeout=st.floats(min_value=0.5, max_value=20.0),
+    replicas=st.integers(min_value=0, max_value=1),
+)
+def test_with_a_request_timeout_a_request_completes_in_time_or_fails(
+    gaps: list[float], outputs: list[int], timeout: float, replicas: int
+) -> None:
+    n = len(gaps)
+    trace = Trace(
+        name='random',
+        arrivals=np.cumsum(np.asarray(gaps, dtype=np.float64)),
+        input_tokens=np.full(n, 2000, dtype=np.int64),
+        output_tokens=np.asarray(outputs[:n], dtype=np.int64),
+    )
+    variant = preset(
+        name='llama-3.1-8b-l4', variant_name='l4', initial_replicas=replicas, max_num_seqs=2
+    )
+    result = run(
+        trace=trace,
+        variants=[variant],
+        policy=Fixed({}),
+        settings=SimSettings(tail=30.0, request_timeout=timeout, wake_period=math.inf),
+    )
+    for r in result.requests:
+        if r.failed:
+            assert r.failure in ('queue-timeout', 'replica-timeout')
+        else:
+            # the run lasts until 30 s after the last arrival, past every deadline
+            assert r.finished - r.arrival <= timeout
+
+
 # ---- engines, determinism, validation --------------------------------------------------------
 
 
@@ -340,6 +400,10 @@ def test_unknown_variant_from_the_policy_is_an_error() -> None:
         ('actuation_delay', math.inf),
         ('tail', -1.0),
         ('retention_period', 0.0),
+        ('request_timeout', 0.0),
+        ('request_timeout', -3.0),
+        ('request_timeout', math.inf),
+        ('request_timeout', math.nan),
     ],
 )
 def test_bad_settings(field: str, value: float) -> None:

@@ -23,9 +23,21 @@ What it models:
   takes the replicas in name order, continuing after the last replica picked.
 - **Gateway queue.** With no routable replica a request waits in a FIFO queue (the EPP
   flow-control queue) and is dispatched, in arrival order, as soon as a replica becomes Ready. A
-  request still queued `gateway_timeout` seconds after its arrival fails (`failed = True`): the
-  check runs whenever `expire` is called, and a request whose deadline equals the instant a
-  replica becomes ready fails (expiry runs first).
+  request still queued `gateway_timeout` seconds after its arrival (or `request_timeout`, when
+  that is shorter) fails (`failure = 'queue-timeout'`): the check runs whenever `expire` is
+  called, and a request whose deadline equals the instant a replica becomes ready fails (expiry
+  runs first).
+- **Client time-out.** With a finite `request_timeout` the client abandons a request that has
+  not completed `request_timeout` seconds after its arrival, wherever it is. In a replica
+  (waiting or running) it fails with `failure = 'replica-timeout'` when `expire` runs at or after
+  its deadline (`next_deadline` says when that is, so the caller can run it then), and the
+  engine drops it at once (`cancel`), freeing its KV blocks and batch slot for the next step; a
+  request that the engine finished after its deadline (in the step in progress at the deadline)
+  fails too: the client was gone before its last token. A request that completed at or before
+  its deadline is untouched. An engine without a `cancel` method keeps serving an abandoned
+  request to its end (it still counts as failed).
+- **Rejection.** A request the engine refuses at submission (longer than the model or KV cache
+  holds) fails with `failure = 'rejected'`.
 
 Time: `advance(until=t)` runs every engine step that starts before t, whole (an engine executes
 steps, not fractions of one), so the gauges read at t are those at the end of the step in
@@ -35,9 +47,9 @@ Names are `f'{variant}-{n:04d}'` with a per-variant counter, so name order is cr
 to 10,000 replicas per variant).
 
 What fails: `Cluster` raises `ValueError` for an unknown router or engine kind, duplicate variant
-names, or a non-positive/NaN gateway timeout; `set_target` raises `KeyError` for an unknown
-variant. A negative target counts as 0, a negative or NaN startup delay as 0. No I/O, no wall
-clock; every loop runs in name order.
+names, or a non-positive/NaN gateway or request timeout (inf disables either); `set_target`
+raises `KeyError` for an unknown variant. A negative target counts as 0, a negative or NaN
+startup delay as 0. No I/O, no wall clock; every loop runs in name order.
 """
 
 from __future__ import annotations
@@ -48,7 +60,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from llmscaler.sim.replica import FastReplica, ReferenceReplica
 from llmscaler.sim.types import SimRequest, VariantSpec
@@ -99,6 +111,13 @@ class Engine(Protocol):
     def counters(self) -> EngineCounters: ...
 
 
+@runtime_checkable
+class CancellableEngine(Protocol):
+    """An engine that can drop a request whose client gave up (see the module docstring)."""
+
+    def cancel(self, *, request: SimRequest, now: float) -> bool: ...
+
+
 class EngineClass(Protocol):
     """What builds an engine: the replica classes' keyword constructor."""
 
@@ -145,18 +164,27 @@ class Cluster:
         engine: EngineKind = 'fast',
         router: Router = 'least-loaded',
         gateway_timeout: float = 120.0,
+        request_timeout: float = math.inf,
         now: float = 0.0,
     ) -> None:
         if router not in ('least-loaded', 'round-robin'):
             raise ValueError(f"unknown router {router!r}: expected 'least-loaded' or 'round-robin'")
         if not gateway_timeout > 0:
             raise ValueError(f'gateway_timeout must be > 0, got {gateway_timeout!r}')
+        if not request_timeout > 0:
+            raise ValueError(f'request_timeout must be > 0, got {request_timeout!r}')
         names = [v.name for v in variants]
         if len(set(names)) != len(names):
             raise ValueError(f'duplicate variant names: {sorted(names)}')
         self._engine_class = engine_factory(kind=engine)
         self._round_robin = router == 'round-robin'
         self.gateway_timeout = gateway_timeout
+        self.request_timeout = request_timeout
+        self._queue_timeout = min(gateway_timeout, request_timeout)
+        self._timeouts = math.isfinite(request_timeout)
+        # Dispatched requests in dispatch order, which is arrival order (the gateway queue is
+        # FIFO), so their deadlines are in order too; finished ones are dropped lazily.
+        self._in_replicas: deque[SimRequest] = deque()
         self.specs: dict[str, VariantSpec] = {v.name: v for v in sorted(variants, key=_name)}
         self.variant_names: tuple[str, ...] = tuple(self.specs)
         self.targets: dict[str, int] = {}
@@ -243,16 +271,66 @@ class Cluster:
                 self._disappear(replica=replica, at=max(replica.terminated_at, replica.last_finish))
 
     def expire(self, *, now: float) -> list[SimRequest]:
-        """Fail the queued requests whose gateway deadline has come (arrival + timeout ≤ now)."""
+        """Fail the requests whose deadline has come (arrival + timeout ≤ now): queued ones
+        past the gateway (or request) time-out, and with a request time-out, those in replicas
+        that have not completed by their deadline. Returns them in arrival order per place."""
         queue = self.queue
         failed: list[SimRequest] = []
-        deadline = now - self.gateway_timeout
+        deadline = now - self._queue_timeout
         while queue and queue[0].arrival <= deadline:
             request = queue.popleft()
             request.failed = True
+            request.failure = 'queue-timeout'
             self.queue_bytes -= request.input_tokens * BYTES_PER_TOKEN
             failed.append(request)
+        if self._timeouts:
+            self._abandon_due(now=now, into=failed)
         return failed
+
+    def next_deadline(self) -> float:
+        """The earliest deadline of a request in a replica that may still time out (inf when
+        there is none, or no request time-out): the caller runs `expire` then."""
+        if not self._timeouts:
+            return math.inf
+        pending = self._in_replicas
+        timeout = self.request_timeout
+        while pending:
+            request = pending[0]
+            # Finished by its deadline (or failed already): nothing left to time out. A request
+            # finished after it is left for `expire` to fail.
+            if request.failed or request.finished <= request.arrival + timeout:
+                pending.popleft()
+                continue
+            return request.arrival + timeout
+        return math.inf
+
+    def _abandon_due(self, *, now: float, into: list[SimRequest]) -> None:
+        pending = self._in_replicas
+        timeout = self.request_timeout
+        while pending and pending[0].arrival + timeout <= now:
+            request = pending.popleft()
+            if request.failed or request.finished <= request.arrival + timeout:
+                continue
+            request.failed = True
+            request.failure = 'replica-timeout'
+            into.append(request)
+            if request.finished == request.finished:  # finished, after its deadline
+                continue
+            replica = self._by_name.get(request.replica)
+            if replica is not None and replica.engine is not None:
+                self._cancel(replica=replica, request=request, now=now)
+
+    def _cancel(self, *, replica: Replica, request: SimRequest, now: float) -> None:
+        engine = replica.engine
+        if not isinstance(engine, CancellableEngine):
+            return  # the engine serves it to its end; it has failed all the same
+        engine.cancel(request=request, now=now)
+        step = engine.next_step_time()
+        replica.next_step = math.inf if step is None else step
+        if replica.terminating and engine.in_flight == 0:
+            self._disappear(
+                replica=replica, at=max(replica.terminated_at, replica.last_finish, now)
+            )
 
     def promote(self, *, now: float) -> list[str]:
         """Make the replicas due by `now` Ready, then dispatch the gateway queue. Returns names."""
@@ -313,6 +391,10 @@ class Cluster:
         request.replica = replica.name
         replica.dispatched += 1
         replica.engine.submit(request=request, now=now)
+        if request.failed:
+            request.failure = 'rejected'
+        elif self._timeouts:
+            self._in_replicas.append(request)
         step = replica.engine.next_step_time()
         replica.next_step = math.inf if step is None else step
 

@@ -10,8 +10,11 @@ What it computes (`summarize`), for one result:
   name); mean_replicas = Σ_v replica_seconds_v / duration (the time-weighted mean number of
   replicas that existed, consistent with the cost).
 - Request outcomes: *completed* = not failed and with a finite finish time; *failed* = the
-  `failed` flag (timed out in the gateway queue or dropped with a replica); *incomplete* =
-  neither (still queued or running when the run ended). They add up to `requests`.
+  `failed` flag; *incomplete* = neither (still queued or running when the run ended). They add
+  up to `requests`. Failures by their `failure` reason: failed_queue_timeout (timed out in the
+  gateway queue), failed_replica_timeout (the client's time-out ran out in a replica, waiting or
+  running), failed_rejected (refused by the replica); a failure without a recorded reason is in
+  `failed` only.
 - TTFT p50/p90/p99 and mean-ITL p50/p90/p99 over completed requests, in seconds. Mean ITL =
   (finished − first_token) / (output_tokens − 1); single-token outputs have none and are left out
   of the ITL percentiles. Percentiles are numpy's default 'linear' method (type 7 of Hyndman and
@@ -46,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from llmscaler.sim.types import SLO, FloatArray, SimResult
+from llmscaler.sim.types import SLO, Failure, FloatArray, SimResult
 
 PERCENTILES = (50.0, 90.0, 99.0)
 BoolArray = npt.NDArray[np.bool_]
@@ -65,6 +68,9 @@ class PolicySummary:
     completed: int
     failed: int
     incomplete: int
+    failed_queue_timeout: int
+    failed_replica_timeout: int
+    failed_rejected: int
     ttft_p50: float
     ttft_p90: float
     ttft_p99: float
@@ -90,6 +96,7 @@ class _Requests:
     finished: FloatArray
     output_tokens: FloatArray
     failed: BoolArray
+    failures: dict[Failure, int]
 
     @property
     def completed(self) -> BoolArray:
@@ -114,12 +121,19 @@ def _columns(result: SimResult) -> _Requests:
         [(r.arrival, r.first_token, r.finished, r.output_tokens, r.failed) for r in requests],
         dtype=np.float64,
     ).reshape(-1, 5)
+    failed = rows[:, 4] != 0.0
+    failures: dict[Failure, int] = {}
+    if failed.any():  # failures are few; no second pass over a run without any
+        for r in requests:
+            if r.failed:
+                failures[r.failure] = failures.get(r.failure, 0) + 1
     return _Requests(
         arrival=rows[:, 0],
         first_token=rows[:, 1],
         finished=rows[:, 2],
         output_tokens=rows[:, 3],
-        failed=rows[:, 4] != 0.0,
+        failed=failed,
+        failures=failures,
     )
 
 
@@ -199,6 +213,9 @@ def summarize(*, result: SimResult, slo: SLO, reference_cost: float | None = Non
         completed=n_completed,
         failed=n_failed,
         incomplete=total - n_completed - n_failed,
+        failed_queue_timeout=req.failures.get('queue-timeout', 0),
+        failed_replica_timeout=req.failures.get('replica-timeout', 0),
+        failed_rejected=req.failures.get('rejected', 0),
         ttft_p50=ttft_p[0],
         ttft_p90=ttft_p[1],
         ttft_p99=ttft_p[2],

@@ -7,18 +7,21 @@ controller would drive it.
 
 Events, merged in time order; at equal times the order is fixed:
 
-    replica ready < actuation < arrival < scrape < wake < control < sample
+    time-out < replica ready < actuation < arrival < scrape < wake < control < sample
 
 so a replica that becomes Ready at t takes the arrivals of t, a scrape at t sees them, and the
 timeline at t shows the result of everything else at t. Arrivals come from the trace; control
 ticks every `cycle` (first at t = cycle), wake ticks every `wake_period` (first at t =
 wake_period), scrapes and samples every `scrape_interval` / `sample_interval` from t = 0;
 actuations fire `actuation_delay` after the decision; replicas become Ready `startup_delay` after
-creation. Before handling an event every engine is advanced to its time and the gateway queue is
-expired. A control (wake) tick hands the policy a `ControlView` built from `Observer.snapshot`,
-and schedules an actuation for every variant whose returned target differs from its current
-target; when the actuation fires the target is clamped and, if it changed, a `ScaleEvent` with
-reason 'policy' (or 'wake') is logged. A sample appends to the `Timeline`: replicas existing per
+creation; with a `request_timeout`, a time-out event comes at the deadline of the oldest request
+in a replica that has not completed (`Cluster.next_deadline`), so an abandoned request leaves its
+replica at its deadline, not at the next event. Before handling an event every engine is
+advanced to its time and the deadlines that have come are expired (`Cluster.expire`). A control
+(wake) tick hands the policy a `ControlView` built from `Observer.snapshot`, and schedules an
+actuation for every variant whose returned target differs from its current target; when the
+actuation fires the target is clamped and, if it changed, a `ScaleEvent` with reason 'policy'
+(or 'wake') is logged. A sample appends to the `Timeline`: replicas existing per
 variant (pending, ready and terminating: what costs), ready non-terminating ones per variant,
 and over every replica with an engine (terminating ones still serve) the mean KV usage and the
 sums of waiting and running requests, plus the gateway queue length. The run stops at
@@ -29,7 +32,8 @@ What fails: `run` raises `ValueError` for no variants, duplicate variant names, 
 different models or namespaces (all variants serve one model, the scenario's), a trace whose
 arrivals are not finite, non-negative and non-decreasing, invalid settings
 (a period ≤ 0 or NaN, a negative lag, delay or tail; `wake_period` and `gateway_timeout` may be
-inf to disable them), and a policy returning an unknown variant name.
+inf to disable them; `request_timeout` is None (off) or > 0 and finite), and a policy returning
+an unknown variant name.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ from llmscaler.sim.types import (
     VariantSpec,
 )
 
-READY, ACTUATE, ARRIVAL, SCRAPE, WAKE, CONTROL, SAMPLE = range(7)
+TIMEOUT, READY, ACTUATE, ARRIVAL, SCRAPE, WAKE, CONTROL, SAMPLE = range(8)
 _CHUNK = 4096  # arrivals converted from numpy at a time
 
 
@@ -75,6 +79,9 @@ class SimSettings:
     """Decision → scale subresource written."""
     gateway_timeout: float = 120.0
     """A request queued at the gateway fails after this; inf disables it."""
+    request_timeout: float | None = None
+    """A request not completed this long after its arrival is abandoned by its client and
+    fails, wherever it is (`sim.cluster`); None: clients wait forever."""
     router: Literal['least-loaded', 'round-robin'] = 'least-loaded'
     sample_interval: float = 10.0
     """Timeline sampling period."""
@@ -99,6 +106,11 @@ def check_settings(*, settings: SimSettings) -> None:
         value = getattr(settings, name)
         if not (value >= 0 and math.isfinite(value)):
             raise ValueError(f'settings.{name} must be >= 0 and finite, got {value!r}')
+    timeout = settings.request_timeout
+    if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
+        raise ValueError(
+            f'settings.request_timeout must be > 0 and finite (or absent), got {timeout!r}'
+        )
 
 
 def check_variants(*, variants: Sequence[VariantSpec]) -> None:
@@ -160,6 +172,9 @@ class _Loop:
             engine=settings.engine,
             router=settings.router,
             gateway_timeout=settings.gateway_timeout,
+            request_timeout=(
+                math.inf if settings.request_timeout is None else settings.request_timeout
+            ),
         )
         self.observer = Observer(
             scrape_interval=settings.scrape_interval,
@@ -248,6 +263,7 @@ class _Loop:
             t_wake = n_wake * s.wake_period
             t_act = self.actuations[0][0] if self.actuations else math.inf
             other = min(
+                (cluster.next_deadline(), TIMEOUT),
                 (cluster.next_ready_time(), READY),
                 (t_act, ACTUATE),
                 (t_scrape, SCRAPE),
@@ -279,7 +295,9 @@ class _Loop:
                 break
             cluster.advance(until=t)
             cluster.expire(now=t)
-            if kind == READY:
+            if kind == TIMEOUT:
+                pass  # `expire` above did it
+            elif kind == READY:
                 cluster.promote(now=t)
             elif kind == ACTUATE:
                 self.actuate(t)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -100,13 +100,21 @@ class VariantSpec:
         return self.num_gpu_blocks * self.block_size
 
 
+Failure = Literal['', 'queue-timeout', 'replica-timeout', 'rejected']
+"""Why a request failed: timed out in the gateway queue; timed out in a replica (waiting or
+running: the client gave up, see `sim.cluster`); refused by the replica (longer than its
+model or KV cache holds). Empty for a request that did not fail, or failed for a reason the
+simulator did not record."""
+
+
 @dataclass(slots=True, eq=False)
 class SimRequest:
     """One request's life in the simulator; the simulator fills in the times as they happen.
 
     `first_token` is the time the first output token was produced (TTFT = first_token − arrival);
-    `finished` the time the last one was. A request that timed out in the gateway queue, or was
-    dropped with a replica, has `failed` set and no finish time.
+    `finished` the time the last one was. A failed request has `failed` set and `failure` says
+    why; it has no finish time, except one whose client gave up during the engine step that
+    would have finished it (`replica-timeout`).
     """
 
     rid: int
@@ -117,6 +125,7 @@ class SimRequest:
     first_token: float = math.nan
     finished: float = math.nan
     failed: bool = False
+    failure: Failure = ''
     variant: str = ''
     replica: str = ''
     preemptions: int = 0
