@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from llmscaler import engine, io
+from llmscaler.config import durations
 from llmscaler.config import file as config_file
 from llmscaler.config.errors import ConfigFileError
 from llmscaler.config.types import Config
@@ -102,8 +103,35 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument(
         '--skip-bad-rows', action='store_true', help='skip malformed trace rows (counted)'
     )
+    # Read as text and checked in `_simulate`: argparse's float() takes "nan" and "inf".
+    simulate.add_argument(
+        '--request-timeout',
+        metavar='DURATION',
+        help='clients abandon a request not completed this long after arrival: it fails '
+        'wherever it is (seconds, or 90s, 2m, ...; default: never)',
+    )
+    simulate.add_argument(
+        '--initial',
+        metavar='VARIANT=N,...',
+        help='replicas of each variant at the start (e.g. h100=3,l40s=0)',
+    )
+    simulate.add_argument(
+        '--warm-start',
+        action='store_true',
+        help='start every policy at the fleet the first minutes need (docs/simulator.md)',
+    )
+    simulate.add_argument(
+        '--requests-csv',
+        choices=('gz', 'plain', 'none'),
+        default='gz',
+        help='per-request CSV files: gzip-compressed (default), plain, or none',
+    )
     simulate.add_argument('--out', type=Path, default=Path('out'), help='report directory')
-    simulate.add_argument('--no-progress', action='store_true', help='no progress bar')
+    simulate.add_argument(
+        '--no-progress',
+        action='store_true',
+        help='no progress bar: one line per policy as it finishes',
+    )
 
     emulate = commands.add_parser(
         'emulate',
@@ -181,6 +209,14 @@ def _simulate(args: argparse.Namespace) -> int:
     problem = _output_problem(args.out, what='--out', directory=True)
     if problem:
         return _bad(problem)
+    request_timeout = None
+    if args.request_timeout is not None:
+        request_timeout = _positive_duration(args.request_timeout)
+        if request_timeout is None:
+            return _bad(
+                '--request-timeout: must be a positive, finite duration such as 60, 90s or 2m, '
+                f'got {args.request_timeout[:40]!r}'
+            )
     console = Console()
     try:
         document = (
@@ -199,11 +235,18 @@ def _simulate(args: argparse.Namespace) -> int:
             seed=args.seed,
             engine=args.engine,
             skip_bad=args.skip_bad_rows,
+            request_timeout=request_timeout,
+            initial=args.initial,
+            warm_start=args.warm_start,
         )
         where = str(args.scenario) if args.scenario is not None else 'scenario'
         setup = scenario.from_document(document=document, where=where)
         outcome = simulate.run(
-            setup=setup, out=args.out, console=console, progress=not args.no_progress
+            setup=setup,
+            out=args.out,
+            console=console,
+            progress=not args.no_progress,
+            requests_csv=args.requests_csv,
         )
     except (scenario.ScenarioError, TraceError) as exc:
         print(f'llmscaler: {exc}', file=sys.stderr)
@@ -232,6 +275,18 @@ def _finite_seconds(text: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+def _positive_duration(text: str) -> float | None:
+    """Seconds in `60`, `90s` or `1m30s` (Go style, `config.durations`); None unless > 0 and
+    finite."""
+    seconds = _finite_seconds(text)
+    if seconds is None:
+        try:
+            seconds = durations.parse_duration(text)
+        except ValueError:
+            return None
+    return seconds if 0 < seconds < math.inf else None
 
 
 def _dumps(data: Any) -> str:

@@ -10,7 +10,11 @@ files, the same for state files, and `--now nan`: one line naming the field, exi
 strict JSON; a missing KV usage holds and says so; the schema publishes the ranges. Output paths
 are checked before any work (`--state-out` into a missing directory, `simulate --out` on a file);
 a reader that closes the pipe early gets no traceback; `--version`; `simulate` and `emulate`
-without the `sim` extra say what to install, in one line.
+without the `sim` extra say what to install, in one line. `simulate`'s options: a request
+time-out that is not a positive finite duration, or a start fleet naming no variant, outside the
+bounds or with `--warm-start`, gives one line and exit 2 before any work; a run names its trace
+in the header and the report, prints a line per policy without the progress bar, and records
+the version and wall time in summary.json; the per-request files can be left out.
 """
 
 from __future__ import annotations
@@ -434,3 +438,101 @@ def test_simulator_commands_without_the_sim_extra_say_what_to_install(
     assert done.stderr == (
         f"llmscaler {command} needs the simulator's packages: pip install 'llmscaler[sim]'\n"
     )
+
+
+# ---- simulate: time-outs, start fleet, reporting ----------------------------------------------
+
+
+def small_trace(tmp_path: Path) -> Path:
+    path = tmp_path / 'small-trace.csv'
+    rows = [f'{i * 0.5},{200 + i},{50 + i}' for i in range(120)]
+    path.write_text('timestamp,input_length,output_length\n' + '\n'.join(rows) + '\n')
+    return path
+
+
+@pytest.mark.parametrize('value', ['0', '-5', '0s', 'nan', 'inf', 'soon', '10x', '', '-1m'])
+def test_simulate_refuses_a_bad_request_timeout(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, value: str
+) -> None:
+    out = tmp_path / 'report'
+    code, stdout, err = run(
+        capsys, 'simulate', f'--request-timeout={value}', '--out', str(out), '--no-progress'
+    )
+    assert (code, stdout) == (2, '')
+    assert err.startswith('llmscaler: --request-timeout: must be a positive, finite duration')
+    assert err.count('\n') == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ('argv', 'expected'),
+    [
+        (['--initial', 'h100=9'], 'scenario: initial.h100: 9 is outside [0, 8]'),
+        (['--initial', 'tpu=1'], 'scenario: initial.tpu: no such variant; variants: h100, l40s'),
+        (['--initial', 'h100'], '--initial: expected VARIANT=N'),
+        (['--initial', 'h100=1', '--warm-start'], 'give initial or warm_start, not both'),
+    ],
+)
+def test_simulate_refuses_a_bad_start_fleet(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], expected: str
+) -> None:
+    out = tmp_path / 'report'
+    code, stdout, err = run(capsys, 'simulate', *argv, '--out', str(out), '--no-progress')
+    assert (code, stdout) == (2, '')
+    assert expected in err
+    assert err.count('\n') == 1
+    assert not out.exists()
+
+
+def test_simulate_names_its_trace_and_reports_each_policy_as_it_ends(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / 'report'
+    code, stdout, err = run(
+        capsys, 'simulate', '--trace', str(small_trace(tmp_path)), '--policy', 'static:1',
+        '--policy', 'clairvoyant', '--request-timeout', '1m30s', '--initial', 'h100=2,l40s=0',
+        '--out', str(out), '--no-progress',
+    )  # fmt: skip
+    assert code == 0, err
+    header = ' '.join(stdout.split())  # the console wraps long lines
+    assert 'default: Llama-3.1-8B on H100 and L40S — trace small-trace.csv: 120 requests' in header
+    assert 'conversation-like' not in header
+    assert 'start h100=2, l40s=0' in header
+    assert 'requests time out after 90 s' in header
+    lines = stdout.splitlines()
+    calibration = [line for line in lines if line.startswith('calibration: ')]
+    assert len(calibration) == 1
+    assert 'h100 ' in calibration[0]
+    # One line per policy, in order: name, cost, SLO attainment, wall time.
+    ended = [line for line in lines if line.startswith(('static:1: $', 'clairvoyant: $'))]
+    assert [line.split(': $')[0] for line in ended] == ['static:1', 'clairvoyant']
+    assert all(', SLO ' in line and line.endswith(' s') for line in ended)
+    summary = json.loads((out / 'summary.json').read_text())
+    assert summary['workload'] == 'trace small-trace.csv'
+    assert summary['run']['version'] == metadata.version('llmscaler')
+    assert summary['run']['wall_seconds'] > 0
+    assert summary['run']['initial'] == {'h100': 2, 'l40s': 0}
+    assert [p['policy'] for p in summary['run']['policies']] == ['static:1', 'clairvoyant']
+    assert summary['scenario']['settings']['request_timeout'] == 90.0
+    assert summary['files'][0]['requests'] == 'requests-static_1.csv.gz'
+    assert (out / 'requests-static_1.csv.gz').read_bytes()[:2] == b'\x1f\x8b'
+    assert (
+        'Simulation report: default: Llama-3.1-8B on H100 and L40S — trace small-trace.csv'
+        in (out / 'report.html').read_text()
+    )
+
+
+def test_simulate_can_leave_out_the_request_files(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / 'report'
+    code, _, err = run(
+        capsys, 'simulate', '--trace', str(small_trace(tmp_path)), '--policy', 'static:1',
+        '--requests-csv', 'none', '--out', str(out), '--no-progress',
+    )  # fmt: skip
+    assert code == 0, err
+    assert not any(p.name.startswith('requests-') for p in out.iterdir())
+    with pytest.raises(SystemExit) as exited:
+        main(['simulate', '--requests-csv', 'zip', '--out', str(out)])
+    assert exited.value.code == 2
+    assert "invalid choice: 'zip'" in capsys.readouterr().err

@@ -369,3 +369,18 @@ def test_calibration_odd_inputs() -> None:
     assert calibrate(spec=h100, trace=tiny, slo=SLO(ttft=1.0, itl=0.05)) > 1000
     # An ITL target below one idle decode step (7.04 ms) is never met: capacity 0.
     assert calibrate(spec=h100, trace=conversation(), slo=SLO(ttft=1.0, itl=0.005)) == 0.0
+
+
+def test_calibration_reports_its_progress_up_to_one() -> None:
+    h100 = preset(name='llama-3.1-8b-h100')
+    seen: list[float] = []
+    capacity = calibrate(spec=h100, trace=conversation(), slo=SLO_DEFAULT, progress=seen.append)
+    # One report per replay (3 bracket checks at most, 12 halvings), then 1.0; never backwards.
+    assert capacity == calibrate(spec=h100, trace=conversation(), slo=SLO_DEFAULT)
+    assert 2 <= len(seen) <= 16
+    assert seen == sorted(seen)
+    assert seen[0] > 0.0
+    assert seen[-1] == 1.0
+    empty: list[float] = []
+    calibrate(spec=h100, trace=trace_of([]), slo=SLO_DEFAULT, progress=empty.append)
+    assert empty == [1.0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import gzip
 import json
 import math
 import re
@@ -16,9 +17,11 @@ from rich.console import Console
 
 from llmscaler.sim.metrics import PolicySummary, summarize_all
 from llmscaler.sim.report import (
+    RequestsCsv,
     file_stems,
     print_table,
     render_table,
+    report_title,
     slo_text,
     table_cells,
     write_report,
@@ -97,6 +100,35 @@ def test_table_cells_by_hand() -> None:
     assert idle[9] == '0 / 0'
 
 
+def test_failures_by_reason_get_a_column_when_there_are_any() -> None:
+    summaries = runs()[1]
+    headers, rows = table_cells(summaries=summaries)
+    # No reason recorded (the tiny run's failure has none): the table of a run without failures.
+    assert len(headers) == 11
+    assert not any('reason' in h for h in headers)
+    timed_out = dataclasses.replace(
+        summaries[1], failed=6, failed_queue_timeout=2, failed_replica_timeout=3, failed_rejected=1
+    )
+    headers, rows = table_cells(summaries=[summaries[0], timed_out])
+    assert len(headers) == 12
+    assert headers[10] == 'Failed by reason\nqueue / replica / rejected'
+    assert headers[9] == 'Completed\n/ failed'
+    assert [row[10] for row in rows] == ['0 / 0 / 0', '2 / 3 / 1']
+    assert rows[1][9] == '4 / 6 (+1 open)'
+    console = Console(width=200, record=True, color_system=None)
+    print_table(summaries=[timed_out], slo=SLO_1, console=console)
+    assert '2 / 3 / 1' in console.export_text()
+
+
+def test_the_title_names_the_scenario_and_its_workload() -> None:
+    assert report_title(scenario={'name': 'mine'}, workload='trace a.csv ×2') == (
+        'Simulation report: mine — trace a.csv ×2'
+    )
+    assert report_title(scenario={}, workload='trace a.csv') == 'Simulation report: trace a.csv'
+    assert report_title(scenario={'name': 'mine'}) == 'Simulation report: mine'
+    assert report_title(scenario={'name': 3}) == 'Simulation report'
+
+
 def test_table_cells_without_reference_and_with_infinite_ratio() -> None:
     s = runs()[1][1]
     _, rows = table_cells(summaries=[dataclasses.replace(s, cost_vs_reference=None)])
@@ -155,19 +187,28 @@ def test_write_report_files(tmp_path: Path) -> None:
             'kv_usage.png',
             'queue.png',
         ]
-        + [
-            f'{kind}-{stem}.csv'
-            for kind in ('timeline', 'requests')
-            for stem in ('clairvoyant', 'static_3', 'idle')
-        ]
+        + [f'timeline-{stem}.csv' for stem in ('clairvoyant', 'static_3', 'idle')]
+        # Per-request files are compressed unless asked otherwise.
+        + [f'requests-{stem}.csv.gz' for stem in ('clairvoyant', 'static_3', 'idle')]
     )
 
 
 def test_summary_json(tmp_path: Path) -> None:
     results, summaries = runs()
-    write_report(out=tmp_path, results=results, summaries=summaries, slo=SLO_1, scenario=SCENARIO)
+    write_report(
+        out=tmp_path,
+        results=results,
+        summaries=summaries,
+        slo=SLO_1,
+        scenario=SCENARIO,
+        workload='trace t.csv',
+        run={'version': '1.2.3', 'wall_seconds': 4.5, 'calibration_seconds': math.nan},
+    )
     doc = json.loads((tmp_path / 'summary.json').read_text())
-    assert list(doc) == ['scenario', 'slo', 'reference', 'policies', 'files']
+    assert list(doc) == ['scenario', 'workload', 'slo', 'reference', 'run', 'policies', 'files']
+    assert doc['workload'] == 'trace t.csv'
+    # What the caller says about the run, JSON-safe (sorted keys, NaN as null).
+    assert doc['run'] == {'calibration_seconds': None, 'version': '1.2.3', 'wall_seconds': 4.5}
     assert doc['slo'] == {'ttft': 1.0, 'itl': 0.1}
     # Scenario keys sorted, NaN as null, tuples as lists.
     assert list(doc['scenario']) == ['bad', 'extra', 'name', 'seed', 'variants']
@@ -184,13 +225,21 @@ def test_summary_json(tmp_path: Path) -> None:
     assert doc['files'][1] == {
         'policy': 'static:3',
         'timeline': 'timeline-static_3.csv',
-        'requests': 'requests-static_3.csv',
+        'requests': 'requests-static_3.csv.gz',
     }
 
 
 def test_csv_files(tmp_path: Path) -> None:
     results, summaries = runs()
-    write_report(out=tmp_path, results=results, summaries=summaries, slo=SLO_1, scenario={})
+    results[1].requests[4].failure = 'queue-timeout'
+    write_report(
+        out=tmp_path,
+        results=results,
+        summaries=summaries,
+        slo=SLO_1,
+        scenario={},
+        requests_csv='plain',
+    )
     with (tmp_path / 'timeline-static_3.csv').open(newline='') as f:
         timeline = list(csv.DictReader(f))
     assert list(timeline[0]) == [
@@ -228,17 +277,64 @@ def test_csv_files(tmp_path: Path) -> None:
         'ttft': '0.5',
         'mean_itl': '0.05',
         'failed': '0',
+        'failure': '',
     }
     # r2: TTFT 20.2 − 20 rounded to the microsecond; r3: one token, no ITL.
     assert requests[2]['ttft'] == '0.2'
     assert requests[3]['mean_itl'] == ''
     # r4 failed and never started; r5 started but never finished.
     assert (requests[4]['failed'], requests[4]['ttft'], requests[4]['variant']) == ('1', '', '')
+    assert requests[4]['failure'] == 'queue-timeout'
     assert (requests[5]['ttft'], requests[5]['mean_itl']) == ('0.3', '')
     with (tmp_path / 'requests-idle.csv').open(newline='') as f:
         assert list(csv.reader(f)) == [
-            ['rid', 'arrival', 'input', 'output', 'variant', 'ttft', 'mean_itl', 'failed']
+            [
+                'rid',
+                'arrival',
+                'input',
+                'output',
+                'variant',
+                'ttft',
+                'mean_itl',
+                'failed',
+                'failure',
+            ]
         ]
+
+
+def test_requests_csv_compressed_or_not_written(tmp_path: Path) -> None:
+    results, summaries = runs()
+    choices: tuple[RequestsCsv, ...] = ('plain', 'gz', 'none')
+    for how in choices:
+        write_report(
+            out=tmp_path / how,
+            results=results,
+            summaries=summaries,
+            slo=SLO_1,
+            scenario={},
+            requests_csv=how,
+        )
+    plain = (tmp_path / 'plain' / 'requests-static_3.csv').read_bytes()
+    packed = (tmp_path / 'gz' / 'requests-static_3.csv.gz').read_bytes()
+    assert gzip.decompress(packed) == plain
+    # No time stamp and no file name in the gzip header: equal runs give equal bytes.
+    assert packed[4:8] == b'\0\0\0\0'
+    assert packed[3] & 0x08 == 0
+    assert not any(p.name.startswith('requests-') for p in (tmp_path / 'none').iterdir())
+    doc = json.loads((tmp_path / 'none' / 'summary.json').read_text())
+    assert [f['requests'] for f in doc['files']] == [None, None, None]
+    page = (tmp_path / 'none' / 'report.html').read_text()
+    assert 'requests-' not in page
+    assert '<a href="timeline-static_3.csv">' in page
+    with pytest.raises(ValueError, match='requests_csv'):
+        write_report(
+            out=tmp_path / 'bad',
+            results=results,
+            summaries=summaries,
+            slo=SLO_1,
+            scenario={},
+            requests_csv='zip',  # type: ignore[arg-type]
+        )
 
 
 def test_short_timeline_series_are_padded(tmp_path: Path) -> None:
@@ -273,7 +369,7 @@ def test_html_and_markdown(tmp_path: Path) -> None:
     assert 'TTFT ≤ 1 s, mean ITL ≤ 100 ms' in page
     for png in ('arrivals', 'replicas', 'ttft_p99', 'kv_usage', 'queue'):
         assert f'<img src="{png}.png"' in page
-    assert '<a href="requests-static_3.csv">' in page
+    assert '<a href="requests-static_3.csv.gz">' in page
     assert 'How to read this' in page
     # The scenario as YAML, escaped, keys sorted.
     assert '<pre>bad: null\nextra:\n  b:\n  - 1\n  - 2\n  z: 1\nname: tiny\n' in page

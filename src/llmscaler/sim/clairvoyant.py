@@ -40,7 +40,7 @@ attainment outside (0, 1] or a non-positive SLO.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +65,7 @@ CALIBRATION_MAX_REQUESTS = 24_000
 """Cap on one replay (600 s at 40 req/s): a faster replica is long steady by then."""
 WARMUP_FRACTION = 0.2
 BISECTIONS = 12
+_BRACKETS = 3
 
 _EPS = 1e-9
 
@@ -378,7 +379,13 @@ def _attains(
 
 
 def calibrate(
-    *, spec: VariantSpec, trace: Trace, slo: SLO, attainment: float = 0.99, seed: int = 0
+    *,
+    spec: VariantSpec,
+    trace: Trace,
+    slo: SLO,
+    attainment: float = 0.99,
+    seed: int = 0,
+    progress: Callable[[float], None] | None = None,
 ) -> float:
     """Requests/s one replica of `spec` sustains with ≥ `attainment` of requests within `slo`.
 
@@ -389,12 +396,15 @@ def calibrate(
     ITL ≤ slo.itl (a one-token output has no ITL); requests the replica rejects for length are
     left out. The largest such rate is bisected (12 halvings) between 0 and a rate above the
     replica's throughput bound; the result is the last rate that attained (0.0 when none did).
+    `progress(fraction_done)` is called after every replay and with 1.0 at the end.
     """
     if not 0 < attainment <= 1 or not math.isfinite(attainment):
         raise ValueError(f'attainment must be in (0, 1], got {attainment}')
     if not (slo.ttft > 0 and slo.itl > 0):
         raise ValueError(f'SLO targets must be > 0, got ttft={slo.ttft}, itl={slo.itl}')
     if len(trace) == 0:
+        if progress is not None:
+            progress(1.0)
         return 0.0
     gap_rng = np.random.default_rng([seed, 0])
     pick_rng = np.random.default_rng([seed, 1])
@@ -406,8 +416,12 @@ def calibrate(
     inputs = trace.input_tokens[picks]
     outputs = trace.output_tokens[picks]
 
+    replays = 0
+    most = _BRACKETS + BISECTIONS
+
     def ok(rate: float) -> bool:
-        return _attains(
+        nonlocal replays
+        attained = _attains(
             spec=spec,
             rate=rate,
             gaps=gaps,
@@ -416,12 +430,18 @@ def calibrate(
             slo=slo,
             attainment=attainment,
         )
+        replays += 1
+        if progress is not None:
+            progress(min(1.0, replays / most))
+        return attained
 
-    for _ in range(3):  # the bound is loose the other way only in theory; check it
+    for _ in range(_BRACKETS):  # the bound is loose the other way only in theory; check it
         if not ok(high):
             break
         high *= 2.0
     else:
+        if progress is not None:
+            progress(1.0)
         return high / 2.0
     low = 0.0
     for _ in range(BISECTIONS):
@@ -430,4 +450,6 @@ def calibrate(
             low = mid
         else:
             high = mid
+    if progress is not None:
+        progress(1.0)
     return low

@@ -5,21 +5,26 @@ cheapest; the terminal table is the answer at a glance, the folder the evidence.
 
 What it writes (`write_report`) into `out/` (created if missing):
 
-- summary.json: {scenario, slo, reference, policies: [every PolicySummary field, in field order],
-  files: [policy → its CSV names]}; mapping keys of the scenario sorted, NaN and ±inf as null;
+- summary.json: {scenario, workload, slo, reference, run, policies: [every PolicySummary field,
+  in field order], files: [policy → its CSV names]}; `workload` is the description of the
+  workload that was run, `run` what the caller says about the run (the simulator version, wall
+  seconds); mapping keys of the scenario sorted, NaN and ±inf as null;
 - timeline-<policy>.csv: time, replicas:<v> and ready:<v> per variant (sorted), kv_usage,
   waiting, running, gateway_queue — one row per sample;
-- requests-<policy>.csv: rid, arrival, input, output, variant, ttft, mean_itl, failed (0/1) — one
-  row per request; times in seconds rounded to the microsecond; a value that does not exist
-  (TTFT of a request that never started, mean ITL of a single-token or unfinished one) is empty;
+- requests-<policy>.csv.gz (or .csv, or nothing: `requests_csv` 'gz', 'plain' or 'none'): rid,
+  arrival, input, output, variant, ttft, mean_itl, failed (0/1), failure (the reason, empty when
+  none) — one row per request; times in seconds rounded to the microsecond; a value that does not
+  exist (TTFT of a request that never started, mean ITL of a single-token or unfinished one) is
+  empty. Plain, a file takes about 51 bytes per request (a 3-hour run at 15 req/s: about 8 MB
+  per policy); gzip about 19. The gzip stream carries no time stamp or file name;
 - the five PNGs of `plots.plot_all`;
 - report.html: one self-contained page (inline style; PNGs referenced by relative file name) with
   the table, the SLO, a short "how to read this", the plots, links to the data files and the
   scenario as a YAML block; report.md: the same table in Markdown with the plots linked.
 
 Policy names may hold any character ('static:3', 'static:h100=2'); `file_stems` turns them into
-safe, distinct file-name parts. Nothing written depends on the wall clock, so equal runs give
-equal files.
+safe, distinct file-name parts. Nothing written depends on the wall clock except what the caller
+passes as `run` (wall seconds), so equal runs give equal files but for that.
 
 Bad input: NaN figures show as 'n/a' in tables; rich markup in policy names is printed
 literally; a scenario value JSON cannot hold is written as its str(). Raises OSError when `out`
@@ -30,12 +35,16 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import gzip
 import html
+import io
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal, TextIO
 
 import numpy as np
 import yaml
@@ -49,6 +58,9 @@ from rich.text import Text
 from llmscaler.sim.metrics import PolicySummary
 from llmscaler.sim.plots import plot_all
 from llmscaler.sim.types import SLO, SimResult
+
+RequestsCsv = Literal['none', 'gz', 'plain']
+REQUESTS_CSV: tuple[RequestsCsv, ...] = ('none', 'gz', 'plain')
 
 _UNSAFE = re.compile(r'[^A-Za-z0-9._-]+')
 _CAPTIONS = {
@@ -111,11 +123,23 @@ def table_cells(
         'Scale\nevents',
     ]
     rows = []
+    # The reasons only when the simulator recorded any: a run without failures (or a result
+    # built without reasons) keeps the narrower table.
+    by_reason = any(
+        s.failed_queue_timeout or s.failed_replica_timeout or s.failed_rejected for s in summaries
+    )
+    if by_reason:
+        headers.insert(10, 'Failed by reason\nqueue / replica / rejected')
     for s in summaries:
         done = f'{s.completed:,} / {s.failed:,}'
         if s.incomplete:
             done += f' (+{s.incomplete:,} open)'
         ratio = _num(s.cost_vs_reference, '.2f')
+        reasons = (
+            [f'{s.failed_queue_timeout:,} / {s.failed_replica_timeout:,} / {s.failed_rejected:,}']
+            if by_reason
+            else []
+        )
         rows.append(
             [
                 s.policy,
@@ -128,6 +152,7 @@ def table_cells(
                 _num(s.itl_p50, '.1f', 1000.0),
                 _num(s.itl_p99, '.1f', 1000.0),
                 done,
+                *reasons,
                 f'{s.scale_events:,} ({s.scale_ups:,}↑ {s.scale_downs:,}↓)',
             ]
         )
@@ -233,8 +258,23 @@ def _write_timeline(path: Path, result: SimResult) -> None:
         writer.writerows(zip(*columns, strict=True))
 
 
+@contextmanager
+def _open_text(path: Path, *, compressed: bool) -> Iterator[TextIO]:
+    if not compressed:
+        with path.open('w', newline='', encoding='utf-8') as f:
+            yield f
+        return
+    # No name and no time in the gzip header: equal runs give equal bytes.
+    with (
+        path.open('wb') as raw,
+        gzip.GzipFile(filename='', mode='wb', fileobj=raw, mtime=0, compresslevel=6) as packed,
+        io.TextIOWrapper(packed, encoding='utf-8', newline='') as f,
+    ):
+        yield f
+
+
 @np.errstate(invalid='ignore', divide='ignore', over='ignore')
-def _write_requests(path: Path, result: SimResult) -> None:
+def _write_requests(path: Path, result: SimResult, *, compressed: bool) -> None:
     reqs = result.requests
     arrival = np.array([r.arrival for r in reqs], dtype=np.float64)
     first = np.array([r.first_token for r in reqs], dtype=np.float64)
@@ -250,13 +290,31 @@ def _write_requests(path: Path, result: SimResult) -> None:
         _blank_nan(np.round(first - arrival, 6).tolist()),
         _blank_nan(np.round(itl, 6).tolist()),
         [int(r.failed) for r in reqs],
+        [r.failure for r in reqs],
     )
-    with path.open('w', newline='', encoding='utf-8') as f:
+    with _open_text(path, compressed=compressed) as f:
         writer = csv.writer(f, lineterminator='\n')
         writer.writerow(
-            ['rid', 'arrival', 'input', 'output', 'variant', 'ttft', 'mean_itl', 'failed']
+            [
+                'rid',
+                'arrival',
+                'input',
+                'output',
+                'variant',
+                'ttft',
+                'mean_itl',
+                'failed',
+                'failure',
+            ]
         )
         writer.writerows(zip(*columns, strict=True))
+
+
+def report_title(*, scenario: Mapping[str, object], workload: str = '') -> str:
+    """'Simulation report: <scenario name> — <workload>', leaving out what is empty."""
+    name = scenario.get('name')
+    parts = [p for p in (name if isinstance(name, str) else '', workload) if p]
+    return 'Simulation report' + (': ' + ' — '.join(parts) if parts else '')
 
 
 def _how_to_read(slo: SLO, reference: str) -> list[str]:
@@ -266,8 +324,10 @@ def _how_to_read(slo: SLO, reference: str) -> list[str]:
         f'vs {reference} divides the cost by that of the {reference} policy; below 1 means '
         'cheaper, usually bought with missed SLOs.',
         f'SLO % is the share of ALL requests that completed with {slo_text(slo=slo)} '
-        '(single-token answers: TTFT only). Failed requests (timed out in the gateway queue or '
-        'lost with a replica) and requests still open at the end count as misses.',
+        '(single-token answers: TTFT only). Failed requests and requests still open at the end '
+        'count as misses. A request fails when it times out in the gateway queue, when its '
+        'client’s request time-out (if one is set) runs out while it waits or runs in a replica, '
+        'or when the replica rejects it as longer than it can hold.',
         'TTFT and ITL percentiles cover completed requests only: a policy that drops requests can '
         'look fast, so read them next to Completed / failed. ITL is each request’s mean '
         'inter-token latency.',
@@ -285,7 +345,7 @@ def _html(
     table: tuple[list[str], list[list[str]]],
     notes: list[str],
     pngs: Sequence[Path],
-    files: Sequence[tuple[str, str, str]],
+    files: Sequence[tuple[str, str, str | None]],
     scenario_yaml: str,
 ) -> str:
     e = html.escape
@@ -301,8 +361,9 @@ def _html(
     )
     items = ''.join(f'<li>{e(note)}</li>\n' for note in notes)
     links = ''.join(
-        f'<li>{e(policy)}: <a href="{e(timeline)}">{e(timeline)}</a>, '
-        f'<a href="{e(requests)}">{e(requests)}</a></li>\n'
+        f'<li>{e(policy)}: <a href="{e(timeline)}">{e(timeline)}</a>'
+        + (f', <a href="{e(requests)}">{e(requests)}</a>' if requests else '')
+        + '</li>\n'
         for policy, timeline, requests in files
     )
     return f"""<!DOCTYPE html>
@@ -377,30 +438,45 @@ def write_report(
     slo: SLO,
     scenario: Mapping[str, object],
     reference: str = 'clairvoyant',
+    workload: str = '',
+    run: Mapping[str, object] | None = None,
+    requests_csv: RequestsCsv = 'gz',
 ) -> Path:
-    """Write the report folder (see the module docstring); returns the path of report.html."""
+    """Write the report folder (see the module docstring); returns the path of report.html.
+
+    `workload` describes the workload run (it follows the scenario's name in the title);
+    `run` goes into summary.json as is; `requests_csv` says how the per-request files are
+    written ('gz', 'plain') or that they are not ('none').
+    """
+    if requests_csv not in REQUESTS_CSV:
+        raise ValueError(
+            f'requests_csv must be one of {", ".join(REQUESTS_CSV)}, got {requests_csv!r}'
+        )
     out.mkdir(parents=True, exist_ok=True)
     stems = file_stems(policies=[r.policy for r in results])
+    suffix = {'none': None, 'gz': '.csv.gz', 'plain': '.csv'}[requests_csv]
     files = [
-        (r.policy, f'timeline-{stem}.csv', f'requests-{stem}.csv')
+        (r.policy, f'timeline-{stem}.csv', None if suffix is None else f'requests-{stem}{suffix}')
         for r, stem in zip(results, stems, strict=True)
     ]
     for result, (_, timeline, requests) in zip(results, files, strict=True):
         _write_timeline(out / timeline, result)
-        _write_requests(out / requests, result)
+        if requests is not None:
+            _write_requests(out / requests, result, compressed=requests_csv == 'gz')
     plain_scenario = _plain(scenario)
     document = {
         'scenario': plain_scenario,
+        'workload': workload,
         'slo': {'ttft': _plain(slo.ttft), 'itl': _plain(slo.itl)},
         'reference': reference,
+        'run': _plain(run or {}),
         'policies': [_summary_object(s) for s in summaries],
         'files': [{'policy': p, 'timeline': t, 'requests': q} for p, t, q in files],
     }
     text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
     (out / 'summary.json').write_text(text + '\n', encoding='utf-8')
     pngs = plot_all(out=out, results=results, summaries=summaries, slo=slo)
-    name = scenario.get('name')
-    title = 'Simulation report' + (f': {name}' if isinstance(name, str) and name else '')
+    title = report_title(scenario=scenario, workload=workload)
     table = table_cells(summaries=summaries, reference=reference)
     scenario_yaml = yaml.safe_dump(
         plain_scenario, sort_keys=True, allow_unicode=True, default_flow_style=False

@@ -17,9 +17,13 @@ workload:
   # or: trace: {path: trace.csv, rate_scale: 2.0, start: 0, duration: 1800, skip_bad: false}
 slo: {ttft: 1.0, itl: 0.07}      # optional: derived from the performance model when absent
 policies: [default, saturation-token, keda-queue, clairvoyant]
-settings: {cycle: 30, scrape_lag: 10}
+settings: {cycle: 30, scrape_lag: 10, request_timeout: 60}
+initial: {h100: 2, l40s: 0}      # replicas at t = 0 (default: each variant's initial_replicas)
+# or: warm_start: true           # start at the fleet the first minutes need (below)
 seed: 1
 ```
+
+The document's fields and the command line's changes to it are in `sim.scenario_document`.
 
 Policy names: `default` and `saturation-percentage` (the core's default configuration),
 `saturation-token` (the token-based analyzer), `config:FILE` (the core with the settings and
@@ -31,17 +35,28 @@ at idle: TTFT ≤ 5 × the time of one prefill of the workload's p90 prompt, and
 decode step of a single sequence at the workload's mean context (3 is WVA's SLO multiplier,
 a target utilisation of about 2/3), each rounded up to two significant figures.
 
+Start fleet: each variant starts with its `initial_replicas` Ready replicas (1 unless the preset
+or the variant says otherwise), or with what `initial` gives for it. With `warm_start` every
+policy starts with the fleet the first minutes need (`warm_fleet`): the cheapest mix of variants
+whose clairvoyant capacity (`clairvoyant.calibrate`: req/s one replica serves within the SLO)
+covers the peak 60-second arrival rate of windows that start within the first WARM_WINDOW
+seconds plus the largest start-up delay: the load that arrives before a replica any policy asks
+for at the start can be ready, and the minutes a reactive policy takes to see it. So a short
+trace measures the steady policy, not how it climbs from a cold start.
+
 What fails: a malformed file, an unknown preset, policy, variant or field gives a
-`ScenarioError` with one line naming the file, the field and the valid choices.
+`ScenarioError` with one line naming the file, the field and the valid choices; so does an
+explicit `initial_replicas` or `initial` count outside the variant's [min_replicas,
+max_replicas], an `initial` naming no variant, or `initial` together with `warm_start`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pydantic
@@ -49,12 +64,26 @@ import pydantic
 from llmscaler.config import file as config_file
 from llmscaler.config.errors import ConfigFileError
 from llmscaler.config.types import Config, ModelConfig, SaturationConfig
-from llmscaler.config.yaml_loader import FILE_LIMITS, YamlProblem, load_yaml
 from llmscaler.sim import clairvoyant, policies, presets, synthetic, trace
 from llmscaler.sim.runner import SimSettings, check_settings
+from llmscaler.sim.scenario_document import DEFAULT_DOCUMENT as DEFAULT_DOCUMENT
+from llmscaler.sim.scenario_document import DEFAULT_POLICIES as DEFAULT_POLICIES
+from llmscaler.sim.scenario_document import ScenarioError as ScenarioError
+from llmscaler.sim.scenario_document import (
+    ScenarioModel,
+    SyntheticModel,
+    WorkloadModel,
+    describe_error,
+)
+from llmscaler.sim.scenario_document import VariantModel as VariantModel
+from llmscaler.sim.scenario_document import describe_workload as describe_workload
+from llmscaler.sim.scenario_document import read_document as read_document
+from llmscaler.sim.scenario_document import with_overrides as with_overrides
 from llmscaler.sim.types import SLO, Policy, Trace, VariantSpec
 
-DEFAULT_POLICIES = ('default', 'keda-queue', 'clairvoyant')
+WARM_WINDOW = 300.0
+"""Seconds after the largest start-up delay whose peak load the warm start fleet covers."""
+
 FIXED_POLICIES = (
     'default',
     'saturation-percentage',
@@ -62,66 +91,6 @@ FIXED_POLICIES = (
     'keda-queue',
     'clairvoyant',
 )
-
-
-class ScenarioError(Exception):
-    """One line: `<where>: <field>: <why>`."""
-
-
-class _Strict(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra='forbid', frozen=True)
-
-
-class VariantModel(_Strict):
-    name: str
-    preset: str
-    min_replicas: int | None = pydantic.Field(default=None, ge=0)
-    max_replicas: int | None = pydantic.Field(default=None, ge=0)
-    initial_replicas: int | None = pydantic.Field(default=None, ge=0)
-    startup_delay: float | None = pydantic.Field(default=None, ge=0)
-    price_per_gpu_hour: float | None = pydantic.Field(default=None, ge=0)
-    num_gpu_blocks: int | None = pydantic.Field(default=None, gt=0)
-    max_num_seqs: int | None = pydantic.Field(default=None, gt=0)
-    max_num_batched_tokens: int | None = pydantic.Field(default=None, gt=0)
-
-
-class SyntheticModel(_Strict):
-    preset: str = 'azure-conv'
-    duration: float = pydantic.Field(default=3600.0, gt=0)
-    rate: float | None = pydantic.Field(default=None, gt=0)
-    diurnal: bool = False
-    events: list[tuple[float, float, float]] = []
-
-
-class TraceModel(_Strict):
-    path: str
-    format: Literal['auto', 'azure', 'csv', 'jsonl'] = 'auto'
-    rate_scale: float = pydantic.Field(default=1.0, gt=0)
-    start: float | None = pydantic.Field(default=None, ge=0)
-    duration: float | None = pydantic.Field(default=None, gt=0)
-    skip_bad: bool = False
-
-
-class WorkloadModel(_Strict):
-    synthetic: SyntheticModel | None = None
-    trace: TraceModel | None = None
-
-
-class SLOModel(_Strict):
-    ttft: float = pydantic.Field(gt=0)
-    itl: float = pydantic.Field(gt=0)
-
-
-class ScenarioModel(_Strict):
-    name: str = 'scenario'
-    model_id: str | None = None
-    namespace: str = 'default'
-    variants: list[VariantModel]
-    workload: WorkloadModel = WorkloadModel()
-    slo: SLOModel | None = None
-    policies: list[str] = list(DEFAULT_POLICIES)
-    settings: dict[str, Any] = {}
-    seed: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,33 +106,12 @@ class Scenario:
     seed: int = 1
     source: str = '<built-in>'
     document: dict[str, Any] = field(default_factory=dict)
+    warm_start: bool = False
 
-
-# The default load: about 2.4x the Azure conversation rate with a 20-minute step to 2x that and a
-# 3-minute spike, so both the scale-up lag and the scale-down are exercised within an hour.
-DEFAULT_DOCUMENT: dict[str, Any] = {
-    'name': 'default: conversation-like load on Llama-3.1-8B, H100 and L40S',
-    'variants': [
-        {'name': 'h100', 'preset': 'llama-3.1-8b-h100', 'max_replicas': 8, 'initial_replicas': 1},
-        {'name': 'l40s', 'preset': 'llama-3.1-8b-l40s', 'max_replicas': 12, 'initial_replicas': 1},
-    ],
-    'workload': {
-        'synthetic': {
-            'preset': 'azure-conv',
-            'duration': 3600.0,
-            'rate': 13.0,
-            'events': [(1200.0, 1200.0, 2.0), (2800.0, 180.0, 2.5)],
-        }
-    },
-    'policies': list(DEFAULT_POLICIES),
-    'seed': 1,
-}
-
-
-def _describe(error: pydantic.ValidationError, where: str) -> str:
-    first = error.errors(include_url=False)[0]
-    path = '.'.join(str(p) for p in first['loc']) or '(top level)'
-    return f'{where}: {path}: {first["msg"]}'
+    @property
+    def workload_text(self) -> str:
+        """The workload in a few words (`describe_workload`)."""
+        return describe_workload(workload=self.workload)
 
 
 # Types and choices of every setting (`router: random` names the routers there are), checked
@@ -207,7 +155,7 @@ def from_document(*, document: dict[str, Any], where: str = '<built-in>') -> Sce
     try:
         model = ScenarioModel.model_validate(document)
     except pydantic.ValidationError as exc:
-        raise ScenarioError(_describe(exc, where)) from None
+        raise ScenarioError(describe_error(exc, where)) from None
     if not model.variants:
         raise ScenarioError(f'{where}: variants: at least one variant is needed')
     names = [v.name for v in model.variants]
@@ -231,6 +179,15 @@ def from_document(*, document: dict[str, Any], where: str = '<built-in>') -> Sce
         workload = WorkloadModel(synthetic=SyntheticModel())
     for index, name in enumerate(model.policies):
         check_policy_name(name=name, variants=names, where=f'{where}: policies.{index}')
+    for index, (given, spec) in enumerate(zip(model.variants, variants, strict=True)):
+        if given.initial_replicas is not None:
+            _check_initial(
+                spec=spec, count=given.initial_replicas, field=f'{where}: variants.{index}'
+            )
+    if model.initial is not None:
+        if model.warm_start:
+            raise ScenarioError(f'{where}: initial: give initial or warm_start, not both')
+        variants = _with_initial(variants=variants, initial=model.initial, where=where)
     return Scenario(
         name=model.name,
         variants=variants,
@@ -241,88 +198,42 @@ def from_document(*, document: dict[str, Any], where: str = '<built-in>') -> Sce
         seed=model.seed,
         source=where,
         document=model.model_dump(mode='json'),
+        warm_start=model.warm_start,
+    )
+
+
+def _check_initial(*, spec: VariantSpec, count: int, field: str) -> None:
+    if not spec.min_replicas <= count <= spec.max_replicas:
+        raise ScenarioError(
+            f'{field}.initial_replicas: {count} is outside [{spec.min_replicas}, '
+            f'{spec.max_replicas}] (min_replicas, max_replicas of {spec.name})'
+        )
+
+
+def _with_initial(
+    *, variants: tuple[VariantSpec, ...], initial: Mapping[str, int], where: str
+) -> tuple[VariantSpec, ...]:
+    known = {v.name: v for v in variants}
+    for name in sorted(initial):
+        spec = known.get(name)
+        if spec is None:
+            raise ScenarioError(
+                f'{where}: initial.{name}: no such variant; variants: {", ".join(sorted(known))}'
+            )
+        count = initial[name]
+        if not spec.min_replicas <= count <= spec.max_replicas:
+            raise ScenarioError(
+                f'{where}: initial.{name}: {count} is outside [{spec.min_replicas}, '
+                f'{spec.max_replicas}] (min_replicas, max_replicas)'
+            )
+    return tuple(
+        replace(v, initial_replicas=initial[v.name]) if v.name in initial else v for v in variants
     )
 
 
 def load(*, path: Path) -> Scenario:
     """Read a scenario file; `ScenarioError` with one line on any problem."""
     return from_document(document=read_document(path=path), where=str(path))
-
-
-def read_document(*, path: Path) -> dict[str, Any]:
-    """The decoded YAML of a scenario file, not yet validated.
-
-    Read with the bounded reader of the configuration files (`config.yaml_loader`, `FILE_LIMITS`:
-    size, nesting, node count, no aliases, plain data only), so that any text gives a value or
-    one line, never a traceback or an unbounded parse.
-    """
-    try:
-        document = load_yaml(text=path.read_text(encoding='utf-8'), limits=FILE_LIMITS)
-    except FileNotFoundError:
-        raise ScenarioError(f'{path}: no such file') from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f'{path}: cannot read: {exc}') from None
-    except YamlProblem as exc:
-        where = exc.where.replace(',', '') or 'YAML'  # `line L column C`, as always written here
-        raise ScenarioError(f'{path}: {where}: {exc.problem}') from None
-    if not isinstance(document, dict):
-        raise ScenarioError(f'{path}: (top level): a mapping is needed')
-    return document
-
-
-def with_overrides(
-    *,
-    document: dict[str, Any],
-    trace_path: str | None = None,
-    trace_format: str | None = None,
-    policies: Sequence[str] = (),
-    rate_scale: float | None = None,
-    start: float | None = None,
-    duration: float | None = None,
-    seed: int | None = None,
-    engine: str | None = None,
-    skip_bad: bool = False,
-) -> dict[str, Any]:
-    """A copy of `document` with the command line's choices applied.
-
-    `--trace` replaces the workload; `--rate-scale`, `--start` and `--duration` apply to a trace,
-    and to a synthetic workload as a rate multiplier and a length (`--start` needs a trace).
-    """
-    result = dict(document)
-    workload = dict(result.get('workload') or {})
-    if trace_path is not None:
-        workload = {'trace': {'path': trace_path}}
-    if 'trace' in workload:
-        source = dict(workload['trace'])
-        for key, value in (
-            ('format', trace_format),
-            ('rate_scale', rate_scale),
-            ('start', start),
-            ('duration', duration),
-        ):
-            if value is not None:
-                source[key] = value
-        if skip_bad:
-            source['skip_bad'] = True
-        workload['trace'] = source
-    else:
-        if start is not None:
-            raise ScenarioError('--start: applies to a trace (give --trace FILE)')
-        source = dict(workload.get('synthetic') or {})
-        if rate_scale is not None:
-            preset = synthetic.preset(name=source.get('preset', 'azure-conv'), duration=1.0)
-            source['rate'] = float(source.get('rate') or preset.envelope.mean_rate) * rate_scale
-        if duration is not None:
-            source['duration'] = duration
-        workload['synthetic'] = source
-    result['workload'] = workload
-    if policies:
-        result['policies'] = list(policies)
-    if seed is not None:
-        result['seed'] = seed
-    if engine is not None:
-        result['settings'] = {**(result.get('settings') or {}), 'engine': engine}
-    return result
 
 
 def default() -> Scenario:
@@ -414,8 +325,63 @@ def core_config(*, name: str) -> Config:
     return Config()
 
 
-def build_policies(*, scenario: Scenario, workload: Trace, slo: SLO) -> list[Policy]:
-    """Instantiate the scenario's policies in the order given."""
+def needs_capacities(*, scenario: Scenario) -> bool:
+    """Whether running `scenario` calibrates the variants' capacities (clairvoyant, warm start)."""
+    return scenario.warm_start or 'clairvoyant' in scenario.policies
+
+
+def calibrate_capacities(
+    *,
+    scenario: Scenario,
+    workload: Trace,
+    slo: SLO,
+    progress: Callable[[float], None] | None = None,
+) -> dict[str, float]:
+    """Each variant's clairvoyant capacity (`clairvoyant.calibrate`), in req/s.
+
+    `progress(fraction_done)` is called now and then over all the variants.
+    """
+    count = len(scenario.variants)
+    capacities: dict[str, float] = {}
+    for index, spec in enumerate(scenario.variants):
+
+        def update(done: float, index: int = index) -> None:
+            if progress is not None:
+                progress((index + done) / count)
+
+        capacities[spec.name] = clairvoyant.calibrate(
+            spec=spec, trace=workload, slo=slo, seed=scenario.seed, progress=update
+        )
+    return capacities
+
+
+def warm_fleet(
+    *, variants: Sequence[VariantSpec], workload: Trace, capacities: Mapping[str, float]
+) -> dict[str, int]:
+    """The fleet the first minutes need (see the module docstring), per variant name."""
+    delay = max((v.startup_delay for v in variants), default=0.0)
+    rates = clairvoyant.sliding_rates(arrivals=workload.arrivals)
+    last = min(rates.shape[0], math.floor(delay + WARM_WINDOW) + 1)
+    peak = float(rates[:last].max()) if last > 0 else 0.0
+    return clairvoyant.cheapest_mix(required=peak, variants=variants, capacities=capacities)
+
+
+def with_start_fleet(*, scenario: Scenario, initial: Mapping[str, int]) -> Scenario:
+    """`scenario` with its variants starting at `initial` replicas (variants left out keep
+    theirs); the counts must lie within each variant's bounds (`warm_fleet`'s do)."""
+    variants = _with_initial(variants=scenario.variants, initial=initial, where=scenario.source)
+    return replace(scenario, variants=variants)
+
+
+def build_policies(
+    *,
+    scenario: Scenario,
+    workload: Trace,
+    slo: SLO,
+    capacities: Mapping[str, float] | None = None,
+) -> list[Policy]:
+    """Instantiate the scenario's policies in the order given. The clairvoyant policy uses
+    `capacities` when given, else calibrates them (`calibrate_capacities`)."""
     names = [v.name for v in scenario.variants]
     built: list[Policy] = []
     for name in scenario.policies:
@@ -436,12 +402,8 @@ def build_policies(*, scenario: Scenario, workload: Trace, slo: SLO) -> list[Pol
         elif name.startswith('static:'):
             built.append(policies.parse_static(text=name, variants=names))
         elif name == 'clairvoyant':
-            capacities = {
-                spec.name: clairvoyant.calibrate(
-                    spec=spec, trace=workload, slo=slo, seed=scenario.seed
-                )
-                for spec in scenario.variants
-            }
+            if capacities is None:
+                capacities = calibrate_capacities(scenario=scenario, workload=workload, slo=slo)
             built.append(
                 clairvoyant.ClairvoyantPolicy(
                     trace=workload,

@@ -4,6 +4,13 @@ Why: this is the project's main job on a machine without a cluster, and the inst
 policies are compared. Each policy runs on the same trace, the same fleet and the same loop
 settings; the core policies run `engine.decide()` exactly as the controller does.
 
+A run: the workload is built and the SLO derived (when the scenario has none); the variants'
+clairvoyant capacities are calibrated when the clairvoyant policy or a warm start needs them
+(once for both); with a warm start the start fleet is chosen (`scenario.warm_fleet`); then
+every policy runs. The console gets a header naming the scenario and its workload, and a
+progress bar over the calibration and each policy; without the bar (`progress=False`), one line
+when the calibration is done and one per policy as it finishes (cost, SLO attainment, wall time).
+
 What fails: bad scenario or trace input raises `ScenarioError` / `TraceError` (one line each) before
 anything runs; the caller turns them into an exit status. Wall-clock time is read here (for the
 progress bar and the run time in the report) and nowhere in the simulated logic.
@@ -12,14 +19,18 @@ progress bar and the run time in the report) and nowhere in the simulated logic.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from llmscaler.sim import metrics, report, runner, scenario
+from llmscaler.sim.report import RequestsCsv
 from llmscaler.sim.types import SLO, SimResult, Trace
 
 
@@ -32,6 +43,38 @@ class Outcome:
     slo: SLO
     workload: Trace
     report: Path | None
+    setup: scenario.Scenario | None = None
+    """The scenario as run: its variants carry the start fleet (a warm start's included)."""
+    capacities: dict[str, float] | None = None
+    """The calibrated capacities (req/s per replica), when something needed them."""
+    wall_seconds: float = 0.0
+    """From the start of the run to the last policy's end (the report not included)."""
+
+
+def version() -> str:
+    """The simulator's version: the installed package's."""
+    try:
+        return metadata.version('llmscaler')
+    except metadata.PackageNotFoundError:  # a source tree that is not installed
+        return 'unknown'
+
+
+def _fleet(setup: scenario.Scenario) -> str:
+    return ', '.join(f'{v.name}={v.initial_replicas}' for v in setup.variants)
+
+
+def _header(setup: scenario.Scenario, workload: Trace, slo: SLO) -> str:
+    start = 'warm start' if setup.warm_start else f'start {_fleet(setup)}'
+    timeout = setup.settings.request_timeout
+    return (
+        f'[bold]{escape(setup.name)}[/] — {escape(setup.workload_text)}: {len(workload):,} '
+        f'requests over {workload.duration / 60:.0f} min; variants '
+        + ', '.join(
+            f'{escape(v.name)} ({v.preset}, ${v.cost_per_hour:.2f}/h)' for v in setup.variants
+        )
+        + f'; {start}; SLO TTFT ≤ {slo.ttft:g} s, mean ITL ≤ {slo.itl * 1000:g} ms'
+        + (f'; requests time out after {timeout:g} s' if timeout is not None else '')
+    )
 
 
 def run(
@@ -40,8 +83,11 @@ def run(
     out: Path | None,
     console: Console | None = None,
     progress: bool = True,
+    requests_csv: RequestsCsv = 'gz',
 ) -> Outcome:
-    """Simulate every policy of `setup`; write the report into `out` when given."""
+    """Simulate every policy of `setup`; write the report into `out` when given (the
+    per-request CSVs as `requests_csv` says: 'gz', 'plain' or 'none')."""
+    started = time.perf_counter()
     console = console if console is not None else Console(stderr=True)
     workload = scenario.build_trace(scenario=setup)
     slo = (
@@ -49,14 +95,10 @@ def run(
         if setup.slo is not None
         else scenario.derive_slo(variants=setup.variants, workload=workload)
     )
-    console.print(
-        f'[bold]{setup.name}[/]: {len(workload):,} requests over '
-        f'{workload.duration / 60:.0f} min; variants '
-        + ', '.join(f'{v.name} ({v.preset}, ${v.cost_per_hour:.2f}/h)' for v in setup.variants)
-        + f'; SLO TTFT ≤ {slo.ttft:g} s, mean ITL ≤ {slo.itl * 1000:g} ms'
-    )
-    policies = scenario.build_policies(scenario=setup, workload=workload, slo=slo)
+    console.print(_header(setup, workload, slo))
     results: list[SimResult] = []
+    capacities: dict[str, float] | None = None
+    calibration_seconds: float | None = None
     with Progress(
         TextColumn('{task.description:24}'),
         BarColumn(),
@@ -66,13 +108,41 @@ def run(
         disable=not progress,
         transient=True,
     ) as bar:
+        if scenario.needs_capacities(scenario=setup):
+            task = bar.add_task('calibration', total=1.0)
+            calibrating = time.perf_counter()
+
+            def calibrated(done: float, task: TaskID = task) -> None:
+                bar.update(task, completed=done)
+
+            capacities = scenario.calibrate_capacities(
+                scenario=setup, workload=workload, slo=slo, progress=calibrated
+            )
+            calibration_seconds = time.perf_counter() - calibrating
+            bar.update(task, completed=1.0)
+            if not progress:
+                console.print(
+                    'calibration: '
+                    + ', '.join(f'{escape(n)} {c:.3g} req/s' for n, c in capacities.items())
+                    + f' per replica ({calibration_seconds:.1f} s)'
+                )
+        if setup.warm_start:
+            assert capacities is not None  # needs_capacities
+            initial = scenario.warm_fleet(
+                variants=setup.variants, workload=workload, capacities=capacities
+            )
+            setup = scenario.with_start_fleet(scenario=setup, initial=initial)
+            console.print(f'warm start: {escape(_fleet(setup))}')
+        policies = scenario.build_policies(
+            scenario=setup, workload=workload, slo=slo, capacities=capacities
+        )
         for policy in policies:
             task = bar.add_task(policy.name, total=1.0)
 
             def update(done: float, task: TaskID = task) -> None:
                 bar.update(task, completed=done)
 
-            started = time.perf_counter()
+            began = time.perf_counter()
             result = runner.run(
                 trace=workload,
                 variants=setup.variants,
@@ -80,15 +150,47 @@ def run(
                 settings=setup.settings,
                 progress=update,
             )
-            result.wall_seconds = time.perf_counter() - started
+            result.wall_seconds = time.perf_counter() - began
             bar.update(task, completed=1.0)
             results.append(result)
+            if not progress:
+                summary = metrics.summarize(result=result, slo=slo)
+                attained = summary.slo_attainment
+                console.print(
+                    f'{escape(policy.name)}: ${summary.cost_usd:,.2f}, SLO '
+                    + ('n/a' if math.isnan(attained) else f'{attained * 100:.1f} %')
+                    + f', {result.wall_seconds:.1f} s'
+                )
+    wall_seconds = time.perf_counter() - started
     summaries = metrics.summarize_all(results=results, slo=slo)
     path = None
     if out is not None:
         document = dict(setup.document)
         document['slo'] = dataclasses.asdict(slo)
         path = report.write_report(
-            out=out, results=results, summaries=summaries, slo=slo, scenario=document
+            out=out,
+            results=results,
+            summaries=summaries,
+            slo=slo,
+            scenario=document,
+            workload=setup.workload_text,
+            run={
+                'version': version(),
+                'wall_seconds': wall_seconds,
+                'calibration_seconds': calibration_seconds,
+                'initial': {v.name: v.initial_replicas for v in setup.variants},
+                'capacities': capacities,
+                'policies': [{'policy': r.policy, 'wall_seconds': r.wall_seconds} for r in results],
+            },
+            requests_csv=requests_csv,
         )
-    return Outcome(results=results, summaries=summaries, slo=slo, workload=workload, report=path)
+    return Outcome(
+        results=results,
+        summaries=summaries,
+        slo=slo,
+        workload=workload,
+        report=path,
+        setup=setup,
+        capacities=capacities,
+        wall_seconds=wall_seconds,
+    )
