@@ -354,12 +354,12 @@ def test_progress_is_reported_up_to_one() -> None:
     assert 5 < len(seen) <= 102
 
 
-def test_variants_must_serve_one_model() -> None:
+def test_one_trace_needs_variants_of_one_model_in_one_namespace() -> None:
     other = preset(name='llama-3.1-70b-h100-tp4', variant_name='big')
-    with pytest.raises(ValueError, match='one model'):
+    with pytest.raises(ValueError, match='one trace serves one model'):
         run(trace=steady(2), variants=[h100(), other], policy=Fixed({}), settings=SimSettings())
     elsewhere = preset(name='llama-3.1-8b-l40s', variant_name='l40s', namespace='other')
-    with pytest.raises(ValueError, match='one model'):
+    with pytest.raises(ValueError, match='one namespace'):
         run(trace=steady(2), variants=[h100(), elsewhere], policy=Fixed({}), settings=SimSettings())
     with pytest.raises(ValueError, match='duplicate'):
         run(trace=steady(2), variants=[h100(), h100()], policy=Fixed({}), settings=SimSettings())

@@ -9,17 +9,15 @@ What it computes:
 
 - `sliding_rates`: rate[k] = arrivals in [k, k + 60) / 60 (req/s) for every whole second k,
   from per-second counts (numpy, once per trace). Arrivals are binned by whole second.
-- `ClairvoyantPolicy.required_rate(now)`: with d = the LARGEST startup delay of the variants (a
-  replica of any variant asked for now is then ready by t + d, so one number covers the mix),
-  R(t) = max of rate[k] over whole seconds k in [floor(t + d), floor(t + d + cycle)], i.e. over
-  every 60-second window that starts between t + d and t + d + cycle and so lies in
-  [t + d, t + d + cycle + 60]: the load from when these replicas are ready until the next
-  decision's replicas are, plus the minute that requests arriving then keep them busy.
-- `cheapest_mix`: integer n_v in [spec.min_replicas, spec.max_replicas] minimising
-  Σ n_v·cost_per_hour_v subject to Σ n_v·capacity_v ≥ R, exactly (depth-first enumeration in
-  name order with bound pruning). Ties: fewer replicas, then more replicas on the variant whose
-  name sorts first. When even every variant at its maximum falls short, every variant gets its
-  maximum.
+- `ClairvoyantPolicy.required_rate(now)`, per model: with d = the LARGEST startup delay of the
+  model's variants (a replica of any of them asked for now is then ready by t + d, so one number
+  covers the mix), R(t) = max of rate[k] over whole seconds k in [floor(t + d), floor(t + d +
+  cycle)], i.e. over every 60-second window that starts between t + d and t + d + cycle and so
+  lies in [t + d, t + d + cycle + 60]: the load from when these replicas are ready until the
+  next decision's replicas are, plus the minute that requests arriving then keep them busy.
+- The mix, per model: the least-cost replica counts whose capacities cover R (`sim.mix`, exact;
+  ties: fewer replicas, then the variant whose name sorts first; every variant at its maximum
+  when even that falls short).
 - Keeping what is still needed: replicas asked for now serve only from t + d, but a replica
   removed now is gone now. So the mix must also keep, of the replicas ready now (pending ones
   serve nothing yet and are no reason to keep a mix chosen a cycle earlier), enough to cover
@@ -27,12 +25,17 @@ What it computes:
   ready): Σ min(n_v, ready_v)·capacity_v ≥ H, with H capped at what keeping all of them gives.
   Without this a change of mix (say 2 × H100 → 1 × H100 + 2 × L40S) would drop capacity for d
   seconds. Otherwise scale-down is immediate: no stabilization, the future is known.
+- A GPU inventory: when the models' mixes together need more GPUs of a type than there are, the
+  models take them first come in name order, each the cheapest mix within what the models
+  before it left (`sim.mix.capped`). That fleet is no longer the cheapest that serves the
+  trace; `short` records when it happened and `notes` says so for the report.
 - `calibrate`: capacity_v, the req/s one replica sustains within the SLO, by replaying a seeded
   Poisson stream on one `FastReplica` (details on the function).
 
 What fails: `ClairvoyantPolicy` raises `ValueError` when a variant has no capacity in
-`capacities` or `cycle` is negative or not finite; a NaN, infinite or negative capacity counts as
-0 (the variant adds nothing); a NaN, infinite or negative cost raises `ValueError`.
+`capacities`, `cycle` is negative or not finite, or a model has no trace (one `Trace` serves one
+model); a NaN, infinite or negative capacity counts as 0 (the variant adds nothing); a NaN,
+infinite or negative cost raises `ValueError`.
 `calibrate` returns 0.0 for an empty trace (no lengths to resample) and raises `ValueError` on an
 attainment outside (0, 1] or a non-positive SLO.
 """
@@ -41,11 +44,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from llmscaler.sim.replica import FastReplica
+from llmscaler.sim.mix import Item, capped, items_of, solve
+from llmscaler.sim.mix import cheapest_mix as cheapest_mix
+from llmscaler.sim.replica_fast import FastReplica
 from llmscaler.sim.types import (
     SLO,
     ControlView,
@@ -88,213 +92,163 @@ def sliding_rates(*, arrivals: FloatArray, window: int = RATE_WINDOW) -> FloatAr
     return (prefix[ends] - prefix[starts]).astype(np.float64) / window
 
 
-@dataclass(frozen=True, slots=True)
-class _Item:
-    name: str
-    cost: float
-    capacity: float
-    low: int
-    high: int
+class _Plan:
+    """One model's look-ahead: its variants, its arrival rates, its start-up delay."""
 
+    def __init__(
+        self, *, model: str, items: tuple[Item, ...], trace: Trace, delay: float, cycle: float
+    ) -> None:
+        self.model = model
+        self.items = items
+        self.delay = delay
+        self.cycle = cycle
+        self.rates = sliding_rates(arrivals=trace.arrivals)
+        # R takes few distinct values (counts / 60), each solved once.
+        self.mixes: dict[tuple[float, float, tuple[int, ...]], tuple[int, ...]] = {}
 
-def _items(
-    *, variants: Sequence[VariantSpec], capacities: Mapping[str, float]
-) -> tuple[_Item, ...]:
-    items = []
-    for spec in sorted(variants, key=lambda s: s.name):
-        if spec.name not in capacities:
-            known = ', '.join(sorted(capacities)) or '(none)'
-            raise ValueError(f'no capacity for variant {spec.name!r} (have: {known})')
-        cost = spec.cost_per_hour
-        if not math.isfinite(cost) or cost < 0:
-            raise ValueError(f'variant {spec.name}: cost per hour must be >= 0, got {cost}')
-        capacity = capacities[spec.name]
-        if not math.isfinite(capacity) or capacity < 0:
-            capacity = 0.0
-        low = max(0, spec.min_replicas)
-        items.append(_Item(spec.name, cost, capacity, low, max(low, spec.max_replicas)))
-    return tuple(items)
+    def max_rate(self, first_second: float, last_second: float) -> float:
+        first = max(0, math.floor(first_second))
+        last = min(self.rates.shape[0] - 1, math.floor(last_second))
+        if last < first:
+            return 0.0
+        return float(self.rates[first : last + 1].max())
 
+    def required_rate(self, now: float) -> float:
+        return self.max_rate(now + self.delay, now + self.delay + self.cycle)
 
-def _solve(
-    *, required: float, items: Sequence[_Item], hold: float = 0.0, kept: Sequence[int] = ()
-) -> tuple[int, ...]:
-    """Exact least-cost mix over `items` (sorted by name); see `cheapest_mix`.
+    def hold_rate(self, now: float) -> float:
+        return self.max_rate(now, now + self.delay)
 
-    With `kept` (current counts, same order), the mix must also cover `hold` with replicas it
-    keeps: Σ min(n_v, kept_v)·capacity_v ≥ hold. The hold is first lowered to what keeping
-    everything (up to each maximum) provides, so it never makes the problem infeasible.
-    """
-    m = len(items)
-    if m == 0:
-        return ()
-    if not math.isfinite(required):
-        return tuple(i.high for i in items)
-    keep = [min(max(0, k), it.high) for k, it in zip(kept or [0] * m, items, strict=True)]
-    need = required - _EPS * max(1.0, abs(required))
-    if sum(i.high * i.capacity for i in items) < need:
-        return tuple(i.high for i in items)
-    hold = min(
-        hold if hold > 0 else 0.0, sum(k * i.capacity for k, i in zip(keep, items, strict=True))
-    )
-    need_hold = hold - _EPS * max(1.0, hold)
-    # Suffix tables for the bounds: capacity reachable and the floor of what is left.
-    reach = [0.0] * (m + 1)
-    reach_hold = [0.0] * (m + 1)
-    floor_cost = [0.0] * (m + 1)
-    floor_cap = [0.0] * (m + 1)
-    floor_hold = [0.0] * (m + 1)
-    best_ratio = [math.inf] * (m + 1)
-    for j in range(m - 1, -1, -1):
-        it = items[j]
-        reach[j] = reach[j + 1] + it.high * it.capacity
-        reach_hold[j] = reach_hold[j + 1] + keep[j] * it.capacity
-        floor_cost[j] = floor_cost[j + 1] + it.low * it.cost
-        floor_cap[j] = floor_cap[j + 1] + it.low * it.capacity
-        floor_hold[j] = floor_hold[j + 1] + min(it.low, keep[j]) * it.capacity
-        ratio = it.cost / it.capacity if it.capacity > 0 else math.inf
-        best_ratio[j] = min(best_ratio[j + 1], ratio)
-    best: list[tuple[int, int, tuple[int, ...]]] = []
-    chosen = [0] * m
-
-    def key(cost: float, count: int) -> tuple[int, int, tuple[int, ...]]:
-        # Micro-dollars: 2 × 3.90 and 4 × 1.95 must tie despite float rounding.
-        return (round(cost * 1e6), count, tuple(-n for n in chosen))
-
-    def fewest(short: float, capacity: float) -> int:
-        n = max(0, math.ceil(short / capacity - _EPS))
-        return n if n * capacity >= short else n + 1
-
-    def visit(j: int, cost: float, count: int, covered: float, held: float) -> None:
-        if covered + reach[j] < need or held + reach_hold[j] < need_hold:
-            return
-        if best:
-            short = max(need - covered - floor_cap[j], need_hold - held - floor_hold[j], 0.0)
-            bound = cost + floor_cost[j] + (short * best_ratio[j] if short > 0 else 0.0)
-            if bound * 1e6 > best[0][0] + 0.5:  # as `key` rounds; an infinite bound prunes
-                return
-        it = items[j]
-        if j == m - 1:
-            n = it.low
-            if covered + n * it.capacity < need and it.capacity > 0:
-                n = max(n, fewest(need - covered, it.capacity))
-            if held + min(n, keep[j]) * it.capacity < need_hold and it.capacity > 0:
-                n = max(n, fewest(need_hold - held, it.capacity))
-            if (
-                n > it.high
-                or covered + n * it.capacity < need
-                or held + min(n, keep[j]) * it.capacity < need_hold
-            ):
-                return
-            chosen[j] = n
-            candidate = key(cost + n * it.cost, count + n)
-            if not best or candidate < best[0]:
-                best[:] = [candidate]
-            return
-        for n in range(it.low, it.high + 1):
-            chosen[j] = n
-            now_covered = covered + n * it.capacity
-            now_held = held + min(n, keep[j]) * it.capacity
-            visit(j + 1, cost + n * it.cost, count + n, now_covered, now_held)
-            # More of this variant only adds cost and replicas once the rest at their floor
-            # would do.
-            if now_covered + floor_cap[j + 1] >= need and now_held + floor_hold[j + 1] >= need_hold:
-                break
-        chosen[j] = 0
-
-    visit(0, 0.0, 0, 0.0, 0.0)
-    return tuple(-n for n in best[0][2])
-
-
-def cheapest_mix(
-    *,
-    required: float,
-    variants: Sequence[VariantSpec],
-    capacities: Mapping[str, float],
-    hold: float = 0.0,
-    current: Mapping[str, int] | None = None,
-) -> dict[str, int]:
-    """The least-cost replica counts covering `required` req/s (see the module docstring).
-
-    With `current` (replica counts now; missing names count 0), the replicas kept of them,
-    Σ min(n_v, current_v)·capacity_v, must also cover `hold` req/s (capped at what keeping all
-    of them gives): the load that arrives before new replicas are ready. A NaN or negative
-    `required` counts as 0 (every variant at its minimum); +Inf is never covered (every
-    variant at its maximum).
-    """
-    items = _items(variants=variants, capacities=capacities)
-    rate = required if required > 0 else 0.0  # NaN fails the comparison too
-    now = current or {}
-    counts = _solve(
-        required=rate,
-        items=items,
-        hold=hold if hold > 0 else 0.0,
-        kept=[now.get(it.name, 0) for it in items],
-    )
-    return {it.name: n for it, n in zip(items, counts, strict=True)}
+    def mix(self, *, required: float, hold: float, kept: tuple[int, ...]) -> tuple[int, ...]:
+        key = (required, hold, kept)
+        counts = self.mixes.get(key)
+        if counts is None:
+            counts = self.mixes[key] = solve(
+                required=required, items=self.items, hold=hold, kept=kept
+            )
+        return counts
 
 
 class ClairvoyantPolicy:
     """Provisions the cheapest mix for the load one start-up delay ahead (module docstring).
 
-    `last_required` / `last_hold` are R and H of the latest `targets` call (for figures).
+    `trace` is one trace when the variants serve one model, else a trace per model name
+    (`VariantSpec.model_name`); `slo` the SLO (per model) the capacities were calibrated for,
+    kept for the record. `last_required` / `last_hold` are R and H of the latest
+    `targets` call, summed over the models (for figures); `short` the decision times at which
+    the models' cheapest mixes together did not fit the `inventory`.
     """
 
     def __init__(
         self,
         *,
-        trace: Trace,
+        trace: Trace | Mapping[str, Trace],
         variants: Sequence[VariantSpec],
-        slo: SLO,
+        slo: SLO | Mapping[str, SLO],
         cycle: float,
         capacities: Mapping[str, float],
+        inventory: Mapping[str, int] | None = None,
     ) -> None:
         if not math.isfinite(cycle) or cycle < 0:
             raise ValueError(f'cycle must be a finite number >= 0, got {cycle}')
         self.slo = slo
         self.cycle = cycle
-        self._items = _items(variants=variants, capacities=capacities)
-        self.capacities = {it.name: it.capacity for it in self._items}
-        self.delay = max((v.startup_delay for v in variants), default=0.0)
-        self._rates = sliding_rates(arrivals=trace.arrivals)
-        # Instance-level: R takes few distinct values (counts / 60), each solved once.
-        self._mixes: dict[tuple[float, float, tuple[int, ...]], tuple[int, ...]] = {}
+        models = sorted({v.model_name for v in variants})
+        if isinstance(trace, Trace):
+            if len(models) > 1:
+                raise ValueError('one trace serves one model: give a trace per model')
+            traces: Mapping[str, Trace] = dict.fromkeys(models, trace)
+        else:
+            traces = trace
+        missing = [m for m in models if m not in traces]
+        if missing:
+            raise ValueError(f'no trace for model {missing[0]!r}')
+        self._plans: list[_Plan] = []
+        for model in models:
+            mine = [v for v in variants if v.model_name == model]
+            self._plans.append(
+                _Plan(
+                    model=model,
+                    items=items_of(variants=mine, capacities=capacities),
+                    trace=traces[model],
+                    delay=max(v.startup_delay for v in mine),
+                    cycle=cycle,
+                )
+            )
+        self.capacities = {it.name: it.capacity for p in self._plans for it in p.items}
+        self.delay = max((p.delay for p in self._plans), default=0.0)
+        self.inventory = dict(inventory or {})
         self.last_required = 0.0
         self.last_hold = 0.0
+        self.decisions = 0
+        self.short: list[float] = []
 
     @property
     def name(self) -> str:
         return 'clairvoyant'
 
-    def _max_rate(self, first_second: float, last_second: float) -> float:
-        first = max(0, math.floor(first_second))
-        last = min(self._rates.shape[0] - 1, math.floor(last_second))
-        if last < first:
-            return 0.0
-        return float(self._rates[first : last + 1].max())
+    def _plan(self, model: str | None) -> _Plan:
+        if model is None and len(self._plans) == 1:
+            return self._plans[0]
+        for plan in self._plans:
+            if plan.model == model:
+                return plan
+        raise KeyError(f'unknown model {model!r}')
 
-    def required_rate(self, *, now: float) -> float:
-        """R(now): the largest 60-s arrival rate over [now + d, now + d + cycle + 60] (req/s)."""
-        return self._max_rate(now + self.delay, now + self.delay + self.cycle)
+    def required_rate(self, *, now: float, model: str | None = None) -> float:
+        """R(now): the largest 60-s arrival rate over [now + d, now + d + cycle + 60] (req/s)
+        of `model` (may be left out with one model)."""
+        return self._plan(model).required_rate(now)
 
-    def hold_rate(self, *, now: float) -> float:
+    def hold_rate(self, *, now: float, model: str | None = None) -> float:
         """The largest 60-s arrival rate over [now, now + d + 60]: load before new replicas."""
-        return self._max_rate(now, now + self.delay)
+        return self._plan(model).hold_rate(now)
 
     def targets(self, *, view: ControlView) -> dict[str, int]:
-        required = self.required_rate(now=view.now)
-        hold = self.hold_rate(now=view.now)
-        # Only ready replicas serve the load that arrives before new ones start: a pending replica
-        # is no reason to keep a mix (it would pin an expensive choice made a cycle earlier).
-        kept = tuple(max(0, view.ready.get(it.name, 0)) for it in self._items)
-        self.last_required = required
-        self.last_hold = hold
-        cache_key = (required, hold, kept)
-        counts = self._mixes.get(cache_key)
-        if counts is None:
-            counts = _solve(required=required, items=self._items, hold=hold, kept=kept)
-            self._mixes[cache_key] = counts
-        return {it.name: n for it, n in zip(self._items, counts, strict=True)}
+        now = view.now
+        self.decisions += 1
+        wanted: list[tuple[_Plan, float, float, tuple[int, ...], tuple[int, ...]]] = []
+        for plan in self._plans:
+            required, hold = plan.required_rate(now), plan.hold_rate(now)
+            # Only ready replicas serve the load that arrives before new ones start: a pending
+            # replica is no reason to keep a mix (it would pin an expensive choice made a cycle
+            # earlier).
+            kept = tuple(max(0, view.ready.get(it.name, 0)) for it in plan.items)
+            counts = plan.mix(required=required, hold=hold, kept=kept)
+            wanted.append((plan, required, hold, kept, counts))
+        self.last_required = sum(w[1] for w in wanted)
+        self.last_hold = sum(w[2] for w in wanted)
+        if self.inventory and not self._fits([(w[0].items, w[4]) for w in wanted]):
+            # The models' cheapest fleets do not fit together: first come in model name order,
+            # each model's cheapest mix within the GPUs the models before it left.
+            self.short.append(now)
+            free = dict(self.inventory)
+            for index, (plan, required, hold, kept, _) in enumerate(wanted):
+                items = capped(items=plan.items, free=free)
+                counts = solve(required=required, items=items, hold=hold, kept=kept)
+                for it, n in zip(items, counts, strict=True):
+                    if it.accelerator in free:
+                        free[it.accelerator] -= n * it.gpus
+                wanted[index] = (plan, required, hold, kept, counts)
+        return {it.name: n for w in wanted for it, n in zip(w[0].items, w[4], strict=True)}
+
+    def _fits(self, mixes: Sequence[tuple[tuple[Item, ...], tuple[int, ...]]]) -> bool:
+        used = dict.fromkeys(self.inventory, 0)
+        for items, counts in mixes:
+            for it, n in zip(items, counts, strict=True):
+                if it.accelerator in used:
+                    used[it.accelerator] += n * it.gpus
+        return all(used[a] <= self.inventory[a] for a in used)
+
+    def notes(self) -> list[str]:
+        """What the report says about this run: when its fleet did not fit the inventory."""
+        if not self.short:
+            return []
+        return [
+            f'clairvoyant: the cheapest fleet of every model did not fit the GPU inventory at '
+            f'{len(self.short)} of {self.decisions} decisions (first at {self.short[0]:g} s); '
+            'there the models took the GPUs in name order, and its cost is no lower bound'
+        ]
 
     def wake(self, *, view: ControlView) -> dict[str, int]:
         return {}

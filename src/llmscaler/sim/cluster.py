@@ -1,43 +1,51 @@
-"""The simulated fleet: replicas and their lifecycle, the gateway's router and queue, the cost.
+"""The simulated fleet: replicas and their lifecycle, a gateway per model, GPUs, the cost.
 
-Why: the autoscaler only ever sees the fleet through a scale subresource and metrics; this module
-is the part of Kubernetes and of the inference gateway (the EPP) that the simulator needs in
-between: it turns replica targets into replicas that start, serve and drain, and it sends every
-request to one of them.
+Why: the autoscaler only ever sees the fleet through scale subresources and metrics; this module
+is the part of Kubernetes and of the inference gateways (the EPPs) that the simulator needs in
+between: it turns replica targets into replicas that wait for GPUs, start, serve and drain, and
+it hands every request to its model's gateway (`sim.gateway`: router, queue, time-outs).
 
 What it models:
 
+- **Models.** Every variant serves one model (`VariantSpec.model_name`); each model has its own
+  `Gateway`, and a request goes to its model's (`SimRequest.model`; a request without one goes
+  to the only model of a one-model fleet).
 - **Scale subresource.** `set_target` clamps the target to [0, max_replicas] (the minimum is the
   policy's business, exactly as the API server does not enforce an HPA's minimum). More
-  non-terminating replicas than wanted → remove: first the not-ready ones, newest first; then the
-  ready ones with the fewest in-flight requests (ties: newest, i.e. latest created, then last in
-  name order, since name order is creation order). Fewer → create.
-- **Lifecycle.** A created replica is Pending until `created + startup_delay`, then Ready (its
-  vLLM engine starts empty). A removed not-ready replica disappears at once; a removed ready one
-  is Terminating: it takes no new request and disappears when its last in-flight request is done.
-  The initial replicas of every variant are Ready (warm) at t = 0.
-- **Cost.** A replica costs from its creation until it disappears (`replica_seconds`).
-- **Router.** An arrival goes to a Ready, non-terminating replica of any variant:
-  `least-loaded` picks the fewest waiting + running requests, i.e. in-flight requests after
-  every engine was advanced to the arrival (ties: lowest name); `round-robin`
-  takes the replicas in name order, continuing after the last replica picked.
-- **Gateway queue.** With no routable replica a request waits in a FIFO queue (the EPP
-  flow-control queue) and is dispatched, in arrival order, as soon as a replica becomes Ready. A
-  request still queued `gateway_timeout` seconds after its arrival (or `request_timeout`, when
-  that is shorter) fails (`failure = 'queue-timeout'`): the check runs whenever `expire` is
-  called, and a request whose deadline equals the instant a replica becomes ready fails (expiry
-  runs first).
+  non-terminating replicas than wanted → remove: first the ones waiting for GPUs, then the other
+  not-ready ones, newest first within each (as a ReplicaSet deletes unscheduled pods first); then
+  the ready ones with the fewest in-flight requests (ties: newest, i.e. latest created, then
+  last in name order, since name order is creation order). Fewer → create.
+- **GPU inventory** (optional: `inventory`, GPUs per accelerator type; a type it does not name,
+  or no inventory at all, is unlimited; `sim.inventory`). A replica holds `gpus_per_replica`
+  GPUs of its variant's accelerator from the moment it is bound to them until it is gone (a
+  terminating replica still holds them). A created replica that does not fit waits, unbound (a
+  Pending pod the scheduler cannot place): it counts as pending for its variant, costs nothing
+  and starts no clock. Waiting replicas are bound first come: by creation time (the scale-up's
+  decision time plus the actuation delay), ties by model name, then variant name; every one
+  that fits is bound. Binding is tried when replicas are created (after every target written
+  at one instant: `schedule`, which the event loop calls once per instant) and when GPUs are
+  freed; GPUs freed by a replica that drained during `advance` are bound at the later of that
+  instant and the `advance` horizon (the event at which the fleet notices). The initial
+  replicas must fit (`ValueError`).
+- **Lifecycle.** A bound replica is Pending until `bound + startup_delay`, then Ready (its vLLM
+  engine starts empty). A removed not-ready replica disappears at once; a removed ready one is
+  Terminating: it takes no new request and disappears when its last in-flight request is done.
+  The initial replicas of every variant are bound and Ready (warm) at t = 0.
+- **Cost.** A replica costs from its binding until it disappears (`replica_seconds`); without an
+  inventory binding is creation.
+- **Gateways** (`sim.gateway`): least-loaded or round-robin routing among the model's Ready,
+  non-terminating replicas; a FIFO queue when there is none, dispatched as soon as one becomes
+  Ready, with its `gateway_timeout` (or `request_timeout`, when shorter): a request whose
+  deadline equals the instant a replica becomes ready fails (expiry runs first). A request the
+  engine refuses at submission (longer than the model or KV cache holds) fails, 'rejected'.
 - **Client time-out.** With a finite `request_timeout` the client abandons a request that has
   not completed `request_timeout` seconds after its arrival, wherever it is. In a replica
-  (waiting or running) it fails with `failure = 'replica-timeout'` when `expire` runs at or after
-  its deadline (`next_deadline` says when that is, so the caller can run it then), and the
-  engine drops it at once (`cancel`), freeing its KV blocks and batch slot for the next step; a
-  request that the engine finished after its deadline (in the step in progress at the deadline)
-  fails too: the client was gone before its last token. A request that completed at or before
-  its deadline is untouched. An engine without a `cancel` method keeps serving an abandoned
-  request to its end (it still counts as failed).
-- **Rejection.** A request the engine refuses at submission (longer than the model or KV cache
-  holds) fails with `failure = 'rejected'`.
+  (waiting or running) it fails, 'replica-timeout', when `expire` runs at or after its deadline
+  (`next_deadline` says when that is), and the engine drops it at once (`cancel`), freeing its
+  KV blocks and batch slot for the next step; a request that the engine finished after its
+  deadline (in the step in progress at the deadline) fails too: the client was gone before its
+  last token. An engine without a `cancel` method serves an abandoned request to its end.
 
 Time: `advance(until=t)` runs every engine step that starts before t, whole (an engine executes
 steps, not fractions of one), so the gauges read at t are those at the end of the step in
@@ -47,115 +55,34 @@ Names are `f'{variant}-{n:04d}'` with a per-variant counter, so name order is cr
 to 10,000 replicas per variant).
 
 What fails: `Cluster` raises `ValueError` for an unknown router or engine kind, duplicate variant
-names, or a non-positive/NaN gateway or request timeout (inf disables either); `set_target`
-raises `KeyError` for an unknown variant. A negative target counts as 0, a negative or NaN
-startup delay as 0. No I/O, no wall clock; every loop runs in name order.
+names, a non-positive/NaN gateway or request timeout (inf disables either), an inventory count
+that is not a whole number >= 0, or initial replicas beyond the inventory; `set_target` raises
+`KeyError` for an unknown variant, `arrive` for an unknown model. A negative target counts as 0,
+a negative or NaN startup delay as 0. No I/O, no wall clock; every loop runs in name order.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_right
-from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
 
-from llmscaler.sim.replica import FastReplica, ReferenceReplica
-from llmscaler.sim.types import SimRequest, VariantSpec
-
-Router = Literal['least-loaded', 'round-robin']
-EngineKind = Literal['fast', 'reference']
-
-BYTES_PER_TOKEN = 4
-"""The EPP counts queued prompt bytes; a token is about four bytes of text."""
-
-
-class EngineCounters(Protocol):
-    """The cumulative vLLM counters of one replica (what `/metrics` exposes)."""
-
-    @property
-    def prompt_tokens_sum(self) -> float: ...
-    @property
-    def generation_tokens_sum(self) -> float: ...
-    @property
-    def request_success_total(self) -> float: ...
-    @property
-    def ttft_sum(self) -> float: ...
-    @property
-    def ttft_count(self) -> float: ...
-    @property
-    def itl_sum(self) -> float: ...
-    @property
-    def itl_count(self) -> float: ...
-    @property
-    def preemptions_total(self) -> float: ...
-
-
-class Engine(Protocol):
-    """One vLLM server in virtual time (`llmscaler.sim.replica`)."""
-
-    def submit(self, *, request: SimRequest, now: float) -> None: ...
-    def advance(self, *, until: float) -> list[SimRequest]: ...
-    def next_step_time(self) -> float | None: ...
-    @property
-    def waiting(self) -> int: ...
-    @property
-    def running(self) -> int: ...
-    @property
-    def in_flight(self) -> int: ...
-    @property
-    def kv_usage(self) -> float: ...
-    @property
-    def counters(self) -> EngineCounters: ...
-
-
-@runtime_checkable
-class CancellableEngine(Protocol):
-    """An engine that can drop a request whose client gave up (see the module docstring)."""
-
-    def cancel(self, *, request: SimRequest, now: float) -> bool: ...
-
-
-class EngineClass(Protocol):
-    """What builds an engine: the replica classes' keyword constructor."""
-
-    def __call__(self, *, spec: VariantSpec, name: str, now: float) -> Engine: ...
-
-
-def engine_factory(*, kind: EngineKind) -> EngineClass:
-    """The replica class of an engine kind: `fast` (decode runs in closed form) or `reference`
-    (one step at a time); both give the same per-request times."""
-    if kind == 'fast':
-        return FastReplica
-    if kind == 'reference':
-        return ReferenceReplica
-    raise ValueError(f"unknown engine {kind!r}: expected 'fast' or 'reference'")
-
-
-@dataclass(slots=True, eq=False)
-class Replica:
-    """One replica's life. `engine` is None while Pending; `gone` is NaN while it exists."""
-
-    name: str
-    variant: str
-    number: int
-    """Per-variant creation counter: among replicas created at one instant, higher is newer."""
-    created: float
-    ready_at: float
-    engine: Engine | None = None
-    terminating: bool = False
-    terminated_at: float = math.nan
-    gone: float = math.nan
-    dispatched: int = 0
-    """Requests the router sent here (the EPP's `scheduler_attempts_total{status="success"}`)."""
-    next_step: float = math.inf
-    last_finish: float = -math.inf
+from llmscaler.sim.gateway import BYTES_PER_TOKEN as BYTES_PER_TOKEN
+from llmscaler.sim.gateway import Gateway
+from llmscaler.sim.gateway import Router as Router
+from llmscaler.sim.inventory import GpuInventory, gpu_waits
+from llmscaler.sim.pods import CancellableEngine as CancellableEngine
+from llmscaler.sim.pods import Engine as Engine
+from llmscaler.sim.pods import EngineClass as EngineClass
+from llmscaler.sim.pods import EngineCounters as EngineCounters
+from llmscaler.sim.pods import EngineKind as EngineKind
+from llmscaler.sim.pods import Replica as Replica
+from llmscaler.sim.pods import engine_factory as engine_factory
+from llmscaler.sim.types import GpuWait, SimRequest, VariantSpec
 
 
 class Cluster:
-    """The fleet of every variant of one model, with the gateway in front of it."""
+    """The fleet of every variant of every model, with each model's gateway in front of it."""
 
     def __init__(
         self,
@@ -165,6 +92,7 @@ class Cluster:
         router: Router = 'least-loaded',
         gateway_timeout: float = 120.0,
         request_timeout: float = math.inf,
+        inventory: Mapping[str, int] | None = None,
         now: float = 0.0,
     ) -> None:
         if router not in ('least-loaded', 'round-robin'):
@@ -177,40 +105,55 @@ class Cluster:
         if len(set(names)) != len(names):
             raise ValueError(f'duplicate variant names: {sorted(names)}')
         self._engine_class = engine_factory(kind=engine)
-        self._round_robin = router == 'round-robin'
         self.gateway_timeout = gateway_timeout
         self.request_timeout = request_timeout
-        self._queue_timeout = min(gateway_timeout, request_timeout)
         self._timeouts = math.isfinite(request_timeout)
-        # Dispatched requests in dispatch order, which is arrival order (the gateway queue is
-        # FIFO), so their deadlines are in order too; finished ones are dropped lazily.
-        self._in_replicas: deque[SimRequest] = deque()
         self.specs: dict[str, VariantSpec] = {v.name: v for v in sorted(variants, key=_name)}
         self.variant_names: tuple[str, ...] = tuple(self.specs)
+        self.model_names: tuple[str, ...] = tuple(sorted({v.model_name for v in variants}))
+        self._variants_of: dict[str, tuple[str, ...]] = {
+            m: tuple(v for v, s in self.specs.items() if s.model_name == m)
+            for m in self.model_names
+        }
+        self.gateways: dict[str, Gateway] = {
+            m: Gateway(
+                model=m,
+                router=router,
+                gateway_timeout=gateway_timeout,
+                request_timeout=request_timeout,
+            )
+            for m in self.model_names
+        }
+        self._gateway_list = tuple(self.gateways.values())
+        self._only = self._gateway_list[0] if len(self._gateway_list) == 1 else None
+        self._gpus = GpuInventory(
+            limits=inventory or {}, accelerators=(s.accelerator for s in self.specs.values())
+        )
+        self.inventory: dict[str, int] = self._gpus.limits
+        self.gpus_used: dict[str, int] = self._gpus.used
+        """GPUs bound to replicas, per accelerator type."""
         self.targets: dict[str, int] = {}
         self.replica_seconds: dict[str, float] = dict.fromkeys(self.variant_names, 0.0)
         self.existing: dict[str, int] = dict.fromkeys(self.variant_names, 0)
-        self.finished_total = 0
-        self.arrivals_total = 0
+        """Replicas bound to GPUs and not gone, per variant: what costs."""
         self.version = 0
         """Bumped on any change of targets or membership (the observer caches on it)."""
-        self.queue: deque[SimRequest] = deque()
-        self.queue_bytes = 0
         self._counter: dict[str, int] = dict.fromkeys(self.variant_names, 0)
         self._pending: dict[str, list[Replica]] = {v: [] for v in self.variant_names}
         self._ready: dict[str, list[Replica]] = {v: [] for v in self.variant_names}
         self._live: list[Replica] = []  # replicas with an engine (ready or terminating)
         self._routable: list[Replica] = []  # ready and not terminating, by name
-        self._routable_names: list[str] = []
         self._ready_heap: list[tuple[float, str]] = []
         self._by_name: dict[str, Replica] = {}
-        self._last_picked = ''
         self.history: list[Replica] = []
         """Replicas that have disappeared, in the order they did."""
+        self._gpus.check_initial(specs=self.specs.values())
         for spec in self.specs.values():
             self.targets[spec.name] = max(0, min(spec.initial_replicas, spec.max_replicas))
             for _ in range(self.targets[spec.name]):
-                replica = self._create(variant=spec.name, now=now, startup=0.0)
+                replica = self._create(variant=spec.name, now=now)
+                self._gpus.take(spec=spec)
+                self._bind(replica=replica, at=now, startup=0.0)
                 self._make_ready(replica=replica, now=now)
         self._ready_heap.clear()
 
@@ -226,13 +169,49 @@ class Cluster:
         """Replicas with a running engine (ready or terminating), in name order."""
         return self._live
 
+    @property
+    def queue(self) -> Sequence[SimRequest]:
+        """Requests queued at the gateways, in arrival order (ties: model name)."""
+        if self._only is not None:
+            return self._only.queue
+        queued = [r for g in self._gateway_list for r in g.queue]
+        return sorted(queued, key=lambda r: r.arrival)  # stable: model order at equal times
+
+    @property
+    def queued(self) -> int:
+        """How many requests are queued at the gateways."""
+        if self._only is not None:
+            return len(self._only.queue)
+        return sum(len(g.queue) for g in self._gateway_list)
+
+    @property
+    def queue_bytes(self) -> int:
+        return sum(g.queue_bytes for g in self._gateway_list)
+
+    @property
+    def arrivals_total(self) -> int:
+        return sum(g.arrivals_total for g in self._gateway_list)
+
+    @property
+    def finished_total(self) -> int:
+        return sum(g.finished_total for g in self._gateway_list)
+
+    def variants_of(self, *, model: str) -> tuple[str, ...]:
+        """The names of `model`'s variants, sorted."""
+        return self._variants_of[model]
+
     def ready_count(self, *, variant: str) -> int:
         """Ready, non-terminating replicas of `variant` (the scale target's readyReplicas)."""
         return len(self._ready[variant])
 
     def pending_count(self, *, variant: str) -> int:
-        """Created but not yet ready, non-terminating replicas of `variant`."""
+        """Created but not yet ready, non-terminating replicas of `variant` (waiting for GPUs
+        or starting)."""
         return len(self._pending[variant])
+
+    def unbound_count(self, *, variant: str) -> int:
+        """Replicas of `variant` waiting for GPUs."""
+        return sum(1 for r in self._pending[variant] if not r.is_bound)
 
     def next_ready_time(self) -> float:
         """When the next pending replica becomes Ready (inf when none is pending)."""
@@ -257,7 +236,7 @@ class Cluster:
             assert engine is not None
             done = engine.advance(until=until)
             if done:
-                self.finished_total += len(done)
+                self.gateways[replica.model].finished_total += len(done)
                 last = max(r.finished for r in done)
                 if last > replica.last_finish:
                     replica.last_finish = last
@@ -268,23 +247,30 @@ class Cluster:
                 drained.append(replica)
         if drained:
             for replica in drained:
-                self._disappear(replica=replica, at=max(replica.terminated_at, replica.last_finish))
+                at = max(replica.terminated_at, replica.last_finish)
+                self._disappear(replica=replica, at=at)
+                if self._gpus.waiting:
+                    self.schedule(now=max(at, until))
 
     def expire(self, *, now: float) -> list[SimRequest]:
         """Fail the requests whose deadline has come (arrival + timeout ≤ now): queued ones
         past the gateway (or request) time-out, and with a request time-out, those in replicas
-        that have not completed by their deadline. Returns them in arrival order per place."""
-        queue = self.queue
+        that have not completed by their deadline. Returns them in arrival order per place
+        (the queues, then the replicas; models in name order)."""
         failed: list[SimRequest] = []
-        deadline = now - self._queue_timeout
-        while queue and queue[0].arrival <= deadline:
-            request = queue.popleft()
-            request.failed = True
-            request.failure = 'queue-timeout'
-            self.queue_bytes -= request.input_tokens * BYTES_PER_TOKEN
-            failed.append(request)
+        for gateway in self._gateway_list:
+            if gateway.queue:
+                gateway.expire_queue(now=now, into=failed)
         if self._timeouts:
-            self._abandon_due(now=now, into=failed)
+            abandoned: list[SimRequest] = []
+            for gateway in self._gateway_list:
+                gateway.abandon_due(now=now, into=abandoned)
+            for request in abandoned:
+                if request.finished != request.finished:  # not finished: still in its replica
+                    replica = self._by_name.get(request.replica)
+                    if replica is not None and replica.engine is not None:
+                        self._cancel(replica=replica, request=request, now=now)
+            failed += abandoned
         return failed
 
     def next_deadline(self) -> float:
@@ -292,33 +278,9 @@ class Cluster:
         there is none, or no request time-out): the caller runs `expire` then."""
         if not self._timeouts:
             return math.inf
-        pending = self._in_replicas
-        timeout = self.request_timeout
-        while pending:
-            request = pending[0]
-            # Finished by its deadline (or failed already): nothing left to time out. A request
-            # finished after it is left for `expire` to fail.
-            if request.failed or request.finished <= request.arrival + timeout:
-                pending.popleft()
-                continue
-            return request.arrival + timeout
-        return math.inf
-
-    def _abandon_due(self, *, now: float, into: list[SimRequest]) -> None:
-        pending = self._in_replicas
-        timeout = self.request_timeout
-        while pending and pending[0].arrival + timeout <= now:
-            request = pending.popleft()
-            if request.failed or request.finished <= request.arrival + timeout:
-                continue
-            request.failed = True
-            request.failure = 'replica-timeout'
-            into.append(request)
-            if request.finished == request.finished:  # finished, after its deadline
-                continue
-            replica = self._by_name.get(request.replica)
-            if replica is not None and replica.engine is not None:
-                self._cancel(replica=replica, request=request, now=now)
+        if self._only is not None:
+            return self._only.next_deadline()
+        return min(g.next_deadline() for g in self._gateway_list)
 
     def _cancel(self, *, replica: Replica, request: SimRequest, now: float) -> None:
         engine = replica.engine
@@ -328,12 +290,13 @@ class Cluster:
         step = engine.next_step_time()
         replica.next_step = math.inf if step is None else step
         if replica.terminating and engine.in_flight == 0:
-            self._disappear(
-                replica=replica, at=max(replica.terminated_at, replica.last_finish, now)
-            )
+            at = max(replica.terminated_at, replica.last_finish, now)
+            self._disappear(replica=replica, at=at)
+            if self._gpus.waiting:
+                self.schedule(now=at)
 
     def promote(self, *, now: float) -> list[str]:
-        """Make the replicas due by `now` Ready, then dispatch the gateway queue. Returns names."""
+        """Make the replicas due by `now` Ready, then dispatch the gateway queues. Returns names."""
         promoted: list[str] = []
         heap = self._ready_heap
         while heap and heap[0][0] <= now:
@@ -344,71 +307,40 @@ class Cluster:
             self._make_ready(replica=replica, now=now)
             promoted.append(name)
         if promoted:
-            self._drain_queue(now=now)
+            for gateway in self._gateway_list:
+                gateway.drain(now=now)
         return promoted
 
     # ---- requests ----------------------------------------------------------------------------
 
     def arrive(self, *, request: SimRequest, now: float) -> None:
-        """Route a new request, or queue it at the gateway when no replica can take it."""
-        self.arrivals_total += 1
-        if self._routable and not self.queue:
-            self._dispatch(request=request, now=now)
-        else:
-            self.queue.append(request)
-            self.queue_bytes += request.input_tokens * BYTES_PER_TOKEN
-            if self._routable:  # only reachable when requests queued ahead of this one
-                self._drain_queue(now=now)
+        """Route a new request through its model's gateway, or queue it there."""
+        gateway = self.gateways.get(request.model)
+        if gateway is None:
+            gateway = self._gateway_for(model=request.model)
+        gateway.arrive(request=request, now=now)
 
-    def pick(self) -> Replica | None:
-        """The replica the router would choose now (None when no replica is routable)."""
-        routable = self._routable
-        if not routable:
-            return None
-        if self._round_robin:
-            index = bisect_right(self._routable_names, self._last_picked)
-            return routable[index if index < len(routable) else 0]
-        # in_flight is waiting + running, read in one call: this loop runs for every arrival.
-        best = routable[0]
-        engine = best.engine
-        assert engine is not None
-        best_load = engine.in_flight
-        for replica in routable:
-            engine = replica.engine
-            assert engine is not None
-            load = engine.in_flight
-            if load < best_load:
-                best, best_load = replica, load
-        return best
+    def _gateway_for(self, *, model: str) -> Gateway:
+        if not model and self._only is not None:
+            return self._only
+        raise KeyError(f'unknown model {model!r}; models: {", ".join(self.model_names)}')
 
-    def _dispatch(self, *, request: SimRequest, now: float) -> None:
-        replica = self.pick()
-        assert replica is not None
-        assert replica.engine is not None
-        self._last_picked = replica.name
-        request.dispatched = now
-        request.variant = replica.variant
-        request.replica = replica.name
-        replica.dispatched += 1
-        replica.engine.submit(request=request, now=now)
-        if request.failed:
-            request.failure = 'rejected'
-        elif self._timeouts:
-            self._in_replicas.append(request)
-        step = replica.engine.next_step_time()
-        replica.next_step = math.inf if step is None else step
-
-    def _drain_queue(self, *, now: float) -> None:
-        queue = self.queue
-        while queue and self._routable:
-            request = queue.popleft()
-            self.queue_bytes -= request.input_tokens * BYTES_PER_TOKEN
-            self._dispatch(request=request, now=now)
+    def pick(self, *, model: str = '') -> Replica | None:
+        """The replica `model`'s router would choose now (None when none is routable)."""
+        gateway = self.gateways.get(model) or self._gateway_for(model=model)
+        return gateway.pick()
 
     # ---- scale subresource -------------------------------------------------------------------
 
-    def set_target(self, *, variant: str, target: int, now: float) -> tuple[int, int]:
-        """Write a variant's replica target; returns (before, after) after clamping."""
+    def set_target(
+        self, *, variant: str, target: int, now: float, schedule: bool = True
+    ) -> tuple[int, int]:
+        """Write a variant's replica target; returns (before, after) after clamping.
+
+        With `schedule=False` the replicas it creates wait for `schedule(now)` to be bound to
+        GPUs (the event loop writes every target of one instant first; see the module
+        docstring); without an inventory they are bound at once either way.
+        """
         spec = self.specs[variant]
         before = self.targets[variant]
         after = max(0, min(int(target), spec.max_replicas))
@@ -417,11 +349,17 @@ class Cluster:
             self.version += 1
         pending, ready = self._pending[variant], self._ready[variant]
         have = len(pending) + len(ready)
+        limited = self._gpus.limited(accelerator=spec.accelerator)
         for _ in range(after - have):
-            self._create(variant=variant, now=now, startup=spec.startup_delay)
+            replica = self._create(variant=variant, now=now)
+            if limited:
+                self._gpus.waiting.append(replica)
+            else:
+                self._gpus.take(spec=spec)
+                self._bind(replica=replica, at=now, startup=spec.startup_delay)
         excess = have - after
         if excess > 0:
-            doomed = sorted(pending, key=_newest_first)[:excess]
+            doomed = sorted(pending, key=_removal_order)[:excess]
             for replica in doomed:
                 pending.remove(replica)
                 self._disappear(replica=replica, at=now)
@@ -429,9 +367,17 @@ class Cluster:
         if excess > 0:
             for replica in sorted(ready, key=_fewest_in_flight)[:excess]:
                 self._terminate(replica=replica, now=now)
+        if schedule and self._gpus.waiting:
+            self.schedule(now=now)
         return before, after
 
-    def _create(self, *, variant: str, now: float, startup: float) -> Replica:
+    def schedule(self, *, now: float) -> None:
+        """Bind waiting replicas to free GPUs at `now`, first come (see the module docstring)."""
+        for replica in self._gpus.due(specs=self.specs):
+            spec = self.specs[replica.variant]
+            self._bind(replica=replica, at=max(now, replica.created), startup=spec.startup_delay)
+
+    def _create(self, *, variant: str, now: float) -> Replica:
         number = self._counter[variant]
         self._counter[variant] = number + 1
         replica = Replica(
@@ -439,14 +385,21 @@ class Cluster:
             variant=variant,
             number=number,
             created=now,
-            ready_at=now + max(0.0, startup),
+            ready_at=math.inf,
+            model=self.specs[variant].model_name,
         )
         self._by_name[replica.name] = replica
         self._pending[variant].append(replica)
-        self.existing[variant] += 1
-        heapq.heappush(self._ready_heap, (replica.ready_at, replica.name))
         self.version += 1
         return replica
+
+    def _bind(self, *, replica: Replica, at: float, startup: float) -> None:
+        # Its GPUs are taken already (`GpuInventory`); its start-up clock starts.
+        replica.bound = at
+        replica.ready_at = at + max(0.0, startup)
+        self.existing[replica.variant] += 1
+        heapq.heappush(self._ready_heap, (replica.ready_at, replica.name))
+        self.version += 1
 
     def _make_ready(self, *, replica: Replica, now: float) -> None:
         spec = self.specs[replica.variant]
@@ -472,8 +425,13 @@ class Cluster:
 
     def _disappear(self, *, replica: Replica, at: float) -> None:
         replica.gone = at
-        self.replica_seconds[replica.variant] += at - replica.created
-        self.existing[replica.variant] -= 1
+        if replica.is_bound:
+            spec = self.specs[replica.variant]
+            self.replica_seconds[replica.variant] += at - replica.bound
+            self.existing[replica.variant] -= 1
+            self._gpus.give_back(spec=spec)
+        else:
+            self._gpus.waiting.remove(replica)
         del self._by_name[replica.name]
         self.history.append(replica)
         if replica.engine is not None:
@@ -481,8 +439,14 @@ class Cluster:
         self.version += 1
 
     def _set_routable(self) -> None:
-        self._routable = sorted((r for v in self.variant_names for r in self._ready[v]), key=_name)
-        self._routable_names = [r.name for r in self._routable]
+        everyone: list[Replica] = []
+        for model, gateway in self.gateways.items():
+            mine = [r for v in self._variants_of[model] for r in self._ready[v]]
+            gateway.set_routable(mine)
+            everyone += mine
+        self._routable = sorted(everyone, key=_name)
+
+    # ---- the end -----------------------------------------------------------------------------
 
     def finish(self, *, end: float) -> dict[str, float]:
         """Replica-seconds per variant with every replica's existence cut at `end`."""
@@ -491,20 +455,26 @@ class Cluster:
             seconds[variant] = value
         # Replicas that disappeared after `end` (their last step ran past it) are trimmed too.
         for replica in self.history:
-            if replica.gone > end:
-                seconds[replica.variant] -= replica.gone - end
+            if replica.gone > end and replica.is_bound:
+                seconds[replica.variant] -= replica.gone - max(end, replica.bound)
         for name in sorted(self._by_name):
             replica = self._by_name[name]
-            seconds[replica.variant] += max(0.0, end - replica.created)
+            if replica.is_bound:
+                seconds[replica.variant] += max(0.0, end - replica.bound)
         return seconds
+
+    def gpu_waits(self, *, end: float) -> list[GpuWait]:
+        """The replicas that waited for GPUs (`sim.inventory.gpu_waits`)."""
+        return gpu_waits(replicas=[*self.history, *self._by_name.values()], end=end)
 
 
 def _name(item: VariantSpec | Replica) -> str:
     return item.name
 
 
-def _newest_first(replica: Replica) -> tuple[float, int]:
-    return (-replica.created, -replica.number)
+def _removal_order(replica: Replica) -> tuple[bool, float, int]:
+    # Waiting for GPUs first, then newest first.
+    return (replica.is_bound, -replica.created, -replica.number)
 
 
 def _fewest_in_flight(replica: Replica) -> tuple[int, float, int]:

@@ -22,12 +22,19 @@ Prometheus range selectors are). Per replica with a visible sample:
 - `running_requests` = the newest visible sample; `prefix_cache_hit_rate` = None (no prefix
   cache is modelled); `num_gpu_blocks`, `block_size` from the variant spec.
 
-The pool: `queue_size`/`queue_bytes` of the newest visible gateway sample; `arrival_rate` =
-Δ(requests arrived at the gateway) / Δt over the 1-minute window; `request_count` = increase of
-the model-wide finished counter from the newest sample at or before h − retention_period to the
-newest visible sample: the counted span starts up to one scrape interval before the window (the
-conservative side for scale-to-zero) and ends at the newest scrape. Requests finished on
-replicas that have gone still count. Before any gateway sample is visible there is no pool.
+The pools, one per model (each model has its own gateway): `queue_size`/`queue_bytes` of the
+newest visible sample of its gateway; `arrival_rate` = Δ(requests arrived at the gateway) / Δt
+over the 1-minute window; `request_count` = increase of the model-wide finished counter from the
+newest sample at or before h − retention_period to the newest visible sample: the counted span
+starts up to one scrape interval before the window (the conservative side for scale-to-zero) and
+ends at the newest scrape. Requests finished on replicas that have gone still count. Before any
+sample of its gateway is visible a model has no pool.
+
+The variants: every variant of every model, with its role (`VariantSpec.role`, what the token
+analyzer reads), its accelerator and GPUs, and its replica counts as the scale target's status
+gives them: `current_replicas` the target, `ready_replicas` the ready ones, `pending_replicas`
+every other non-terminating one, those waiting for GPUs included (a Pending pod the scheduler
+cannot place is in `status.replicas` and not ready).
 
 `snapshot` is cached until a new sample becomes visible or the fleet changes (`Cluster.version`),
 so the 1-second wake ticks cost almost nothing.
@@ -104,9 +111,10 @@ class Observer:
         longest = max(AVERAGE_WINDOW, retention_period, GAUGE_WINDOW)
         self._gateway_len = math.ceil((longest + scrape_lag) / scrape_interval) + 3
         self._series: dict[str, deque[ReplicaSample]] = {}
-        self._gateway: deque[GatewaySample] = deque(maxlen=self._gateway_len)
-        self._gateway_trimmed = False
-        self._cache_key: tuple[float, int] | None = None
+        # Per model; '' holds the samples recorded without a model (a one-model fleet's).
+        self._gateways: dict[str, deque[GatewaySample]] = {}
+        self._trimmed: set[str] = set()
+        self._cache_key: tuple[tuple[float, ...], int] | None = None
         self._cache: Snapshot | None = None
 
     def scrape(self, *, now: float, cluster: Cluster) -> None:
@@ -117,15 +125,17 @@ class Observer:
         }
         for replica in cluster.routable:
             self.record_replica(name=replica.name, sample=_sample(replica=replica, now=now))
-        self.record_gateway(
-            sample=GatewaySample(
-                time=now,
-                queue_size=len(cluster.queue),
-                queue_bytes=cluster.queue_bytes,
-                finished=cluster.finished_total,
-                arrivals=cluster.arrivals_total,
+        for model, gateway in cluster.gateways.items():
+            self.record_gateway(
+                sample=GatewaySample(
+                    time=now,
+                    queue_size=len(gateway.queue),
+                    queue_bytes=gateway.queue_bytes,
+                    finished=gateway.finished_total,
+                    arrivals=gateway.arrivals_total,
+                ),
+                model=model,
             )
-        )
 
     def record_replica(self, *, name: str, sample: ReplicaSample) -> None:
         """Append one scrape of replica `name` (samples must come in time order)."""
@@ -134,13 +144,24 @@ class Observer:
             buffer = self._series[name] = self._buffer()
         buffer.append(sample)
 
-    def record_gateway(self, *, sample: GatewaySample) -> None:
-        """Append one scrape of the gateway (samples must come in time order)."""
-        gateway = self._gateway
+    def record_gateway(self, *, sample: GatewaySample, model: str = '') -> None:
+        """Append one scrape of `model`'s gateway (samples must come in time order); without a
+        model, of the gateway of a one-model fleet."""
+        gateway = self._gateways.get(model)
+        if gateway is None:
+            gateway = self._gateways[model] = deque(maxlen=self._gateway_len)
         if len(gateway) == gateway.maxlen:
-            self._gateway_trimmed = True
+            self._trimmed.add(model)
         gateway.append(sample)
         self._cache_key = None
+
+    def _gateway(self, *, cluster: Cluster, model: str) -> str | None:
+        """The key of `model`'s gateway samples (None when there are none)."""
+        if model in self._gateways:
+            return model
+        if '' in self._gateways and len(cluster.model_names) == 1:
+            return ''
+        return None
 
     def _buffer(self) -> deque[ReplicaSample]:
         return deque(maxlen=self._replica_len)
@@ -148,8 +169,13 @@ class Observer:
     def snapshot(self, *, now: float, cluster: Cluster) -> Snapshot:
         """The `Snapshot` at `now` from the samples taken at or before `now − scrape_lag`."""
         horizon = now - self.scrape_lag
-        newest = _newest_visible(self._gateway, horizon)
-        key = (newest.time if newest is not None else -math.inf, cluster.version)
+        newest: dict[str, GatewaySample] = {}
+        for model in cluster.model_names:
+            series = self._gateway(cluster=cluster, model=model)
+            sample = None if series is None else _newest_visible(self._gateways[series], horizon)
+            if series is not None and sample is not None:
+                newest[series] = sample
+        key = (tuple(s.time for s in newest.values()), cluster.version)
         if key == self._cache_key and self._cache is not None:
             return self._cache
         variants = tuple(_variant(cluster=cluster, spec=s) for s in cluster.specs.values())
@@ -163,23 +189,31 @@ class Observer:
             )
             if metrics is not None:
                 replicas.append(metrics)
-        pools: tuple[PoolMetrics, ...] = ()
-        if newest is not None and variants:
-            first = cluster.specs[cluster.variant_names[0]]  # all variants serve one model
-            pools = (self._pool(spec=first, newest=newest, horizon=horizon),)
-        snapshot = Snapshot(variants=variants, replicas=tuple(replicas), pools=pools)
+        pools: list[PoolMetrics] = []
+        for model in cluster.model_names:
+            series = self._gateway(cluster=cluster, model=model)
+            if series is None or series not in newest:
+                continue
+            spec = cluster.specs[cluster.variants_of(model=model)[0]]
+            pools.append(
+                self._pool(spec=spec, series=series, newest=newest[series], horizon=horizon)
+            )
+        snapshot = Snapshot(variants=variants, replicas=tuple(replicas), pools=tuple(pools))
         self._cache_key, self._cache = key, snapshot
         return snapshot
 
-    def _pool(self, *, spec: VariantSpec, newest: GatewaySample, horizon: float) -> PoolMetrics:
+    def _pool(
+        self, *, spec: VariantSpec, series: str, newest: GatewaySample, horizon: float
+    ) -> PoolMetrics:
         window_start = horizon - GAUGE_WINDOW
         retention_start = horizon - self.retention_period
         first_in_window: GatewaySample | None = None
+        gateway = self._gateways[series]
         # The counters start at 0 with the simulation; once old samples were dropped (only when
         # snapshots are asked for a time long before the newest sample), the oldest kept is the
         # best base there is.
-        base = self._gateway[0].finished if self._gateway_trimmed else 0
-        for sample in reversed(self._gateway):
+        base = gateway[0].finished if series in self._trimmed else 0
+        for sample in reversed(gateway):
             if sample.time > horizon:
                 continue
             if sample.time > window_start:

@@ -12,6 +12,10 @@ controller would see at a control instant) into replica targets:
   (reference/peers.md §1-2). Its arithmetic is spelt out on the class.
 - `StaticPolicy` holds a fixed fleet: the cost/latency of not autoscaling at all.
 
+Every policy decides for every model of the fleet at once: the core's `decide()` groups the
+snapshot's variants by model, the KEDA baseline is one ScaledObject per variant, and a static
+fleet names variants of any model.
+
 What fails: `parse_static` raises `ValueError` (naming the valid variants) on a malformed
 `static:` policy name; `StaticPolicy` and `KedaQueuePolicy` raise `ValueError` on negative or
 non-finite settings. Metric values that are None, NaN, ±Inf or negative count as 0 in the KEDA
@@ -252,13 +256,14 @@ def _count(*, text: str, where: str) -> int:
     return int(value)
 
 
-def parse_static(*, text: str, variants: Sequence[str]) -> StaticPolicy:
+def parse_static(*, text: str, variants: Sequence[str], first: Sequence[str] = ()) -> StaticPolicy:
     """Parse `static:N` or `static:VARIANT=N,...` into a `StaticPolicy` named `text`.
 
-    `static:N` puts N replicas on the first of `variants` (in the order given) and 0 on the
-    others; `static:a=2,b=1` sets the named variants, 0 on the unnamed ones. Raises `ValueError`
-    on a missing prefix, an empty or malformed list, a count that is not an integer >= 0, a
-    repeated or unknown variant (the message lists the valid names).
+    `static:N` puts N replicas on each variant of `first` (default: the first of `variants`, in
+    the order given; a fleet of several models gives the first variant of each model) and 0 on
+    the others; `static:a=2,b=1` sets the named variants, 0 on the unnamed ones. Raises
+    `ValueError` on a missing prefix, an empty or malformed list, a count that is not an
+    integer >= 0, a repeated or unknown variant (the message lists the valid names).
     """
     valid = ', '.join(variants) if variants else '(none)'
     if not text.startswith('static:'):
@@ -270,7 +275,9 @@ def parse_static(*, text: str, variants: Sequence[str]) -> StaticPolicy:
     if '=' not in body:
         if not variants:
             raise ValueError(f'{text}: no variants to place the replicas on')
-        targets[variants[0]] = _count(text=body, where=text)
+        replicas = _count(text=body, where=text)
+        for variant in first or variants[:1]:
+            targets[variant] = replicas
         return StaticPolicy(targets=targets, name=text)
     seen: set[str] = set()
     for part in body.split(','):

@@ -5,6 +5,13 @@ Why: `llmscaler simulate` compares policies on the same traffic. This loop plays
 `sim.cluster` and the metric view of `sim.observe`, so a policy is driven exactly as the real
 controller would drive it.
 
+Several models may share the fleet, each with its own trace (`run`'s `trace` is then a mapping
+from model name to trace): their arrivals are merged in time order (ties: model name, then trace
+order), and every request goes to its model's gateway (`sim.cluster`). With a GPU inventory the
+fleet binds replicas to GPUs first come (`sim.cluster`); all the targets written at one instant
+are written before any of their replicas is bound, so at equal decision times models (then
+variants) take the last GPUs in name order.
+
 Events, merged in time order; at equal times the order is fixed:
 
     time-out < replica ready < actuation < arrival < scrape < wake < control < sample
@@ -22,25 +29,29 @@ advanced to its time and the deadlines that have come are expired (`Cluster.expi
 actuation for every variant whose returned target differs from its current target; when the
 actuation fires the target is clamped and, if it changed, a `ScaleEvent` with reason 'policy'
 (or 'wake') is logged. A sample appends to the `Timeline`: replicas existing per
-variant (pending, ready and terminating: what costs), ready non-terminating ones per variant,
-and over every replica with an engine (terminating ones still serve) the mean KV usage and the
-sums of waiting and running requests, plus the gateway queue length. The run stops at
-trace.duration + tail: requests not finished then stay unfinished (not failed); an engine step
-already started at the end completes.
+variant (bound to GPUs: pending, ready and terminating: what costs), ready non-terminating ones
+per variant, and over every replica with an engine (terminating ones still serve) the mean KV
+usage and the sums of waiting and running requests, plus the gateway queue length (of every
+model; per model too with several); with an inventory, the GPUs bound per accelerator type
+and the replicas waiting for GPUs per variant. The run stops at the longest trace's duration +
+tail: requests not finished then stay unfinished (not failed); an engine step already started at
+the end completes.
 
-What fails: `run` raises `ValueError` for no variants, duplicate variant names, variants of
-different models or namespaces (all variants serve one model, the scenario's), a trace whose
-arrivals are not finite, non-negative and non-decreasing, invalid settings
-(a period ≤ 0 or NaN, a negative lag, delay or tail; `wake_period` and `gateway_timeout` may be
-inf to disable them; `request_timeout` is None (off) or > 0 and finite), and a policy returning
-an unknown variant name.
+What fails: `run` raises `ValueError` for no variants, duplicate variant names, variants in
+several namespaces, a model whose variants name different model ids or two models with one
+model id (the controller groups variants by model id), one trace for variants of several models,
+traces for models no variant serves or no trace for a model, a trace whose arrivals are not
+finite, non-negative and non-decreasing, invalid settings (a period ≤ 0 or NaN, a negative lag,
+delay or tail; `wake_period` and `gateway_timeout` may be inf to disable them;
+`request_timeout` is None (off) or > 0 and finite), a bad inventory or initial replicas beyond
+it (`sim.cluster`), and a policy returning an unknown variant name.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -114,18 +125,56 @@ def check_settings(*, settings: SimSettings) -> None:
 
 
 def check_variants(*, variants: Sequence[VariantSpec]) -> None:
-    """Raise `ValueError` unless the variants are non-empty, uniquely named, of one model."""
+    """Raise `ValueError` unless the variants are non-empty, uniquely named, in one namespace,
+    and their models (`VariantSpec.model_name`) and model ids correspond one to one."""
     if not variants:
         raise ValueError('no variants to simulate')
     names = [v.name for v in variants]
     if len(set(names)) != len(names):
         raise ValueError(f'duplicate variant names: {sorted(names)}')
-    models = sorted({(v.model_id, v.namespace) for v in variants})
-    if len(models) > 1:
+    namespaces = sorted({v.namespace for v in variants})
+    if len(namespaces) > 1:
+        raise ValueError(f'all variants must be in one namespace, got {", ".join(namespaces)}')
+    ids: dict[str, set[str]] = {}
+    models: dict[str, set[str]] = {}
+    for spec in variants:
+        ids.setdefault(spec.model_name, set()).add(spec.model_id)
+        models.setdefault(spec.model_id, set()).add(spec.model_name)
+    for model in sorted(ids):
+        if len(ids[model]) > 1:
+            raise ValueError(
+                f'model {model}: its variants name several model ids: {sorted(ids[model])}'
+            )
+    for model_id in sorted(models):
+        if len(models[model_id]) > 1:
+            raise ValueError(
+                f'models {" and ".join(sorted(models[model_id]))} both have model id '
+                f'{model_id}: the controller would take them for one model'
+            )
+
+
+def _per_model(
+    *, trace: Trace | Mapping[str, Trace], variants: Sequence[VariantSpec]
+) -> list[tuple[str, Trace]]:
+    """The traces by model name, in name order, checked against the variants' models."""
+    served = sorted({v.model_name for v in variants})
+    if isinstance(trace, Trace):
+        if len(served) > 1:
+            raise ValueError(
+                f'one trace serves one model; the variants serve {len(served)} '
+                f'({", ".join(served)}): give a trace per model'
+            )
+        return [(served[0], trace)]
+    unknown = sorted(set(trace) - set(served))
+    if unknown:
         raise ValueError(
-            'all variants must serve one model in one namespace, got '
-            + ', '.join(f'{m} in {ns}' for m, ns in models)
+            f'a trace for model {unknown[0]!r}, which no variant serves; models: '
+            + ', '.join(served)
         )
+    missing = [m for m in served if m not in trace]
+    if missing:
+        raise ValueError(f'no trace for model {missing[0]!r}')
+    return [(m, trace[m]) for m in served]
 
 
 def check_trace(*, trace: Trace) -> None:
@@ -139,14 +188,32 @@ def check_trace(*, trace: Trace) -> None:
         raise ValueError(f'trace {trace.name!r}: arrivals must be non-decreasing')
 
 
-def _arrivals(trace: Trace) -> Iterator[tuple[float, int, int]]:
+def _arrivals(traces: Sequence[tuple[str, Trace]]) -> Iterator[tuple[float, int, int, str]]:
+    """(time, input, output, model) of every arrival of every trace, in time order (ties:
+    model name order as given, then trace order)."""
+    if len(traces) == 1:
+        model, trace = traces[0]
+        arrivals, inputs, outputs = trace.arrivals, trace.input_tokens, trace.output_tokens
+        labels: list[str] | None = None
+    else:
+        arrivals = np.concatenate([t.arrivals for _, t in traces])
+        order = np.argsort(arrivals, kind='stable')
+        arrivals = arrivals[order]
+        inputs = np.concatenate([t.input_tokens for _, t in traces])[order]
+        outputs = np.concatenate([t.output_tokens for _, t in traces])[order]
+        index = np.repeat(np.arange(len(traces)), [len(t) for _, t in traces])[order]
+        names = [m for m, _ in traces]
+        labels = [names[i] for i in index.tolist()]
+        model = ''
     # Chunks keep the per-item cost of Python floats without materialising a huge list at once.
-    for start in range(0, len(trace), _CHUNK):
+    for start in range(0, arrivals.shape[0], _CHUNK):
         stop = start + _CHUNK
+        times = arrivals[start:stop].tolist()
         yield from zip(
-            trace.arrivals[start:stop].tolist(),
-            trace.input_tokens[start:stop].tolist(),
-            trace.output_tokens[start:stop].tolist(),
+            times,
+            inputs[start:stop].tolist(),
+            outputs[start:stop].tolist(),
+            labels[start:stop] if labels is not None else [model] * len(times),
             strict=True,
         )
 
@@ -157,16 +224,17 @@ class _Loop:
     def __init__(
         self,
         *,
-        trace: Trace,
+        traces: Sequence[tuple[str, Trace]],
         variants: Sequence[VariantSpec],
         policy: Policy,
         settings: SimSettings,
+        inventory: Mapping[str, int] | None,
         progress: Callable[[float], None] | None,
     ) -> None:
         self.settings = settings
         self.policy = policy
         self.progress = progress
-        self.end = trace.duration + settings.tail
+        self.end = max(t.duration for _, t in traces) + settings.tail
         self.cluster = Cluster(
             variants=variants,
             engine=settings.engine,
@@ -175,6 +243,7 @@ class _Loop:
             request_timeout=(
                 math.inf if settings.request_timeout is None else settings.request_timeout
             ),
+            inventory=inventory,
         )
         self.observer = Observer(
             scrape_interval=settings.scrape_interval,
@@ -182,7 +251,15 @@ class _Loop:
             retention_period=settings.retention_period,
         )
         names = self.cluster.variant_names
-        self.timeline = Timeline(replicas={v: [] for v in names}, ready={v: [] for v in names})
+        models = self.cluster.model_names
+        limited = self.cluster.inventory
+        self.timeline = Timeline(
+            replicas={v: [] for v in names},
+            ready={v: [] for v in names},
+            gateway_queues={m: [] for m in models} if len(models) > 1 else {},
+            gpus={a: [] for a in limited},
+            unbound={v: [] for v in names} if limited else {},
+        )
         self.requests: list[SimRequest] = []
         self.events: list[ScaleEvent] = []
         self.actuations: list[tuple[float, int, str, int, str]] = []
@@ -217,12 +294,19 @@ class _Loop:
                 )
 
     def actuate(self, now: float) -> None:
-        _, _, variant, target, reason = heapq.heappop(self.actuations)
-        before, after = self.cluster.set_target(variant=variant, target=target, now=now)
-        if after != before:
-            self.events.append(
-                ScaleEvent(time=now, variant=variant, before=before, after=after, reason=reason)
+        # Every target due now is written before any new replica is bound to GPUs, so the
+        # last GPUs go first come, ties by model and variant name (`Cluster.schedule`).
+        actuations, cluster = self.actuations, self.cluster
+        while actuations and actuations[0][0] <= now:
+            _, _, variant, target, reason = heapq.heappop(actuations)
+            before, after = cluster.set_target(
+                variant=variant, target=target, now=now, schedule=False
             )
+            if after != before:
+                self.events.append(
+                    ScaleEvent(time=now, variant=variant, before=before, after=after, reason=reason)
+                )
+        cluster.schedule(now=now)
 
     def sample(self, now: float) -> None:
         cluster, timeline = self.cluster, self.timeline
@@ -241,7 +325,14 @@ class _Loop:
         timeline.kv_usage.append(kv / len(live) if live else 0.0)
         timeline.waiting.append(waiting)
         timeline.running.append(running)
-        timeline.gateway_queue.append(len(cluster.queue))
+        timeline.gateway_queue.append(cluster.queued)
+        if timeline.gateway_queues:
+            for model, gateway in cluster.gateways.items():
+                timeline.gateway_queues[model].append(len(gateway.queue))
+        for accelerator, series in timeline.gpus.items():
+            series.append(cluster.gpus_used[accelerator])
+        for variant, series in timeline.unbound.items():
+            series.append(cluster.unbound_count(variant=variant))
         if self.progress is not None and self.end > 0:
             done = min(1.0, now / self.end)
             if done - self._reported >= 0.01:
@@ -250,9 +341,9 @@ class _Loop:
 
     # ---- the loop ----------------------------------------------------------------------------
 
-    def run(self, trace: Trace) -> None:
+    def run(self, traces: Sequence[tuple[str, Trace]]) -> None:
         s, cluster, end = self.settings, self.cluster, self.end
-        arrivals = _arrivals(trace)
+        arrivals = _arrivals(traces)
         nxt = next(arrivals, None)
         n_scrape = n_sample = 0
         n_control = n_wake = 1
@@ -279,10 +370,14 @@ class _Loop:
                     if t > limit_t or (t == limit_t and limit_kind < ARRIVAL):
                         break
                     cluster.advance(until=t)
-                    if cluster.queue:
+                    if cluster.queued:
                         cluster.expire(now=t)
                     request = SimRequest(
-                        rid=len(self.requests), arrival=t, input_tokens=nxt[1], output_tokens=nxt[2]
+                        rid=len(self.requests),
+                        arrival=t,
+                        input_tokens=nxt[1],
+                        output_tokens=nxt[2],
+                        model=nxt[3],
                     )
                     self.requests.append(request)
                     cluster.arrive(request=request, now=t)
@@ -321,29 +416,41 @@ class _Loop:
 
 def run(
     *,
-    trace: Trace,
+    trace: Trace | Mapping[str, Trace],
     variants: Sequence[VariantSpec],
     policy: Policy,
     settings: SimSettings,
+    inventory: Mapping[str, int] | None = None,
     progress: Callable[[float], None] | None = None,
 ) -> SimResult:
-    """Replay `trace` on a fleet of `variants` scaled by `policy`; deterministic.
+    """Replay the workload on a fleet of `variants` scaled by `policy`; deterministic.
 
-    All variants serve ONE model (the scenario's): they must share `model_id` and `namespace`,
-    so the snapshot holds one model and one pool. Each variant starts with `initial_replicas`
-    Ready replicas. `progress(fraction_done)` is called now and then with a fraction of the
-    simulated time; `SimResult.wall_seconds` is left at 0 for the caller to fill.
+    `trace` is one trace when the variants serve one model, else a trace per model name
+    (`VariantSpec.model_name`). The variants share one namespace; the snapshot holds a pool per
+    model. Each variant starts with `initial_replicas` Ready replicas. `inventory` limits the
+    GPUs per accelerator type (`sim.cluster`; None: no limit). `progress(fraction_done)` is
+    called now and then with a fraction of the simulated time; `SimResult.wall_seconds` is left
+    at 0 for the caller to fill.
     """
     check_settings(settings=settings)
     check_variants(variants=variants)
-    check_trace(trace=trace)
+    traces = _per_model(trace=trace, variants=variants)
+    for _, each in traces:
+        check_trace(trace=each)
     loop = _Loop(
-        trace=trace, variants=variants, policy=policy, settings=settings, progress=progress
+        traces=traces,
+        variants=variants,
+        policy=policy,
+        settings=settings,
+        inventory=inventory,
+        progress=progress,
     )
-    loop.run(trace)
+    loop.run(traces)
     return SimResult(
         policy=policy.name,
-        trace=trace.name,
+        trace=traces[0][1].name
+        if len(traces) == 1
+        else ', '.join(f'{m}: {t.name}' for m, t in traces),
         duration=loop.end,
         requests=loop.requests,
         variants=tuple(variants),
@@ -351,4 +458,6 @@ def run(
         events=loop.events,
         timeline=loop.timeline,
         sample_interval=settings.sample_interval,
+        inventory=dict(loop.cluster.inventory),
+        gpu_waits=loop.cluster.gpu_waits(end=loop.end),
     )

@@ -34,7 +34,7 @@ that is zero everywhere yields an empty trace.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Final, Literal
@@ -181,8 +181,9 @@ def integrated_rate(*, envelope: RateEnvelope, duration: float) -> tuple[FloatAr
     return edges, cumulative
 
 
-def generate(*, spec: SyntheticSpec, seed: int) -> Trace:
-    """A synthetic trace over [0, spec.duration), the same for the same spec and seed."""
+def generate(*, spec: SyntheticSpec, seed: int | Sequence[int]) -> Trace:
+    """A synthetic trace over [0, spec.duration), the same for the same spec and seed (an int,
+    or a sequence of ints: the several models of a scenario draw (seed, model index))."""
     rng = np.random.default_rng(seed)
     edges, cumulative = integrated_rate(envelope=spec.envelope, duration=spec.duration)
     total = float(cumulative[-1])

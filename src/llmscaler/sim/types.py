@@ -89,6 +89,14 @@ class VariantSpec:
     initial_replicas: int = 1
     role: Role = 'both'
     namespace: str = 'default'
+    model: str = ''
+    """The scenario's name of the model this variant serves ('' = its `model_id`): several
+    models may run in one fleet, each behind its own gateway (`model_name`)."""
+
+    @property
+    def model_name(self) -> str:
+        """The name of the model this variant serves: `model`, or `model_id` when unnamed."""
+        return self.model or self.model_id
 
     @property
     def cost_per_hour(self) -> float:
@@ -129,6 +137,8 @@ class SimRequest:
     variant: str = ''
     replica: str = ''
     preemptions: int = 0
+    model: str = ''
+    """The model it asks for (`VariantSpec.model_name`); '' goes to a one-model fleet's."""
 
     @property
     def ttft(self) -> float:
@@ -167,7 +177,10 @@ class Timeline:
 
     `replicas[v]` counts replicas of variant v that exist (cost accrues), `ready[v]` the ready
     ones; `kv_usage` and `waiting` are fleet means/sums of the replica gauges; `gateway_queue`
-    is the EPP flow-control queue.
+    is the EPP flow-control queue (of every model). The other series are only filled where they
+    mean something: `gateway_queues[m]` per model in a fleet of several models; with a GPU
+    inventory, `gpus[a]` the GPUs of accelerator type a bound to replicas and `unbound[v]` the
+    replicas of variant v waiting for GPUs (created, not counted in `replicas`).
     """
 
     times: list[float] = field(default_factory=list)
@@ -177,6 +190,26 @@ class Timeline:
     waiting: list[int] = field(default_factory=list)
     running: list[int] = field(default_factory=list)
     gateway_queue: list[int] = field(default_factory=list)
+    gateway_queues: dict[str, list[int]] = field(default_factory=dict)
+    gpus: dict[str, list[int]] = field(default_factory=dict)
+    unbound: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuWait:
+    """A replica that waited for GPUs: created at `asked` (the scale-up), bound to GPUs at
+    `bound` (NaN when it never was); `until` is `bound`, or the time it was removed while
+    waiting, or the end of the run."""
+
+    variant: str
+    replica: str
+    asked: float
+    bound: float
+    until: float
+
+    @property
+    def seconds(self) -> float:
+        return self.until - self.asked
 
 
 @dataclass(slots=True)
@@ -194,6 +227,12 @@ class SimResult:
     timeline: Timeline
     sample_interval: float
     wall_seconds: float = 0.0
+    inventory: dict[str, int] = field(default_factory=dict)
+    """GPUs per accelerator type the fleet could use (empty: no limit)."""
+    gpu_waits: list[GpuWait] = field(default_factory=list)
+    """Replicas that waited for GPUs, in the order they were created."""
+    notes: list[str] = field(default_factory=list)
+    """What the report should say about this run beyond its figures (one line each)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,113 @@
+"""One simulated replica as the fleet sees it: the engine it runs and the record of its life.
+
+Why: the fleet (`sim.cluster`) and the gateways in front of it (`sim.gateway`) both handle
+replicas; this module is what they share, so neither imports the other's internals. The
+engines themselves are `sim.replica`'s; here is only the surface the fleet relies on.
+
+What fails: `engine_factory` raises `ValueError` for an unknown engine kind. No I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from llmscaler.sim.replica import ReferenceReplica
+from llmscaler.sim.replica_fast import FastReplica
+from llmscaler.sim.types import SimRequest, VariantSpec
+
+EngineKind = Literal['fast', 'reference']
+
+
+class EngineCounters(Protocol):
+    """The cumulative vLLM counters of one replica (what `/metrics` exposes)."""
+
+    @property
+    def prompt_tokens_sum(self) -> float: ...
+    @property
+    def generation_tokens_sum(self) -> float: ...
+    @property
+    def request_success_total(self) -> float: ...
+    @property
+    def ttft_sum(self) -> float: ...
+    @property
+    def ttft_count(self) -> float: ...
+    @property
+    def itl_sum(self) -> float: ...
+    @property
+    def itl_count(self) -> float: ...
+    @property
+    def preemptions_total(self) -> float: ...
+
+
+class Engine(Protocol):
+    """One vLLM server in virtual time (`llmscaler.sim.replica`)."""
+
+    def submit(self, *, request: SimRequest, now: float) -> None: ...
+    def advance(self, *, until: float) -> list[SimRequest]: ...
+    def next_step_time(self) -> float | None: ...
+    @property
+    def waiting(self) -> int: ...
+    @property
+    def running(self) -> int: ...
+    @property
+    def in_flight(self) -> int: ...
+    @property
+    def kv_usage(self) -> float: ...
+    @property
+    def counters(self) -> EngineCounters: ...
+
+
+@runtime_checkable
+class CancellableEngine(Protocol):
+    """An engine that can drop a request whose client gave up (`sim.cluster`)."""
+
+    def cancel(self, *, request: SimRequest, now: float) -> bool: ...
+
+
+class EngineClass(Protocol):
+    """What builds an engine: the replica classes' keyword constructor."""
+
+    def __call__(self, *, spec: VariantSpec, name: str, now: float) -> Engine: ...
+
+
+def engine_factory(*, kind: EngineKind) -> EngineClass:
+    """The replica class of an engine kind: `fast` (decode runs in closed form) or `reference`
+    (one step at a time); both give the same per-request times."""
+    if kind == 'fast':
+        return FastReplica
+    if kind == 'reference':
+        return ReferenceReplica
+    raise ValueError(f"unknown engine {kind!r}: expected 'fast' or 'reference'")
+
+
+@dataclass(slots=True, eq=False)
+class Replica:
+    """One replica's life. `engine` is None while Pending; `gone` is NaN while it exists.
+
+    `created` is when the scale-up asked for it; `bound` when it got its GPUs (NaN while it
+    waits for them: with a GPU inventory, `sim.cluster`); it is Ready at `ready_at`, one
+    start-up delay after `bound`.
+    """
+
+    name: str
+    variant: str
+    number: int
+    """Per-variant creation counter: among replicas created at one instant, higher is newer."""
+    created: float
+    ready_at: float
+    model: str = ''
+    bound: float = math.nan
+    engine: Engine | None = None
+    terminating: bool = False
+    terminated_at: float = math.nan
+    gone: float = math.nan
+    dispatched: int = 0
+    """Requests the router sent here (the EPP's `scheduler_attempts_total{status="success"}`)."""
+    next_step: float = math.inf
+    last_finish: float = -math.inf
+
+    @property
+    def is_bound(self) -> bool:
+        return self.bound == self.bound
