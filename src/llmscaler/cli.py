@@ -251,9 +251,19 @@ def _simulate(args: argparse.Namespace) -> int:
     except (scenario.ScenarioError, TraceError) as exc:
         print(f'llmscaler: {exc}', file=sys.stderr)
         return EXIT_BAD_INPUT
-    if outcome.workload.skipped_rows:
-        console.print(f'skipped {outcome.workload.skipped_rows} malformed trace rows')
-    report.print_table(summaries=outcome.summaries, slo=outcome.slo, console=console)
+    skipped = outcome.workloads.skipped_rows if outcome.workloads is not None else 0
+    if skipped:
+        console.print(f'skipped {skipped} malformed trace rows')
+    several = outcome.model_summaries is not None
+    report.print_table(
+        summaries=outcome.summaries,
+        slo=outcome.slo,
+        console=console,
+        model_summaries=outcome.model_summaries,
+        slos=outcome.slos if several else None,
+    )
+    for line in report.remarks(results=outcome.results):
+        console.print(line, markup=False)
     if outcome.report is not None:
         console.print(f'report: {outcome.report}')
     return 0

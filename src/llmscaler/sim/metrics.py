@@ -30,6 +30,14 @@ What it computes (`summarize`), for one result:
 shows at the burst, however long its requests waited), and `summarize_all` summarises a list of
 results against the reference policy's cost (the clairvoyant baseline by default).
 
+Several models: `slo` may give an SLO per model name, each request judged by its model's (a
+model it does not name falls back to its only entry, or fails); `summarize(model=M)` summarises
+the part of a result that is model M's: its requests, the replica-hours and events of its
+variants (`VariantSpec.model_name`); `summarize_models` does so for every model, against the
+reference policy's cost for that model. `gpu_summary` says how the GPU inventory was used: peak
+and time-weighted mean GPUs bound per accelerator type (from the timeline samples), and the
+replicas that waited for GPUs, how long in all and at most.
+
 Bad input never raises except where noted. No requests: counts are 0, percentiles, attainment and
 throughput NaN. A duration that is not a finite positive number makes throughput and
 mean_replicas NaN. A completed request without a finite first-token time has NaN TTFT: it is left
@@ -43,13 +51,16 @@ In `per_minute`, arrivals before 0 are counted in minute 0 and NaN arrivals are 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from llmscaler.sim.types import SLO, Failure, FloatArray, SimResult
+
+SLOs = SLO | Mapping[str, SLO]
+"""One SLO for every request, or one per model name."""
 
 PERCENTILES = (50.0, 90.0, 99.0)
 BoolArray = npt.NDArray[np.bool_]
@@ -176,18 +187,72 @@ def _replica_figures(result: SimResult) -> tuple[float, float, dict[str, float],
 
 
 def _attained(
-    *, ttft: FloatArray, mean_itl: FloatArray, completed: BoolArray, slo: SLO
+    *,
+    ttft: FloatArray,
+    mean_itl: FloatArray,
+    completed: BoolArray,
+    ttft_bound: float | FloatArray,
+    itl_bound: float | FloatArray,
 ) -> BoolArray:
-    """Which requests met the SLO: completed, TTFT ≤ slo.ttft, and mean ITL ≤ slo.itl (a NaN ITL,
-    i.e. a single-token output, passes the ITL test; NaN bounds fail every comparison)."""
-    itl_ok = np.isnan(mean_itl) | (mean_itl <= slo.itl)
-    result: BoolArray = completed & (ttft <= slo.ttft) & itl_ok
+    """Which requests met the SLO: completed, TTFT ≤ its bound, and mean ITL ≤ its bound (a NaN
+    ITL, i.e. a single-token output, passes the ITL test; NaN bounds fail every comparison)."""
+    itl_ok = np.isnan(mean_itl) | (mean_itl <= itl_bound)
+    result: BoolArray = completed & (ttft <= ttft_bound) & itl_ok
     return result
 
 
+def _bounds(result: SimResult, slo: SLOs) -> tuple[float | FloatArray, float | FloatArray]:
+    """The TTFT and ITL bound of every request (scalars when one SLO covers them all)."""
+    if isinstance(slo, SLO):
+        return slo.ttft, slo.itl
+    if len(slo) == 1:
+        only = next(iter(slo.values()))
+        return only.ttft, only.itl
+    ttft = np.empty(len(result.requests))
+    itl = np.empty(len(result.requests))
+    for i, request in enumerate(result.requests):
+        bound = slo.get(request.model)
+        if bound is None:
+            raise ValueError(f'{result.policy}: no SLO for model {request.model!r}')
+        ttft[i], itl[i] = bound.ttft, bound.itl
+    return ttft, itl
+
+
+def model_part(*, result: SimResult, model: str) -> SimResult:
+    """The part of `result` that is `model`'s: its requests, variants, replica-seconds, events
+    and timeline series (the fleet-wide gauges are kept as they are)."""
+    variants = tuple(v for v in result.variants if v.model_name == model)
+    names = {v.name for v in variants}
+    return replace(
+        result,
+        requests=[r for r in result.requests if r.model == model],
+        variants=variants,
+        replica_seconds={k: v for k, v in result.replica_seconds.items() if k in names},
+        events=[e for e in result.events if e.variant in names],
+        gpu_waits=[w for w in result.gpu_waits if w.variant in names],
+    )
+
+
+def models_of(*, result: SimResult) -> list[str]:
+    """The models of a result's variants, sorted."""
+    return sorted({v.model_name for v in result.variants})
+
+
 @np.errstate(invalid='ignore', divide='ignore', over='ignore')
-def summarize(*, result: SimResult, slo: SLO, reference_cost: float | None = None) -> PolicySummary:
-    """Boil one policy's run down to its summary (see the module docstring for every figure)."""
+def summarize(
+    *,
+    result: SimResult,
+    slo: SLOs,
+    reference_cost: float | None = None,
+    model: str | None = None,
+) -> PolicySummary:
+    """Boil one policy's run (or its model `model`'s part) down to its summary (see the module
+    docstring for every figure)."""
+    if model is not None:
+        result = model_part(result=result, model=model)
+        if not isinstance(slo, SLO):
+            slo = slo[model]
+    ttft_bound, itl_bound = _bounds(result, slo)
     cost, gpu_hours, replica_hours, replica_seconds = _replica_figures(result)
     req = _columns(result)
     total = int(req.arrival.shape[0])
@@ -197,7 +262,13 @@ def summarize(*, result: SimResult, slo: SLO, reference_cost: float | None = Non
     ttft = np.where(completed, req.ttft, math.nan)
     itl = np.where(completed, req.mean_itl, math.nan)
     # A completed request with a NaN TTFT must miss, not pass, hence the explicit finiteness test.
-    ok = _attained(ttft=ttft, mean_itl=itl, completed=completed & np.isfinite(ttft), slo=slo)
+    ok = _attained(
+        ttft=ttft,
+        mean_itl=itl,
+        completed=completed & np.isfinite(ttft),
+        ttft_bound=ttft_bound,
+        itl_bound=itl_bound,
+    )
     ups = sum(1 for e in result.events if e.after > e.before)
     downs = sum(1 for e in result.events if e.after < e.before)
     tokens = float(np.sum(req.output_tokens[completed]))
@@ -234,7 +305,7 @@ def summarize(*, result: SimResult, slo: SLO, reference_cost: float | None = Non
 
 
 def summarize_all(
-    *, results: Sequence[SimResult], slo: SLO, reference: str = 'clairvoyant'
+    *, results: Sequence[SimResult], slo: SLOs, reference: str = 'clairvoyant'
 ) -> list[PolicySummary]:
     """Summaries in the order of `results`, costs relative to the first result whose policy is
     named `reference` (no ratios when there is none)."""
@@ -244,6 +315,64 @@ def summarize_all(
             reference_cost = _replica_figures(result)[0]
             break
     return [summarize(result=r, slo=slo, reference_cost=reference_cost) for r in results]
+
+
+def summarize_models(
+    *, results: Sequence[SimResult], slo: SLOs, reference: str = 'clairvoyant'
+) -> list[dict[str, PolicySummary]]:
+    """Per result (in order), a summary of each model's part, by model name in name order;
+    costs relative to the reference policy's cost for the same model."""
+    reference_costs: dict[str, float] = {}
+    for result in results:
+        if result.policy == reference:
+            reference_costs = {
+                m: _replica_figures(model_part(result=result, model=m))[0]
+                for m in models_of(result=result)
+            }
+            break
+    return [
+        {
+            m: summarize(result=r, slo=slo, reference_cost=reference_costs.get(m), model=m)
+            for m in models_of(result=r)
+        }
+        for r in results
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSummary:
+    """How one run used its GPU inventory (see the module docstring)."""
+
+    inventory: dict[str, int]
+    peak: dict[str, int]
+    mean: dict[str, float]
+    waited: int
+    """Replicas that waited for GPUs (bound later than asked for, or never)."""
+    never_bound: int
+    wait_seconds: float
+    longest_wait: float
+
+
+def gpu_summary(*, result: SimResult) -> GpuSummary | None:
+    """The GPU figures of a run with an inventory; None without one."""
+    if not result.inventory:
+        return None
+    peak: dict[str, int] = {}
+    mean: dict[str, float] = {}
+    for accelerator in sorted(result.inventory):
+        series = np.asarray(result.timeline.gpus.get(accelerator, []), dtype=np.float64)
+        peak[accelerator] = int(series.max()) if series.size else 0
+        mean[accelerator] = float(series.mean()) if series.size else math.nan
+    waits = [w.seconds for w in result.gpu_waits]
+    return GpuSummary(
+        inventory=dict(sorted(result.inventory.items())),
+        peak=peak,
+        mean=mean,
+        waited=len(waits),
+        never_bound=sum(1 for w in result.gpu_waits if w.bound != w.bound),
+        wait_seconds=float(sum(waits)),
+        longest_wait=max(waits, default=0.0),
+    )
 
 
 def grouped_percentile(

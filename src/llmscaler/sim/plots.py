@@ -3,13 +3,16 @@
 Why: a table says which policy was cheapest; the plots say why — when it scaled, how late, and
 what the requests felt meanwhile. `plot_all` writes five PNGs into a folder:
 
-- arrivals.png: requests per minute (one line per distinct trace; usually all runs share one);
+- arrivals.png: requests per minute (one line per distinct trace; usually all runs share one;
+  with several models, one line per model of the first run);
 - replicas.png: one subplot per policy, replicas per variant stacked (what is paid for), the
   ready total as a dashed line; all subplots share both axes;
 - ttft_p99.png: TTFT p99 per arrival minute per policy (completed requests only; log scale), with
   the SLO as a red dashed line;
 - kv_usage.png: fleet mean KV-cache usage (%), one subplot per policy;
-- queue.png: requests waiting in replicas plus the gateway queue, one subplot per policy.
+- queue.png: requests waiting in replicas plus the gateway queue, one subplot per policy;
+- gpus.png, only when a run had a GPU inventory: GPUs bound per accelerator type, one subplot
+  per policy, the inventory of each type as a dashed line of the same colour.
 
 Overlaid noisy gauges of several policies are unreadable, hence one subplot each (shared axes).
 A series longer than MAX_POINTS samples (a 24 h run has 8,640) is drawn as the mean of
@@ -52,7 +55,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import LogFormatter, MaxNLocator
 
-from llmscaler.sim.metrics import PolicySummary, per_minute
+from llmscaler.sim.metrics import PolicySummary, model_part, models_of, per_minute
 from llmscaler.sim.types import SLO, FloatArray, SimResult
 
 if TYPE_CHECKING:
@@ -65,6 +68,7 @@ SUBPLOT_HEIGHT = 2.2
 GAUGE_HEIGHT = 1.6
 MAX_POINTS = 1000
 FILES = ('arrivals.png', 'replicas.png', 'ttft_p99.png', 'kv_usage.png', 'queue.png')
+GPU_FILE = 'gpus.png'
 _RC: dict[RcKeyType, Any] = {
     'path.simplify': True,
     'agg.path.chunksize': 10_000,
@@ -133,15 +137,20 @@ def _arrivals(path: Path, results: Sequence[SimResult], unit: tuple[float, str])
     fig = _figure()
     ax = fig.add_subplot()
     seen: set[str] = set()
-    for index, result in enumerate(results):
-        if result.trace in seen:
+    models = models_of(result=results[0]) if results else []
+    if len(models) > 1:  # one line per model: the runs share the workload
+        lines = [(m, model_part(result=results[0], model=m)) for m in models]
+    else:
+        lines = [(r.trace or '(trace)', r) for r in results]
+    for index, (label, result) in enumerate(lines):
+        if label in seen:
             continue
-        seen.add(result.trace)
+        seen.add(label)
         series = per_minute(result=result)
         counts = series['arrivals']
         edges = np.arange(counts.shape[0] + 1, dtype=np.float64) * 60.0 / unit[0]
         style = _policy_style(index)
-        ax.stairs(counts, edges, baseline=None, label=result.trace or '(trace)', **style)
+        ax.stairs(counts, edges, baseline=None, label=label, **style)
     if not seen:
         _empty(ax, 'no runs')
     ax.set_title('Arrivals per minute')
@@ -304,14 +313,45 @@ def _gauge(
     return _save(fig, path)
 
 
+def _gpus(path: Path, results: Sequence[SimResult], unit: tuple[float, str]) -> Path:
+    rows = max(1, len(results))
+    fig = _figure(1.0 + GAUGE_HEIGHT * rows)
+    axes = fig.subplots(rows, 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+    types = sorted({a for r in results for a in r.inventory})
+    colours = {a: mpl.colormaps['tab10'](i % 10) for i, a in enumerate(types)}
+    for ax, result in zip(axes, results, strict=False):
+        ax.set_title(result.policy, loc='left', fontsize='medium')
+        ax.set_ylabel('GPUs')
+        timeline = result.timeline
+        n = len(timeline.times)
+        if n == 0 or not result.inventory:
+            _empty(ax, 'no samples' if result.inventory else 'no inventory')
+            continue
+        x = np.asarray(timeline.times, dtype=np.float64) / unit[0]
+        end = _end(x, result, unit)
+        for accelerator in sorted(result.inventory):
+            xs, used = _hold(x, end, _series(timeline.gpus.get(accelerator, []), n))
+            colour = colours[accelerator]
+            ax.plot(xs, used, drawstyle='steps-post', color=colour, lw=1.2, label=accelerator)
+            ax.axhline(result.inventory[accelerator], color=colour, ls='--', lw=1.0)
+    axes[0].set_ylim(bottom=0)
+    axes[-1].set_xlabel(unit[1])
+    _legend(axes[0])
+    fig.suptitle('GPUs bound per accelerator type (dashed: the inventory)')
+    return _save(fig, path)
+
+
 def plot_all(
     *, out: Path, results: Sequence[SimResult], summaries: Sequence[PolicySummary], slo: SLO
 ) -> list[Path]:
-    """Write the five figures into `out` (an existing folder); returns their paths in the order
-    arrivals, replicas, ttft_p99, kv_usage, queue."""
+    """Write the figures into `out` (an existing folder); returns their paths in the order
+    arrivals, replicas, ttft_p99, kv_usage, queue, and gpus when a run had an inventory."""
     unit = _time_unit(results)
     paths = [out / name for name in FILES]
     with matplotlib.style.context('default'), mpl.rc_context(_RC):
+        extra = []
+        if any(r.inventory for r in results):
+            extra.append(_gpus(out / GPU_FILE, results, unit))
         return [
             _arrivals(paths[0], results, unit),
             _replicas(paths[1], results, summaries, unit),
@@ -332,4 +372,5 @@ def plot_all(
                 ylabel='requests',
                 queue=True,
             ),
+            *extra,
         ]

@@ -1,11 +1,11 @@
-"""Scenarios for `llmscaler simulate`: variants, workload, SLO, policies and loop settings.
+"""Scenarios for `llmscaler simulate`: models, variants, workloads, SLO, policies, GPUs, settings.
 
 Why: a user compares policies on *their* fleet and traffic; a scenario file says which. Without
 one, the built-in default is a conversation-like workload (the Azure 2023 conversation statistics)
 whose load steps up and spikes, served by Llama-3.1-8B on H100 ($3.90/h) and L40S ($1.90/h), sized
 to need several replicas of both.
 
-A scenario file is YAML (or JSON):
+A scenario file is YAML (or JSON). One model:
 
 ```yaml
 name: my-fleet
@@ -20,57 +20,71 @@ policies: [default, saturation-token, keda-queue, clairvoyant]
 settings: {cycle: 30, scrape_lag: 10, request_timeout: 60}
 initial: {h100: 2, l40s: 0}      # replicas at t = 0 (default: each variant's initial_replicas)
 # or: warm_start: true           # start at the fleet the first minutes need (below)
+inventory: {H100: 16, L40S: 8}   # optional: GPUs per accelerator type (absent: unlimited)
 seed: 1
 ```
 
-The document's fields and the command line's changes to it are in `sim.scenario_document`.
+Several models share one fleet (and its inventory) with `models` in place of `variants`:
+
+```yaml
+models:
+  - name: chat
+    variants: [{name: chat-h100, preset: llama-3.1-8b-h100, max_replicas: 6}]
+    workload: {synthetic: {preset: azure-conv, rate: 10}}
+    slo: {ttft: 1.0, itl: 0.07}  # optional: the scenario's `slo`, else derived per model
+  - name: big
+    model_id: meta-llama/Llama-3.1-70B-Instruct   # optional: the presets' model id
+    variants: [{name: big-h100, preset: llama-3.1-70b-h100-tp4, max_replicas: 3}]
+    workload: {trace: {path: mixed.csv, model: big}}   # the rows of one model of a file
+# or, instead of a workload per model: workload: {trace: {path: mixed.csv}}, split by the
+# file's model column (a row belongs to the model whose name, else whose model id, it holds)
+inventory: {H100: 16}
+```
+
+The document's fields and the command line's changes to it are in `sim.scenario_document`;
+turning a scenario into workloads, SLOs, capacities, a start fleet and policies is
+`sim.scenario_setup`'s.
 
 Policy names: `default` and `saturation-percentage` (the core's default configuration),
 `saturation-token` (the token-based analyzer), `config:FILE` (the core with the settings and
-ConfigMaps of FILE, as `llmscaler decide --config` reads them), `keda-queue`, `static:N` or
-`static:VARIANT=N,...`, and `clairvoyant`.
-
-Default SLO (when the scenario gives none), derived from the slowest variant's performance model
-at idle: TTFT ≤ 5 × the time of one prefill of the workload's p90 prompt, and mean ITL ≤ 3 × one
-decode step of a single sequence at the workload's mean context (3 is WVA's SLO multiplier,
-a target utilisation of about 2/3), each rounded up to two significant figures.
+ConfigMaps of FILE, as `llmscaler decide --config` reads them), `keda-queue`, `static:N` (N on
+the first variant of each model) or `static:VARIANT=N,...`, and `clairvoyant`.
 
 Start fleet: each variant starts with its `initial_replicas` Ready replicas (1 unless the preset
-or the variant says otherwise), or with what `initial` gives for it. With `warm_start` every
-policy starts with the fleet the first minutes need (`warm_fleet`): the cheapest mix of variants
-whose clairvoyant capacity (`clairvoyant.calibrate`: req/s one replica serves within the SLO)
-covers the peak 60-second arrival rate of windows that start within the first WARM_WINDOW
-seconds plus the largest start-up delay: the load that arrives before a replica any policy asks
-for at the start can be ready, and the minutes a reactive policy takes to see it. So a short
-trace measures the steady policy, not how it climbs from a cold start.
+or the variant says otherwise), or with what `initial` gives for it; with `warm_start` every
+policy starts with the fleet the first minutes need (`scenario_setup.warm_start_fleet`).
 
-What fails: a malformed file, an unknown preset, policy, variant or field gives a
+P/D roles: a variant may say its `role`; only `both` is simulated (a prefill or decode pool
+needs the KV transfer between them, not modelled yet), and the snapshot carries it.
+
+What fails: a malformed file, an unknown preset, policy, variant, accelerator or field gives a
 `ScenarioError` with one line naming the file, the field and the valid choices; so does an
 explicit `initial_replicas` or `initial` count outside the variant's [min_replicas,
-max_replicas], an `initial` naming no variant, or `initial` together with `warm_start`.
+max_replicas], an `initial` naming no variant, `initial` together with `warm_start`, a start
+fleet beyond the inventory, a role other than `both`, variants of one model naming several model
+ids, two models with one name or one model id, a variant name used twice (across models too),
+`models` together with `variants` or `model_id`, and a multi-model workload that is neither one
+per model nor one shared trace.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pydantic
 
-from llmscaler.config import file as config_file
-from llmscaler.config.errors import ConfigFileError
-from llmscaler.config.types import Config, ModelConfig, SaturationConfig
-from llmscaler.sim import clairvoyant, policies, presets, synthetic, trace
+from llmscaler.sim import presets
 from llmscaler.sim.runner import SimSettings, check_settings
 from llmscaler.sim.scenario_document import DEFAULT_DOCUMENT as DEFAULT_DOCUMENT
 from llmscaler.sim.scenario_document import DEFAULT_POLICIES as DEFAULT_POLICIES
 from llmscaler.sim.scenario_document import ScenarioError as ScenarioError
 from llmscaler.sim.scenario_document import (
     ScenarioModel,
+    ServedModel,
+    SLOModel,
     SyntheticModel,
     WorkloadModel,
     describe_error,
@@ -79,23 +93,45 @@ from llmscaler.sim.scenario_document import VariantModel as VariantModel
 from llmscaler.sim.scenario_document import describe_workload as describe_workload
 from llmscaler.sim.scenario_document import read_document as read_document
 from llmscaler.sim.scenario_document import with_overrides as with_overrides
-from llmscaler.sim.types import SLO, Policy, Trace, VariantSpec
+from llmscaler.sim.scenario_setup import FIXED_POLICIES as FIXED_POLICIES
+from llmscaler.sim.scenario_setup import WARM_WINDOW as WARM_WINDOW
+from llmscaler.sim.scenario_setup import Workloads as Workloads
+from llmscaler.sim.scenario_setup import build_policies as build_policies
+from llmscaler.sim.scenario_setup import build_trace as build_trace
+from llmscaler.sim.scenario_setup import build_workloads as build_workloads
+from llmscaler.sim.scenario_setup import calibrate_capacities as calibrate_capacities
+from llmscaler.sim.scenario_setup import check_policy_name as check_policy_name
+from llmscaler.sim.scenario_setup import core_config as core_config
+from llmscaler.sim.scenario_setup import derive_slo as derive_slo
+from llmscaler.sim.scenario_setup import model_slos as model_slos
+from llmscaler.sim.scenario_setup import needs_capacities as needs_capacities
+from llmscaler.sim.scenario_setup import round_up as round_up
+from llmscaler.sim.scenario_setup import warm_fleet as warm_fleet
+from llmscaler.sim.scenario_setup import warm_start_fleet as warm_start_fleet
+from llmscaler.sim.scenario_setup import with_initial
+from llmscaler.sim.scenario_setup import with_start_fleet as with_start_fleet
+from llmscaler.sim.types import SLO, VariantSpec
 
-WARM_WINDOW = 300.0
-"""Seconds after the largest start-up delay whose peak load the warm start fleet covers."""
 
-FIXED_POLICIES = (
-    'default',
-    'saturation-percentage',
-    'saturation-token',
-    'keda-queue',
-    'clairvoyant',
-)
+@dataclass(frozen=True, slots=True)
+class ModelSetup:
+    """One model of a scenario: its variants, its workload, the SLO it is judged by."""
+
+    name: str
+    model_id: str
+    variants: tuple[VariantSpec, ...]
+    workload: WorkloadModel | None
+    """Its own workload; None: its rows of the scenario's shared trace."""
+    slo: SLO | None = None
+    """Its SLO or the scenario's; None: derived (`scenario_setup.derive_slo`)."""
+    where: str = ''
+    """Its place in the document, a prefix of field names ('' or 'models.1.')."""
 
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    """A validated scenario, ready to run."""
+    """A validated scenario, ready to run. `variants` are every model's, models in document
+    order; `workload` the one model's, or the trace the models share (else empty)."""
 
     name: str
     variants: tuple[VariantSpec, ...]
@@ -107,11 +143,30 @@ class Scenario:
     source: str = '<built-in>'
     document: dict[str, Any] = field(default_factory=dict)
     warm_start: bool = False
+    models: tuple[ModelSetup, ...] = ()
+    inventory: dict[str, int] | None = None
+    """GPUs per accelerator type; None: unlimited."""
+
+    @property
+    def several_models(self) -> bool:
+        return len(self.models) > 1
+
+    @property
+    def first_variants(self) -> tuple[str, ...]:
+        """The first variant of each model: where `static:N` puts its N."""
+        return tuple(m.variants[0].name for m in self.models if m.variants)
 
     @property
     def workload_text(self) -> str:
-        """The workload in a few words (`describe_workload`)."""
-        return describe_workload(workload=self.workload)
+        """The workload in a few words (`describe_workload`), per model with several."""
+        if not self.several_models:
+            return describe_workload(workload=self.workload)
+        if self.workload.trace is not None:
+            return describe_workload(workload=self.workload) + ', split by model'
+        return '; '.join(
+            f'{m.name}: {describe_workload(workload=m.workload or WorkloadModel())}'
+            for m in self.models
+        )
 
 
 # Types and choices of every setting (`router: random` names the routers there are), checked
@@ -130,8 +185,8 @@ def _settings(values: dict[str, Any], where: str) -> SimSettings:
         settings = _SIM_SETTINGS.validate_python(values)
     except pydantic.ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        field = '.'.join(str(p) for p in first['loc'])
-        raise ScenarioError(f'{where}: settings.{field}: {first["msg"]}') from None
+        path = '.'.join(str(p) for p in first['loc'])
+        raise ScenarioError(f'{where}: settings.{path}: {first["msg"]}') from None
     try:
         check_settings(settings=settings)
     except ValueError as exc:  # a range the types do not say (cycle > 0, ...)
@@ -139,67 +194,180 @@ def _settings(values: dict[str, Any], where: str) -> SimSettings:
     return settings
 
 
-def _variant(model: VariantModel, *, index: int, namespace: str, where: str) -> VariantSpec:
+def _variant(model: VariantModel, *, place: str, namespace: str, where: str) -> VariantSpec:
+    if model.role not in (None, 'both'):
+        raise ScenarioError(
+            f'{where}: {place}.role: {model.role!r}: disaggregated serving (prefill and decode '
+            'pools) is not simulated yet; leave role out or set it to both'
+        )
     overrides = {
         k: v for k, v in model.model_dump().items() if k not in ('name', 'preset') and v is not None
     }
     try:
         spec = presets.preset(name=model.preset, variant_name=model.name)
     except ValueError as exc:
-        raise ScenarioError(f'{where}: variants.{index}.preset: {exc}') from None
+        raise ScenarioError(f'{where}: {place}.preset: {exc}') from None
     return replace(spec, namespace=namespace, **overrides)
 
 
-def from_document(*, document: dict[str, Any], where: str = '<built-in>') -> Scenario:
-    """Validate a scenario document (the decoded YAML)."""
-    try:
-        model = ScenarioModel.model_validate(document)
-    except pydantic.ValidationError as exc:
-        raise ScenarioError(describe_error(exc, where)) from None
-    if not model.variants:
-        raise ScenarioError(f'{where}: variants: at least one variant is needed')
-    names = [v.name for v in model.variants]
-    if len(set(names)) != len(names):
-        raise ScenarioError(f'{where}: variants: duplicate variant names {sorted(names)}')
+def _slo(model: SLOModel | None) -> SLO | None:
+    return SLO(ttft=model.ttft, itl=model.itl) if model is not None else None
+
+
+def _model(
+    entry: ServedModel,
+    *,
+    prefix: str,
+    named: bool,
+    namespace: str,
+    fallback: SLO | None,
+    where: str,
+) -> ModelSetup:
+    """One model's setup; `prefix` is '' for a one-model document, 'models.i.' in `models`
+    (`named`: its variants carry its name)."""
+    if not entry.variants:
+        raise ScenarioError(f'{where}: {prefix}variants: at least one variant is needed')
     variants = tuple(
-        _variant(v, index=i, namespace=model.namespace, where=where)
-        for i, v in enumerate(model.variants)
+        _variant(v, place=f'{prefix}variants.{i}', namespace=namespace, where=where)
+        for i, v in enumerate(entry.variants)
     )
-    if model.model_id is not None:
-        variants = tuple(replace(v, model_id=model.model_id) for v in variants)
-    if len({v.model_id for v in variants}) != 1:
+    if entry.model_id is not None:
+        variants = tuple(replace(v, model_id=entry.model_id) for v in variants)
+    ids = sorted({v.model_id for v in variants})
+    if len(ids) != 1:
+        how = f'set {prefix}model_id'
         raise ScenarioError(
-            f'{where}: variants: all variants must serve one model; presets give '
-            f'{sorted({v.model_id for v in variants})}'
+            f'{where}: {prefix}variants: all variants must serve one model; presets give {ids} '
+            f'({how} to serve one)'
         )
-    if model.workload.synthetic is not None and model.workload.trace is not None:
-        raise ScenarioError(f'{where}: workload: give either synthetic or trace, not both')
-    workload = model.workload
-    if workload.synthetic is None and workload.trace is None:
-        workload = WorkloadModel(synthetic=SyntheticModel())
-    for index, name in enumerate(model.policies):
-        check_policy_name(name=name, variants=names, where=f'{where}: policies.{index}')
-    for index, (given, spec) in enumerate(zip(model.variants, variants, strict=True)):
-        if given.initial_replicas is not None:
-            _check_initial(
-                spec=spec, count=given.initial_replicas, field=f'{where}: variants.{index}'
-            )
-    if model.initial is not None:
-        if model.warm_start:
-            raise ScenarioError(f'{where}: initial: give initial or warm_start, not both')
-        variants = _with_initial(variants=variants, initial=model.initial, where=where)
-    return Scenario(
-        name=model.name,
+    if named:
+        variants = tuple(replace(v, model=entry.name) for v in variants)
+    workload = entry.workload
+    if workload is not None and workload.synthetic is not None and workload.trace is not None:
+        raise ScenarioError(f'{where}: {prefix}workload: give either synthetic or trace, not both')
+    if workload is not None and workload.synthetic is None and workload.trace is None:
+        workload = None if named else WorkloadModel(synthetic=SyntheticModel())
+    own = _slo(entry.slo)
+    return ModelSetup(
+        name=entry.name,
+        model_id=ids[0],
         variants=variants,
         workload=workload,
-        policies=tuple(model.policies),
-        settings=_settings(model.settings, where),
-        slo=SLO(ttft=model.slo.ttft, itl=model.slo.itl) if model.slo is not None else None,
-        seed=model.seed,
-        source=where,
-        document=model.model_dump(mode='json'),
-        warm_start=model.warm_start,
+        slo=own if own is not None else fallback,
+        where=prefix,
     )
+
+
+def _models(model: ScenarioModel, where: str) -> tuple[tuple[ModelSetup, ...], WorkloadModel]:
+    """The models of the document, and the scenario-level workload."""
+    fallback = _slo(model.slo)
+    if not model.models:
+        if not model.variants:
+            raise ScenarioError(f'{where}: variants: at least one variant is needed')
+        single = ServedModel(
+            name='-', model_id=model.model_id, variants=model.variants, workload=model.workload
+        )
+        setup = _model(
+            single,
+            prefix='',
+            named=False,
+            namespace=model.namespace,
+            fallback=fallback,
+            where=where,
+        )
+        setup = replace(setup, name=setup.model_id)
+        assert setup.workload is not None
+        return (setup,), setup.workload
+    if model.variants:
+        raise ScenarioError(f'{where}: variants: with models, give each model its variants')
+    if model.model_id is not None:
+        raise ScenarioError(f'{where}: model_id: with models, give each model its model_id')
+    names = [m.name for m in model.models]
+    if len(set(names)) != len(names):
+        raise ScenarioError(f'{where}: models: duplicate model names {sorted(names)}')
+    models = tuple(
+        _model(
+            entry,
+            prefix=f'models.{i}.',
+            named=True,
+            namespace=model.namespace,
+            fallback=fallback,
+            where=where,
+        )
+        for i, entry in enumerate(model.models)
+    )
+    shared = model.workload
+    if shared.synthetic is not None:
+        raise ScenarioError(
+            f'{where}: workload.synthetic: with models, give each model its workload (a '
+            'scenario-level workload can only be a trace split by its model column)'
+        )
+    if shared.trace is not None:
+        if shared.trace.model is not None:
+            raise ScenarioError(
+                f'{where}: workload.trace.model: a shared trace is split by its model column; '
+                "`model` picks one model's rows of a model's own trace"
+            )
+        given = [m for m in models if m.workload is not None]
+        if given:
+            raise ScenarioError(
+                f'{where}: {given[0].where}workload: give a workload per model or one shared '
+                'trace, not both'
+            )
+    else:
+        missing = [m for m in models if m.workload is None]
+        if missing:
+            raise ScenarioError(
+                f'{where}: {missing[0].where}workload: every model needs a workload (synthetic '
+                'or trace), or give one shared trace as the scenario-level workload'
+            )
+    if shared.trace is None and len(models) == 1:
+        assert models[0].workload is not None
+        return models, models[0].workload
+    return models, shared
+
+
+def _check_models(models: Sequence[ModelSetup], where: str) -> None:
+    names = [v.name for m in models for v in m.variants]
+    if len(set(names)) != len(names):
+        where_first = next(m.where for m in models for v in m.variants if names.count(v.name) > 1)
+        raise ScenarioError(
+            f'{where}: {where_first}variants: duplicate variant names {sorted(names)}'
+            + ('; variant names are unique across models' if len(models) > 1 else '')
+        )
+    owners: dict[str, str] = {}
+    for m in models:
+        if m.model_id in owners:
+            raise ScenarioError(
+                f'{where}: {m.where}model_id: {m.model_id!r} is also the model id of model '
+                f'{owners[m.model_id]}; give each model its own (the controller groups '
+                'variants by model id)'
+            )
+        owners[m.model_id] = m.name
+
+
+def check_inventory(
+    *, inventory: Mapping[str, int], variants: Sequence[VariantSpec], where: str
+) -> None:
+    """Raise `ScenarioError` for an accelerator no variant runs on, or a start fleet that needs
+    more GPUs than the inventory has."""
+    used = sorted({v.accelerator for v in variants})
+    for accelerator in sorted(inventory):
+        if accelerator not in used:
+            raise ScenarioError(
+                f'{where}: inventory.{accelerator}: no variant runs on it; accelerators: '
+                + ', '.join(used)
+            )
+    need = dict.fromkeys(inventory, 0)
+    for spec in variants:
+        if spec.accelerator in need:
+            need[spec.accelerator] += spec.initial_replicas * spec.gpus_per_replica
+    for accelerator in sorted(need):
+        if need[accelerator] > inventory[accelerator]:
+            raise ScenarioError(
+                f'{where}: inventory.{accelerator}: the start fleet needs {need[accelerator]} '
+                f'GPUs, more than the {inventory[accelerator]} there are (lower initial)'
+            )
 
 
 def _check_initial(*, spec: VariantSpec, count: int, field: str) -> None:
@@ -210,24 +378,74 @@ def _check_initial(*, spec: VariantSpec, count: int, field: str) -> None:
         )
 
 
-def _with_initial(
-    *, variants: tuple[VariantSpec, ...], initial: Mapping[str, int], where: str
-) -> tuple[VariantSpec, ...]:
-    known = {v.name: v for v in variants}
-    for name in sorted(initial):
-        spec = known.get(name)
-        if spec is None:
-            raise ScenarioError(
-                f'{where}: initial.{name}: no such variant; variants: {", ".join(sorted(known))}'
-            )
-        count = initial[name]
-        if not spec.min_replicas <= count <= spec.max_replicas:
-            raise ScenarioError(
-                f'{where}: initial.{name}: {count} is outside [{spec.min_replicas}, '
-                f'{spec.max_replicas}] (min_replicas, max_replicas)'
-            )
-    return tuple(
-        replace(v, initial_replicas=initial[v.name]) if v.name in initial else v for v in variants
+def _document(model: ScenarioModel) -> dict[str, Any]:
+    """The validated document as plain data, without the fields a one-model scenario leaves
+    unset that older documents did not have (the report shows what was given)."""
+    document = model.model_dump(mode='json')
+    for key, empty in (('models', []), ('inventory', None)):
+        if document.get(key) == empty:
+            del document[key]
+    for variant in document.get('variants', []):
+        if variant.get('role') is None:
+            variant.pop('role', None)
+    trace_doc = (document.get('workload') or {}).get('trace')
+    if isinstance(trace_doc, dict) and trace_doc.get('model') is None:
+        trace_doc.pop('model', None)
+    return document
+
+
+def _given(model: ScenarioModel) -> list[tuple[str, VariantModel]]:
+    """Every variant as written, with its place, in the order of `Scenario.variants`."""
+    if not model.models:
+        return [(f'variants.{i}', v) for i, v in enumerate(model.variants)]
+    return [
+        (f'models.{j}.variants.{i}', v)
+        for j, m in enumerate(model.models)
+        for i, v in enumerate(m.variants)
+    ]
+
+
+def from_document(*, document: dict[str, Any], where: str = '<built-in>') -> Scenario:
+    """Validate a scenario document (the decoded YAML)."""
+    try:
+        model = ScenarioModel.model_validate(document)
+    except pydantic.ValidationError as exc:
+        raise ScenarioError(describe_error(exc, where)) from None
+    models, workload = _models(model, where)
+    _check_models(models, where)
+    variants = tuple(v for m in models for v in m.variants)
+    names = [v.name for v in variants]
+    first = tuple(m.variants[0].name for m in models)
+    for index, name in enumerate(model.policies):
+        check_policy_name(
+            name=name, variants=names, where=f'{where}: policies.{index}', first=first
+        )
+    for (place, entry), spec in zip(_given(model), variants, strict=True):
+        if entry.initial_replicas is not None:
+            _check_initial(spec=spec, count=entry.initial_replicas, field=f'{where}: {place}')
+    if model.initial is not None:
+        if model.warm_start:
+            raise ScenarioError(f'{where}: initial: give initial or warm_start, not both')
+        variants = with_initial(variants=variants, initial=model.initial, where=where)
+        by_name = {v.name: v for v in variants}
+        models = tuple(
+            replace(m, variants=tuple(by_name[v.name] for v in m.variants)) for m in models
+        )
+    if model.inventory is not None:
+        check_inventory(inventory=model.inventory, variants=variants, where=where)
+    return Scenario(
+        name=model.name,
+        variants=variants,
+        workload=workload,
+        policies=tuple(model.policies),
+        settings=_settings(model.settings, where),
+        slo=_slo(model.slo),
+        seed=model.seed,
+        source=where,
+        document=_document(model),
+        warm_start=model.warm_start,
+        models=models,
+        inventory=dict(model.inventory) if model.inventory is not None else None,
     )
 
 
@@ -239,180 +457,3 @@ def load(*, path: Path) -> Scenario:
 def default() -> Scenario:
     """The built-in scenario (`make run`)."""
     return from_document(document=DEFAULT_DOCUMENT)
-
-
-def check_policy_name(*, name: str, variants: Sequence[str], where: str) -> None:
-    """Raise `ScenarioError` listing the valid names when `name` is not a policy."""
-    if name in FIXED_POLICIES or name.startswith('config:'):
-        return
-    if name.startswith('static:'):
-        try:
-            policies.parse_static(text=name, variants=variants)
-        except ValueError as exc:
-            raise ScenarioError(f'{where}: {exc}') from None
-        return
-    valid = ', '.join((*FIXED_POLICIES, 'static:N', 'static:VARIANT=N,...', 'config:FILE'))
-    raise ScenarioError(f'{where}: unknown policy {name!r}; valid: {valid}')
-
-
-def build_trace(*, scenario: Scenario) -> Trace:
-    """The scenario's workload as a trace (`trace.TraceError`/`ScenarioError` on bad input)."""
-    spec = scenario.workload.synthetic
-    if spec is not None:
-        try:
-            synth = synthetic.preset(
-                name=spec.preset, duration=spec.duration, rate=spec.rate, diurnal=spec.diurnal
-            )
-        except ValueError as exc:
-            raise ScenarioError(f'{scenario.source}: workload.synthetic.preset: {exc}') from None
-        if spec.events:
-            events = tuple(
-                synthetic.RateEvent(start=s, duration=d, multiplier=m) for s, d, m in spec.events
-            )
-            synth = replace(synth, envelope=replace(synth.envelope, events=events))
-        return synthetic.generate(spec=synth, seed=scenario.seed)
-    source = scenario.workload.trace
-    assert source is not None  # from_document guarantees one of the two
-    return trace.load_trace(
-        path=Path(source.path),
-        fmt=source.format,
-        skip_bad=source.skip_bad,
-        start=source.start,
-        duration=source.duration,
-        rate_scale=source.rate_scale,
-        seed=scenario.seed,
-    )
-
-
-def round_up(value: float) -> float:
-    """Round up to two significant figures."""
-    if value <= 0 or not math.isfinite(value):
-        return value
-    scale = 10.0 ** (math.floor(math.log10(value)) - 1)
-    return float(math.ceil(value / scale - 1e-9) * scale)
-
-
-def derive_slo(*, variants: Sequence[VariantSpec], workload: Trace) -> SLO:
-    """Default SLO from the slowest variant at idle (see the module docstring)."""
-    p90_input = int(np.percentile(workload.input_tokens, 90)) if len(workload) else 1024
-    mean_context = (
-        float(np.mean(workload.input_tokens) + np.mean(workload.output_tokens) / 2)
-        if len(workload)
-        else 1024.0
-    )
-    ttft = 0.0
-    itl = 0.0
-    for spec in variants:
-        remaining, prefill = p90_input, 0.0
-        while remaining > 0:  # chunked prefill: one step per budget-sized chunk
-            chunk = min(remaining, spec.max_num_batched_tokens)
-            prefill += spec.perf.step_seconds(
-                decode_seqs=0, prefill_tokens=chunk, context_tokens=p90_input - remaining
-            )
-            remaining -= chunk
-        decode = spec.perf.step_seconds(
-            decode_seqs=1, prefill_tokens=0, context_tokens=round(mean_context)
-        )
-        ttft = max(ttft, 5 * prefill)
-        itl = max(itl, 3 * decode)
-    return SLO(ttft=round_up(ttft), itl=round_up(itl))
-
-
-def core_config(*, name: str) -> Config:
-    """The core configuration a fixed policy name stands for."""
-    if name == 'saturation-token':
-        return Config(default=ModelConfig(saturation=SaturationConfig(analyzer_name='saturation')))
-    return Config()
-
-
-def needs_capacities(*, scenario: Scenario) -> bool:
-    """Whether running `scenario` calibrates the variants' capacities (clairvoyant, warm start)."""
-    return scenario.warm_start or 'clairvoyant' in scenario.policies
-
-
-def calibrate_capacities(
-    *,
-    scenario: Scenario,
-    workload: Trace,
-    slo: SLO,
-    progress: Callable[[float], None] | None = None,
-) -> dict[str, float]:
-    """Each variant's clairvoyant capacity (`clairvoyant.calibrate`), in req/s.
-
-    `progress(fraction_done)` is called now and then over all the variants.
-    """
-    count = len(scenario.variants)
-    capacities: dict[str, float] = {}
-    for index, spec in enumerate(scenario.variants):
-
-        def update(done: float, index: int = index) -> None:
-            if progress is not None:
-                progress((index + done) / count)
-
-        capacities[spec.name] = clairvoyant.calibrate(
-            spec=spec, trace=workload, slo=slo, seed=scenario.seed, progress=update
-        )
-    return capacities
-
-
-def warm_fleet(
-    *, variants: Sequence[VariantSpec], workload: Trace, capacities: Mapping[str, float]
-) -> dict[str, int]:
-    """The fleet the first minutes need (see the module docstring), per variant name."""
-    delay = max((v.startup_delay for v in variants), default=0.0)
-    rates = clairvoyant.sliding_rates(arrivals=workload.arrivals)
-    last = min(rates.shape[0], math.floor(delay + WARM_WINDOW) + 1)
-    peak = float(rates[:last].max()) if last > 0 else 0.0
-    return clairvoyant.cheapest_mix(required=peak, variants=variants, capacities=capacities)
-
-
-def with_start_fleet(*, scenario: Scenario, initial: Mapping[str, int]) -> Scenario:
-    """`scenario` with its variants starting at `initial` replicas (variants left out keep
-    theirs); the counts must lie within each variant's bounds (`warm_fleet`'s do)."""
-    variants = _with_initial(variants=scenario.variants, initial=initial, where=scenario.source)
-    return replace(scenario, variants=variants)
-
-
-def build_policies(
-    *,
-    scenario: Scenario,
-    workload: Trace,
-    slo: SLO,
-    capacities: Mapping[str, float] | None = None,
-) -> list[Policy]:
-    """Instantiate the scenario's policies in the order given. The clairvoyant policy uses
-    `capacities` when given, else calibrates them (`calibrate_capacities`)."""
-    names = [v.name for v in scenario.variants]
-    built: list[Policy] = []
-    for name in scenario.policies:
-        if name in ('default', 'saturation-percentage', 'saturation-token'):
-            built.append(policies.CorePolicy(name=name, config=core_config(name=name)))
-        elif name.startswith('config:'):
-            path = name.removeprefix('config:')
-            try:
-                config, errors = config_file.load_config_file(path=path)
-            except ConfigFileError as exc:
-                raise ScenarioError(f'policy {name}: {exc}') from None
-            fatal = [e for e in errors if not e.warning]
-            if fatal:
-                raise ScenarioError(f'policy {name}: {fatal[0]}')
-            built.append(policies.CorePolicy(name=name, config=config))
-        elif name == 'keda-queue':
-            built.append(policies.KedaQueuePolicy())
-        elif name.startswith('static:'):
-            built.append(policies.parse_static(text=name, variants=names))
-        elif name == 'clairvoyant':
-            if capacities is None:
-                capacities = calibrate_capacities(scenario=scenario, workload=workload, slo=slo)
-            built.append(
-                clairvoyant.ClairvoyantPolicy(
-                    trace=workload,
-                    variants=scenario.variants,
-                    slo=slo,
-                    cycle=scenario.settings.cycle,
-                    capacities=capacities,
-                )
-            )
-        else:
-            check_policy_name(name=name, variants=names, where='policies')
-    return built

@@ -9,7 +9,10 @@ part short: this module knows the shape of a scenario, `sim.scenario` what it me
 The fields (`ScenarioModel`): `name`, `model_id`, `namespace`, `variants` (each a preset and
 overrides of its fields), `workload` (`synthetic` or `trace`), `slo`, `policies`, `settings`
 (the fields of `runner.SimSettings`, `request_timeout` among them), `initial` (replicas per
-variant at t = 0), `warm_start` (start at the fleet the first minutes need) and `seed`.
+variant at t = 0), `warm_start` (start at the fleet the first minutes need), `inventory` (GPUs
+per accelerator type) and `seed`. A fleet of several models gives `models` instead of
+`variants` and `model_id` (`ServedModel`: each a `name`, an optional `model_id`, its `variants`,
+its `workload` and `slo`), or one `workload` trace at the top level, split by its model column.
 
 What fails: `read_document` and `with_overrides` raise `ScenarioError` with one line naming the
 file or the option, the field and why; `describe_workload` never fails.
@@ -18,6 +21,7 @@ file or the option, the field and why; `describe_workload` never fails.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,6 +44,7 @@ class _Strict(pydantic.BaseModel):
 class VariantModel(_Strict):
     name: str
     preset: str
+    role: Literal['both', 'prefill', 'decode'] | None = None
     min_replicas: int | None = pydantic.Field(default=None, ge=0)
     max_replicas: int | None = pydantic.Field(default=None, ge=0)
     initial_replicas: int | None = pydantic.Field(default=None, ge=0)
@@ -61,6 +66,8 @@ class SyntheticModel(_Strict):
 class TraceModel(_Strict):
     path: str
     format: Literal['auto', 'azure', 'csv', 'jsonl'] = 'auto'
+    model: str | None = None
+    """Only the rows whose model column holds this (a file of several models)."""
     rate_scale: float = pydantic.Field(default=1.0, gt=0)
     start: float | None = pydantic.Field(default=None, ge=0)
     duration: float | None = pydantic.Field(default=None, gt=0)
@@ -77,17 +84,29 @@ class SLOModel(_Strict):
     itl: float = pydantic.Field(gt=0)
 
 
+class ServedModel(_Strict):
+    """One model of a fleet of several: its variants, its workload, its SLO."""
+
+    name: str = pydantic.Field(min_length=1)
+    model_id: str | None = None
+    variants: list[VariantModel]
+    workload: WorkloadModel | None = None
+    slo: SLOModel | None = None
+
+
 class ScenarioModel(_Strict):
     name: str = 'scenario'
     model_id: str | None = None
     namespace: str = 'default'
-    variants: list[VariantModel]
+    variants: list[VariantModel] = []
+    models: list[ServedModel] = []
     workload: WorkloadModel = WorkloadModel()
     slo: SLOModel | None = None
     policies: list[str] = list(DEFAULT_POLICIES)
     settings: dict[str, Any] = {}
     initial: dict[str, pydantic.NonNegativeInt] | None = None
     warm_start: bool = False
+    inventory: dict[str, pydantic.NonNegativeInt] | None = None
     seed: int = 1
 
 
@@ -163,6 +182,58 @@ def parse_initial(*, text: str) -> dict[str, int]:
     return counts
 
 
+@dataclass(frozen=True, slots=True)
+class _WorkloadChange:
+    """The command line's changes to one workload (`with_overrides`)."""
+
+    trace_format: str | None
+    rate_scale: float | None
+    start: float | None
+    duration: float | None
+    skip_bad: bool
+
+    def apply(self, *, workload: dict[str, Any]) -> dict[str, Any]:
+        workload = dict(workload)
+        if 'trace' in workload:
+            source = dict(workload['trace'])
+            for key, value in (
+                ('format', self.trace_format),
+                ('rate_scale', self.rate_scale),
+                ('start', self.start),
+                ('duration', self.duration),
+            ):
+                if value is not None:
+                    source[key] = value
+            if self.skip_bad:
+                source['skip_bad'] = True
+            workload['trace'] = source
+            return workload
+        if self.start is not None:
+            raise ScenarioError('--start: applies to a trace (give --trace FILE)')
+        source = dict(workload.get('synthetic') or {})
+        if self.rate_scale is not None:
+            try:
+                preset = synthetic.preset(name=source.get('preset', 'azure-conv'), duration=1.0)
+            except ValueError as exc:
+                raise ScenarioError(f'--rate-scale: workload.synthetic.preset: {exc}') from None
+            rate = source.get('rate') or preset.envelope.mean_rate
+            if isinstance(rate, bool) or not isinstance(rate, int | float):
+                raise ScenarioError(
+                    f'--rate-scale: workload.synthetic.rate: {rate!r} is not a number'
+                )
+            source['rate'] = float(rate) * self.rate_scale
+        if self.duration is not None:
+            source['duration'] = self.duration
+        workload['synthetic'] = source
+        return workload
+
+
+def _without_workload(model: object) -> object:
+    if isinstance(model, dict):
+        return {k: v for k, v in model.items() if k != 'workload'}
+    return model
+
+
 def with_overrides(
     *,
     document: dict[str, Any],
@@ -181,39 +252,40 @@ def with_overrides(
 ) -> dict[str, Any]:
     """A copy of `document` with the command line's choices applied.
 
-    `--trace` replaces the workload; `--rate-scale`, `--start` and `--duration` apply to a trace,
-    and to a synthetic workload as a rate multiplier and a length (`--start` needs a trace).
-    `--initial` replaces the document's `initial`; `--warm-start` sets `warm_start`;
-    `--request-timeout` sets `settings.request_timeout` (seconds).
+    `--trace` replaces the workload (of a fleet of several models: every model's, by one trace
+    split by its model column); `--rate-scale`, `--start` and `--duration` apply to a trace, and
+    to a synthetic workload as a rate multiplier and a length (`--start` needs a trace); with
+    several models, to each model's workload. `--initial` replaces the document's `initial`;
+    `--warm-start` sets `warm_start`; `--request-timeout` sets `settings.request_timeout`
+    (seconds).
     """
     result = dict(document)
-    workload = dict(result.get('workload') or {})
-    if trace_path is not None:
-        workload = {'trace': {'path': trace_path}}
-    if 'trace' in workload:
-        source = dict(workload['trace'])
-        for key, value in (
-            ('format', trace_format),
-            ('rate_scale', rate_scale),
-            ('start', start),
-            ('duration', duration),
-        ):
-            if value is not None:
-                source[key] = value
-        if skip_bad:
-            source['skip_bad'] = True
-        workload['trace'] = source
+    change = _WorkloadChange(
+        trace_format=trace_format,
+        rate_scale=rate_scale,
+        start=start,
+        duration=duration,
+        skip_bad=skip_bad,
+    )
+    models = result.get('models')
+    if isinstance(models, list) and models:
+        shared = result.get('workload')
+        if trace_path is not None:
+            shared = {'trace': {'path': trace_path}}
+            models = [_without_workload(m) for m in models]
+        if isinstance(shared, dict) and shared:
+            result['workload'] = change.apply(workload=shared)
+        result['models'] = [
+            {**m, 'workload': change.apply(workload=dict(m['workload']))}
+            if isinstance(m, dict) and isinstance(m.get('workload'), dict)
+            else m
+            for m in models
+        ]
     else:
-        if start is not None:
-            raise ScenarioError('--start: applies to a trace (give --trace FILE)')
-        source = dict(workload.get('synthetic') or {})
-        if rate_scale is not None:
-            preset = synthetic.preset(name=source.get('preset', 'azure-conv'), duration=1.0)
-            source['rate'] = float(source.get('rate') or preset.envelope.mean_rate) * rate_scale
-        if duration is not None:
-            source['duration'] = duration
-        workload['synthetic'] = source
-    result['workload'] = workload
+        workload = dict(result.get('workload') or {})
+        if trace_path is not None:
+            workload = {'trace': {'path': trace_path}}
+        result['workload'] = change.apply(workload=workload)
     if policies:
         result['policies'] = list(policies)
     if seed is not None:
@@ -238,6 +310,8 @@ def describe_workload(*, workload: WorkloadModel) -> str:
     source = workload.trace
     if source is not None:
         words = [f'trace {Path(source.path).name}']
+        if source.model is not None:
+            words[0] += f' (model {source.model})'
         if source.rate_scale != 1.0:
             words[0] += f' ×{source.rate_scale:g}'
         if source.start is not None:

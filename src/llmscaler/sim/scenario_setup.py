@@ -1,0 +1,388 @@
+"""What a scenario needs before it runs: its workloads, SLOs, capacities, start fleet, policies.
+
+Why: `sim.scenario` validates a scenario; this module turns a valid one into what the event loop
+takes, model by model: a trace per model (built from its synthetic spec or read from its trace
+file, or split from one trace with a model column), the SLO each model is judged by (given, or
+derived from its slowest variant), each variant's clairvoyant capacity, the warm start fleet,
+and the policies.
+
+- Workloads (`build_workloads`): a model's synthetic workload is drawn with the scenario's seed
+  (with several models, the seed and the model's place in name order, so two models with one
+  spec do not get the very same arrivals); a model's trace file is read whole, or only the rows
+  of its `model` when given; a shared trace is split by its model column, a row belonging to the
+  model whose name, or else whose model id, it holds.
+- Default SLO (`derive_slo`), per model when it has none: TTFT ≤ 5 × the time of one prefill of
+  the workload's p90 prompt, and mean ITL ≤ 3 × one decode step of a single sequence at the
+  workload's mean context (3 is WVA's SLO multiplier, a target utilisation of about 2/3), on
+  the model's slowest variant at idle, each rounded up to two significant figures.
+- Warm start (`warm_start_fleet`): per model, in name order, the cheapest mix of its variants
+  whose clairvoyant capacity covers the peak 60-second arrival rate of windows that start within
+  the first WARM_WINDOW seconds plus the largest start-up delay (`warm_fleet`); with a GPU
+  inventory, within the GPUs the models before it left.
+- Policies (`build_policies`): the names of `FIXED_POLICIES`, `static:...` and `config:FILE`.
+
+What fails: a bad synthetic preset, a trace file that cannot be read (`trace.TraceError`), a
+policy name or configuration file that is not valid: `ScenarioError` or `TraceError`, one line
+each.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from llmscaler.config import file as config_file
+from llmscaler.config.errors import ConfigFileError
+from llmscaler.config.types import Config, ModelConfig, SaturationConfig
+from llmscaler.sim import clairvoyant, policies, synthetic, trace
+from llmscaler.sim.mix import capped, cheapest_mix, items_of, solve
+from llmscaler.sim.scenario_document import (
+    ScenarioError,
+    SyntheticModel,
+    TraceModel,
+    WorkloadModel,
+)
+from llmscaler.sim.types import SLO, Policy, Trace, VariantSpec
+
+if TYPE_CHECKING:
+    from llmscaler.sim.scenario import ModelSetup, Scenario
+
+WARM_WINDOW = 300.0
+"""Seconds after the largest start-up delay whose peak load the warm start fleet covers."""
+
+FIXED_POLICIES = (
+    'default',
+    'saturation-percentage',
+    'saturation-token',
+    'keda-queue',
+    'clairvoyant',
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Workloads:
+    """Each model's trace, by model name in name order; the malformed rows skipped reading them."""
+
+    traces: dict[str, Trace]
+    skipped_rows: int = 0
+
+
+def check_policy_name(
+    *, name: str, variants: Sequence[str], where: str, first: Sequence[str] = ()
+) -> None:
+    """Raise `ScenarioError` listing the valid names when `name` is not a policy."""
+    if name in FIXED_POLICIES or name.startswith('config:'):
+        return
+    if name.startswith('static:'):
+        try:
+            policies.parse_static(text=name, variants=variants, first=first)
+        except ValueError as exc:
+            raise ScenarioError(f'{where}: {exc}') from None
+        return
+    valid = ', '.join((*FIXED_POLICIES, 'static:N', 'static:VARIANT=N,...', 'config:FILE'))
+    raise ScenarioError(f'{where}: unknown policy {name!r}; valid: {valid}')
+
+
+def with_initial(
+    *, variants: tuple[VariantSpec, ...], initial: Mapping[str, int], where: str
+) -> tuple[VariantSpec, ...]:
+    """`variants` with the start counts of `initial`; `ScenarioError` for a name that is no
+    variant or a count outside the variant's [min_replicas, max_replicas]."""
+    known = {v.name: v for v in variants}
+    for name in sorted(initial):
+        spec = known.get(name)
+        if spec is None:
+            raise ScenarioError(
+                f'{where}: initial.{name}: no such variant; variants: {", ".join(sorted(known))}'
+            )
+        count = initial[name]
+        if not spec.min_replicas <= count <= spec.max_replicas:
+            raise ScenarioError(
+                f'{where}: initial.{name}: {count} is outside [{spec.min_replicas}, '
+                f'{spec.max_replicas}] (min_replicas, max_replicas)'
+            )
+    return tuple(
+        replace(v, initial_replicas=initial[v.name]) if v.name in initial else v for v in variants
+    )
+
+
+# ---- workloads -----------------------------------------------------------------------------
+
+
+def _synthetic(
+    *, workload: WorkloadModel, seed: int | tuple[int, int], where: str, field: str
+) -> Trace:
+    spec = workload.synthetic
+    assert spec is not None
+    try:
+        synth = synthetic.preset(
+            name=spec.preset, duration=spec.duration, rate=spec.rate, diurnal=spec.diurnal
+        )
+    except ValueError as exc:
+        raise ScenarioError(f'{where}: {field}.synthetic.preset: {exc}') from None
+    if spec.events:
+        events = tuple(
+            synthetic.RateEvent(start=s, duration=d, multiplier=m) for s, d, m in spec.events
+        )
+        synth = replace(synth, envelope=replace(synth.envelope, events=events))
+    return synthetic.generate(spec=synth, seed=seed)
+
+
+def _read(*, source: TraceModel, seed: int | tuple[int, int]) -> Trace:
+    return trace.load_trace(
+        path=Path(source.path),
+        fmt=source.format,
+        skip_bad=source.skip_bad,
+        start=source.start,
+        duration=source.duration,
+        rate_scale=source.rate_scale,
+        seed=seed,
+        model=source.model,
+    )
+
+
+def build_trace(*, scenario: Scenario) -> Trace:
+    """The workload of a one-model scenario as a trace (`trace.TraceError`/`ScenarioError` on
+    bad input); `build_workloads` for any scenario."""
+    traces = build_workloads(scenario=scenario).traces
+    if len(traces) != 1:
+        raise ScenarioError(f'{scenario.source}: a scenario of several models has a trace each')
+    return next(iter(traces.values()))
+
+
+def build_workloads(*, scenario: Scenario) -> Workloads:
+    """Every model's trace (see the module docstring)."""
+    models = sorted(scenario.models, key=lambda m: m.name)
+    several = len(models) > 1
+    shared = scenario.workload.trace
+    if any(m.workload is None for m in models):  # the rows of one shared trace each
+        assert shared is not None
+        labels = {m.model_id: m.name for m in models} | {m.name: m.name for m in models}
+        split = trace.load_by_model(
+            path=Path(shared.path),
+            models=labels,
+            fmt=shared.format,
+            skip_bad=shared.skip_bad,
+            start=shared.start,
+            duration=shared.duration,
+            rate_scale=shared.rate_scale,
+            seed=scenario.seed,
+        )
+        return Workloads(traces=split.traces, skipped_rows=split.skipped_rows)
+    traces: dict[str, Trace] = {}
+    skipped = 0
+    for index, model in enumerate(models):
+        workload = model.workload if model.workload is not None else WorkloadModel()
+        seed = (scenario.seed, index) if several else scenario.seed
+        if workload.trace is not None:
+            traces[model.name] = _read(source=workload.trace, seed=seed)
+            skipped += traces[model.name].skipped_rows
+        else:
+            if workload.synthetic is None:  # a one-model scenario's default
+                workload = WorkloadModel(synthetic=SyntheticModel())
+            traces[model.name] = _synthetic(
+                workload=workload, seed=seed, where=scenario.source, field=f'{model.where}workload'
+            )
+    return Workloads(traces=traces, skipped_rows=skipped)
+
+
+# ---- SLOs ----------------------------------------------------------------------------------
+
+
+def round_up(value: float) -> float:
+    """Round up to two significant figures."""
+    if value <= 0 or not math.isfinite(value):
+        return value
+    scale = 10.0 ** (math.floor(math.log10(value)) - 1)
+    return float(math.ceil(value / scale - 1e-9) * scale)
+
+
+def derive_slo(*, variants: Sequence[VariantSpec], workload: Trace) -> SLO:
+    """Default SLO from the slowest variant at idle (see the module docstring)."""
+    p90_input = int(np.percentile(workload.input_tokens, 90)) if len(workload) else 1024
+    mean_context = (
+        float(np.mean(workload.input_tokens) + np.mean(workload.output_tokens) / 2)
+        if len(workload)
+        else 1024.0
+    )
+    ttft = 0.0
+    itl = 0.0
+    for spec in variants:
+        remaining, prefill = p90_input, 0.0
+        while remaining > 0:  # chunked prefill: one step per budget-sized chunk
+            chunk = min(remaining, spec.max_num_batched_tokens)
+            prefill += spec.perf.step_seconds(
+                decode_seqs=0, prefill_tokens=chunk, context_tokens=p90_input - remaining
+            )
+            remaining -= chunk
+        decode = spec.perf.step_seconds(
+            decode_seqs=1, prefill_tokens=0, context_tokens=round(mean_context)
+        )
+        ttft = max(ttft, 5 * prefill)
+        itl = max(itl, 3 * decode)
+    return SLO(ttft=round_up(ttft), itl=round_up(itl))
+
+
+def model_slos(*, scenario: Scenario, workloads: Workloads) -> dict[str, SLO]:
+    """Each model's SLO: its own, else the scenario's, else derived (`derive_slo`)."""
+    return {
+        m.name: m.slo
+        if m.slo is not None
+        else derive_slo(variants=m.variants, workload=workloads.traces[m.name])
+        for m in sorted(scenario.models, key=lambda m: m.name)
+    }
+
+
+# ---- capacities and the warm start ---------------------------------------------------------
+
+
+def core_config(*, name: str) -> Config:
+    """The core configuration a fixed policy name stands for."""
+    if name == 'saturation-token':
+        return Config(default=ModelConfig(saturation=SaturationConfig(analyzer_name='saturation')))
+    return Config()
+
+
+def needs_capacities(*, scenario: Scenario) -> bool:
+    """Whether running `scenario` calibrates the variants' capacities (clairvoyant, warm start)."""
+    return scenario.warm_start or 'clairvoyant' in scenario.policies
+
+
+def _model_of(scenario: Scenario) -> dict[str, ModelSetup]:
+    return {v.name: m for m in scenario.models for v in m.variants}
+
+
+def calibrate_capacities(
+    *,
+    scenario: Scenario,
+    workloads: Workloads,
+    slos: Mapping[str, SLO],
+    progress: Callable[[float], None] | None = None,
+) -> dict[str, float]:
+    """Each variant's clairvoyant capacity (`clairvoyant.calibrate`) on its model's workload
+    and SLO, in req/s. `progress(fraction_done)` is called now and then over all the variants."""
+    count = len(scenario.variants)
+    model_of = _model_of(scenario)
+    capacities: dict[str, float] = {}
+    for index, spec in enumerate(scenario.variants):
+
+        def update(done: float, index: int = index) -> None:
+            if progress is not None:
+                progress((index + done) / count)
+
+        model = model_of[spec.name].name
+        capacities[spec.name] = clairvoyant.calibrate(
+            spec=spec,
+            trace=workloads.traces[model],
+            slo=slos[model],
+            seed=scenario.seed,
+            progress=update,
+        )
+    return capacities
+
+
+def warm_fleet(
+    *,
+    variants: Sequence[VariantSpec],
+    workload: Trace,
+    capacities: Mapping[str, float],
+    free: Mapping[str, int] | None = None,
+) -> dict[str, int]:
+    """The fleet the first minutes of `workload` need (see the module docstring), per variant
+    name; with `free` (GPUs per accelerator type), within them."""
+    delay = max((v.startup_delay for v in variants), default=0.0)
+    rates = clairvoyant.sliding_rates(arrivals=workload.arrivals)
+    last = min(rates.shape[0], math.floor(delay + WARM_WINDOW) + 1)
+    peak = float(rates[:last].max()) if last > 0 else 0.0
+    if free:
+        items = capped(items=items_of(variants=variants, capacities=capacities), free=free)
+        counts = solve(required=peak, items=items)
+        return {it.name: n for it, n in zip(items, counts, strict=True)}
+    return cheapest_mix(required=peak, variants=variants, capacities=capacities)
+
+
+def warm_start_fleet(
+    *, scenario: Scenario, workloads: Workloads, capacities: Mapping[str, float]
+) -> dict[str, int]:
+    """Every model's warm fleet (`warm_fleet`), models in name order, each within the GPUs of
+    the inventory the models before it left."""
+    free = dict(scenario.inventory or {})
+    fleet: dict[str, int] = {}
+    for model in sorted(scenario.models, key=lambda m: m.name):
+        mine = warm_fleet(
+            variants=model.variants,
+            workload=workloads.traces[model.name],
+            capacities=capacities,
+            free=free or None,
+        )
+        for spec in model.variants:
+            if spec.accelerator in free:
+                free[spec.accelerator] -= mine[spec.name] * spec.gpus_per_replica
+        fleet.update(mine)
+    return fleet
+
+
+def with_start_fleet(*, scenario: Scenario, initial: Mapping[str, int]) -> Scenario:
+    """`scenario` with its variants starting at `initial` replicas (variants left out keep
+    theirs); the counts must lie within each variant's bounds (`warm_fleet`'s do)."""
+    variants = with_initial(variants=scenario.variants, initial=initial, where=scenario.source)
+    by_name = {v.name: v for v in variants}
+    models = tuple(
+        replace(m, variants=tuple(by_name[v.name] for v in m.variants)) for m in scenario.models
+    )
+    return replace(scenario, variants=variants, models=models)
+
+
+# ---- policies ------------------------------------------------------------------------------
+
+
+def build_policies(
+    *,
+    scenario: Scenario,
+    workloads: Workloads,
+    slos: Mapping[str, SLO],
+    capacities: Mapping[str, float] | None = None,
+) -> list[Policy]:
+    """Instantiate the scenario's policies in the order given. The clairvoyant policy uses
+    `capacities` when given, else calibrates them (`calibrate_capacities`)."""
+    names = [v.name for v in scenario.variants]
+    first = scenario.first_variants
+    built: list[Policy] = []
+    for name in scenario.policies:
+        if name in ('default', 'saturation-percentage', 'saturation-token'):
+            built.append(policies.CorePolicy(name=name, config=core_config(name=name)))
+        elif name.startswith('config:'):
+            path = name.removeprefix('config:')
+            try:
+                config, errors = config_file.load_config_file(path=path)
+            except ConfigFileError as exc:
+                raise ScenarioError(f'policy {name}: {exc}') from None
+            fatal = [e for e in errors if not e.warning]
+            if fatal:
+                raise ScenarioError(f'policy {name}: {fatal[0]}')
+            built.append(policies.CorePolicy(name=name, config=config))
+        elif name == 'keda-queue':
+            built.append(policies.KedaQueuePolicy())
+        elif name.startswith('static:'):
+            built.append(policies.parse_static(text=name, variants=names, first=first))
+        elif name == 'clairvoyant':
+            if capacities is None:
+                capacities = calibrate_capacities(scenario=scenario, workloads=workloads, slos=slos)
+            built.append(
+                clairvoyant.ClairvoyantPolicy(
+                    trace=workloads.traces,
+                    variants=scenario.variants,
+                    slo=slos,
+                    cycle=scenario.settings.cycle,
+                    capacities=capacities,
+                    inventory=scenario.inventory,
+                )
+            )
+        else:
+            check_policy_name(name=name, variants=names, where='policies')
+    return built
