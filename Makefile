@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run demo test lint typecheck contracts unit bench clean
+.PHONY: run demo test lint typecheck contracts unit bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/cycle.py
 	$(BIN)/python bench/from_zero.py
 	$(BIN)/python bench/informer.py
+
+# Figures quoted in the README and docs, regenerated from runs (the tests check they are current).
+docs: $(STAMP)
+	$(BIN)/python bench/readme.py
+	$(BIN)/python bench/fidelity.py --write-docs
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

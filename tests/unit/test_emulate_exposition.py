@@ -29,8 +29,8 @@ from llmscaler.emulate.exposition import (
     render_replica,
     token_buckets,
 )
+from llmscaler.sim.engine_base import ReplicaCounters
 from llmscaler.sim.presets import preset
-from llmscaler.sim.replica import ReplicaCounters
 from llmscaler.sim.types import VariantSpec
 
 EXAMPLE = Path(__file__).resolve().parents[3] / 'shared' / 'reference' / 'vllm_metrics_example.txt'

@@ -1,7 +1,8 @@
 """The emulated pods and gateway without the network, driven by a fake clock.
 
-Worked numbers use the 8B-H100 step model: step = 7 ms + 0.042 ms · decoding seqs + 24 µs ·
-prefill tokens + 0.052 µs · context tokens; 27 500 KV blocks of 16 tokens (one kept back).
+Worked numbers use the 8B-H100 preset with a linear step model that keeps the arithmetic
+visible: step = 7 ms + 0.042 ms · decoding seqs + 24 µs · prefill tokens + 0.052 µs · context
+tokens; 27 500 KV blocks of 16 tokens (one kept back).
 """
 
 from __future__ import annotations
@@ -13,15 +14,25 @@ import pytest
 from llmscaler.emulate.fleet import Emulator, ReplicaUnavailable
 from llmscaler.emulate.load import PoissonLoad, TraceLoad
 from llmscaler.sim.presets import preset
-from llmscaler.sim.types import VariantSpec
+from llmscaler.sim.types import PerfModel, VariantSpec
 from tests.unit.test_emulate_load import trace_of
 
 MODEL = 'meta-llama/Llama-3.1-8B-Instruct'
 T0 = 1000.0
 
 
+LINEAR = PerfModel(
+    step_overhead=0.007,
+    decode_per_seq=0.042e-3,
+    prefill_per_token=24e-6,
+    kv_read_per_token=0.052e-6,
+)
+
+
 def h100(**overrides: int) -> VariantSpec:
-    return preset(name='llama-3.1-8b-h100', variant_name='llama-3.1-8b-h100', **overrides)
+    return preset(
+        name='llama-3.1-8b-h100', variant_name='llama-3.1-8b-h100', perf=LINEAR, **overrides
+    )
 
 
 class FakeClock:

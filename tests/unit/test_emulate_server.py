@@ -26,7 +26,7 @@ import pytest
 from llmscaler.emulate.exposition import CONTENT_TYPE
 from llmscaler.emulate.load import PoissonLoad, TraceLoad, arrivals
 from llmscaler.emulate.server import RunningEmulator, build_parser, main, serve
-from llmscaler.sim.replica import FastReplica
+from llmscaler.sim.replica_fast import FastReplica
 from llmscaler.sim.types import SimRequest, VariantSpec
 from tests.unit.test_emulate_fleet import MODEL, T0, FakeClock, h100
 from tests.unit.test_emulate_http import OPENMETRICS, samples, until

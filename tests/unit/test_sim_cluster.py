@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 
 from llmscaler.sim.cluster import (
     BYTES_PER_TOKEN,
-    CancellableEngine,
     Cluster,
     EngineKind,
     engine_factory,
 )
 from llmscaler.sim.presets import preset
-from llmscaler.sim.replica import FastReplica, ReferenceReplica
+from llmscaler.sim.replica import ReferenceReplica
+from llmscaler.sim.replica_fast import FastReplica
 from llmscaler.sim.types import PerfModel, SimRequest, VariantSpec
 
 UNIT_STEP = PerfModel(
@@ -390,21 +390,7 @@ def test_bad_request_timeout(timeout: float) -> None:
         Cluster(variants=[spec()], request_timeout=timeout)
 
 
-def _cancels(kind: EngineKind) -> bool:
-    engine = engine_factory(kind=kind)(spec=spec(), name='probe', now=0.0)
-    return isinstance(engine, CancellableEngine)
-
-
-@pytest.mark.parametrize(
-    'kind',
-    [
-        pytest.param(
-            kind,
-            marks=pytest.mark.skipif(not _cancels(kind), reason=f'{kind} engine cannot cancel'),
-        )
-        for kind in ('fast', 'reference')
-    ],
-)
+@pytest.mark.parametrize('kind', ['fast', 'reference'])
 def test_an_abandoned_request_frees_its_blocks_and_its_seat_at_its_deadline(
     kind: EngineKind,
 ) -> None:
@@ -425,16 +411,7 @@ def test_an_abandoned_request_frees_its_blocks_and_its_seat_at_its_deadline(
     assert replica.engine.kv_usage == 0.0
 
 
-@pytest.mark.parametrize(
-    'kind',
-    [
-        pytest.param(
-            kind,
-            marks=pytest.mark.skipif(not _cancels(kind), reason=f'{kind} engine cannot cancel'),
-        )
-        for kind in ('fast', 'reference')
-    ],
-)
+@pytest.mark.parametrize('kind', ['fast', 'reference'])
 def test_a_terminating_replica_goes_when_its_last_request_is_abandoned(kind: EngineKind) -> None:
     cluster = Cluster(variants=[spec(initial_replicas=1)], engine=kind, request_timeout=10.0)
     arrive(cluster, request(0, 0.0, output=100))

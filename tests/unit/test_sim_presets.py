@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from llmscaler.sim import presets
+from llmscaler.sim import hardware, presets, stepmodel
 
 H100_8B = 'llama-3.1-8b-h100'
 ALL = (
@@ -25,50 +25,14 @@ def test_names_are_the_six_presets_sorted() -> None:
 
 
 @pytest.mark.parametrize(
-    ('name', 'model', 'accelerator', 'gpus', 'price', 'blocks', 'perf', 'startup'),
+    ('name', 'model', 'accelerator', 'gpus', 'price', 'blocks', 'startup'),
     [
-        (H100_8B, presets.MODEL_8B, 'H100', 1, 3.90, 27_500, (7.0, 0.042, 24.0, 0.052), 90.0),
-        (
-            'llama-3.1-8b-a100',
-            presets.MODEL_8B,
-            'A100',
-            1,
-            3.67,
-            27_500,
-            (11.0, 0.029, 66.8, 0.086),
-            90.0,
-        ),
-        (
-            'llama-3.1-8b-l40s',
-            presets.MODEL_8B,
-            'L40S',
-            1,
-            1.90,
-            11_500,
-            (22.6, 0.181, 68.0, 0.20),
-            90.0,
-        ),
-        ('llama-3.1-8b-l4', presets.MODEL_8B, 'L4', 1, 0.80, 1_700, (70.0, 0.5, 200.0, 0.58), 90.0),
-        (
-            'llama-3.1-70b-h100-tp4',
-            presets.MODEL_70B,
-            'H100',
-            4,
-            3.90,
-            29_000,
-            (22.0, 0.01, 64.0, 0.033),
-            180.0,
-        ),
-        (
-            'llama-3.1-70b-h100-tp8',
-            presets.MODEL_70B,
-            'H100',
-            8,
-            3.90,
-            86_000,
-            (15.0, 0.024, 39.9, 0.016),
-            180.0,
-        ),
+        (H100_8B, presets.MODEL_8B, 'H100', 1, 3.90, 27_500, 90.0),
+        ('llama-3.1-8b-a100', presets.MODEL_8B, 'A100', 1, 3.67, 27_500, 90.0),
+        ('llama-3.1-8b-l40s', presets.MODEL_8B, 'L40S', 1, 1.90, 11_500, 90.0),
+        ('llama-3.1-8b-l4', presets.MODEL_8B, 'L4', 1, 0.80, 1_700, 90.0),
+        ('llama-3.1-70b-h100-tp4', presets.MODEL_70B, 'H100', 4, 3.90, 29_000, 180.0),
+        ('llama-3.1-70b-h100-tp8', presets.MODEL_70B, 'H100', 8, 3.90, 86_000, 180.0),
     ],
 )
 def test_preset_table(
@@ -78,7 +42,6 @@ def test_preset_table(
     gpus: int,
     price: float,
     blocks: int,
-    perf: tuple[float, float, float, float],
     startup: float,
 ) -> None:
     spec = presets.preset(name=name)
@@ -92,11 +55,9 @@ def test_preset_table(
     assert spec.num_gpu_blocks == blocks
     assert spec.block_size == 16
     assert spec.startup_delay == startup
-    alpha_ms, beta_ms, prefill_us, kv_ms_per_1k = perf
-    assert spec.perf.step_overhead == pytest.approx(alpha_ms / 1e3)
-    assert spec.perf.decode_per_seq == pytest.approx(beta_ms / 1e3)
-    assert spec.perf.prefill_per_token == pytest.approx(prefill_us / 1e6)
-    assert spec.perf.kv_read_per_token == pytest.approx(kv_ms_per_1k / 1e6)
+    # The step model is derived from the model, the GPU and TP (tests/unit/test_sim_stepmodel.py).
+    expected = stepmodel.derive(model=hardware.model(model), gpu=hardware.gpu(accelerator), tp=gpus)
+    assert spec.perf == expected
 
 
 def test_model_ids() -> None:
@@ -135,40 +96,17 @@ def test_every_preset_runs_on_the_fast_path() -> None:
         assert spec.max_num_seqs <= spec.max_num_batched_tokens
 
 
-@pytest.mark.parametrize(
-    ('name', 'kv_bytes_per_token_per_gpu', 'bandwidth'),
-    [
-        (H100_8B, 128 * 1024, 3.35e12),
-        ('llama-3.1-8b-a100', 128 * 1024, 2.04e12),
-        ('llama-3.1-8b-l40s', 128 * 1024, 0.864e12),
-        ('llama-3.1-8b-l4', 128 * 1024, 0.30e12),
-        ('llama-3.1-70b-h100-tp4', 80 * 1024, 3.35e12),
-        ('llama-3.1-70b-h100-tp8', 40 * 1024, 3.35e12),
-    ],
-)
-def test_kv_read_term_is_the_roofline(
-    name: str, kv_bytes_per_token_per_gpu: int, bandwidth: float
-) -> None:
-    # κ = KV bytes per token per GPU / (75 % of HBM bandwidth); e.g. H100 8B:
-    # 131,072 B / 2.5125e12 B/s = 5.217e-8 s (0.052 ms per 1k tokens). Within 5 % (rounding).
-    spec = presets.preset(name=name)
-    roofline = kv_bytes_per_token_per_gpu / (0.75 * bandwidth)
-    assert spec.perf.kv_read_per_token == pytest.approx(roofline, rel=0.05)
+def test_light_load_decode_steps_order_the_gpus_by_bandwidth() -> None:
+    # One decoding sequence is weight-read bound: L4 (0.30 TB/s) > L40S (0.864) > A100 (2.04) >
+    # H100 (3.35); 70B at TP8 reads a quarter of its weights per GPU but pays 160 all-reduces.
+    def one(name: str) -> float:
+        return presets.preset(name=name).perf.step_seconds(
+            decode_seqs=1, prefill_tokens=0, context_tokens=1000
+        )
 
-
-@pytest.mark.parametrize(
-    ('name', 'flops'), [('llama-3.1-8b-l40s', 362e12), ('llama-3.1-8b-l4', 121e12)]
-)
-def test_roofline_prefill_terms(name: str, flops: float) -> None:
-    # δ = 2 · 8.03e9 / (0.65 · F): L40S 68.3 µs, L4 204 µs per token.
-    spec = presets.preset(name=name)
-    assert spec.perf.prefill_per_token == pytest.approx(2 * 8.03e9 / (0.65 * flops), rel=0.03)
-
-
-def test_l4_overhead_is_the_weight_read_time() -> None:
-    # 16.06 GB / (0.30 TB/s · 0.75) = 71.4 ms ≈ 70 ms.
-    spec = presets.preset(name='llama-3.1-8b-l4')
-    assert spec.perf.step_overhead == pytest.approx(16.06e9 / (0.75 * 0.30e12), rel=0.03)
+    order = ['llama-3.1-8b-l4', 'llama-3.1-8b-l40s', 'llama-3.1-8b-a100', H100_8B]
+    assert [one(n) for n in order] == sorted((one(n) for n in order), reverse=True)
+    assert one('llama-3.1-70b-h100-tp4') > one('llama-3.1-70b-h100-tp8') > one(H100_8B)
 
 
 def test_variant_name_and_overrides() -> None:

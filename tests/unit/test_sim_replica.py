@@ -1,8 +1,9 @@
 """The vLLM replica model (reference/vllm.md §4): both engines, worked numbers, and agreement.
 
-Worked numbers use the 8B-H100 preset's step model: step = 7.0 ms + 0.042 ms · decoding seqs
-+ 24 µs · prefill tokens + 0.052 µs · context tokens, 16-token blocks, 27,500 blocks (27,499
-usable), budget 8192 tokens.
+Worked numbers use the 8B-H100 preset's limits with a linear step model that keeps the
+arithmetic visible: step = 7.0 ms + 0.042 ms · decoding seqs + 24 µs · prefill tokens
++ 0.052 µs · context tokens, 16-token blocks, 27,500 blocks (27,499 usable), budget 8192
+tokens. The agreement tests run the presets' own roofline step models.
 
 Speed (not a timed test): on a decode-heavy stream (3,000 requests at 4 req/s, conversation-like
 prompts, ~400-token outputs, about 20 running) on the 8B-H100 preset, the reference engine takes
@@ -12,6 +13,7 @@ engine must stay at least 10× faster there.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -21,17 +23,29 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmscaler.sim import presets
-from llmscaler.sim.replica import FastReplica, ReferenceReplica, ReplicaCounters
+from llmscaler.sim.engine_base import ReplicaCounters
+from llmscaler.sim.replica import ReferenceReplica
+from llmscaler.sim.replica_fast import FastReplica
 from llmscaler.sim.types import PerfModel, SimRequest, VariantSpec
 
 Engine = ReferenceReplica | FastReplica
 ENGINES = pytest.mark.parametrize('cls', [ReferenceReplica, FastReplica], ids=['ref', 'fast'])
 
-ALPHA, BETA, DELTA, KAPPA = 0.007, 0.042e-3, 24e-6, 0.052e-6
+LINEAR = PerfModel(
+    step_overhead=0.007,
+    decode_per_seq=0.042e-3,
+    prefill_per_token=24e-6,
+    kv_read_per_token=0.052e-6,
+)
 
 
 def h100(**overrides: int) -> VariantSpec:
-    return presets.preset(name='llama-3.1-8b-h100', variant_name='v', **overrides)
+    return presets.preset(name='llama-3.1-8b-h100', variant_name='v', perf=LINEAR, **overrides)
+
+
+def roofline(name: str = 'llama-3.1-8b-h100', **overrides: int) -> VariantSpec:
+    """A preset with its derived step model."""
+    return presets.preset(name=name, variant_name='v', **overrides)
 
 
 def request(rid: int, *, at: float = 0.0, size: int, out: int) -> SimRequest:
@@ -329,6 +343,117 @@ def test_unrunnable_specs_are_rejected(cls: type[Engine], spec: VariantSpec) -> 
         engine(cls, spec)
 
 
+# ---- cancellation (a client that gave up) --------------------------------------------------
+
+
+@ENGINES
+def test_cancel_a_waiting_request(cls: type[Engine]) -> None:
+    e = engine(cls, h100(max_num_seqs=1))
+    a, b = request(0, size=100, out=50), request(1, size=100, out=5)
+    e.submit(request=a, now=0.0)
+    e.submit(request=b, now=0.0)
+    e.advance(until=0.01)
+    assert (e.running, e.waiting) == (1, 1)
+    assert e.cancel(request=b, now=0.05) is True
+    assert (e.running, e.waiting) == (1, 0)
+    assert e.advance(until=math.inf) == [a]
+    assert math.isnan(b.finished)
+    assert math.isnan(b.first_token)
+    assert e.cancel(request=b, now=10.0) is False  # gone already
+
+
+@ENGINES
+def test_cancel_a_decoding_request_frees_its_blocks_and_its_seat(cls: type[Engine]) -> None:
+    e = engine(cls, h100())
+    a, b = request(0, size=1000, out=200), request(1, size=1000, out=200)
+    e.submit(request=a, now=0.0)
+    e.submit(request=b, now=0.0)
+    e.advance(until=0.5)  # both decoding, mid-run for the fast engine
+    assert e.running == 2
+    held = e.held_blocks()
+    assert e.cancel(request=a, now=0.5) is True
+    # a held ceil(computed / 16) blocks; b keeps its own.
+    assert e.held_blocks() < held
+    assert e.held_blocks() == 27_499 - e.free_blocks
+    assert (e.running, e.waiting) == (1, 0)
+    step = e.clock
+    g = e.counters.generation_tokens_total // 2  # both had produced g tokens in lockstep
+    done = e.advance(until=math.inf)
+    assert done == [b]
+    # From there b decodes alone: step j lasts 7.042 ms + 0.052 µs · (999 + g + j) tokens read.
+    left = 200 - g
+    alone = left * 0.007042 + 0.052e-6 * sum(999 + g + j for j in range(left))
+    assert b.finished - step == pytest.approx(alone, rel=1e-9)
+    assert math.isnan(a.finished)
+    assert e.counters.request_success_total == 1
+    # a's tokens stay in the per-step counter, not in the per-request ones.
+    assert e.counters.generation_tokens_sum == 200
+    assert e.counters.generation_tokens_total > 200
+
+
+@ENGINES
+def test_cancel_a_prefilling_request_frees_its_whole_prompt(cls: type[Engine]) -> None:
+    e = engine(cls, h100())
+    long, short = request(0, size=20_000, out=5), request(1, at=0.3, size=100, out=2)
+    e.submit(request=long, now=0.0)
+    e.advance(until=0.1)  # the first 8192-token chunk is running
+    assert e.kv_usage == pytest.approx(1250 / 27_499)
+    assert e.cancel(request=long, now=0.1) is True
+    # The step in progress at 0.1 ran to its end (0.2036 s); the engine is empty from there.
+    assert (e.running, e.waiting, e.kv_usage, e.next_step_time()) == (0, 0, 0.0, None)
+    assert e.clock == pytest.approx(0.203608)
+    e.submit(request=short, now=0.3)
+    assert e.advance(until=math.inf) == [short]
+    assert short.first_token == pytest.approx(0.3 + 0.007 + 100 * 24e-6)
+
+
+@ENGINES
+def test_cancel_catches_up_and_misses_a_finished_request(cls: type[Engine]) -> None:
+    e = engine(cls, h100())
+    a = request(0, size=1000, out=10)
+    e.submit(request=a, now=0.0)
+    # a finished at 94.8 ms, before the client's time-out at 1 s: nothing to drop.
+    assert e.cancel(request=a, now=1.0) is False
+    assert e.advance(until=2.0) == [a]
+    assert e.cancel(request=request(9, size=10, out=1), now=2.0) is False
+
+
+@ENGINES
+def test_cancel_unblocks_the_head_of_the_queue(cls: type[Engine]) -> None:
+    # 100 usable blocks; a holds 63 and b (50 blocks) waits behind it until a is dropped.
+    e = engine(cls, h100(num_gpu_blocks=101))
+    a, b = request(0, size=1000, out=100), request(1, size=800, out=5)
+    e.submit(request=a, now=0.0)
+    e.submit(request=b, now=0.0)
+    e.advance(until=0.2)
+    assert e.waiting == 1
+    assert e.cancel(request=a, now=0.2) is True
+    assert e.advance(until=math.inf) == [b]
+    assert b.first_token == pytest.approx(e.clock - 4 * 0.007042, abs=5e-4)
+
+
+def test_engines_agree_when_clients_give_up() -> None:
+    spec, rows = TRACES['bursty']
+    # Every 5th client gives up 0.8 s after sending: some wait, some prefill, most decode.
+    cancels = [(a + 0.8, i) for i, (a, _, _) in enumerate(rows) if i % 5 == 0]
+    outcomes = []
+    for cls in (ReferenceReplica, FastReplica):
+        rs = [request(i, at=a, size=s, out=o) for i, (a, s, o) in enumerate(rows)]
+        e = engine(cls, spec)
+        found: list[bool] = []
+        drive(e, rs, probes=[0.37 * k for k in range(60)], cancels=cancels, found=found)
+        outcomes.append((e, rs, found))
+    (ref, ref_rs, ref_found), (fast, fast_rs, fast_found) = outcomes
+    assert ref_found == fast_found
+    assert 10 < sum(ref_found) < len(cancels)  # most were still in flight
+    for a, b in zip(ref_rs, fast_rs, strict=True):
+        assert math.isnan(a.finished) == math.isnan(b.finished)
+        if not math.isnan(a.finished):
+            assert b.finished == pytest.approx(a.finished, abs=1e-6)
+    assert fast.counters.itl_sum == pytest.approx(ref.counters.itl_sum, rel=1e-9)
+    assert fast.counters.generation_tokens_total == ref.counters.generation_tokens_total
+
+
 @ENGINES
 def test_drain_returns_running_then_waiting_and_empties_the_engine(cls: type[Engine]) -> None:
     e = engine(cls, h100(max_num_seqs=2))
@@ -363,12 +488,24 @@ def test_fast_replica_serves_a_budget_below_max_num_seqs_by_reference_stepping()
 # ---- agreement between the engines -----------------------------------------------------------
 
 
-def drive(e: Engine, rs: Sequence[SimRequest], *, probes: Sequence[float]) -> list[SimRequest]:
-    """Advance to every arrival and probe time in order, submit at arrivals, then run dry.
+def drive(
+    e: Engine,
+    rs: Sequence[SimRequest],
+    *,
+    probes: Sequence[float],
+    cancels: Sequence[tuple[float, int]] = (),
+    found: list[bool] | None = None,
+) -> list[SimRequest]:
+    """Advance to every arrival, probe and cancel time in order, submit at arrivals, cancel
+    request i at (t, i) (appending what `cancel` returned to `found`), then run dry.
 
     Checks the gauges at every call.
     """
-    events = sorted([(r.arrival, 0, i) for i, r in enumerate(rs)] + [(t, 1, -1) for t in probes])
+    events = sorted(
+        [(r.arrival, 0, i) for i, r in enumerate(rs)]
+        + [(t, 1, -1) for t in probes]
+        + [(t, 2, i) for t, i in cancels]
+    )
     done: list[SimRequest] = []
     usable = e.spec.num_gpu_blocks - 1
     for t, kind, i in events:
@@ -379,6 +516,12 @@ def drive(e: Engine, rs: Sequence[SimRequest], *, probes: Sequence[float]) -> li
         assert 0 <= held <= usable
         if kind == 0:
             e.submit(request=rs[i], now=t)
+        elif kind == 2:
+            hit = e.cancel(request=rs[i], now=t)
+            if found is not None:
+                found.append(hit)
+            held = e.held_blocks()
+            assert held == usable - e.free_blocks
     done += e.advance(until=math.inf)
     assert e.in_flight == 0
     return done
@@ -417,18 +560,18 @@ def summary(rs: Sequence[SimRequest]) -> dict[str, float]:
 TRACES = {
     # Gamma inter-arrivals with CV 3, Azure-conversation-like lengths.
     'bursty': (
-        h100(),
+        roofline(),
         stream(seed=1, n=400, rate=15.0, cv=3.0, log_in=(6.63, 0.99), log_out=(5.02, 0.86)),
     ),
     # Prompts around 6000 tokens on the A100 preset (2048-token budget: chunks share steps
     # with decodes).
     'long-prompts': (
-        presets.preset(name='llama-3.1-8b-a100'),
+        roofline('llama-3.1-8b-a100'),
         stream(seed=2, n=150, rate=1.5, cv=1.0, log_in=(math.log(6000), 0.08), log_out=(4.6, 0.5)),
     ),
     # 699 usable blocks (~11k tokens) for 1000-token prompts with ~300-token outputs.
     'kv-saturating': (
-        h100(num_gpu_blocks=700),
+        roofline(num_gpu_blocks=700),
         stream(seed=3, n=250, rate=8.0, cv=1.0, log_in=(6.9, 0.3), log_out=(5.7, 0.3)),
     ),
 }
@@ -473,16 +616,38 @@ STEP = PerfModel(
     prefill_per_token=0.000027,
     kv_read_per_token=3.1e-6,
 )
+# Roofline steps at the scale of these small streams (tens of tokens): one whose decode
+# attention is memory-bound, one that starts compute-bound and turns memory-bound as contexts
+# grow (kv 3.1 µs against 2.9 µs per pair: at context ≥ 14.5 tokens per sequence), each with a
+# plain and a smooth linear-layer maximum.
+ROOFLINE_STEP = PerfModel(
+    step_overhead=0.002,
+    decode_per_seq=0.00043,
+    prefill_per_token=0.00041,
+    kv_read_per_token=3.1e-6,
+    weight_read=0.005,
+    token_traffic=0.00002,
+    attention_per_pair=2.9e-6,
+    comm_per_token=0.00001,
+)
+STEPS = (
+    STEP,
+    ROOFLINE_STEP,
+    dataclasses.replace(ROOFLINE_STEP, sharpness=1.0),
+    dataclasses.replace(ROOFLINE_STEP, attention_per_pair=0.2e-6, sharpness=2.0),
+)
+
+Case = tuple[
+    VariantSpec, list[tuple[float, int, int]], list[float], int | None, list[tuple[float, int]]
+]
 
 
 @st.composite
-def small_cases(
-    draw: st.DrawFn,
-) -> tuple[VariantSpec, list[tuple[float, int, int]], list[float], int | None]:
+def small_cases(draw: st.DrawFn) -> Case:
     budget = draw(st.integers(min_value=1, max_value=64))
     spec = presets.preset(
         name='llama-3.1-8b-h100',
-        perf=STEP,
+        perf=draw(st.sampled_from(STEPS)),
         block_size=draw(st.sampled_from([1, 2, 3, 16])),
         num_gpu_blocks=draw(st.integers(min_value=2, max_value=60)),
         max_num_batched_tokens=budget,
@@ -499,29 +664,37 @@ def small_cases(
         rows.append((t, draw(st.integers(0, 100)), draw(st.integers(1, 40))))
     probes = draw(st.lists(st.floats(0.0, t + 1.0), max_size=6))
     drain_at = draw(st.none() | st.integers(0, len(rows) - 1)) if rows else None
-    return spec, rows, probes, drain_at
+    cancels = (
+        draw(
+            st.lists(st.tuples(st.floats(0.0, t + 0.5), st.integers(0, len(rows) - 1)), max_size=4)
+        )
+        if rows and drain_at is None
+        else []
+    )
+    return spec, rows, probes, drain_at, cancels
 
 
 @settings(max_examples=300, deadline=None)
 @given(small_cases())
-def test_engines_agree_on_random_small_streams(
-    case: tuple[VariantSpec, list[tuple[float, int, int]], list[float], int | None],
-) -> None:
-    spec, rows, probes, drain_at = case
+def test_engines_agree_on_random_small_streams(case: Case) -> None:
+    spec, rows, probes, drain_at, cancels = case
     outcomes = []
     for cls in (ReferenceReplica, FastReplica):
         rs = [request(i, at=a, size=s, out=o) for i, (a, s, o) in enumerate(rows)]
         e = engine(cls, spec)
         drained: list[int] = []
+        found: list[bool] = []
         if drain_at is not None:
             # Drain (a failure) just before one arrival, then carry on with the rest.
             drive(e, rs[:drain_at], probes=[p for p in probes if p < rs[drain_at].arrival])
             drained = [r.rid for r in e.drain_requests()]
             drive(e, rs[drain_at:], probes=[p for p in probes if p >= rs[drain_at].arrival])
         else:
-            drive(e, rs, probes=probes)
-        outcomes.append((e, rs, drained))
-    (ref, ref_rs, ref_drained), (fast, fast_rs, fast_drained) = outcomes
+            drive(e, rs, probes=probes, cancels=cancels, found=found)
+        dropped = [i for (_, i), hit in zip(sorted(cancels), found, strict=True) if hit]
+        outcomes.append((e, rs, drained + dropped, found))
+    (ref, ref_rs, ref_drained, ref_found), (fast, fast_rs, fast_drained, fast_found) = outcomes
+    assert ref_found == fast_found
     assert ref_drained == fast_drained
     limit = min(spec.max_model_len, (spec.num_gpu_blocks - 1) * spec.block_size)
     for a, b in zip(ref_rs, fast_rs, strict=True):

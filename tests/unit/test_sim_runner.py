@@ -32,6 +32,11 @@ def h100(**overrides: object) -> VariantSpec:
     return preset(name='llama-3.1-8b-h100', variant_name='h100', **values)
 
 
+def idle_prefill(prompt: int) -> float:
+    """The TTFT of a prompt on an idle H100: one prefill step, nothing cached."""
+    return h100().perf.step_seconds(decode_seqs=0, prefill_tokens=prompt, context_tokens=0)
+
+
 def steady(n: int, *, gap: float = 2.0, prompt: int = 500, output: int = 50) -> Trace:
     return Trace(
         name='steady',
@@ -110,8 +115,8 @@ def test_fixed_target_scales_after_the_actuation_delay_and_serves_everything() -
     ]
     assert len(result.requests) == 120
     assert finished(result)
-    # an idle H100: TTFT = one prefill step = 7 ms + 500 × 24 µs = 19 ms
-    assert [r.ttft for r in result.requests] == pytest.approx([0.019] * 120)
+    # an idle H100: TTFT = one prefill step of the 500-token prompt (about 20 ms)
+    assert [r.ttft for r in result.requests] == pytest.approx([idle_prefill(500)] * 120)
     # last arrival 238, tail 300 → end 538; h100-0000 0 → 538, h100-0001 32 → 538
     assert result.duration == 538.0
     assert result.replica_seconds == pytest.approx({'h100': 538.0 + 506.0})
@@ -159,7 +164,7 @@ def test_the_policy_sees_what_the_fleet_did() -> None:
     busy = at150.snapshot.replicas[0]
     assert busy.avg_input_tokens == 500.0
     assert busy.avg_output_tokens == 50.0
-    assert busy.avg_ttft == pytest.approx(0.019)
+    assert busy.avg_ttft == pytest.approx(idle_prefill(500))
     pool = at150.snapshot.pools[0]
     # requests finish ~0.37 s after their (even) arrival: by the scrape at 140 those of 0 … 138
     # are done (70); the one arriving at 140 has not started

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Final
 
-from llmscaler.sim.replica import ReplicaCounters
+from llmscaler.sim.engine_base import ReplicaCounters
 from llmscaler.sim.types import VariantSpec
 
 CONTENT_TYPE: Final = 'text/plain; version=0.0.4; charset=utf-8'

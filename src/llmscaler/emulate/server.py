@@ -36,7 +36,7 @@ from llmscaler.emulate.fleet import Emulator
 from llmscaler.emulate.http import epp_app, replica_app
 from llmscaler.emulate.load import Load, PoissonLoad, TraceLoad, check_positive
 from llmscaler.sim import presets
-from llmscaler.sim.replica import check_spec
+from llmscaler.sim.engine_base import check_spec
 from llmscaler.sim.trace import TraceError, load_trace
 from llmscaler.sim.types import VariantSpec
 

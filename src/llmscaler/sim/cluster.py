@@ -45,7 +45,7 @@ What it models:
   (`next_deadline` says when that is), and the engine drops it at once (`cancel`), freeing its
   KV blocks and batch slot for the next step; a request that the engine finished after its
   deadline (in the step in progress at the deadline) fails too: the client was gone before its
-  last token. An engine without a `cancel` method serves an abandoned request to its end.
+  last token.
 
 Time: `advance(until=t)` runs every engine step that starts before t, whole (an engine executes
 steps, not fractions of one), so the gauges read at t are those at the end of the step in
@@ -71,7 +71,6 @@ from llmscaler.sim.gateway import BYTES_PER_TOKEN as BYTES_PER_TOKEN
 from llmscaler.sim.gateway import Gateway
 from llmscaler.sim.gateway import Router as Router
 from llmscaler.sim.inventory import GpuInventory, gpu_waits
-from llmscaler.sim.pods import CancellableEngine as CancellableEngine
 from llmscaler.sim.pods import Engine as Engine
 from llmscaler.sim.pods import EngineClass as EngineClass
 from llmscaler.sim.pods import EngineCounters as EngineCounters
@@ -284,8 +283,7 @@ class Cluster:
 
     def _cancel(self, *, replica: Replica, request: SimRequest, now: float) -> None:
         engine = replica.engine
-        if not isinstance(engine, CancellableEngine):
-            return  # the engine serves it to its end; it has failed all the same
+        assert engine is not None  # a replica holding a request has started its engine
         engine.cancel(request=request, now=now)
         step = engine.next_step_time()
         replica.next_step = math.inf if step is None else step

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol
 
 from llmscaler.sim.replica import ReferenceReplica
 from llmscaler.sim.replica_fast import FastReplica
@@ -47,6 +47,10 @@ class Engine(Protocol):
     def submit(self, *, request: SimRequest, now: float) -> None: ...
     def advance(self, *, until: float) -> list[SimRequest]: ...
     def next_step_time(self) -> float | None: ...
+    def cancel(self, *, request: SimRequest, now: float) -> bool:
+        """Drop a request whose client gave up, freeing its blocks and batch slot."""
+        ...
+
     @property
     def waiting(self) -> int: ...
     @property
@@ -57,13 +61,6 @@ class Engine(Protocol):
     def kv_usage(self) -> float: ...
     @property
     def counters(self) -> EngineCounters: ...
-
-
-@runtime_checkable
-class CancellableEngine(Protocol):
-    """An engine that can drop a request whose client gave up (`sim.cluster`)."""
-
-    def cancel(self, *, request: SimRequest, now: float) -> bool: ...
 
 
 class EngineClass(Protocol):

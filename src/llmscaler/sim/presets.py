@@ -1,36 +1,22 @@
 """Hardware presets: Llama-3.1 on common GPUs as simulator variants (reference/vllm.md §5).
 
 Why: a scenario names a variant by its model and hardware (`llama-3.1-8b-h100`) instead of
-spelling out a KV cache size, a step-time model and a price; this table holds those numbers and
-where they come from.
+spelling out a KV cache size, a step-time model and a price; this table holds the model, the GPU,
+the tensor-parallel size, the serving limits and the price, and derives the rest.
 
-Step model (`PerfModel`, seconds): step = α + β·decoding seqs + δ·prefill tokens + κ·context
-tokens read. Sources: WVA's measured decode fits (α, β), Vidur's profiled linear-op times (which
-exclude attention, sampling and CPU overhead, so about 1–2 ms of engine overhead is added), and
-the roofline of §5.1 (weights or prefill FLOPs over 75 % of HBM bandwidth / 65 % of dense BF16;
-KV read = KV bytes per token per GPU over 75 % of bandwidth: 128 KiB per token for 8B, 80 KiB
-per GPU for 70B at TP4, 40 KiB at TP8).
+Step model: `sim.stepmodel.derive` from the model's shape and the GPU's datasheet figures
+(`sim.hardware`, each with its source) and the efficiencies fitted to published vLLM
+measurements (`sim.stepmodel.FITTED`; docs/fidelity.md gives the fit and how well each preset
+reproduces the published figures). Nothing here is a hand-set step time.
 
-| preset       | α ms | β ms/seq | δ µs/tok | κ ms/1k | derivation                               |
-|--------------|------|----------|----------|---------|------------------------------------------|
-| 8b-h100      | 7.0  | 0.042    | 24       | 0.052   | α, β: WVA demo fit (6.958, 0.042);       |
-|              |      |          |          |         | δ: Vidur Llama-2-7B 20.2 × 1.19 (FLOPs); |
-|              |      |          |          |         | κ: 128 KiB / (3.35 TB/s · 0.75)          |
-| 8b-a100      | 11.0 | 0.029    | 66.8     | 0.086   | α: Vidur 9.7 + ≈1.5 overhead; β, δ:      |
-|              |      |          |          |         | Vidur Llama-3-8B fits (512–4096 tokens); |
-|              |      |          |          |         | κ: 128 KiB / (2.04 TB/s · 0.75)          |
-| 8b-l40s      | 22.6 | 0.181    | 68       | 0.20    | α, β: WVA chart fit (22.619, 0.181);     |
-|              |      |          |          |         | δ: 2 · 8.03 G / (362 TF · 0.65) = 68.3;  |
-|              |      |          |          |         | κ: 128 KiB / (0.864 TB/s · 0.75)         |
-| 8b-l4        | 70   | 0.5      | 200      | 0.58    | α: 16.06 GB / (0.30 TB/s · 0.75) = 71;   |
-|              |      |          |          |         | β: L40S 0.181 × 2.9 (bandwidth ratio);   |
-|              |      |          |          |         | δ: 2 · 8.03 G / (121 TF · 0.65) = 204;   |
-|              |      |          |          |         | κ: 128 KiB / (0.30 TB/s · 0.75)          |
-| 70b-h100-tp4 | 22   | 0.01     | 64       | 0.033   | α: Vidur 20.4 + ≈1.5 overhead; β: Vidur  |
-|              |      |          |          |         | ≈0, kept small and positive; δ: Vidur    |
-|              |      |          |          |         | 64.0; κ: 80 KiB / (3.35 TB/s · 0.75)     |
-| 70b-h100-tp8 | 15   | 0.024    | 39.9     | 0.016   | α: Vidur 12.8 + ≈2 overhead; β, δ: Vidur |
-|              |      |          |          |         | fits; κ: 40 KiB / (3.35 TB/s · 0.75)     |
+| preset       | model        | GPU          | TP | blocks | max_num_seqs / batched | $/GPU-h |
+|--------------|--------------|--------------|----|--------|------------------------|---------|
+| 8b-h100      | Llama-3.1-8B | H100 SXM5    | 1  | 27,500 | 1024 / 8192            | 3.90    |
+| 8b-a100      | Llama-3.1-8B | A100 SXM4 80 | 1  | 27,500 | 256 / 2048             | 3.67    |
+| 8b-l40s      | Llama-3.1-8B | L40S         | 1  | 11,500 | 256 / 2048             | 1.90    |
+| 8b-l4        | Llama-3.1-8B | L4           | 1  | 1,700  | 256 / 2048             | 0.80    |
+| 70b-h100-tp4 | Llama-3.1-70B| H100 SXM5    | 4  | 29,000 | 1024 / 8192            | 3.90    |
+| 70b-h100-tp8 | Llama-3.1-70B| H100 SXM5    | 8  | 86,000 | 1024 / 8192            | 3.90    |
 
 KV cache (`num_gpu_blocks`, §5.2 estimates at gpu_memory_utilization 0.9): 8B 27,500 on
 H100/A100-80GB, 11,500 on L40S, 1,700 on L4 (27k tokens, hence max_model_len 4096); 70B 29,000
@@ -53,6 +39,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from llmscaler.sim import hardware, stepmodel
 from llmscaler.sim.types import PerfModel, VariantSpec
 
 MODEL_8B = 'meta-llama/Llama-3.1-8B-Instruct'
@@ -103,11 +90,11 @@ def _make(
     accelerator: str,
     gpus: int,
     blocks: int,
-    perf: PerfModel,
     max_model_len: int = NATIVE_CONTEXT,
     startup_delay: float = 90.0,
 ) -> tuple[str, _Preset]:
     big = accelerator == 'H100'
+    perf = stepmodel.derive(model=hardware.model(model_id), gpu=hardware.gpu(accelerator), tp=gpus)
     return name, _Preset(
         preset=name,
         model_id=model_id,
@@ -131,12 +118,6 @@ PRESETS: Mapping[str, Callable[[str], VariantSpec]] = MappingProxyType(
                 accelerator='H100',
                 gpus=1,
                 blocks=27_500,
-                perf=PerfModel(
-                    step_overhead=7.0e-3,
-                    decode_per_seq=0.042e-3,
-                    prefill_per_token=24.0e-6,
-                    kv_read_per_token=0.052e-6,
-                ),
             ),
             _make(
                 'llama-3.1-8b-a100',
@@ -144,12 +125,6 @@ PRESETS: Mapping[str, Callable[[str], VariantSpec]] = MappingProxyType(
                 accelerator='A100',
                 gpus=1,
                 blocks=27_500,
-                perf=PerfModel(
-                    step_overhead=11.0e-3,
-                    decode_per_seq=0.029e-3,
-                    prefill_per_token=66.8e-6,
-                    kv_read_per_token=0.086e-6,
-                ),
             ),
             _make(
                 'llama-3.1-8b-l40s',
@@ -157,12 +132,6 @@ PRESETS: Mapping[str, Callable[[str], VariantSpec]] = MappingProxyType(
                 accelerator='L40S',
                 gpus=1,
                 blocks=11_500,
-                perf=PerfModel(
-                    step_overhead=22.6e-3,
-                    decode_per_seq=0.181e-3,
-                    prefill_per_token=68.0e-6,
-                    kv_read_per_token=0.20e-6,
-                ),
             ),
             _make(
                 'llama-3.1-8b-l4',
@@ -170,12 +139,6 @@ PRESETS: Mapping[str, Callable[[str], VariantSpec]] = MappingProxyType(
                 accelerator='L4',
                 gpus=1,
                 blocks=1_700,
-                perf=PerfModel(
-                    step_overhead=70.0e-3,
-                    decode_per_seq=0.5e-3,
-                    prefill_per_token=200.0e-6,
-                    kv_read_per_token=0.58e-6,
-                ),
                 max_model_len=4096,
             ),
             _make(
@@ -184,12 +147,6 @@ PRESETS: Mapping[str, Callable[[str], VariantSpec]] = MappingProxyType(
                 accelerator='H100',
                 gpus=4,
                 blocks=29_000,
-                perf=PerfModel(
-                    step_overhead=22.0e-3,
-                    decode_per_seq=0.01e-3,
-                    prefill_per_token=64.0e-6,
-                    kv_read_per_token=0.033e-6,
-                ),
                 startup_delay=180.0,
             ),
             _make(
@@ -198,12 +155,6 @@ PRESETS: Mapping[str, Callable[[str], VariantSpec]] = MappingProxyType(
                 accelerator='H100',
                 gpus=8,
                 blocks=86_000,
-                perf=PerfModel(
-                    step_overhead=15.0e-3,
-                    decode_per_seq=0.024e-3,
-                    prefill_per_token=39.9e-6,
-                    kv_read_per_token=0.016e-6,
-                ),
                 startup_delay=180.0,
             ),
         ]

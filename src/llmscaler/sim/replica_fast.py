@@ -4,7 +4,8 @@ Why: a 24-hour trace is millions of engine steps, and the reference engine touch
 request in every step. This engine gives the same per-request times (up to float rounding) while
 doing O(1) work per step plus O(1) per request that is admitted, prefilling or finishing, and
 O(block_size) per run of decode-only steps, however long. The step semantics are the ones in
-`llmscaler.sim.replica` (reference/vllm.md §4); only the bookkeeping differs.
+`llmscaler.sim.replica` (reference/vllm.md §4); only the bookkeeping differs. What both engines
+share (submission, `cancel`, admission, counters) is in `llmscaler.sim.engine_base`.
 
 How:
 
@@ -22,13 +23,16 @@ How:
   prefilling and newly admitted requests are handled one by one, as in the reference. A step
   where they are not free (a preemption) walks RUNNING in order like the reference (O(n)).
 - A run: with only decoding requests and the waiting head unable to enter, every step until the
-  next finish or the next block shortage is the same step with a context n tokens longer, so step
-  j of the run lasts t0 + κ·n·j (κ = kv_read_per_token) and the run's steps start at an
-  arithmetic-series time. Its length is the smaller of the steps to the next finish (heap) and
-  the steps the free blocks last (the phase counts give the demand of any number of steps in
-  O(block_size)). `advance(until)` applies the steps starting before `until` (from a quadratic)
-  and leaves the rest of the run planned; `submit` drops the plan, so the next step, which
-  starts at or after the arrival, sees the new request.
+  next finish or the next block shortage is the same step with a context n tokens longer. Only
+  the step model's attention term changes along it, and it is linear in the context on either
+  side of its roofline (memory- or compute-bound), so step j of the run lasts t0 + a·j while the
+  bound stays the same (`PerfModel.decode_line`) and the run's steps start at an
+  arithmetic-series time. Its length is the smallest of the steps to the next finish (heap), the
+  steps the free blocks last (the phase counts give the demand of any number of steps in
+  O(block_size)) and the steps until the attention term changes bound (at most once per run:
+  the next run starts on the other line). `advance(until)` applies the steps starting before
+  `until` (from a quadratic) and leaves the rest of the run planned; `submit` and `cancel` drop
+  the plan, so the next step, which starts at or after the arrival, sees the change.
 
 What fails: as in `llmscaler.sim.replica`. A spec with max_num_seqs > max_num_batched_tokens
 (a decoding request may then miss a step) is served by the reference stepping.
@@ -39,21 +43,23 @@ from __future__ import annotations
 import heapq
 import math
 
-from llmscaler.sim.replica import (
+from llmscaler.sim.engine_base import (
     DECODING,
     DONE,
     PREFILL,
     EngineBase,
     Entry,
     blocks_for,
+    prefill_pairs,
 )
+from llmscaler.sim.replica import reference_run
 from llmscaler.sim.types import SimRequest, VariantSpec
 
 
 class _Run:
     """A planned run of k decode-only steps starting at `start`, `done` of them applied.
 
-    Step m lasts t0 + a·m (a = κ·n) and so starts at start + m·t0 + a·m(m−1)/2.
+    Step m lasts t0 + a·m (`PerfModel.decode_line`) and so starts at start + m·t0 + a·m(m−1)/2.
     """
 
     __slots__ = ('a', 'done', 'k', 'n', 'start', 't0')
@@ -147,12 +153,34 @@ class FastReplica(EngineBase):
 
     # ---- stepping --------------------------------------------------------------------------
 
-    def _on_submit(self) -> None:
+    def _on_change(self) -> None:
         self._plan = None
+
+    def _cancel_admitted(self, request: SimRequest) -> bool:
+        if self._exact:
+            return super()._cancel_admitted(request)
+        for e in self._order:
+            if e.r is not request or not (e.state == DECODING or e.state == PREFILL):
+                continue
+            if e.state == DECODING:
+                # Its heap entry goes stale (state DONE) and is skipped where it surfaces.
+                self._unregister(e, self._d)
+                blocks = blocks_for(e.computed, self._bs)
+            else:
+                blocks = e.blocks
+                if e is self._x:
+                    self._x = None
+            self._free += blocks
+            e.blocks = 0
+            e.state = DONE
+            self._nrun -= 1
+            self._dead += 1
+            return True
+        return False
 
     def _run(self, until: float, done: list[SimRequest]) -> None:
         if self._exact:
-            super()._run(until, done)
+            reference_run(self, until, done)
             return
         while (self._nrun or self._waiting) and self.clock < until:
             plan = self._plan
@@ -205,9 +233,12 @@ class FastReplica(EngineBase):
             k = min(k, q * bs + r)
             if k < 2:
                 return None
-        perf = spec.perf
-        t0 = perf.step_seconds(decode_seqs=n, prefill_tokens=0, context_tokens=self._sum + n * d)
-        return _Run(start=self.clock, t0=t0, a=perf.kv_read_per_token * n, n=n, k=k)
+        t0, a, bound = spec.perf.decode_line(seqs=n, context=self._sum + n * d)
+        if 0 < bound < k:
+            k = bound
+            if k < 2:
+                return None
+        return _Run(start=self.clock, t0=t0, a=a, n=n, k=k)
 
     def _demand(self, steps: int) -> int:
         """Blocks the decoding requests allocate in the next `steps` decode-only steps."""
@@ -264,6 +295,7 @@ class FastReplica(EngineBase):
         self._free -= need
         budget = spec.max_num_batched_tokens - n
         context = self._sum + n * d
+        pairs = context + n
         prefill = 0
         pre: list[tuple[Entry, int]] = []
         x = self._x
@@ -272,12 +304,18 @@ class FastReplica(EngineBase):
             pre.append((x, new))
             budget -= new
             prefill += new
+            pairs += prefill_pairs(new, x.computed)
             context += x.computed
             self._x = None
         if self._waiting:
-            budget, admitted = self._admit(budget=budget, into=self._order, scheduled=pre)
+            budget, admitted, admitted_pairs = self._admit(
+                budget=budget, into=self._order, scheduled=pre
+            )
             prefill += admitted
-        dur = spec.perf.step_seconds(decode_seqs=n, prefill_tokens=prefill, context_tokens=context)
+            pairs += admitted_pairs
+        dur = spec.perf.step_seconds(
+            decode_seqs=n, prefill_tokens=prefill, context_tokens=context, attention_pairs=pairs
+        )
         self._end_step(done, n, dur, pre)
 
     def _preempting_step(self, done: list[SimRequest]) -> None:
@@ -287,7 +325,7 @@ class FastReplica(EngineBase):
         self._dead = 0
         end = len(order)
         budget = self.spec.max_num_batched_tokens
-        n = context = prefill = 0
+        n = context = prefill = pairs = 0
         pre: list[tuple[Entry, int]] = []
         i = 0
         while i < end and budget > 0:
@@ -306,11 +344,13 @@ class FastReplica(EngineBase):
                 n += 1
                 budget -= 1
                 context += c
+                pairs += c + 1
             else:
                 new = min(e.tokens - e.computed, budget)
                 pre.append((e, new))
                 budget -= new
                 prefill += new
+                pairs += prefill_pairs(new, e.computed)
                 context += e.computed
                 self._x = None
             i += 1
@@ -320,7 +360,7 @@ class FastReplica(EngineBase):
         # lockstep bookkeeping still holds for them.
         assert n == self._ndec
         dur = self.spec.perf.step_seconds(
-            decode_seqs=n, prefill_tokens=prefill, context_tokens=context
+            decode_seqs=n, prefill_tokens=prefill, context_tokens=context, attention_pairs=pairs
         )
         self._end_step(done, n, dur, pre)
 

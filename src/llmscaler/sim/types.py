@@ -45,26 +45,110 @@ class Trace:
 
 @dataclass(frozen=True, slots=True)
 class PerfModel:
-    """Per-step latency of one vLLM replica (reference/vllm.md §5.1), per TP group.
+    """Seconds one engine step of one vLLM replica (a TP group) lasts: a per-kernel roofline.
 
-    step = overhead + decode_per_seq × decoding sequences + prefill_per_token × prefill tokens
-           + kv_read_per_token × context tokens read by attention (all scheduled requests)
+    A step runs the linear layers (every weight read once, FLOPs for every batched token) and
+    then attention (every scheduled request's cached KV read, FLOPs for every query-key pair),
+    one after the other on the GPU; each is bound by the larger of its memory time and its
+    compute time. Around them come a fixed per-step cost (CPU scheduling, kernel launches, the
+    TP all-reduces' latency) and the TP all-reduces' bytes:
 
-    All in seconds. The context term is why ITL grows with load on top of β·B.
+        step = step_overhead + comm_per_token·T
+             + max_p(weight_read + token_traffic·T, decode_per_seq·D + prefill_per_token·P)
+             + max(kv_read_per_token·C, attention_per_pair·A)
+
+    max_p(m, c) = (m^p + c^p)^(1/p) with p = `sharpness`: the plain max at p = inf; a finite p
+    makes the linear layers' two bounds meet smoothly, as GEMMs near the ridge point reach
+    neither peak (at m = c the linear layers take 2^(1/p) × either bound).
+
+    D = decoding sequences (one token each), P = prefill tokens, T = D + P, C = context tokens
+    read (Σ tokens already computed of every scheduled request), A = attention (query, key)
+    pairs (a decoding request at c computed tokens: c + 1; a prefill chunk of n tokens after c:
+    n·c + n(n+1)/2). All terms are seconds; `sim.stepmodel` derives them from the GPU's
+    datasheet, the model's shape and the fitted efficiencies.
+
+    With only the first four terms (the others 0) this is the linear step
+    overhead + β·D + δ·P + κ·C, which small hand-checked tests use.
     """
 
     step_overhead: float
     decode_per_seq: float
+    """Compute seconds per decoding sequence: linear-layer and LM-head FLOPs of one token."""
     prefill_per_token: float
+    """Compute seconds per prefill token: linear-layer FLOPs of one token."""
     kv_read_per_token: float
+    """Memory seconds per context token read by attention (KV bytes per token per GPU)."""
+    weight_read: float = 0.0
+    """Memory seconds to read the weights once (per GPU)."""
+    token_traffic: float = 0.0
+    """Memory seconds per batched token: activations between kernels and the new KV written."""
+    attention_per_pair: float = 0.0
+    """Compute seconds per attention (query, key) pair."""
+    comm_per_token: float = 0.0
+    """Seconds per batched token of the TP all-reduces (0 without tensor parallelism)."""
+    sharpness: float = math.inf
+    """p of the linear layers' smooth maximum (>= 1; inf: the plain max)."""
 
-    def step_seconds(self, *, decode_seqs: int, prefill_tokens: int, context_tokens: int) -> float:
-        return (
-            self.step_overhead
-            + self.decode_per_seq * decode_seqs
-            + self.prefill_per_token * prefill_tokens
-            + self.kv_read_per_token * context_tokens
+    def step_seconds(
+        self,
+        *,
+        decode_seqs: int,
+        prefill_tokens: int,
+        context_tokens: int,
+        attention_pairs: int | None = None,
+    ) -> float:
+        """One step's duration. `attention_pairs` None estimates them from the rest, exact for
+        a decode-only step and for a single prefill chunk after `context_tokens` cached ones."""
+        if attention_pairs is None:
+            n = prefill_tokens
+            attention_pairs = (
+                decode_seqs + n * context_tokens + n * (n + 1) // 2
+                if n
+                else decode_seqs + context_tokens
+            )
+        tokens = decode_seqs + prefill_tokens
+        memory = self.weight_read + self.token_traffic * tokens
+        compute = self.decode_per_seq * decode_seqs + self.prefill_per_token * prefill_tokens
+        high, low = (memory, compute) if memory >= compute else (compute, memory)
+        p = self.sharpness
+        linear = high if p == math.inf or low == 0 else high * (1 + (low / high) ** p) ** (1 / p)
+        attention = max(
+            self.kv_read_per_token * context_tokens, self.attention_per_pair * attention_pairs
         )
+        return self.step_overhead + self.comm_per_token * tokens + linear + attention
+
+    def decode_line(self, *, seqs: int, context: int) -> tuple[float, float, int]:
+        """A run of decode-only steps as a line: (t0, a, h) such that the j-th step from now
+        (j = 0, 1, …) over `seqs` sequences reading `context` + j·seqs tokens lasts t0 + a·j
+        for every j < h (h = -1: for every j).
+
+        Within such a run only the attention term changes; it switches at most once, from its
+        compute bound to its memory bound, as the context grows (the memory time grows by
+        kv_read_per_token per token, the compute time by attention_per_pair per pair, plus a
+        fixed seqs pairs): h is the first step of the memory bound when the run starts on the
+        compute bound.
+        """
+        n, kv, ap = seqs, self.kv_read_per_token, self.attention_per_pair
+        t0 = self.step_seconds(
+            decode_seqs=n, prefill_tokens=0, context_tokens=context, attention_pairs=context + n
+        )
+        if kv * context >= ap * (context + n):
+            return t0, kv * n, -1  # the memory bound only gains as the context grows
+        if kv <= ap:
+            return t0, ap * n, -1
+
+        # kv·(context + j·n) >= ap·(context + j·n + n) from j ≈ (ap·n/(kv − ap) − context)/n;
+        # the loops settle it with the very comparison `step_seconds` makes.
+        def memory_bound(j: int) -> bool:
+            c = context + j * n
+            return kv * c >= ap * (c + n)
+
+        h = max(1, math.ceil((ap * n / (kv - ap) - context) / n))
+        while h > 1 and memory_bound(h - 1):
+            h -= 1
+        while not memory_bound(h):
+            h += 1
+        return t0, ap * n, h
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,347 @@
+"""What both vLLM engines share: validation, submission, cancellation, gauges, counters, admission.
+
+Why: the simulator has two engines with one semantics, `ReferenceReplica` (`sim.replica`: one
+scheduler step at a time, the specification, whose docstring states the step semantics) and
+`FastReplica` (`sim.replica_fast`: runs of decode steps in closed form). Everything that is not
+stepping lives here once, so that the two cannot drift apart on it: the checks of a spec, what
+`submit` and `cancel` do before a step sees them, the FCFS admission both engines step
+through, the token and finish bookkeeping behind the `/metrics` counters.
+
+Driving an engine: `submit(request=, now=)` puts a request that reached the server at `now` into
+WAITING; `advance(until=)` executes every step that starts strictly before `until` (the last one
+may end after it), returns the requests that finished in those steps, and moves an idle engine's
+clock to `until`; `next_step_time()` is when the next step starts (None when idle); `clock` is
+the end of the last step (or the idle time); `cancel(request=, now=)` drops one request whose
+client gave up; `drain_requests()` takes every request out (a replica failure or a forced
+removal) and returns them, counters untouched.
+
+Counters follow vLLM's Prometheus families: `prompt_tokens_sum` / `generation_tokens_sum` are the
+sums of `vllm:request_prompt_tokens` / `vllm:request_generation_tokens` (per finished request;
+their count is `request_success_total`); `ttft_*` is `vllm:time_to_first_token_seconds` measured
+from the arrival at the engine (`submit`'s `now`, not the trace arrival: the gateway queue is not
+the server's); `itl_*` is `vllm:inter_token_latency_seconds`, one observation per token after the
+first, the gap since the request's previous token; `prompt_tokens_total` (added when a request's
+first token comes) and `generation_tokens_total` (every token) are the per-step counters. A
+cancelled request leaves the tokens it produced in the per-step counters and adds nothing to the
+per-request ones (vLLM counts an aborted request in neither success nor its histograms).
+
+What fails: a spec with fewer than 2 KV blocks, a block size, max_num_seqs,
+max_num_batched_tokens or max_model_len below 1, or a perf model with a NaN, infinite or
+negative term or a non-positive step overhead (time would stand still) raises ValueError at
+construction; a NaN `now`/`until` raises ValueError. `submit` and `cancel` at a time after the
+start of the engine's next step first execute the steps that start before it (their finished
+requests come with the next `advance`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import deque
+
+from llmscaler.sim.types import PerfModel, SimRequest, VariantSpec
+
+WAITING = 0
+PREFILL = 1
+DECODING = 2
+DONE = 3
+
+_PERF_FIELDS = tuple(f.name for f in dataclasses.fields(PerfModel))
+
+
+@dataclasses.dataclass(slots=True)
+class ReplicaCounters:
+    """Cumulative counters of one engine, as its `/metrics` page would show them."""
+
+    prompt_tokens_sum: int = 0
+    generation_tokens_sum: int = 0
+    request_success_total: int = 0
+    ttft_sum: float = 0.0
+    ttft_count: int = 0
+    itl_sum: float = 0.0
+    itl_count: int = 0
+    preemptions_total: int = 0
+    prompt_tokens_total: int = 0
+    generation_tokens_total: int = 0
+
+
+class Entry:
+    """A request inside one engine (shared by both engines).
+
+    `tokens` = input + generated so far; `prompt` = what the current admission prefills (tokens
+    at admission); the request decodes once `computed` reached `prompt`. The fast engine keeps
+    decoding entries lazily: their `computed`/`g` are only exact at registration (`d_reg`,
+    `c_reg`, `g_reg`) and are advanced by the engine's step counter.
+    """
+
+    __slots__ = (
+        'arrival',
+        'blocks',
+        'c_reg',
+        'computed',
+        'd_reg',
+        'g',
+        'g_reg',
+        'last_emit',
+        'prompt',
+        'r',
+        'seq',
+        'state',
+        'target',
+        'tokens',
+    )
+
+    def __init__(self, *, request: SimRequest, arrival: float, target: int) -> None:
+        self.r = request
+        self.arrival = arrival
+        self.target = target
+        self.g = 0
+        self.tokens = request.input_tokens
+        self.computed = 0
+        self.prompt = request.input_tokens
+        self.blocks = 0
+        self.last_emit = math.nan
+        self.seq = -1
+        self.state = WAITING
+        self.d_reg = 0
+        self.c_reg = 0
+        self.g_reg = 0
+
+
+def check_spec(spec: VariantSpec) -> None:
+    """Raise ValueError for a spec no engine can run (see the module docstring)."""
+    if spec.num_gpu_blocks < 2:
+        raise ValueError(f'{spec.name}: num_gpu_blocks must be >= 2, got {spec.num_gpu_blocks}')
+    for field in ('block_size', 'max_num_seqs', 'max_num_batched_tokens', 'max_model_len'):
+        if getattr(spec, field) < 1:
+            raise ValueError(f'{spec.name}: {field} must be >= 1, got {getattr(spec, field)}')
+    perf = spec.perf
+    for field in _PERF_FIELDS:
+        value = getattr(perf, field)
+        if field == 'sharpness':
+            if not value >= 1:  # inf is the plain max
+                raise ValueError(f'{spec.name}: perf.sharpness must be >= 1, got {value}')
+        elif not (math.isfinite(value) and value >= 0):
+            raise ValueError(f'{spec.name}: perf.{field} must be finite and >= 0, got {value}')
+    if perf.step_overhead <= 0:
+        raise ValueError(f'{spec.name}: perf.step_overhead must be > 0, got {perf.step_overhead}')
+
+
+def blocks_for(tokens: int, block_size: int) -> int:
+    return -(-tokens // block_size)
+
+
+def prefill_pairs(new: int, cached: int) -> int:
+    """Attention (query, key) pairs of a causal prefill chunk of `new` tokens after `cached`."""
+    return new * cached + new * (new + 1) // 2
+
+
+class EngineBase:
+    """Both engines' shared part; an engine adds its stepping (`_run`) and, when it keeps
+    requests elsewhere than `_running`, its own `held_blocks`, `drain_requests` and
+    `_cancel_admitted`."""
+
+    def __init__(self, *, spec: VariantSpec, name: str, now: float) -> None:
+        check_spec(spec)
+        if not math.isfinite(now):
+            raise ValueError(f'now must be finite, got {now}')
+        self.spec = spec
+        self.name = name
+        self.clock = float(now)
+        self.counters = ReplicaCounters()
+        self._bs = spec.block_size
+        self._usable = spec.num_gpu_blocks - 1
+        self._free = self._usable
+        self._limit = min(spec.max_model_len, self._usable * spec.block_size)
+        self._waiting: deque[Entry] = deque()
+        self._carry: list[SimRequest] = []
+        self._seq = 0
+        self._nrun = 0
+        self._running: list[Entry] = []  # RUNNING of the reference stepping, admission order
+
+    # ---- the public face -------------------------------------------------------------------
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def running(self) -> int:
+        return self._nrun
+
+    @property
+    def in_flight(self) -> int:
+        return self._nrun + len(self._waiting)
+
+    @property
+    def kv_usage(self) -> float:
+        return min(1.0, max(0.0, 1.0 - self._free / self._usable))
+
+    @property
+    def free_blocks(self) -> int:
+        """Free KV blocks (of num_gpu_blocks − 1)."""
+        return self._free
+
+    def next_step_time(self) -> float | None:
+        """Start of the next step; None when idle."""
+        return self.clock if self._nrun or self._waiting else None
+
+    def submit(self, *, request: SimRequest, now: float) -> None:
+        """The request reaches this server at `now`; the next step that starts sees it."""
+        self._catch_up(now)
+        request.replica = self.name
+        request.variant = self.spec.name
+        size, out = request.input_tokens, request.output_tokens
+        if size < 1 or out < 1 or size > self._limit:
+            request.failed = True
+            return
+        # vLLM stops a request at max_model_len tokens: after its first token when the prompt
+        # fills the whole length.
+        target = min(out, max(1, self._limit - size))
+        if target < out:
+            request.output_tokens = target
+        self._waiting.append(Entry(request=request, arrival=now, target=target))
+
+    def cancel(self, *, request: SimRequest, now: float) -> bool:
+        """The client of `request` gave up at `now`: drop it from WAITING or RUNNING, freeing its
+        KV blocks and its batch slot for the next step. False when the engine does not hold it
+        (never submitted here, rejected, finished, or drained). Its tokens so far stay counted
+        in the per-step counters; the request itself is left as it is (the caller fails it)."""
+        self._catch_up(now)
+        for i, e in enumerate(self._waiting):
+            if e.r is request:
+                del self._waiting[i]
+                e.state = DONE
+                return True
+        return self._cancel_admitted(request)
+
+    def advance(self, *, until: float) -> list[SimRequest]:
+        """Execute every step that starts before `until`; the requests that finished in them."""
+        if math.isnan(until):
+            raise ValueError('until must not be NaN')
+        done = self._carry
+        self._carry = []
+        self._run(until, done)
+        if not (self._nrun or self._waiting) and self.clock < until < math.inf:
+            self.clock = until
+        return done
+
+    def held_blocks(self) -> int:
+        """Blocks held by requests, recomputed from every request's state (O(n); for checks)."""
+        return sum(e.blocks for e in self._running)
+
+    def drain_requests(self) -> list[SimRequest]:
+        """Remove every running (in admission order) then waiting request and return them."""
+        out = [e.r for e in self._running] + [e.r for e in self._waiting]
+        self._running = []
+        self._waiting.clear()
+        self._nrun = 0
+        self._free = self._usable
+        return out
+
+    # ---- for the engines -------------------------------------------------------------------
+
+    def _run(self, until: float, done: list[SimRequest]) -> None:
+        """Execute the steps that start before `until`, appending finished requests to `done`."""
+        raise NotImplementedError
+
+    def _catch_up(self, now: float) -> None:
+        """Bring the engine to `now` before a submission or a cancellation changes it."""
+        if not math.isfinite(now):
+            raise ValueError(f'now must be finite, got {now}')
+        if self._nrun or self._waiting:
+            if self.clock < now:
+                # advance hands back what was carried before, with what finishes now.
+                self._carry = self.advance(until=now)
+        elif now > self.clock:
+            self.clock = now
+        self._on_change()
+
+    def _on_change(self) -> None:
+        """Hook: a submission or cancellation invalidates whatever the engine planned."""
+
+    def _cancel_admitted(self, request: SimRequest) -> bool:
+        """Drop `request` from RUNNING of the reference bookkeeping; False when absent."""
+        for i, e in enumerate(self._running):
+            if e.r is request:
+                del self._running[i]
+                self._free += e.blocks
+                e.blocks = 0
+                e.state = DONE
+                self._nrun -= 1
+                return True
+        return False
+
+    def _emit(self, e: Entry, t_end: float) -> bool:
+        """The request's current computation completed at t_end: one token. True when done."""
+        g = e.g + 1
+        e.g = g
+        e.tokens += 1
+        c = self.counters
+        if g == 1:
+            e.r.first_token = t_end
+            c.ttft_sum += t_end - e.arrival
+            c.ttft_count += 1
+            c.prompt_tokens_total += e.r.input_tokens
+        else:
+            c.itl_sum += t_end - e.last_emit
+            c.itl_count += 1
+        e.last_emit = t_end
+        c.generation_tokens_total += 1
+        return g == e.target
+
+    def _finished(self, e: Entry, t_end: float, blocks: int) -> None:
+        e.state = DONE
+        e.r.finished = t_end
+        self._free += blocks
+        self._nrun -= 1
+        c = self.counters
+        c.request_success_total += 1
+        c.prompt_tokens_sum += e.r.input_tokens
+        c.generation_tokens_sum += e.target
+
+    def _admit(
+        self, *, budget: int, into: list[Entry], scheduled: list[tuple[Entry, int]]
+    ) -> tuple[int, int, int]:
+        """Admit WAITING requests FCFS while the budget and `max_num_seqs` allow.
+
+        Each needs blocks for its whole prompt (plus recomputed output) at once; the first that
+        does not fit stops admission (head-of-line blocking). Admitted requests join `into` and
+        their first chunk joins `scheduled`. Returns the budget left, the prefill tokens
+        scheduled and their attention pairs. Both engines step through this, so they admit
+        identically.
+        """
+        waiting = self._waiting
+        max_seqs = self.spec.max_num_seqs
+        prefill = pairs = 0
+        while waiting and budget > 0 and self._nrun < max_seqs:
+            e = waiting[0]
+            need = blocks_for(e.tokens, self._bs)
+            if need > self._free:
+                break
+            waiting.popleft()
+            self._free -= need
+            e.blocks = need
+            e.prompt = e.tokens
+            e.state = PREFILL
+            e.seq = self._seq
+            self._seq += 1
+            into.append(e)
+            self._nrun += 1
+            new = min(e.tokens, budget)
+            scheduled.append((e, new))
+            budget -= new
+            prefill += new
+            pairs += new * (new + 1) // 2
+        return budget, prefill, pairs
+
+    def _to_waiting(self, e: Entry, blocks: int) -> None:
+        """Preempt a running request whose `g`/`tokens` are exact (recompute later)."""
+        self._free += blocks
+        e.blocks = 0
+        e.computed = 0
+        e.state = WAITING
+        self._nrun -= 1
+        self._waiting.appendleft(e)
+        self.counters.preemptions_total += 1
+        e.r.preemptions += 1
