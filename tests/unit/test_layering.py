@@ -17,8 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / 'src' / 'llmscaler'
-CORE = ('model', 'config', 'vllm_args', 'analyze', 'optimize', 'enforce', 'engine')
-NO_CLOCK = ('analyze', 'optimize', 'enforce', 'engine', 'model')
+CORE = ('model', 'config', 'vllm_args', 'analyze', 'optimize', 'enforce', 'engine', 'hpa')
+NO_CLOCK = ('analyze', 'optimize', 'enforce', 'engine', 'model', 'hpa')
 FORBIDDEN_IN_PURE_CODE = {'time', 'datetime', 'random', 'asyncio', 'socket', 'httpx', 'os'}
 
 
