@@ -76,6 +76,7 @@ from llmscaler.model import (
     action_for,
     sorted_items,
 )
+from llmscaler.optimize import limiter
 from llmscaler.optimize.token_path import token_targets
 
 SATURATION_PERCENTAGE = 'saturation-percentage'
@@ -164,6 +165,10 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
             writes = _Writes()
         memory.apply(model_id=variants[0].model_id, writes=writes)
         decisions.extend(decided)
+    # --- GPU limiter (`optimize.limiter`): with `enableLimiter`, the models' scale-ups are
+    # fair-shared within the snapshot's GPU budgets (greedy-by-score); others pass unchanged.
+    decisions = limiter.limit(decisions=decisions, snapshot=snapshot, config=config)
+    # --- end GPU limiter
     new_state = State(
         k2_history=sorted_items(memory.history),
         capacity=sorted_items(

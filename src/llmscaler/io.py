@@ -35,7 +35,7 @@ from typing import Any, Final
 import pydantic
 
 from llmscaler.engine import Outcome
-from llmscaler.model import PoolMetrics, ReplicaMetrics, Snapshot, State, Variant
+from llmscaler.model import GpuLimit, PoolMetrics, ReplicaMetrics, Snapshot, State, Variant
 
 MAX_INPUT_BYTES: Final = 64 * 1024 * 1024
 """Largest snapshot or state file read (64 MiB: about 100,000 replicas)."""
@@ -58,10 +58,16 @@ class SnapshotDocument:
     variants: tuple[Variant, ...] = ()
     replicas: tuple[ReplicaMetrics, ...] = ()
     pools: tuple[PoolMetrics, ...] = ()
+    gpu_limits: tuple[GpuLimit, ...] = ()
 
     @property
     def snapshot(self) -> Snapshot:
-        return Snapshot(variants=self.variants, replicas=self.replicas, pools=self.pools)
+        return Snapshot(
+            variants=self.variants,
+            replicas=self.replicas,
+            pools=self.pools,
+            gpu_limits=self.gpu_limits,
+        )
 
     @property
     def effective_now(self) -> float:

@@ -239,15 +239,45 @@ class PoolMetrics:
         return group_key(model_id=self.model_id, namespace=self.namespace)
 
 
+UNLIMITED_GPUS: Final = -1
+"""A `GpuLimit.limit` that does not limit (WVA's -1)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuLimit:
+    """GPUs of one accelerator type that one provider allows, cluster-wide or in one namespace.
+
+    `provider` names where the figure comes from (`inventory`: the nodes' allocatable GPUs;
+    `quota`: a per-namespace or cluster quota; the simulator's scenario). `limit` is a count of
+    GPUs, or -1 for unlimited. `used` counts GPUs held by pods that are *not* replicas of the
+    snapshot's variants (other workloads on the same nodes, or in the same namespace); the core
+    adds the GPUs of the variants' current replicas itself (`optimize.constraints`).
+    `namespace` '' is the cluster scope; a namespace makes it a per-namespace pool.
+    """
+
+    __pydantic_config__ = _STRICT_KEYS
+
+    provider: str
+    accelerator: str
+    limit: Annotated[int, Ge(UNLIMITED_GPUS), Le(COUNT_MAX)]
+    used: Count = 0
+    namespace: str = ''
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """Everything `decide()` may know about the world at one instant."""
+    """Everything `decide()` may know about the world at one instant.
+
+    `gpu_limits` feeds the GPU limiter (`enableLimiter`); empty means no provider could say,
+    and the limiter then leaves the decisions as the unlimited optimizer made them.
+    """
 
     __pydantic_config__ = _STRICT_KEYS
 
     variants: tuple[Variant, ...] = ()
     replicas: tuple[ReplicaMetrics, ...] = ()
     pools: tuple[PoolMetrics, ...] = ()
+    gpu_limits: tuple[GpuLimit, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +302,10 @@ class Decision:
     metrics_available: bool = True
     metrics_reason: str = 'MetricsFound'
     message: str = ''
+    limited: int = 0
+    """Replicas the GPU limiter held back from this variant's target this cycle."""
+    limiter: str = ''
+    """The GPU limiter's one-line verdict on the variant's model; '' when it did not run."""
 
     @property
     def key(self) -> str:

@@ -1,0 +1,222 @@
+"""The GPU limiter stage of `decide()`: every model's scale-ups, fair-shared within GPU budgets.
+
+Why: `decide()` settles one model at a time (analysis, optimizer, enforcer, bounds), but GPUs
+are shared: with `enableLimiter: true` the models' scale-ups together must fit what the nodes
+and quotas allow, the most starved model served first. This stage runs once per cycle after
+every model was decided, for the V1 and V2 paths alike (WVA runs its limiter after V1's
+decisions and its greedy-by-score optimizer in V2; reference/wva.md §7.2, §7.4).
+
+What it computes (`limit`):
+
+- Budgets: the snapshot's `gpu_limits`, charged with the GPUs of every variant's current
+  replicas and merged (`optimize.constraints`). With no limits at all, nothing is limited
+  (WVA falls back to the unlimited optimizer when no provider can answer, upstream #1298): the
+  decisions of limited models say so in `Decision.limiter`.
+- Models without `enableLimiter` keep their decisions; their scale-ups are charged to the
+  budgets first (those replicas will be asked for whatever the limiter says).
+- For the models with `enableLimiter`, each decision becomes part of a `ScalingRequest` in
+  replica units: a variant's floor is what the limiter cannot take away —
+  min(target, max(current, minReplicas)) — and its ceiling the target decided without limits;
+  one live signal per model asks, per role, for the replicas between floors and ceilings
+  (PRC 1 per variant, the model's `priority`). `optimize.limited` then fair-shares the budgets
+  between the models: fair share in replicas, most starved first, cheapest variant of each role
+  whose GPU type still has room.
+- Each decision of a limited model gets the target granted, `limited` = replicas held back,
+  a reason that ends `; limited by GPU budget: -N` when N > 0, and `limiter`, a one-line
+  verdict on its model (granted / wanted replicas and the free GPUs of its types).
+
+Why replica units rather than the analyzers' units: models' analyzers may differ (V1 has no
+capacities), and one model's tokens are not another's; a replica is what each model's own
+analysis asked for. Scale-downs are never changed, and the GPUs they free count next cycle
+(`used` is computed from current replicas, as WVA does).
+
+Guarantees: for every accelerator type and scope with a budget, the GPUs of all replicas
+granted above the floors never exceed what the budgets had free; a target never rises above
+the unlimited decision nor drops below its floor, so [minReplicas, maxReplicas] still holds.
+Deterministic; nothing raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from llmscaler.analyze.types import AnalyzerSignal, RoleSignal, ScalingRequest, VariantCapacity
+from llmscaler.config.types import Config
+from llmscaler.model import Decision, Role, Snapshot, Variant, action_for
+from llmscaler.optimize.constraints import (
+    Budgets,
+    Ledger,
+    charge_variants,
+    free_by_type,
+    merge_constraints,
+)
+from llmscaler.optimize.limited import optimize_limited
+
+SIGNAL = 'limiter'
+NO_LIMITS = 'no GPU inventory or quota known: targets not limited'
+
+
+def limit(*, decisions: Sequence[Decision], snapshot: Snapshot, config: Config) -> list[Decision]:
+    """The decisions with every `enableLimiter` model's scale-ups fitted to the GPU budgets."""
+    groups: dict[tuple[str, str], list[Decision]] = {}
+    for decision in decisions:
+        groups.setdefault((decision.namespace, decision.model_id), []).append(decision)
+    limited_groups = sorted(
+        key
+        for key in groups
+        if config.model(model_id=key[1], namespace=key[0]).saturation.enable_limiter
+    )
+    if not limited_groups:
+        return list(decisions)
+    chosen = set(limited_groups)
+    if not snapshot.gpu_limits:
+        return [
+            replace(d, limiter=NO_LIMITS) if (d.namespace, d.model_id) in chosen else d
+            for d in decisions
+        ]
+    variants = {v.key: v for v in snapshot.variants}
+    budgets = merge_constraints(
+        limits=charge_variants(limits=snapshot.gpu_limits, variants=snapshot.variants)
+    )
+    others = [d for key, ds in sorted(groups.items()) if key not in chosen for d in ds]
+    budgets = _charge_unlimited(budgets=budgets, decisions=others, variants=variants)
+    requests = [
+        _request(decisions=groups[key], variants=variants, config=config) for key in limited_groups
+    ]
+    outcome = optimize_limited(requests=requests, budgets=budgets)
+    granted = {
+        (model.namespace, target.variant): target.target
+        for model in outcome.models
+        for target in model.targets
+    }
+    verdicts = {
+        (model.namespace, model.model_id): _verdict(
+            decisions=groups[(model.namespace, model.model_id)],
+            granted=granted,
+            variants=variants,
+            left=outcome.left,
+        )
+        for model in outcome.models
+    }
+    out = []
+    for decision in decisions:
+        key = (decision.namespace, decision.model_id)
+        if key not in verdicts:
+            out.append(decision)
+            continue
+        target = granted.get((decision.namespace, decision.variant), decision.target)
+        held_back = max(0, decision.target - target)
+        reason = decision.reason
+        if held_back:
+            reason = f'{reason}; limited by GPU budget: -{held_back}'
+        out.append(
+            replace(
+                decision,
+                target=target,
+                action=(
+                    decision.action
+                    if target == decision.target
+                    else action_for(current=decision.current, target=target)
+                ),
+                reason=reason,
+                limited=held_back,
+                limiter=verdicts[key],
+            )
+        )
+    return out
+
+
+def _floor(decision: Decision, variant: Variant | None) -> int:
+    minimum = variant.min_replicas if variant is not None else 0
+    return min(decision.target, max(decision.current, minimum))
+
+
+def _charge_unlimited(
+    *, budgets: Budgets, decisions: Sequence[Decision], variants: Mapping[str, Variant]
+) -> Budgets:
+    ledger = Ledger(budgets=budgets)
+    for decision in decisions:
+        variant = variants.get(decision.key)
+        if variant is None or decision.target <= decision.current:
+            continue
+        ledger.charge(
+            accelerator=variant.accelerator,
+            namespace=variant.namespace,
+            gpus=(decision.target - decision.current) * variant.gpus_per_replica,
+        )
+    return ledger.snapshot()
+
+
+def _request(
+    *, decisions: Sequence[Decision], variants: Mapping[str, Variant], config: Config
+) -> ScalingRequest:
+    first = decisions[0]
+    capacities: list[VariantCapacity] = []
+    wanted: dict[Role, int] = {}
+    for decision in sorted(decisions, key=lambda d: d.variant):
+        variant = variants.get(decision.key)
+        floor = _floor(decision, variant)
+        role: Role = variant.role if variant is not None else 'both'
+        wanted[role] = wanted.get(role, 0) + max(0, decision.target - floor)
+        capacities.append(
+            VariantCapacity(
+                variant=decision.variant,
+                namespace=decision.namespace,
+                role=role,
+                cost=variant.cost if variant is not None else 10.0,
+                accelerator=decision.accelerator,
+                gpus_per_replica=variant.gpus_per_replica if variant is not None else 0,
+                min_replicas=floor,
+                max_replicas=decision.target,
+                current_replicas=floor,
+                per_replica_capacity=1.0,
+                replica_count=floor,
+                pending=variant.pending_replicas if variant is not None else 0,
+                total_demand=0.0,
+                reason=SIGNAL,
+            )
+        )
+    signal = AnalyzerSignal(
+        analyzer=SIGNAL,
+        live=True,
+        score=1.0,
+        roles=tuple(
+            RoleSignal(role=role, required=float(count), spare=0.0)
+            for role, count in sorted(wanted.items())
+        ),
+        capacity=tuple((c.variant, 1.0) for c in capacities),
+    )
+    priority = config.model(model_id=first.model_id, namespace=first.namespace).saturation.priority
+    return ScalingRequest(
+        model_id=first.model_id,
+        namespace=first.namespace,
+        variants=tuple(capacities),
+        signals=(signal,),
+        priority=priority,
+    )
+
+
+def _verdict(
+    *,
+    decisions: Sequence[Decision],
+    granted: Mapping[tuple[str, str], int],
+    variants: Mapping[str, Variant],
+    left: Budgets,
+) -> str:
+    wanted = got = 0
+    types: set[str] = set()
+    for decision in decisions:
+        floor = _floor(decision, variants.get(decision.key))
+        target = granted.get((decision.namespace, decision.variant), decision.target)
+        wanted += max(0, decision.target - floor)
+        got += max(0, target - floor)
+        types.add(decision.accelerator)
+    free = free_by_type(budgets=left)
+    room = ', '.join(f'{acc} {free[acc]} GPUs free' for acc in sorted(types) if acc in free)
+    room = f' ({room})' if room else ''
+    if wanted == 0:
+        return f'no scale-up asked; within GPU budget{room}'
+    if got == wanted:
+        return f'+{got} replicas granted, within GPU budget{room}'
+    return f'limited by GPU budget: +{got} of +{wanted} replicas granted{room}'
