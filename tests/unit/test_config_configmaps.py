@@ -24,6 +24,7 @@ from llmscaler.config.configmaps import (
     parse_scale_to_zero_configmap,
 )
 from llmscaler.config.errors import ConfigError, ConfigFileError, show_value, sort_errors
+from llmscaler.config.quota import Limiters
 from llmscaler.config.types import AnalyzerSpec, ScaleToZeroConfig
 
 NS = 'wva-system'
@@ -320,14 +321,18 @@ def test_default_entry_cannot_name_a_model_and_other_keys_need_one() -> None:
     assert 'differs from the namespace' in messages[('x#y', 'namespace')]
 
 
-def test_limiters_accepted_in_default_only() -> None:
+def test_limiters_read_in_default_only() -> None:
     (entry,), errors = parse_saturation_configmap(
-        source=saturation({'default': 'limiters: [{type: gpu}]'})
+        source=saturation({'default': 'limiters: [{type: inventory}]'})
     )
     assert errors == ()
-    assert entry.values == SaturationOverrides()
+    assert entry.values == SaturationOverrides(limiters=Limiters(inventory=True))
     _, errors = parse_saturation_configmap(source=saturation({'default': 'limiters: gpu'}))
     assert 'must be a list' in only_error(errors).message
+    _, errors = parse_saturation_configmap(
+        source=saturation({'default': 'limiters: [{type: gpu}]'})
+    )
+    assert only_error(errors).field == 'limiters[0].type'
 
 
 def test_duplicate_model_first_key_in_sort_order_wins() -> None:

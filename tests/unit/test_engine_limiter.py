@@ -8,6 +8,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from llmscaler.config.quota import Limiters, Quota
 from llmscaler.config.types import Config, ModelConfig, SaturationConfig
 from llmscaler.engine import decide
 from llmscaler.model import (
@@ -246,3 +247,25 @@ def test_the_limited_decisions_do_not_depend_on_input_order(
         gpu_limits=tuple(shuffle.sample(snapshot.gpu_limits, len(snapshot.gpu_limits))),
     )
     assert decide(snapshot=shuffled, config=cfg, state=EMPTY_STATE, now=NOW) == first
+
+
+def test_a_quota_from_the_configuration_binds_without_any_inventory() -> None:
+    snapshot = two_hot_models(())
+    quota = Limiters(inventory=False, quota=Quota(quotas=(('A100', 10),)))
+    cfg = dataclasses.replace(
+        config(limiter=True),
+        default=ModelConfig(
+            saturation=SaturationConfig(
+                analyzer_name='saturation', enable_limiter=True, limiters=quota
+            )
+        ),
+    )
+    outcome = decide(snapshot=snapshot, config=cfg, state=EMPTY_STATE, now=NOW)
+    # 10 quota GPUs, 8 held: one more 2-GPU replica in all.
+    assert sum(d.target - d.current for d in outcome.decisions) == 1
+    # Naming no inventory drops the snapshot's inventory limits: the quota alone binds.
+    loose = dataclasses.replace(
+        snapshot, gpu_limits=(GpuLimit(provider='inventory', accelerator='A100', limit=8),)
+    )
+    again = decide(snapshot=loose, config=cfg, state=EMPTY_STATE, now=NOW)
+    assert sum(d.target - d.current for d in again.decisions) == 1

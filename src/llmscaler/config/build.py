@@ -108,6 +108,13 @@ def _split(
     errors: list[ConfigError] = []
     layers = _Layers()
     for entry in entries:
+        if not is_global and getattr(entry.values, 'limiters', None) is not None:
+            # GPU limits are the cluster's: a tenant's own ConfigMap must not lift its quota.
+            message = 'limiters are read only from the global default entry; entry rejected'
+            errors.append(
+                ConfigError(source=source.source, key=entry.key, field='limiters', message=message)
+            )
+            continue
         if entry.model_id is None:
             if is_global:
                 layers = replace(layers, global_default=(*layers.global_default, entry))

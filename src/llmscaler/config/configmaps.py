@@ -22,8 +22,9 @@ WVA merges an override only where the value is non-zero, so a per-model entry co
 had set them; here `analyzers: []` also explicitly clears an inherited analyzer list.
 
 Other choices: a duplicate per-model entry (same model_id and namespace) in one ConfigMap loses to
-the first key in sort order, for all three maps (WVA does this for scale-to-zero); `limiters` is
-accepted and ignored in `default` entries and an error elsewhere. Entries are read by the
+the first key in sort order, for all three maps (WVA does this for scale-to-zero); `limiters`
+(GPU inventory and quotas, `llmscaler.config.quota`) is read in `default` entries and an error
+elsewhere. Entries are read by the
 bounded YAML reader (`llmscaler.config.yaml_loader`: no anchors or aliases, only plain data
 tags, 64 KiB / 32 levels / 10,000 nodes per entry); a whole ConfigMap may hold at most 1 MiB of
 data and 20,000 YAML nodes in all. The field rules are in `llmscaler.config.fields`.
@@ -62,6 +63,7 @@ from llmscaler.config.fields import (
     type_name,
     weight,
 )
+from llmscaler.config.quota import LimiterInvalid, Limiters, parse_limiters
 from llmscaler.config.types import AnalyzerSpec, ScaleToZeroConfig
 from llmscaler.config.yaml_loader import (
     CONFIGMAP_MAX_BYTES,
@@ -130,6 +132,7 @@ class SaturationOverrides:
     enable_limiter: bool | None = None
     enable_rescale: bool | None = None
     scale_to_zero_enabled: bool | None = None
+    limiters: Limiters | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,8 +296,11 @@ def _parse_entry(
         if name in spec.default_only:
             if key != DEFAULT_KEY:
                 problems.append((str(name), 'allowed only in the default entry', value))
-            elif not isinstance(value, list):
-                problems.append((str(name), f'must be a list, not {type_name(value)}', value))
+                continue
+            try:
+                got['limiters'] = parse_limiters(value)
+            except LimiterInvalid as exc:
+                problems.append((f'{name}{exc.path}', exc.message, exc.value))
             continue
         field = spec.fields.get(name) if isinstance(name, str) else None
         if field is None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from llmscaler.config.quota import Limiters
 from llmscaler.model import group_key
 
 AnalyzerPath = Literal['saturation-percentage', 'saturation-token']
@@ -48,6 +49,8 @@ class SaturationConfig:
     enable_limiter: bool = False
     enable_rescale: bool = False
     scale_to_zero_enabled: bool | None = None
+    limiters: Limiters | None = None
+    """`limiters:` of the global `default` entry (None: the GPU inventory alone)."""
 
     @property
     def analyzer_path(self) -> AnalyzerPath:

@@ -294,29 +294,30 @@ def _targets(*, model: _Model) -> tuple[VariantTarget, ...]:
 def optimize_limited(*, requests: Sequence[ScalingRequest], budgets: Budgets) -> LimitedOutcome:
     """One target per variant of every request, within `budgets` (reference §7.2)."""
     ledger = Ledger(budgets=budgets)
+    # Sorted and indexed by position: two requests for one model (a caller's error) are both
+    # answered, in a fixed order, rather than one silently replacing the other.
     ordered = sorted(requests, key=lambda r: (r.namespace, r.model_id))
-    results: dict[tuple[str, str], LimitedModel] = {}
-    up: list[_Model] = []
-    for request in ordered:
+    results: list[LimitedModel | None] = [None] * len(ordered)
+    up: list[tuple[int, _Model]] = []
+    for index, request in enumerate(ordered):
         model = _working(request)
         if any(v > 0 for _, rem, _ in model.signals for v in rem.values()):
-            up.append(model)
+            up.append((index, model))
         else:
-            results[(request.namespace, request.model_id)] = LimitedModel(
+            results[index] = LimitedModel(
                 model_id=request.model_id,
                 namespace=request.namespace,
                 targets=cost_aware.optimize(request=request),
                 unmet=(),
             )
-    _fair_share(models=up, ledger=ledger)
-    for model in up:
-        request = model.request
-        results[(request.namespace, request.model_id)] = LimitedModel(
-            model_id=request.model_id,
-            namespace=request.namespace,
+    _fair_share(models=[model for _, model in up], ledger=ledger)
+    for index, model in up:
+        results[index] = LimitedModel(
+            model_id=model.request.model_id,
+            namespace=model.request.namespace,
             targets=_targets(model=model),
             unmet=_unmet(model),
         )
     return LimitedOutcome(
-        models=tuple(results[key] for key in sorted(results)), left=ledger.snapshot()
+        models=tuple(result for result in results if result is not None), left=ledger.snapshot()
     )

@@ -8,10 +8,13 @@ decisions and its greedy-by-score optimizer in V2; reference/wva.md §7.2, §7.4
 
 What it computes (`limit`):
 
-- Budgets: the snapshot's `gpu_limits`, charged with the GPUs of every variant's current
-  replicas and merged (`optimize.constraints`). With no limits at all, nothing is limited
-  (WVA falls back to the unlimited optimizer when no provider can answer, upstream #1298): the
-  decisions of limited models say so in `Decision.limiter`.
+- Budgets: the providers `limiters:` names in the global default entry
+  (`llmscaler.config.quota`; without the key, the inventory alone): the snapshot's
+  `gpu_limits` of provider `inventory` when the inventory is named, plus the quota's limits;
+  charged with the GPUs of every variant's current replicas and merged
+  (`optimize.constraints`). With no limits at all, nothing is limited (WVA falls back to the
+  unlimited optimizer when no provider can answer, upstream #1298): the decisions of limited
+  models say so in `Decision.limiter`.
 - Models without `enableLimiter` keep their decisions; their scale-ups are charged to the
   budgets first (those replicas will be asked for whatever the limiter says).
 - For the models with `enableLimiter`, each decision becomes part of a `ScalingRequest` in
@@ -42,8 +45,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from llmscaler.analyze.types import AnalyzerSignal, RoleSignal, ScalingRequest, VariantCapacity
+from llmscaler.config.quota import Limiters
 from llmscaler.config.types import Config
-from llmscaler.model import Decision, Role, Snapshot, Variant, action_for
+from llmscaler.model import Decision, GpuLimit, Role, Snapshot, Variant, action_for
 from llmscaler.optimize.constraints import (
     Budgets,
     Ledger,
@@ -54,6 +58,8 @@ from llmscaler.optimize.constraints import (
 from llmscaler.optimize.limited import optimize_limited
 
 SIGNAL = 'limiter'
+INVENTORY_PROVIDER = 'inventory'
+"""`GpuLimit.provider` of the nodes' (or the simulated fleet's) GPUs."""
 NO_LIMITS = 'no GPU inventory or quota known: targets not limited'
 
 
@@ -70,14 +76,15 @@ def limit(*, decisions: Sequence[Decision], snapshot: Snapshot, config: Config) 
     if not limited_groups:
         return list(decisions)
     chosen = set(limited_groups)
-    if not snapshot.gpu_limits:
+    gpu_limits = _limits(snapshot=snapshot, config=config)
+    if not gpu_limits:
         return [
             replace(d, limiter=NO_LIMITS) if (d.namespace, d.model_id) in chosen else d
             for d in decisions
         ]
     variants = {v.key: v for v in snapshot.variants}
     budgets = merge_constraints(
-        limits=charge_variants(limits=snapshot.gpu_limits, variants=snapshot.variants)
+        limits=charge_variants(limits=gpu_limits, variants=snapshot.variants)
     )
     others = [d for key, ds in sorted(groups.items()) if key not in chosen for d in ds]
     budgets = _charge_unlimited(budgets=budgets, decisions=others, variants=variants)
@@ -125,6 +132,17 @@ def limit(*, decisions: Sequence[Decision], snapshot: Snapshot, config: Config) 
             )
         )
     return out
+
+
+def _limits(*, snapshot: Snapshot, config: Config) -> tuple[GpuLimit, ...]:
+    limiters = config.default.saturation.limiters or Limiters()
+    inventory = tuple(
+        limit
+        for limit in snapshot.gpu_limits
+        if limiters.inventory or limit.provider != INVENTORY_PROVIDER
+    )
+    namespaces = sorted({v.namespace for v in snapshot.variants})
+    return inventory + limiters.quota_limits(namespaces=namespaces)
 
 
 def _floor(decision: Decision, variant: Variant | None) -> int:
