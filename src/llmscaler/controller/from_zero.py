@@ -59,6 +59,22 @@ QUEUE_SIZE = 'inference_extension_flow_control_queue_size'
 TARGET_MODEL = 'target_model_name'
 
 
+_Queues = tuple[dict[tuple[str, str], float], dict[tuple[str, str], float], list[SourceError]]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolPlan:
+    """Where the queues come from: the InferencePool datastore, or the EPP selector.
+
+    `model_pools` ((namespace, model_id) → pool keys) is None while no pool exists: the pages of
+    `epp_fn` are read then. Otherwise a model's queue is read from its pools' EPP pages only
+    (`targets`: pool key → pages), and a page counts only for the models of its pool.
+    """
+
+    model_pools: Mapping[tuple[str, str], tuple[str, ...]] | None
+    targets: Mapping[str, tuple[ScrapeTarget, ...]]
+
+
 @dataclass(frozen=True, slots=True)
 class Woken:
     """One wake that was written: the variant, and seconds from queue seen to /scale written."""
@@ -98,12 +114,14 @@ class FromZero:
         quiet: float = 5.0,
         scrape: ScrapeConfig | None = None,
         client: httpx.AsyncClient | None = None,
+        pools_fn: Callable[[], PoolPlan] | None = None,
     ) -> None:
         http.check_seconds(timeout=timeout)
         config = scrape if scrape is not None else ScrapeConfig()
         self._clock = clock
         self._world_fn = world_fn
         self._epp_fn = epp_fn
+        self._pools_fn = pools_fn
         self._scale = scale
         self._events = events
         self._metrics = metrics
@@ -154,29 +172,95 @@ class FromZero:
         idle = tuple(v for v in idle if v.group not in waking)
         if not idle:
             return ()
-        namespaces = {v.namespace for v in idle}
-        targets = [t for t in self._epp_fn() if t.namespace in namespaces]
-        pools, seen_at = await self._read_queues(targets)
-        wakes = wake(variants=idle, pools=pools)
-        if not wakes:
-            return ()
         entries = {e.key: e for e in world.entries}
-        done = await asyncio.gather(
-            *(self._wake(w, entries.get(f'{w.namespace}/{w.variant}'), seen_at) for w in wakes)
-        )
+        plan = self._pools_fn() if self._pools_fn is not None else None
+        if plan is not None and plan.model_pools is not None:
+            done = await self._by_pool(idle, plan, entries)
+        else:
+            namespaces = {v.namespace for v in idle}
+            targets = [t for t in self._epp_fn() if t.namespace in namespaces]
+            token = self._token()
+            end = asyncio.get_running_loop().time() + self._timeout
+            sizes, seen_at, errors = await self._read_queues(targets, token=token, end=end)
+            self._errors = _sorted_errors(errors)
+            wakes = wake(variants=idle, pools=self._pool_metrics(sizes))
+            done = await asyncio.gather(
+                *(self._wake(w, entries.get(f'{w.namespace}/{w.variant}'), seen_at) for w in wakes)
+            )
         woken = sorted((w for w in done if w is not None), key=_woken_key)
+        if not woken:
+            return ()
         # Events go out after every write of the tick: they must not queue in front of a wake.
         if self._events is not None:
             await asyncio.gather(*(self._event(w) for w in woken))
         return tuple(woken)
 
-    async def _read_queues(
-        self, targets: Sequence[ScrapeTarget]
-    ) -> tuple[list[PoolMetrics], Mapping[tuple[str, str], float]]:
-        token = http.read_token(
+    def _token(self) -> http.Token:
+        return http.read_token(
             token_file=self._scrape.token_file, bearer_token=self._scrape.bearer_token
         )
+
+    def _pool_metrics(self, sizes: Mapping[tuple[str, str], float]) -> list[PoolMetrics]:
+        wall = self._clock.wall()
+        return [
+            PoolMetrics(model_id=m, namespace=ns, observed_at=wall, queue_size=size)
+            for (m, ns), size in sorted(sizes.items())
+        ]
+
+    async def _by_pool(
+        self, idle: Sequence[Variant], plan: PoolPlan, entries: Mapping[str, VariantEntry]
+    ) -> list[Woken | None]:
+        """Read each needed pool's EPP; wake a model as soon as all its pools were read."""
+        assert plan.model_pools is not None
+        groups: dict[tuple[str, str], list[Variant]] = {}
+        for variant in idle:
+            groups.setdefault((variant.namespace, variant.model_id), []).append(variant)
+        waiting: dict[tuple[str, str], set[str]] = {}
+        needed: dict[str, list[tuple[str, str]]] = {}
+        for group in sorted(groups):
+            keys = set(plan.model_pools.get(group, ()))
+            if keys:  # a variant without a pool was held before it got here
+                waiting[group] = keys
+                for key in sorted(keys):
+                    needed.setdefault(key, []).append(group)
+        token = self._token()
         end = asyncio.get_running_loop().time() + self._timeout
+        reads = [
+            self._read_pool(key, plan.targets.get(key, ()), token=token, end=end)
+            for key in sorted(needed)
+        ]
+        totals: dict[tuple[str, str], float] = {}
+        seen_at: dict[tuple[str, str], float] = {}
+        errors: list[SourceError] = []
+        writes: list[asyncio.Task[Woken | None]] = []
+        for read in asyncio.as_completed(reads):
+            key, (sizes, seen, failed) = await read
+            errors.extend(failed)
+            for namespace, model in needed[key]:
+                found = sizes.get((model, namespace), 0.0)
+                if found > 0:
+                    totals[(model, namespace)] = totals.get((model, namespace), 0.0) + found
+                    when = seen[(model, namespace)]
+                    seen_at[(model, namespace)] = min(seen_at.get((model, namespace), when), when)
+                waiting[(namespace, model)].discard(key)
+                if waiting[(namespace, model)] or (model, namespace) not in totals:
+                    continue
+                metrics = self._pool_metrics({(model, namespace): totals[(model, namespace)]})
+                for order in wake(variants=groups[(namespace, model)], pools=metrics):
+                    entry = entries.get(f'{order.namespace}/{order.variant}')
+                    writes.append(asyncio.create_task(self._wake(order, entry, seen_at)))
+        self._errors = _sorted_errors(errors)
+        return list(await asyncio.gather(*writes))
+
+    async def _read_pool(
+        self, key: str, targets: Sequence[ScrapeTarget], *, token: http.Token, end: float
+    ) -> tuple[str, _Queues]:
+        return key, await self._read_queues(targets, token=token, end=end)
+
+    async def _read_queues(
+        self, targets: Sequence[ScrapeTarget], *, token: http.Token, end: float
+    ) -> _Queues:
+        """Queue sizes by (model, namespace of the page), when each was first seen, failures."""
         pages = await asyncio.gather(*(self._fetch(t, token=token, end=end) for t in targets))
         sizes: dict[tuple[str, str], float] = {}
         seen: dict[tuple[str, str], float] = {}
@@ -196,13 +280,7 @@ class FromZero:
                 key = (model, target.namespace)
                 sizes[key] = sizes.get(key, 0.0) + sample.value
                 seen[key] = min(seen.get(key, read_at), read_at)
-        self._errors = tuple(sorted(errors, key=lambda e: (e.target, e.reason)))
-        wall = self._clock.wall()
-        pools = [
-            PoolMetrics(model_id=m, namespace=ns, observed_at=wall, queue_size=size)
-            for (m, ns), size in sorted(sizes.items())
-        ]
-        return pools, seen
+        return sizes, seen, errors
 
     async def _fetch(
         self, target: ScrapeTarget, *, token: http.Token, end: float
@@ -288,6 +366,10 @@ class FromZero:
             note=f'0 -> {woken.target}: {woken.queue_size:g} requests queued for '
             f'{woken.model_id}; cheapest variant {woken.variant} woken',
         )
+
+
+def _sorted_errors(errors: Sequence[SourceError]) -> tuple[SourceError, ...]:
+    return tuple(sorted(errors, key=lambda e: (e.target, e.reason)))
 
 
 def _idle_variants(variants: Sequence[Variant]) -> tuple[Variant, ...]:
