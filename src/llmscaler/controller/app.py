@@ -47,10 +47,18 @@ from llmscaler.collect.types import MetricsSource
 from llmscaler.controller.caches import WorldCache, build_caches
 from llmscaler.controller.configwatch import ConfigWatch
 from llmscaler.controller.cycle import MainCycle
-from llmscaler.controller.from_zero import FromZero
+from llmscaler.controller.from_zero import FromZero, PoolPlan
 from llmscaler.controller.logs import configure_logging
 from llmscaler.controller.options import RunOptions, build_parser, fatal_errors, resolve_options
 from llmscaler.controller.pods import epp_targets, parse_selector, scrape_targets
+from llmscaler.controller.pools import Membership
+from llmscaler.controller.poolsources import (
+    PooledSource,
+    PooledWorlds,
+    PoolSources,
+    pool_epp_targets,
+)
+from llmscaler.controller.poolwatch import PoolCaches
 from llmscaler.controller.publish import (
     ControllerMetrics,
     HttpEndpoints,
@@ -62,6 +70,7 @@ from llmscaler.controller.publish import (
 from llmscaler.controller.startup import liveness_limit, settings_line, tls_problems
 from llmscaler.kube.client import KubeConfigProblem, make_client
 from llmscaler.kube.events import EventRecorder
+from llmscaler.kube.informer import Cache
 from llmscaler.kube.leader import LeaderConfig, LeaderElector
 from llmscaler.kube.scale import ScaleClient
 from llmscaler.kube.status import StatusWriter
@@ -104,7 +113,13 @@ class Controller:
             epp_selector=options.epp_selector,
             pod_namespace_limit=options.pod_namespace_limit,
         )
-        self.worlds = WorldCache(caches=self.caches)
+        self.pools = PoolCaches(
+            client=self.client, clock=self.clock, scope=options.watch_namespace or None
+        )
+        self.worlds: WorldCache = PooledWorlds(caches=self.caches, pools=self.pools)
+        self.pool_sources = PoolSources(
+            pools=self.pools, config=options.scrape, default_port=options.epp_metrics_port
+        )
         self.config = ConfigWatch(
             settings=options.settings,
             controller_namespace=options.namespace,
@@ -135,6 +150,13 @@ class Controller:
         elif source is None and options.prometheus is not None:
             source = PrometheusSource(config=options.prometheus)
         assert source is not None
+        # The InferencePools' EPP sources give the scheduler queue of the models in a pool.
+        source = PooledSource(
+            base=source,
+            sources=self.pool_sources,
+            membership_fn=self._membership,
+            events=self.events,
+        )
         self.source: MetricsSource = source
         self._ports: dict[str, int] = {}
         self.cycle = MainCycle(
@@ -167,6 +189,7 @@ class Controller:
             interval=options.scale_from_zero_interval,
             concurrency=options.scale_from_zero_concurrency,
             scrape=options.scrape,
+            pools_fn=self._pool_plan,
         )
         self._leading_since: float | None = None
         """Monotonic time the leading loops started at; None while not running them."""
@@ -183,7 +206,21 @@ class Controller:
         )
         return vllm + self._epp_targets()
 
+    def _membership(self) -> Membership:
+        assert isinstance(self.worlds, PooledWorlds)
+        return self.worlds.membership()
+
+    def _pool_plan(self) -> PoolPlan:
+        membership = self._membership()
+        if not membership.active:
+            return PoolPlan(model_pools=None, targets={})
+        self.pool_sources.refresh(membership.pools)
+        targets = pool_epp_targets(membership=membership, sources=self.pool_sources)
+        return PoolPlan(model_pools=membership.model_pools, targets=targets)
+
     def _epp_targets(self) -> tuple[ScrapeTarget, ...]:
+        if self.pools.pools():  # the InferencePools name the EPPs; the selector is the fallback
+            return ()
         version = self.caches.pods.version
         if self._epp_memo is None or self._epp_memo[0] != version:
             targets = epp_targets(
@@ -217,7 +254,8 @@ class Controller:
                     )
                     self._ports[name] = server.port
             stack.push_async_callback(self._close)
-            informers = [asyncio.create_task(i.run()) for i in self.caches.all()]
+            caches: list[Cache] = [*self.caches.all(), self.pools]
+            informers = [asyncio.create_task(i.run()) for i in caches]
             lead = asyncio.create_task(self._lead())
             stopped = asyncio.create_task(stop.wait())
             try:
@@ -308,12 +346,14 @@ class Controller:
         # Waits on the informers' own events: no polling, so a hand-driven clock needs no nudge.
         for informer in self.caches.required():
             await informer.synced.wait()
+        await self.pools.synced.wait()
 
     async def _close(self) -> None:
         close = getattr(self.source, 'aclose', None) if self._owns_source else None
         if close is not None:
             await close()
         await self.from_zero.aclose()
+        await self.pool_sources.aclose()
         await self.cycle.aclose()
         await self.client.aclose()
 

@@ -126,6 +126,28 @@ def optimization_ready(*, decision: Decision) -> ConditionUpdate:
     )
 
 
+CONDITION_POOL_RESOLVED = 'PoolResolved'
+REASON_POOL_FOUND = 'PoolFound'
+REASON_POOL_NOT_USABLE = 'PoolNotUsable'
+
+
+def pool_resolved(*, pool: str, problem: str) -> ConditionUpdate:
+    """PoolResolved: the variant's InferencePool (`namespace/name`), or why it has none usable."""
+    if problem:
+        return ConditionUpdate(
+            type=CONDITION_POOL_RESOLVED,
+            status='False',
+            reason=REASON_POOL_NOT_USABLE,
+            message=_line(problem),
+        )
+    return ConditionUpdate(
+        type=CONDITION_POOL_RESOLVED,
+        status='True',
+        reason=REASON_POOL_FOUND,
+        message=_line(f'InferencePool {pool}'),
+    )
+
+
 def skipped(*, why: str) -> ConditionUpdate:
     """OptimizationReady=False when the VA could not take part in the cycle."""
     return ConditionUpdate(

@@ -100,9 +100,26 @@ class VaStatuses:
                 note=entry.target_problem,
             )
             return await self._update(ref, entry.obj, None, None, updates, ran=False)
+        if entry.pool_problem:
+            # Held for want of a usable InferencePool: no decision, the pool condition says why.
+            updates = (
+                conditions.target_resolved(kind=kind, name=name, problem=''),
+                conditions.pool_resolved(pool='', problem=entry.pool_problem),
+                conditions.skipped(why=f'held: {entry.pool_problem}'),
+            )
+            await self._events.record(
+                regarding=ref,
+                type='Warning',
+                reason='NoInferencePool',
+                action='Resolve',
+                note=entry.pool_problem,
+            )
+            return await self._update(ref, entry.obj, None, None, updates, ran=False)
         updates = conditions.for_decision(
             kind=kind, name=name, decision=decision, source_errors=errors, source=self._source_name
         )
+        if entry.pool:
+            updates = (*updates, conditions.pool_resolved(pool=entry.pool, problem=''))
         desired = decision.target if decision is not None else None
         target = entry.target
         applied: bool | None = None

@@ -66,6 +66,10 @@ class VariantEntry:
     target: ScaleTarget | None
     target_problem: str
     variant: Variant | None
+    pool: str = ''
+    """The key (`namespace/name`) of the InferencePool the variant belongs to ('' for none)."""
+    pool_problem: str = ''
+    """Why the variant is held for want of a usable InferencePool ('' when it is not)."""
 
 
 @dataclass(frozen=True, slots=True)

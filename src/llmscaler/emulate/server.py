@@ -162,6 +162,7 @@ async def serve(
     clock: Callable[[], float] = time.monotonic,
     wall_clock: Callable[[], float] = time.time,
     tick_interval: float = 0.02,
+    pool: str | None = None,
 ) -> RunningEmulator:
     """Start the emulator's HTTP ports and its real-time ticking; stop it with `stop()`."""
     check_positive(name='tick_interval', value=tick_interval)
@@ -174,6 +175,7 @@ async def serve(
         load=load,
         seed=seed,
         wall_start=wall_clock(),
+        pool=pool,
     )
     running = RunningEmulator(
         emulator=emulator, host=host, base_port=base_port, tick_interval=tick_interval
@@ -204,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     add('--output-tokens', type=int, default=None, help='fixed output length of the --rate load')
     add('--model-name', default=None, help="served model name (default: the preset's model)")
     add('--namespace', default='default')
+    add('--pool', default=None, help='InferencePool the EPP page names (default: <preset>-pool)')
     add('--host', default='127.0.0.1')
     add('--seed', type=int, default=1)
     return parser
@@ -246,6 +249,7 @@ async def _run(*, args: argparse.Namespace, spec: VariantSpec, load: Load | None
         namespace=args.namespace,
         load=load,
         seed=args.seed,
+        pool=args.pool,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -255,7 +259,11 @@ async def _run(*, args: argparse.Namespace, spec: VariantSpec, load: Load | None
         pod = running.emulator.pod(slot)
         name = pod.name if pod is not None else '?'
         print(f'replica {slot} {name}: http://{args.host}:{port}/metrics', flush=True)
-    print(f'epp: http://{args.host}:{running.epp_port}/metrics', flush=True)
+    print(
+        f'epp of InferencePool {running.emulator.pool}: '
+        f'http://{args.host}:{running.epp_port}/metrics',
+        flush=True,
+    )
     await stop.wait()
     await running.stop()
     return 0

@@ -106,6 +106,16 @@ RESOURCES: tuple[Resource, ...] = (
         builtin=False,
     ),
     Resource('coordination.k8s.io', 'v1', 'leases', 'Lease'),
+    Resource('discovery.k8s.io', 'v1', 'endpointslices', 'EndpointSlice'),
+    # The InferencePool of the Gateway API Inference Extension, GA and the older alpha.
+    Resource('inference.networking.k8s.io', 'v1', 'inferencepools', 'InferencePool', builtin=False),
+    Resource(
+        'inference.networking.x-k8s.io',
+        'v1alpha2',
+        'inferencepools',
+        'InferencePool',
+        builtin=False,
+    ),
     Resource('events.k8s.io', 'v1', 'events', 'Event', short_names=('ev',)),
 )
 

@@ -117,10 +117,13 @@ def _parse_target(parts: list[str]) -> Target | None:
     namespace: str | None = None
     if len(rest) >= 3 and rest[0] == 'namespaces':
         namespace, rest = rest[1], rest[2:]
-    if not 1 <= len(rest) <= 3 or (namespace is None and len(rest) > 1):
+    if not 1 <= len(rest) <= 3:
         return None
     resource = resources.find(group=group, version=version, plural=rest[0])
     if resource is None:
+        return None
+    # A namespaced kind is named only inside its namespace; a cluster-scoped one (Node) never is.
+    if (namespace is None) == resource.namespaced and (len(rest) > 1 or namespace is not None):
         return None
     name = rest[1] if len(rest) > 1 else None
     sub = rest[2] if len(rest) > 2 else None
@@ -144,6 +147,8 @@ class FakeAPI:
         self._gone_watches = 0
         self._served: loopback.Served | None = None
         self.url = ''
+        self.unserved: set[str] = set()
+        """API versions (`group/version`) answered as not served: 404, absent from discovery."""
 
     async def __aenter__(self) -> FakeAPI:
         # Read the CRDs now, so that a missing deploy/ fails the start, not every `kubectl get`.
@@ -270,6 +275,8 @@ class FakeAPI:
             if doc is not None:
                 return _json(doc)
         target = _parse_target(parts)
+        if target is not None and target.resource.group_version in self.unserved:
+            target = None
         if target is None:
             raise ApiError(404, f'the server could not find the requested resource {request.path}')
         q = request.query
@@ -333,6 +340,7 @@ class FakeAPI:
             len(parts) == 3
             and parts[0] == 'apis'
             and resources.has_group_version(group=parts[1], version=parts[2])
+            and f'{parts[1]}/{parts[2]}' not in self.unserved
         ):
             return resources.api_resource_list(group=parts[1], version=parts[2])
         return None
