@@ -91,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar='NAME',
         help='policy to run (repeatable): default, saturation-percentage, saturation-token, '
-        'keda-queue, static:N, static:VARIANT=N,..., config:FILE, clairvoyant',
+        'keda-queue, hpa-kv, static:N, static:VARIANT=N,..., config:FILE, clairvoyant',
     )
     simulate.add_argument('--rate-scale', type=float, help='multiply the request rate')
     simulate.add_argument('--start', type=float, help='start of the trace window (s)')

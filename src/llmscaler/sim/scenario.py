@@ -47,7 +47,8 @@ turning a scenario into workloads, SLOs, capacities, a start fleet and policies 
 
 Policy names: `default` and `saturation-percentage` (the core's default configuration),
 `saturation-token` (the token-based analyzer), `config:FILE` (the core with the settings and
-ConfigMaps of FILE, as `llmscaler decide --config` reads them), `keda-queue`, `static:N` (N on
+ConfigMaps of FILE, as `llmscaler decide --config` reads them), `keda-queue` and `hpa-kv` (the
+HPA peers of `sim.peers`), `static:N` (N on
 the first variant of each model) or `static:VARIANT=N,...`, and `clairvoyant`.
 
 Start fleet: each variant starts with its `initial_replicas` Ready replicas (1 unless the preset

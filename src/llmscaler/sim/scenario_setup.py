@@ -60,6 +60,7 @@ FIXED_POLICIES = (
     'saturation-percentage',
     'saturation-token',
     'keda-queue',
+    'hpa-kv',
     'clairvoyant',
 )
 
@@ -368,6 +369,8 @@ def build_policies(
             built.append(policies.CorePolicy(name=name, config=config))
         elif name == 'keda-queue':
             built.append(policies.KedaQueuePolicy())
+        elif name == 'hpa-kv':
+            built.append(policies.HpaKvPolicy())
         elif name.startswith('static:'):
             built.append(policies.parse_static(text=name, variants=names, first=first))
         elif name == 'clairvoyant':
