@@ -276,3 +276,65 @@ def file_sd(*, targets: Sequence[tuple[str, str, int]]) -> list[Obj]:
         {'targets': [f'{POD_IP}:{port}'], 'labels': {'namespace': namespace, 'pod': pod}}
         for namespace, pod, port in sorted(targets)
     ]
+
+
+POOL_LABEL: Final = 'llm-d.ai/inference-pool'
+"""The pod-template label the InferencePools of the fake cluster select on."""
+
+
+def inference_pool(
+    *, name: str, namespace: str, service: str, api_version: str = 'inference.networking.k8s.io/v1'
+) -> Obj:
+    """An InferencePool selecting `POOL_LABEL=<name>`, its picker the Service `service`.
+
+    `api_version` is the GA `inference.networking.k8s.io/v1` (spec.selector.matchLabels,
+    targetPorts, endpointPickerRef) or the older `inference.networking.x-k8s.io/v1alpha2`
+    (spec.selector, targetPortNumber, extensionRef).
+    """
+    if api_version.startswith('inference.networking.x-k8s.io/'):
+        spec: Obj = {
+            'selector': {POOL_LABEL: name},
+            'targetPortNumber': VLLM_PORT,
+            'extensionRef': {'name': service, 'portNumber': 9002, 'failureMode': 'FailClose'},
+        }
+    else:
+        spec = {
+            'selector': {'matchLabels': {POOL_LABEL: name}},
+            'targetPorts': [{'number': VLLM_PORT}],
+            'endpointPickerRef': {
+                'name': service,
+                'port': {'number': 9002},
+                'failureMode': 'FailClose',
+            },
+        }
+    return {
+        'apiVersion': api_version,
+        'kind': 'InferencePool',
+        'metadata': {'name': name, 'namespace': namespace},
+        'spec': spec,
+    }
+
+
+def endpoint_slice(*, service: str, namespace: str, pod: str, ip: str, metrics_port: int) -> Obj:
+    """The EndpointSlice of an EPP Service: one ready endpoint, the `http-metrics` port."""
+    return {
+        'apiVersion': 'discovery.k8s.io/v1',
+        'kind': 'EndpointSlice',
+        'metadata': {
+            'name': f'{service}-1',
+            'namespace': namespace,
+            'labels': {'kubernetes.io/service-name': service},
+        },
+        'addressType': 'IPv4',
+        'endpoints': [
+            {
+                'addresses': [ip],
+                'conditions': {'ready': True},
+                'targetRef': {'kind': 'Pod', 'name': pod, 'namespace': namespace},
+            }
+        ],
+        'ports': [
+            {'name': 'grpc-ext-proc', 'port': 9002, 'protocol': 'TCP'},
+            {'name': 'http-metrics', 'port': metrics_port, 'protocol': 'TCP'},
+        ],
+    }

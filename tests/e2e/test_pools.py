@@ -1,0 +1,251 @@
+"""`llmscaler run` with InferencePools: each pool's EPP found through its Service and read apart.
+
+Two namespaces hold the same model with a cheap and a dear variant at zero replicas: `llm` in
+pool `pool-a` (GA `inference.networking.k8s.io/v1`), `other` in pool `pool-b` (the older
+`inference.networking.x-k8s.io/v1alpha2`). Each pool's endpoint picker is an emulated EPP
+(`llmscaler.emulate`, `--pool`) reached only through its Service's EndpointSlice; neither EPP
+carries the `--epp-selector` label (there is no EPP pod at all).
+
+| step | expectation |
+|---|---|
+| pool-a, then pool-b while running | one EPP source per pool, each as it appears (logged) |
+| a request queues at pool-a's EPP | llm/cheap woken 0 → 1 by scale-from-zero; other/* untouched |
+| pool-a deleted | its source removed; llm/cheap says PoolResolved=False, why it holds |
+| a request queues at pool-b's EPP | other/cheap woken; llm/* untouched |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from llmscaler.devcluster import objects
+from llmscaler.devcluster.cluster import Cluster
+from llmscaler.devcluster.process import ControllerProcess
+from llmscaler.emulate.server import RunningEmulator, serve
+from llmscaler.sim.presets import MODEL_8B, preset
+
+A, B = 'llm', 'other'
+GA = 'inference.networking.k8s.io/v1'
+ALPHA = 'inference.networking.x-k8s.io/v1alpha2'
+SPEC = preset(name='llama-3.1-8b-l4', max_num_seqs=4)
+Obj = dict[str, Any]
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with Cluster(namespace=A, workdir=tmp_path) as c:
+        yield c
+
+
+def seed_model(cluster: Cluster, *, namespace: str, pool: str) -> None:
+    """CHEAP and DEAR at zero replicas, their pods labelled for `pool`."""
+    for name, cost in (('cheap', 1.0), ('dear', 5.0)):
+        deploy = objects.deployment(
+            name=name,
+            namespace=namespace,
+            model_id=MODEL_8B,
+            spec=SPEC,
+            replicas=0,
+            accelerator=SPEC.accelerator,
+        )
+        deploy['spec']['template']['metadata']['labels'][objects.POOL_LABEL] = pool
+        cluster.api.seed(deploy)
+        cluster.api.seed(
+            objects.variant_autoscaling(
+                name=name,
+                namespace=namespace,
+                model_id=MODEL_8B,
+                target=name,
+                cost=cost,
+                min_replicas=0,
+                max_replicas=4,
+            )
+        )
+
+
+async def epp(cluster: Cluster, *, namespace: str, pool: str) -> RunningEmulator:
+    """An emulated EPP for `pool` (no replica: requests queue) behind its Service's slice."""
+    running = await serve(
+        base_port=0,
+        epp_port=0,
+        spec=SPEC,
+        replicas=0,
+        model_name=MODEL_8B,
+        namespace=namespace,
+        pool=pool,
+    )
+    cluster.api.seed(
+        objects.endpoint_slice(
+            service=f'{pool}-epp',
+            namespace=namespace,
+            pod=f'{pool}-epp-0',
+            ip='127.0.0.1',
+            metrics_port=running.epp_port,
+        )
+    )
+    return running
+
+
+def replicas(cluster: Cluster, namespace: str, name: str) -> int:
+    deploy = cluster.api.get(
+        api_version='apps/v1', kind='Deployment', namespace=namespace, name=name
+    )
+    value = deploy['spec']['replicas']
+    assert isinstance(value, int)
+    return value
+
+
+def scale_writes(cluster: Cluster, namespace: str, name: str) -> list[int]:
+    path = f'/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale'
+    return [
+        r.json()['spec']['replicas']
+        for r in cluster.api.requests
+        if r.method == 'PATCH' and r.path == path
+    ]
+
+
+def condition(cluster: Cluster, namespace: str, va: str, kind: str) -> Obj | None:
+    obj = cluster.api.get(
+        api_version='llmd.ai/v1alpha1', kind='VariantAutoscaling', namespace=namespace, name=va
+    )
+    for cond in obj.get('status', {}).get('conditions', []):
+        if cond.get('type') == kind:
+            assert isinstance(cond, dict)
+            return cond
+    return None
+
+
+def events(cluster: Cluster, namespace: str, reason: str) -> list[Obj]:
+    resource = cluster.api.store_resource({'apiVersion': 'events.k8s.io/v1', 'kind': 'Event'})
+    return [e for e in cluster.api.store.list(resource, namespace) if e.get('reason') == reason]
+
+
+@contextlib.asynccontextmanager
+async def queued_request(running: RunningEmulator) -> AsyncIterator[None]:
+    """One completion waiting at the EPP (no replica serves it) while the block runs."""
+    async with httpx.AsyncClient(timeout=60) as client:
+        url = f'http://127.0.0.1:{running.epp_port}/v1/completions'
+        body = {'model': MODEL_8B, 'prompt': 'hello', 'max_tokens': 4}
+        task = asyncio.create_task(client.post(url, json=body))
+        try:
+            yield
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_each_pool_has_its_epp_source_and_wakes_only_its_own_variants(
+    cluster: Cluster,
+) -> None:
+    seed_model(cluster, namespace=A, pool='pool-a')
+    seed_model(cluster, namespace=B, pool='pool-b')
+    epp_a = await epp(cluster, namespace=A, pool='pool-a')
+    epp_b = await epp(cluster, namespace=B, pool='pool-b')
+    try:
+        cluster.api.seed(objects.inference_pool(name='pool-a', namespace=A, service='pool-a-epp'))
+        process = ControllerProcess(
+            cluster=cluster,
+            name='controller',
+            args=[
+                '--namespace',
+                'llmscaler-system',
+                '--metrics-bind-address',
+                '127.0.0.1:0',
+                '--health-probe-bind-address',
+                '127.0.0.1:0',
+                '--metrics-source',
+                'pods',
+                '--interval',
+                '2s',
+                '--scale-to-zero',
+            ],
+        )
+        async with process:
+            await cluster.wait_for(
+                lambda: 'EPP source of InferencePool llm/pool-a added' in process.log(),
+                timeout=20,
+                what='the EPP source of pool-a',
+            )
+            # A pool created while the controller runs gets its source too.
+            cluster.api.seed(
+                objects.inference_pool(
+                    name='pool-b', namespace=B, service='pool-b-epp', api_version=ALPHA
+                )
+            )
+            await cluster.wait_for(
+                lambda: 'EPP source of InferencePool other/pool-b added' in process.log(),
+                timeout=5,
+                what='the EPP source of pool-b',
+            )
+            await cluster.wait_for(
+                lambda: condition(cluster, A, 'cheap', 'PoolResolved') is not None,
+                timeout=10,
+                what='a first cycle',
+            )
+            found = condition(cluster, A, 'cheap', 'PoolResolved')
+            assert found is not None
+            assert (found['status'], found['message']) == ('True', 'InferencePool llm/pool-a')
+
+            async with queued_request(epp_a):
+                await cluster.wait_for(
+                    lambda: replicas(cluster, A, 'cheap') == 1,
+                    timeout=3,
+                    what='llm/cheap woken by the queue of pool-a',
+                )
+                await cluster.wait_for(
+                    lambda: bool(events(cluster, A, 'ScaledFromZero')),
+                    timeout=3,
+                    what='ScaledFromZero',
+                )
+                await asyncio.sleep(0.5)  # several more ticks: nothing else may wake
+            assert scale_writes(cluster, A, 'cheap')[0] == 1
+            assert scale_writes(cluster, A, 'dear') == []
+            # Same model, other namespace, other pool: the queue of pool-a is not its queue.
+            assert scale_writes(cluster, B, 'cheap') == scale_writes(cluster, B, 'dear') == []
+
+            resource = cluster.api.store_resource({'apiVersion': GA, 'kind': 'InferencePool'})
+            cluster.api.store.delete(resource, A, 'pool-a')
+            await cluster.wait_for(
+                lambda: 'EPP source of InferencePool llm/pool-a removed' in process.log(),
+                timeout=5,
+                what='the EPP source of pool-a removed',
+            )
+
+            def held() -> bool:
+                cond = condition(cluster, A, 'dear', 'PoolResolved')
+                return cond is not None and cond['status'] == 'False'
+
+            await cluster.wait_for(held, timeout=10, what='llm/dear held for want of a pool')
+            cond = condition(cluster, A, 'dear', 'PoolResolved')
+            assert cond is not None
+            assert cond['reason'] == 'PoolNotUsable'
+            assert (
+                'no InferencePool in namespace llm selects the pods of Deployment llm/dear'
+                in (cond['message'])
+            )
+            ready = condition(cluster, A, 'dear', 'OptimizationReady')
+            assert ready is not None
+            assert ready['status'] == 'False'
+            assert ready['message'].startswith('held: no InferencePool')
+            assert events(cluster, A, 'NoInferencePool')
+
+            async with queued_request(epp_b):
+                await cluster.wait_for(
+                    lambda: replicas(cluster, B, 'cheap') == 1,
+                    timeout=3,
+                    what='other/cheap woken by the queue of pool-b',
+                )
+            assert scale_writes(cluster, B, 'dear') == []
+            assert scale_writes(cluster, A, 'dear') == []
+            assert process.returncode is None
+        assert process.returncode == 0
+    finally:
+        await epp_a.stop()
+        await epp_b.stop()
