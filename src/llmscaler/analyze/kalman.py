@@ -1,0 +1,225 @@
+"""An extended Kalman filter that learns one variant's α, β, γ, δ from observed TTFT and ITL.
+
+Why: the SLO analyzer's queue (`analyze.queue_model`) is only as good as its four parameters,
+and they differ by GPU, model, precision and serving arguments. WVA's tuner (reference/wva.md
+§6.3) learns them online from what every replica reports; this is that filter for seed 002's
+four-parameter model:
+
+- state x = [α, β, γ, δ] (ms, ms, ms, ms); identity transition (parameters drift slowly);
+- measurement z = [TTFT, ITL] (ms) with h(x) = the queue's predicted (wait + prefill, ITL) at
+  the observed arrival rate and token mix, max batch N and max queue 10·N (WVA's tuner sizes);
+- Jacobian H by central differences with step 0.01·|x_j| (0.01 when x_j = 0);
+- R = diag(((errorLevel / tPercentile)² / gammaFactor) · z_j²), WVA's 0.05, 1.96, 1.0 (a
+  standard deviation of about 2.55 % of each observed figure);
+- Q = diag((percentChange · x_i)²), recomputed from the state each step;
+- update x += K·y clamped to the bounds, P = (I − K·H)·P (symmetrised), then validated: every
+  parameter > 0 and the normalised innovation squared yᵀS⁻¹y < 7.378 (χ², 2 degrees of freedom,
+  WVA's gate). A failed step keeps the previous (x, P).
+
+Deliberate differences from WVA (each fixes a defect of reference/wva.md §6.3 / §10):
+
+- the bounds are [0.01×, 100×] of the *seed* the filter started from, kept in the record, not
+  of a default state rebuilt every cycle;
+- the initial covariance is diag((0.5·seed)²), not (0.05·seed)²: a seed from a preset, a
+  configuration or a one-sample guess is rarely within 5 %, and with a 5 % prior a seed 30 % off
+  fails the innovation gate on every step and never learns. Three rejections in a row also
+  widen P by the same amount once, so a real change of the hardware is learnt, not refused;
+- percentChange is 0.01 per cycle, not WVA's 0.05: with 5 % of random walk per cycle the
+  filter follows measurement noise of 2 % about as much as the signal and the parameters wander
+  5-6 % around their values under a steady load (tests/unit/test_kalman.py measures both);
+- one step per variant per cycle on the arrival-weighted means of its busy replicas (WVA steps
+  once per pod, which counts one cycle's evidence as many times as there are pods);
+- the tuner's TTFT is the sizing TTFT (wait + prefill): they cannot disagree;
+- a changed engine fingerprint (serving arguments, accelerator) restarts from the seed.
+
+What fails: nothing raises. `step` returns the record unchanged with `accepted` False and a
+reason when the observation is unusable (rate ≤ 0, above what the current parameters can
+serve, non-finite figures) or the update fails validation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from llmscaler.analyze.queue_model import PerfParams, QueueAnalyzer, QueueError
+from llmscaler.model import KalmanRecord
+
+ERROR_LEVEL = 0.05
+T_PERCENTILE = 1.96
+GAMMA_FACTOR = 1.0
+PERCENT_CHANGE = 0.01
+NIS_GATE = 7.378
+"""χ² point for 2 degrees of freedom used by WVA's tuner (97.5 %)."""
+INITIAL_UNCERTAINTY = 0.5
+"""Relative standard deviation of the seed (P0 = diag((0.5·seed)²))."""
+BOUND_FACTOR = 100.0
+"""Parameters stay within [seed / 100, seed × 100]."""
+REJECTIONS_BEFORE_WIDENING = 3
+QUEUE_FACTOR = 10
+"""The tuner's max queue: 10 × max batch (WVA)."""
+
+DEFAULT_SEED = PerfParams(alpha=5.0, beta=0.05, gamma=10.0, delta=0.0005)
+"""Used when neither a configured nor a guessed seed exists (WVA's default α is 5 ms)."""
+
+_Matrix = list[list[float]]
+"""Row-major; the filter's matrices are at most 4 × 4, so plain lists (the core has no numpy)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TunerObservation:
+    """One variant's figures for one step: rate in requests/s, times in ms, tokens per request."""
+
+    arrival_rate: float
+    ttft: float
+    itl: float
+    avg_input_tokens: float
+    avg_output_tokens: float
+    max_batch_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class TunerResult:
+    record: KalmanRecord
+    accepted: bool
+    reason: str
+
+
+def guess_seed(*, ttft: float, itl: float, avg_input_tokens: float) -> PerfParams | None:
+    """A seed from one unloaded-ish observation (WVA's cold-start guess, for four parameters):
+    α = 0.9·ITL, β = 0.1·ITL / 10, γ = 0.5·TTFT, δ = 0.5·TTFT / I. None unless all are > 0."""
+    if not (ttft > 0 and itl > 0 and avg_input_tokens > 0):
+        return None
+    guess = PerfParams(
+        alpha=0.9 * itl,
+        beta=0.01 * itl,
+        gamma=0.5 * ttft,
+        delta=0.5 * ttft / avg_input_tokens,
+    )
+    return guess if guess.positive else None
+
+
+def seed_record(*, seed: PerfParams, engine: str, now: float) -> KalmanRecord:
+    """A fresh filter at `seed` with covariance diag((0.5·seed)²)."""
+    x = seed.as_tuple()
+    p = _diag([(INITIAL_UNCERTAINTY * v) ** 2 for v in x])
+    return KalmanRecord(x=x, p=_flat(p), seed=x, engine=engine, nis=0.0, rejected=0, updated_at=now)
+
+
+def params_of(record: KalmanRecord) -> PerfParams:
+    return PerfParams(*record.x)
+
+
+def measure(*, x: tuple[float, ...], obs: TunerObservation) -> tuple[float, float] | None:
+    """h(x): predicted (TTFT, ITL) in ms at the observed load; None when it cannot be served."""
+    analyzer = QueueAnalyzer.build(
+        params=PerfParams(*x),
+        max_batch_size=obs.max_batch_size,
+        max_queue_size=QUEUE_FACTOR * obs.max_batch_size,
+        avg_input_tokens=obs.avg_input_tokens,
+        avg_output_tokens=obs.avg_output_tokens,
+    )
+    if isinstance(analyzer, QueueError) or obs.arrival_rate > analyzer.rate_range.max:
+        return None
+    solved = analyzer.latencies(lam=obs.arrival_rate / 1000)
+    if isinstance(solved, QueueError):
+        return None
+    return solved[1], solved[2]
+
+
+def _jacobian(*, x: tuple[float, ...], obs: TunerObservation) -> _Matrix | None:
+    """2 × 4 by central differences, step 0.01·|x_j| (0.01 at 0)."""
+    jac: _Matrix = [[0.0] * len(x), [0.0] * len(x)]
+    for j, value in enumerate(x):
+        h = 0.01 * abs(value) if value != 0 else 0.01
+        up = tuple(v + h if i == j else v for i, v in enumerate(x))
+        down = tuple(v - h if i == j else v for i, v in enumerate(x))
+        z_up, z_down = measure(x=up, obs=obs), measure(x=down, obs=obs)
+        if z_up is None or z_down is None:
+            return None
+        for row in range(2):
+            jac[row][j] = (z_up[row] - z_down[row]) / (2 * h)
+    return jac
+
+
+def step(*, record: KalmanRecord, obs: TunerObservation, now: float) -> TunerResult:
+    """Predict, update with `obs`, validate; the record as it stands after the step."""
+    figures = (obs.arrival_rate, obs.ttft, obs.itl, obs.avg_input_tokens, obs.avg_output_tokens)
+    if not all(math.isfinite(v) for v in figures) or obs.arrival_rate <= 0:
+        return TunerResult(record=record, accepted=False, reason='no usable observation')
+    if obs.ttft <= 0 or obs.itl <= 0 or obs.avg_output_tokens < 1:
+        return TunerResult(record=record, accepted=False, reason='no usable observation')
+    x = record.x
+    size = len(x)
+    p = [list(record.p[i * size : (i + 1) * size]) for i in range(size)]
+    widen = record.rejected >= REJECTIONS_BEFORE_WIDENING
+    for i, v in enumerate(x):
+        p[i][i] += (PERCENT_CHANGE * v) ** 2 + ((INITIAL_UNCERTAINTY * v) ** 2 if widen else 0.0)
+    predicted = measure(x=x, obs=obs)
+    jac = _jacobian(x=x, obs=obs)
+    if predicted is None or jac is None:
+        return _rejected(record, p=None, reason='observed rate above what the model can serve')
+    z = (obs.ttft, obs.itl)
+    noise = (ERROR_LEVEL / T_PERCENTILE) ** 2 / GAMMA_FACTOR
+    y = [z[0] - predicted[0], z[1] - predicted[1]]
+    pht = _matmul(p, _transpose(jac))  # 4 × 2
+    s = _matmul(jac, pht)  # 2 × 2
+    s[0][0] += noise * z[0] ** 2
+    s[1][1] += noise * z[1] ** 2
+    det = s[0][0] * s[1][1] - s[0][1] * s[1][0]
+    if not (math.isfinite(det) and det > 0):
+        return _rejected(record, p=p, reason='singular innovation covariance')
+    s_inv = [[s[1][1] / det, -s[0][1] / det], [-s[1][0] / det, s[0][0] / det]]
+    gain = _matmul(pht, s_inv)  # 4 × 2
+    x_new = tuple(
+        min(
+            max(v + gain[i][0] * y[0] + gain[i][1] * y[1], seed / BOUND_FACTOR), seed * BOUND_FACTOR
+        )
+        for i, (v, seed) in enumerate(zip(x, record.seed, strict=True))
+    )
+    kh = _matmul(gain, jac)
+    p_new = _matmul([[(i == j) - kh[i][j] for j in range(size)] for i in range(size)], p)
+    p_new = [[0.5 * (p_new[i][j] + p_new[j][i]) for j in range(size)] for i in range(size)]
+    nis = sum(y[i] * s_inv[i][j] * y[j] for i in range(2) for j in range(2))
+    if not (all(v > 0 and math.isfinite(v) for v in x_new) and nis < NIS_GATE):
+        return _rejected(record, p=p, reason=f'validation failed (NIS {nis:.3g})')
+    return TunerResult(
+        record=replace(
+            record,
+            x=(x_new[0], x_new[1], x_new[2], x_new[3]),
+            p=_flat(p_new),
+            nis=nis,
+            rejected=0,
+            updated_at=now,
+        ),
+        accepted=True,
+        reason='updated',
+    )
+
+
+def _rejected(record: KalmanRecord, *, p: _Matrix | None, reason: str) -> TunerResult:
+    """Keep x; count the rejection. After widening, P keeps the widened prior."""
+    widened = record.rejected >= REJECTIONS_BEFORE_WIDENING and p is not None
+    kept = replace(
+        record,
+        p=_flat(p) if widened and p is not None else record.p,
+        rejected=0 if widened else record.rejected + 1,
+    )
+    return TunerResult(record=kept, accepted=False, reason=reason)
+
+
+def _diag(values: list[float]) -> _Matrix:
+    return [[v if i == j else 0.0 for j in range(len(values))] for i, v in enumerate(values)]
+
+
+def _transpose(a: _Matrix) -> _Matrix:
+    return [list(col) for col in zip(*a, strict=True)]
+
+
+def _matmul(a: _Matrix, b: _Matrix) -> _Matrix:
+    cols = list(zip(*b, strict=True))
+    return [[math.fsum(x * y for x, y in zip(row, col, strict=True)) for col in cols] for row in a]
+
+
+def _flat(matrix: _Matrix) -> tuple[float, ...]:
+    return tuple(float(v) for row in matrix for v in row)

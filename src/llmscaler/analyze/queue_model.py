@@ -1,0 +1,426 @@
+"""The performance model of one replica and its state-dependent M/M/1/K queue (seed 002 §2.2, §3.2).
+
+Why: the SLO analyzer asks "at what arrival rate does one replica still meet its TTFT and ITL
+targets?"; that needs the latency a replica would show at a given rate, which this module
+predicts from four parameters and the request mix. It follows WVA's queue analyzer (the
+`QueueAnalyzer` of the v0.4 line and the `llm-inferno` queue-analysis package) so WVA's unit
+tests can be replayed against it:
+
+- decode (inter-token) time at batch size b: `ITL(b) = α + β·b` (ms);
+- prefill time of a request with I input tokens at batch b: `γ + δ·I·b` (ms), 0 when I = 0;
+- state-dependent service rate at n requests in service, n = 1..N (N = max batch size, vLLM's
+  `--max-num-seqs`): `μ_n = n / (prefill(I, n) + (O − 1)·ITL(n))` requests per ms, one prefill
+  and O − 1 decodes per request (O = 1 and I = 0: one decode); for n > N, `μ_n = μ_N`;
+- a birth–death chain over 0..K, K = N + maxQueue, with constant arrival rate λ per ms:
+  `p_{n+1} = p_n·λ/μ_n`, normalised. Computed in log space, which gives WVA's rescaled
+  products without their overflow loop;
+- throughput X = λ(1 − p_K), N̄ = Σ n·p_n, servers = Σ_{n≤N} n·p_n + N·(1 − Σ_{n≤N} p_n),
+  response R = N̄/X, service S = servers/X, wait W = max(0, R − S), queue length X·W;
+- the effective batch b̄ solves prefill(I, b̄) + (O − 1)·ITL(b̄) = S, clamped to [0, N]; the
+  predicted TTFT is W + prefill(I, b̄) and the predicted ITL is ITL(b̄).
+
+Units (as WVA): times in milliseconds; λ inside the queue in requests per millisecond; every
+rate a caller passes or gets back (`analyze`'s `request_rate`, `throughput`, `max_rate`,
+`RateRange`) in requests per second (× 1000). The tuner converts the observed seconds of
+`avg_ttft`/`avg_itl` to ms and the arrival rate (requests/s) as is.
+
+Validity checks (`mm1k_valid`, `state_dependent_valid`): the plain M/M/1/K model is valid for
+λ ≥ 0, μ > 0 and 0 ≤ ρ < K with ρ = λ/μ (ρ = 1 when λ = μ); the state-dependent model is
+solved with a dummy μ = 1 and its ρ = 1 − p_0 ≤ 1, so it is valid for λ ≥ 0 and K ≥ 1.
+
+What fails: `QueueAnalyzer.build` returns a `QueueError` (not raises) for a max batch size < 1,
+a max queue size < 0, I < 0, O < 1, or parameters that give a non-positive or non-finite
+service time; `analyze` returns one for a rate ≤ 0 or above `rate_range.max`. Nothing raises
+on figures within those ranges.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from dataclasses import dataclass
+
+EPSILON = 0.001
+"""WVA's `Epsilon`: the rate range is [μ_1·ε, μ_N·(1 − ε)]."""
+STABILITY_SAFETY_FRACTION = 0.1
+"""WVA's `StabilitySafetyFraction`: a TPS target sizes at (1 − 0.1) × the maximum rate."""
+DEFAULT_MAX_QUEUE_SIZE = 100
+"""WVA's `DefaultMaxQueueSize` for sizing (the tuner uses 10 × max batch)."""
+_TAIL = 1e-18
+"""A walk away from the mode stops when the rest of the chain is below this share of the sum."""
+DEFAULT_MAX_BATCH_SIZE = 256
+"""vLLM's default `--max-num-seqs` on most GPUs, WVA's default max batch."""
+
+
+@dataclass(frozen=True, slots=True)
+class PerfParams:
+    """α, β (decode: ms, ms per request in the batch), γ, δ (prefill: ms, ms per input token
+    per request in the batch): WVA's `DecodeParms{Alpha, Beta}` and `PrefillParms{Gamma, Delta}`."""
+
+    alpha: float
+    beta: float
+    gamma: float
+    delta: float
+
+    def as_tuple(self) -> tuple[float, float, float, float]:
+        return (self.alpha, self.beta, self.gamma, self.delta)
+
+    @property
+    def positive(self) -> bool:
+        """All four are finite and > 0 (a learned set WVA would use)."""
+        return all(math.isfinite(v) and v > 0 for v in self.as_tuple())
+
+
+@dataclass(frozen=True, slots=True)
+class QueueError:
+    """Why a model could not be built or solved (an error as a value)."""
+
+    message: str
+
+
+def prefill_time(*, params: PerfParams, avg_input_tokens: float, batch_size: float) -> float:
+    """`γ + δ·I·b` ms, 0 when there are no input tokens (WVA `PrefillTime`)."""
+    if avg_input_tokens == 0:
+        return 0.0
+    return params.gamma + params.delta * avg_input_tokens * batch_size
+
+
+def decode_time(*, params: PerfParams, batch_size: float) -> float:
+    """`α + β·b` ms (WVA `DecodeTime`)."""
+    return params.alpha + params.beta * batch_size
+
+
+def decodes_per_request(*, avg_input_tokens: float, avg_output_tokens: float) -> float:
+    """O − 1 decode steps per request; 1 for a decode-only request of one token (WVA)."""
+    if avg_input_tokens == 0 and avg_output_tokens == 1:
+        return 1.0
+    return avg_output_tokens - 1
+
+
+def service_rates(
+    *, params: PerfParams, max_batch_size: int, avg_input_tokens: float, avg_output_tokens: float
+) -> tuple[float, ...]:
+    """μ_n for n = 1..N in requests per ms (WVA `BuildModel`)."""
+    decodes = decodes_per_request(
+        avg_input_tokens=avg_input_tokens, avg_output_tokens=avg_output_tokens
+    )
+    return tuple(
+        n
+        / (
+            prefill_time(params=params, avg_input_tokens=avg_input_tokens, batch_size=n)
+            + decodes * decode_time(params=params, batch_size=n)
+        )
+        for n in range(1, max_batch_size + 1)
+    )
+
+
+def mm1k_valid(*, lam: float, mu: float, k: int) -> bool:
+    """WVA's `QueueModel.Solve` check for the plain M/M/1/K model: λ ≥ 0, μ > 0, 0 ≤ ρ < K."""
+    if not (lam >= 0 and mu > 0):
+        return False
+    rho = 1.0 if lam == mu else lam / mu
+    return 0 <= rho < k
+
+
+def state_dependent_valid(*, lam: float, k: int) -> bool:
+    """The same check for the state-dependent model (dummy μ = 1, ρ = 1 − p_0 ∈ [0, 1])."""
+    return lam >= 0 and k >= 1 and math.isfinite(lam)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """One solution of the chain; times in ms, throughput in requests per ms."""
+
+    throughput: float
+    avg_num_in_system: float
+    avg_num_in_servers: float
+    avg_resp_time: float
+    avg_serv_time: float
+    avg_wait_time: float
+    avg_queue_length: float
+    rho: float
+
+
+def solve_mm1k(*, lam: float, mu: float, k: int) -> QueueStats | QueueError:
+    """The plain M/M/1/K queue (WVA `MM1KModel`); λ and μ per ms."""
+    if not mm1k_valid(lam=lam, mu=mu, k=k):
+        return QueueError(f'invalid M/M/1/K model: lambda={lam}, mu={mu}, K={k}')
+    rho = 1.0 if lam == mu else lam / mu
+    p = _normalised([n * math.log(rho) for n in range(k + 1)]) if lam > 0 else [1.0] + [0.0] * k
+    in_system = math.fsum(n * v for n, v in enumerate(p))
+    throughput = lam * (1 - p[k])
+    resp = in_system / throughput if throughput > 0 else 0.0
+    wait = max(0.0, resp - 1 / mu)
+    return QueueStats(
+        throughput=throughput,
+        avg_num_in_system=in_system,
+        avg_num_in_servers=min(in_system, 1.0),
+        avg_resp_time=resp,
+        avg_serv_time=1 / mu,
+        avg_wait_time=wait,
+        avg_queue_length=throughput * wait,
+        rho=rho,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RateRange:
+    """The arrival rates (requests/s) the model is solved for: [μ_1·ε, μ_N·(1 − ε)] × 1000."""
+
+    min: float
+    max: float
+
+
+@dataclass(frozen=True, slots=True)
+class AnalysisMetrics:
+    """WVA's `AnalysisMetrics`: rates in requests/s, times in ms."""
+
+    throughput: float
+    avg_resp_time: float
+    avg_wait_time: float
+    avg_num_in_serv: float
+    avg_prefill_time: float
+    avg_token_time: float
+    max_rate: float
+    rho: float
+
+    @property
+    def ttft(self) -> float:
+        """Predicted time to first token: queueing plus prefill (ms)."""
+        return self.avg_wait_time + self.avg_prefill_time
+
+    @property
+    def itl(self) -> float:
+        return self.avg_token_time
+
+
+@dataclass(frozen=True, slots=True)
+class QueueAnalyzer:
+    """One replica's queue for one request mix, built once and solved for many rates.
+
+    `mu` holds μ_1..μ_N (requests per ms). With μ non-decreasing in n (every positive parameter
+    set) the chain's probabilities rise to a single mode and fall after it, so `solve` starts at
+    the mode (term 1) and walks outward multiplying ratios, stopping once what is left is
+    below 1e-18 of the sum: exact to rounding, without overflow for any K, and it visits only
+    the states that matter. Otherwise it sums all K + 1 states in log space.
+    """
+
+    params: PerfParams
+    max_batch_size: int
+    max_queue_size: int
+    avg_input_tokens: float
+    avg_output_tokens: float
+    rate_range: RateRange
+    mu: tuple[float, ...]
+    monotone: bool
+
+    @staticmethod
+    def build(
+        *,
+        params: PerfParams,
+        max_batch_size: int,
+        max_queue_size: int,
+        avg_input_tokens: float,
+        avg_output_tokens: float,
+    ) -> QueueAnalyzer | QueueError:
+        if max_batch_size < 1 or max_queue_size < 0:
+            return QueueError(
+                f'invalid configuration: maxBatch={max_batch_size}, maxQueue={max_queue_size}'
+            )
+        if not (avg_input_tokens >= 0 and avg_output_tokens >= 1):
+            return QueueError(
+                f'invalid request size: inTokens={avg_input_tokens}, outTokens={avg_output_tokens}'
+            )
+        decodes = decodes_per_request(
+            avg_input_tokens=avg_input_tokens, avg_output_tokens=avg_output_tokens
+        )
+        # service(n) = base + slope·n: the prefill and decode times of `service_rates`, inlined.
+        prefill_base, prefill_slope = (
+            (params.gamma, params.delta * avg_input_tokens) if avg_input_tokens != 0 else (0.0, 0.0)
+        )
+        base = prefill_base + decodes * params.alpha
+        slope = prefill_slope + decodes * params.beta
+        mu: list[float] = []
+        for n in range(1, max_batch_size + 1):
+            service = base + slope * n
+            if not (math.isfinite(service) and service > 0):
+                return QueueError(f'parameters {params} give a non-positive service time')
+            mu.append(n / service)
+        return QueueAnalyzer(
+            params=params,
+            max_batch_size=max_batch_size,
+            max_queue_size=max_queue_size,
+            avg_input_tokens=avg_input_tokens,
+            avg_output_tokens=avg_output_tokens,
+            rate_range=RateRange(
+                min=float(mu[0]) * EPSILON * 1000, max=float(mu[-1]) * (1 - EPSILON) * 1000
+            ),
+            mu=tuple(mu),
+            monotone=all(a <= b for a, b in itertools.pairwise(mu)),
+        )
+
+    @property
+    def k(self) -> int:
+        return self.max_batch_size + self.max_queue_size
+
+    def solve(self, *, lam: float) -> QueueStats | QueueError:
+        """The chain at λ requests per ms (WVA `MM1ModelStateDependent.Solve(λ, 1)`)."""
+        if not state_dependent_valid(lam=lam, k=self.k):
+            return QueueError(f'invalid state-dependent model: lambda={lam}')
+        nb = self.max_batch_size
+        p0, pk, total, first, total_n, first_n = (
+            (1.0, 0.0, 1.0, 0.0, 1.0, 0.0)
+            if lam == 0
+            else self._walk(lam)
+            if self.monotone
+            else self._full(lam)
+        )
+        in_system = first / total
+        in_servers = first_n / total + nb * (1.0 - total_n / total)
+        throughput = lam * (1.0 - pk / total)
+        p0 /= total
+        resp = in_system / throughput if throughput > 0 else 0.0
+        serv = in_servers / throughput if throughput > 0 else 0.0
+        wait = max(0.0, resp - serv)
+        return QueueStats(
+            throughput=throughput,
+            avg_num_in_system=in_system,
+            avg_num_in_servers=in_servers,
+            avg_resp_time=resp,
+            avg_serv_time=serv,
+            avg_wait_time=wait,
+            avg_queue_length=throughput * wait,
+            rho=1.0 - p0,
+        )
+
+    def _walk(self, lam: float) -> tuple[float, float, float, float, float, float]:
+        """Unnormalised (p_0, p_K, Σp, Σn·p, Σ_{n≤N} p, Σ_{n≤N} n·p), the mode's term 1."""
+        mu, nb, k = self.mu, self.max_batch_size, self.k
+        top = mu[-1]
+        below = bisect.bisect_left(mu, lam)
+        mode = k if below >= nb and top < lam else min(below, k)
+        total, first = 1.0, float(mode)
+        total_n, first_n = (1.0, float(mode)) if mode <= nb else (0.0, 0.0)
+        p0 = 1.0 if mode == 0 else 0.0
+        pk = 1.0 if mode == k else 0.0
+        term = 1.0
+        for j in range(mode, k):  # p_{j+1} = p_j·λ/μ_j
+            ratio = lam / (mu[j] if j < nb else top)
+            term *= ratio
+            n = j + 1
+            total += term
+            first += n * term
+            if n <= nb:
+                total_n += term
+                first_n += n * term
+            if n == k:
+                pk = term
+            elif ratio < 1 and term * ratio < _TAIL * (1 - ratio) * total:
+                break
+        term = 1.0
+        for j in range(mode - 1, -1, -1):  # p_j = p_{j+1}·μ_j/λ
+            ratio = (mu[j] if j < nb else top) / lam
+            term *= ratio
+            total += term
+            first += j * term
+            if j <= nb:
+                total_n += term
+                first_n += j * term
+            if j == 0:
+                p0 = term
+            elif ratio < 1 and term * ratio < _TAIL * (1 - ratio) * total:
+                break
+        return p0, pk, total, first, total_n, first_n
+
+    def _full(self, lam: float) -> tuple[float, float, float, float, float, float]:
+        """The same sums over every state, in log space (μ not monotone)."""
+        nb, log_lam, cum = self.max_batch_size, math.log(lam), 0.0
+        log_p = [0.0]
+        for j in range(self.k):
+            cum += log_lam - math.log(self.mu[min(j, nb - 1)])
+            log_p.append(cum)
+        p = _normalised(log_p)
+        return (
+            p[0],
+            p[-1],
+            1.0,
+            math.fsum(n * v for n, v in enumerate(p)),
+            math.fsum(p[: nb + 1]),
+            math.fsum(n * v for n, v in enumerate(p[: nb + 1])),
+        )
+
+    def effective_concurrency(self, *, avg_service_time: float) -> float:
+        """b̄ with prefill(I, b̄) + (O − 1)·ITL(b̄) = S, clamped to [0, N] (WVA)."""
+        return effective_concurrency(
+            avg_service_time=avg_service_time,
+            params=self.params,
+            avg_input_tokens=self.avg_input_tokens,
+            avg_output_tokens=self.avg_output_tokens,
+            max_batch_size=self.max_batch_size,
+        )
+
+    def latencies(self, *, lam: float) -> tuple[QueueStats, float, float] | QueueError:
+        """(stats, TTFT ms, ITL ms) at λ per ms: the two figures the search and the tuner need."""
+        stats = self.solve(lam=lam)
+        if isinstance(stats, QueueError):
+            return stats
+        conc = self.effective_concurrency(avg_service_time=stats.avg_serv_time)
+        prefill = prefill_time(
+            params=self.params, avg_input_tokens=self.avg_input_tokens, batch_size=conc
+        )
+        return (
+            stats,
+            stats.avg_wait_time + prefill,
+            decode_time(params=self.params, batch_size=conc),
+        )
+
+    def analyze(self, *, request_rate: float) -> AnalysisMetrics | QueueError:
+        """Performance at `request_rate` requests/s, 0 < rate ≤ `rate_range.max` (WVA `Analyze`)."""
+        if not request_rate > 0:
+            return QueueError(f'invalid request rate {request_rate}')
+        if request_rate > self.rate_range.max:
+            return QueueError(f'rate={request_rate}, max allowed rate={self.rate_range.max}')
+        solved = self.latencies(lam=request_rate / 1000)
+        if isinstance(solved, QueueError):
+            return solved
+        stats, _ttft, itl = solved
+        conc = self.effective_concurrency(avg_service_time=stats.avg_serv_time)
+        prefill = prefill_time(
+            params=self.params, avg_input_tokens=self.avg_input_tokens, batch_size=conc
+        )
+        return AnalysisMetrics(
+            throughput=stats.throughput * 1000,
+            avg_resp_time=stats.avg_resp_time,
+            avg_wait_time=stats.avg_wait_time,
+            avg_num_in_serv=stats.avg_num_in_servers,
+            avg_prefill_time=prefill,
+            avg_token_time=itl,
+            max_rate=self.rate_range.max,
+            rho=min(max(stats.avg_num_in_servers / self.max_batch_size, 0.0), 1.0),
+        )
+
+
+def effective_concurrency(
+    *,
+    avg_service_time: float,
+    params: PerfParams,
+    avg_input_tokens: float,
+    avg_output_tokens: float,
+    max_batch_size: int,
+) -> float:
+    """WVA `EffectiveConcurrency`: (S − γ − α·(O − 1)) / (δ·I + β·(O − 1)), in [0, N]."""
+    tokens = avg_output_tokens - 1
+    numerator = avg_service_time - (params.gamma + params.alpha * tokens)
+    denominator = params.delta * avg_input_tokens + params.beta * tokens
+    if denominator <= 0:
+        return 0.0 if numerator <= 0 else float(max_batch_size)
+    return min(max(numerator / denominator, 0.0), float(max_batch_size))
+
+
+def _normalised(log_p: list[float]) -> list[float]:
+    """exp(log p − max), normalised to sum 1: WVA's rescaled products without overflow."""
+    top = max(log_p)
+    p = [math.exp(v - top) for v in log_p]
+    total = math.fsum(p)
+    return [v / total for v in p]

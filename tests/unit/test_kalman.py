@@ -1,0 +1,217 @@
+"""`analyze.kalman`: the EKF tuner learns the simulator replica's effective α, β, γ, δ.
+
+The replica is the simulator's roofline step model (`sim.stepmodel`, preset
+llama-3.1-8b-a100). Its observed TTFT and ITL at a load come from the same state-dependent
+queue the analyzer uses, but with the *roofline's* step times in it, not a linear model:
+service rate μ_n = n / (prefill_roofline(n) + (O − 1)·decode_roofline(n)), the effective
+batch b̄ where prefill + (O − 1)·decode = the mean service time, TTFT = wait + prefill(b̄),
+ITL = decode(b̄). A decode step at batch b is the roofline step of b decoding sequences at the
+mix's mean context; a request's prefill at batch b is the step of its I prompt tokens beside
+b − 1 decoding sequences (chunked prefill). The *effective values* are the least-squares
+lines through those step times over the batch range the run visits, and the filter starts 30 %
+off them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from llmscaler.analyze import kalman
+from llmscaler.analyze.queue_model import PerfParams
+from llmscaler.sim import presets
+
+IN, OUT, N = 600.0, 150.0, 256
+CONVERGED_BY = 20
+"""Cycles after which every parameter stays within 5 % (stated in docs/decision-core.md)."""
+CYCLES = 80
+
+
+class Replica:
+    """The roofline replica at a load: (TTFT ms, ITL ms, mean batch)."""
+
+    def __init__(self) -> None:
+        perf = presets.preset(name='llama-3.1-8b-a100').perf
+        batches = np.arange(1, N + 1)
+        self.batches = batches
+        self.decode = np.array(
+            [
+                1000
+                * perf.step_seconds(
+                    decode_seqs=int(b), prefill_tokens=0, context_tokens=round(b * (IN + OUT / 2))
+                )
+                for b in batches
+            ]
+        )
+        self.prefill = np.array(
+            [
+                1000
+                * perf.step_seconds(
+                    decode_seqs=int(b) - 1,
+                    prefill_tokens=int(IN),
+                    context_tokens=round((b - 1) * (IN + OUT / 2)),
+                )
+                for b in batches
+            ]
+        )
+        self.service = self.prefill + (OUT - 1) * self.decode
+        mu = batches / self.service
+        k = N + kalman.QUEUE_FACTOR * N
+        per_state = np.concatenate([mu, np.full(k - N, mu[-1])])
+        self.log_mu = np.concatenate(([0.0], np.cumsum(np.log(per_state))))
+        self.states = np.arange(k + 1.0)
+        self.max_rate = float(mu[-1]) * 1000 * 0.999
+
+    def observe(self, rate: float) -> tuple[float, float, float]:
+        lam = rate / 1000
+        log_p = self.states * math.log(lam) - self.log_mu
+        p = np.exp(log_p - log_p.max())
+        p /= p.sum()
+        weighted = self.states * p
+        in_servers = weighted[: N + 1].sum() + N * (1 - p[: N + 1].sum())
+        x = lam * (1 - p[-1])
+        serv = in_servers / x
+        wait = max(0.0, weighted.sum() / x - serv)
+        b = float(np.interp(serv, self.service, self.batches))
+        return (
+            wait + float(np.interp(b, self.batches, self.prefill)),
+            float(np.interp(b, self.batches, self.decode)),
+            b,
+        )
+
+    def effective(self, low: float, high: float) -> PerfParams:
+        """Least-squares α, β, γ, δ of the roofline's step times over batches [low, high]."""
+        b = np.arange(max(1, math.floor(low)), math.ceil(high) + 1)
+        ones = np.ones(len(b))
+        (alpha, beta), *_ = np.linalg.lstsq(np.stack([ones, b], 1), self.decode[b - 1], rcond=None)
+        (gamma, delta), *_ = np.linalg.lstsq(
+            np.stack([ones, IN * b], 1), self.prefill[b - 1], rcond=None
+        )
+        return PerfParams(float(alpha), float(beta), float(gamma), float(delta))
+
+
+@pytest.fixture(scope='module')
+def replica() -> Replica:
+    return Replica()
+
+
+def varying_rates(replica: Replica) -> list[float]:
+    """A daily-like swing between 15 % and 80 % of the replica's maximum rate."""
+    return [replica.max_rate * (0.15 + 0.65 * (0.5 + 0.5 * math.sin(c / 3))) for c in range(CYCLES)]
+
+
+def errors(x: tuple[float, ...], truth: PerfParams) -> list[float]:
+    return [abs(a / b - 1) for a, b in zip(x, truth.as_tuple(), strict=True)]
+
+
+def obs(rate: float, ttft: float, itl: float) -> kalman.TunerObservation:
+    return kalman.TunerObservation(
+        arrival_rate=rate,
+        ttft=ttft,
+        itl=itl,
+        avg_input_tokens=IN,
+        avg_output_tokens=OUT,
+        max_batch_size=N,
+    )
+
+
+@pytest.mark.parametrize('seed', [1, 2, 3])
+def test_converges_from_30_percent_off_and_stays_under_noise(replica: Replica, seed: int) -> None:
+    rates = varying_rates(replica)
+    seen = [replica.observe(r) for r in rates]
+    truth = replica.effective(min(s[2] for s in seen), max(s[2] for s in seen))
+    start = PerfParams(*(1.3 * v for v in truth.as_tuple()))
+    record = kalman.seed_record(seed=start, engine='e', now=0.0)
+    rng = np.random.default_rng(seed)
+    worst_after = 0.0
+    for cycle, (rate, (ttft, itl, _)) in enumerate(zip(rates, seen, strict=True)):
+        noisy = obs(
+            rate,
+            ttft * (1 + 0.02 * rng.standard_normal()),
+            itl * (1 + 0.02 * rng.standard_normal()),
+        )
+        record = kalman.step(record=record, obs=noisy, now=float(cycle)).record
+        if cycle >= CONVERGED_BY:
+            worst_after = max(worst_after, *errors(record.x, truth))
+    assert worst_after < 0.05
+
+
+def test_without_the_widened_prior_a_30_percent_seed_never_learns(replica: Replica) -> None:
+    # WVA's prior, P0 = (5 %·x)², and no widening: the first innovations fail the gate.
+    rates = varying_rates(replica)[:20]
+    truth = replica.effective(10, 130)
+    start = PerfParams(*(1.3 * v for v in truth.as_tuple()))
+    record = kalman.seed_record(seed=start, engine='e', now=0.0)
+    narrow = np.diag([(0.05 * v) ** 2 for v in start.as_tuple()]).reshape(-1)
+    record = replace(record, p=tuple(float(v) for v in narrow))
+    first = kalman.step(record=record, obs=obs(rates[0], *replica.observe(rates[0])[:2]), now=0.0)
+    assert not first.accepted
+    assert 'NIS' in first.reason
+    assert first.record.x == record.x
+
+
+def test_an_outlier_is_gated_and_the_state_kept(replica: Replica) -> None:
+    truth = replica.effective(10, 130)
+    record = kalman.seed_record(seed=truth, engine='e', now=0.0)
+    rate = replica.max_rate * 0.5
+    ttft, itl, _ = replica.observe(rate)
+    good = kalman.step(record=record, obs=obs(rate, ttft, itl), now=1.0)
+    assert good.accepted
+    bad = kalman.step(record=good.record, obs=obs(rate, ttft * 5, itl * 5), now=2.0)
+    assert not bad.accepted
+    assert bad.record.x == good.record.x
+    assert bad.record.rejected == 1
+
+
+def test_repeated_rejections_widen_the_prior_so_a_real_change_is_learnt(replica: Replica) -> None:
+    truth = replica.effective(10, 130)
+    record = kalman.seed_record(seed=truth, engine='e', now=0.0)
+    tight = np.diag([(0.001 * v) ** 2 for v in truth.as_tuple()]).reshape(-1)
+    record = replace(record, p=tuple(float(v) for v in tight))
+    rate = replica.max_rate * 0.4
+    ttft, itl, _ = replica.observe(rate)
+    accepted = []
+    for cycle in range(8):
+        # The hardware got 40 % slower.
+        step = kalman.step(record=record, obs=obs(rate, ttft * 1.4, itl * 1.4), now=float(cycle))
+        record = step.record
+        accepted.append(step.accepted)
+    assert accepted[:3] == [False, False, False]
+    assert any(accepted[3:])
+
+
+@pytest.mark.parametrize(
+    'bad',
+    [
+        {'arrival_rate': 0.0},
+        {'ttft': math.nan},
+        {'itl': -1.0},
+        {'avg_output_tokens': 0.5},
+        {'arrival_rate': 1e9},
+    ],
+)
+def test_unusable_observations_leave_the_state(replica: Replica, bad: dict[str, float]) -> None:
+    record = kalman.seed_record(seed=replica.effective(10, 130), engine='e', now=0.0)
+    step = kalman.step(record=record, obs=replace(obs(5.0, 100.0, 20.0), **bad), now=1.0)  # type: ignore[arg-type]
+    assert not step.accepted
+    assert step.record.x == record.x
+
+
+def test_parameters_stay_within_the_bounds_of_their_seed() -> None:
+    seed = PerfParams(alpha=10.0, beta=0.1, gamma=50.0, delta=0.002)
+    record = kalman.seed_record(seed=seed, engine='e', now=0.0)
+    for cycle in range(30):
+        record = kalman.step(record=record, obs=obs(5.0, 5000.0, 900.0), now=float(cycle)).record
+    for value, origin in zip(record.x, seed.as_tuple(), strict=True):
+        assert origin / 100 <= value <= origin * 100
+
+
+def test_guess_seed_is_positive_or_none() -> None:
+    guess = kalman.guess_seed(ttft=120.0, itl=15.0, avg_input_tokens=600.0)
+    assert guess is not None
+    assert guess.positive
+    assert kalman.guess_seed(ttft=0.0, itl=15.0, avg_input_tokens=600.0) is None
+    assert kalman.guess_seed(ttft=120.0, itl=15.0, avg_input_tokens=0.0) is None

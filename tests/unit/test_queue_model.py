@@ -1,0 +1,233 @@
+"""`analyze.queue_model`: performance-model times, the state-dependent queue and its validity.
+
+The chain is checked against an independent oracle: WVA's own product loop (p_{n+1} = p_n·λ/μ_n,
+then normalised) written out in plain Python, and the plain M/M/1/K model against its closed
+form. The vectors of the performance-model times are WVA's (`queueanalyzer_test.go`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmscaler.analyze.queue_model import (
+    PerfParams,
+    QueueAnalyzer,
+    QueueError,
+    decode_time,
+    effective_concurrency,
+    mm1k_valid,
+    prefill_time,
+    service_rates,
+    solve_mm1k,
+    state_dependent_valid,
+)
+
+WVA = PerfParams(alpha=1.0, beta=0.01, gamma=10.0, delta=0.001)
+"""WVA's test configuration (max batch 8, max queue 16)."""
+
+
+def build(
+    params: PerfParams = WVA, *, n: int = 8, q: int = 16, i: float = 100, o: float = 10
+) -> QueueAnalyzer:
+    built = QueueAnalyzer.build(
+        params=params, max_batch_size=n, max_queue_size=q, avg_input_tokens=i, avg_output_tokens=o
+    )
+    assert not isinstance(built, QueueError), built
+    return built
+
+
+@pytest.mark.parametrize(
+    ('tokens', 'batch', 'expected'),
+    [(0, 4.0, 0.0), (1000, 1.0, 11.0), (2000, 8.0, 26.0), (500, 2.5, 11.25)],
+)
+def test_prefill_time_matches_wva_vectors(tokens: int, batch: float, expected: float) -> None:
+    got = prefill_time(params=WVA, avg_input_tokens=tokens, batch_size=batch)
+    assert got == pytest.approx(expected, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    ('batch', 'expected'), [(1.0, 1.01), (4.0, 1.04), (8.0, 1.08), (2.5, 1.025)]
+)
+def test_decode_time_matches_wva_vectors(batch: float, expected: float) -> None:
+    assert decode_time(params=WVA, batch_size=batch) == pytest.approx(expected, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    ('i', 'o', 'ok'),
+    [
+        (0, 10, True),
+        (0, 1, True),
+        (100, 1, True),
+        (200, 20, True),
+        (0, 0, False),
+        (-1, -1, False),
+        (50, 0, False),
+    ],
+)
+def test_request_size_checks_as_wva(i: float, o: float, ok: bool) -> None:
+    built = QueueAnalyzer.build(
+        params=WVA, max_batch_size=8, max_queue_size=16, avg_input_tokens=i, avg_output_tokens=o
+    )
+    assert isinstance(built, QueueError) is not ok
+
+
+@pytest.mark.parametrize(('n', 'q'), [(0, 16), (-1, 16), (8, -1)])
+def test_bad_configuration_is_an_error_value(n: int, q: int) -> None:
+    built = QueueAnalyzer.build(
+        params=WVA, max_batch_size=n, max_queue_size=q, avg_input_tokens=100, avg_output_tokens=10
+    )
+    assert isinstance(built, QueueError)
+
+
+def test_service_rates_one_prefill_and_o_minus_one_decodes() -> None:
+    rates = service_rates(params=WVA, max_batch_size=3, avg_input_tokens=100, avg_output_tokens=10)
+    for n, mu in enumerate(rates, start=1):
+        expected = n / ((10.0 + 0.001 * 100 * n) + 9 * (1.0 + 0.01 * n))
+        assert mu == pytest.approx(expected, rel=1e-12)
+    # Decode only, one token: one decode step (WVA's special case).
+    (single,) = service_rates(params=WVA, max_batch_size=1, avg_input_tokens=0, avg_output_tokens=1)
+    assert single == pytest.approx(1 / 1.01)
+
+
+def test_rate_range_is_epsilon_inside_the_service_rates() -> None:
+    qa = build()
+    rates = service_rates(params=WVA, max_batch_size=8, avg_input_tokens=100, avg_output_tokens=10)
+    assert qa.rate_range.min == pytest.approx(rates[0] * 0.001 * 1000)
+    assert qa.rate_range.max == pytest.approx(rates[-1] * 0.999 * 1000)
+
+
+def _oracle(lam: float, rates: list[float], k: int) -> list[float]:
+    """WVA's loop: p_{n+1} = p_n·λ/μ_n (μ_N beyond N), normalised."""
+    p = [1.0]
+    for n in range(k):
+        mu = rates[min(n, len(rates) - 1)]
+        p.append(p[-1] * lam / mu)
+    total = math.fsum(p)
+    return [v / total for v in p]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    load=st.floats(0.01, 0.999),
+    n=st.integers(1, 16),
+    q=st.integers(0, 30),
+    i=st.integers(0, 3000),
+    o=st.integers(1, 500),
+)
+def test_chain_statistics_match_the_product_form(
+    load: float, n: int, q: int, i: int, o: int
+) -> None:
+    qa = build(n=n, q=q, i=i, o=o)
+    lam = load * qa.rate_range.max / 1000
+    stats = qa.solve(lam=lam)
+    assert not isinstance(stats, QueueError)
+    rates = list(
+        service_rates(params=WVA, max_batch_size=n, avg_input_tokens=i, avg_output_tokens=o)
+    )
+    p = _oracle(lam, rates, n + q)
+    in_system = math.fsum(j * v for j, v in enumerate(p))
+    in_servers = math.fsum(j * v for j, v in enumerate(p[: n + 1])) + n * (
+        1 - math.fsum(p[: n + 1])
+    )
+    x = lam * (1 - p[-1])
+    assert stats.throughput == pytest.approx(x, rel=1e-9)
+    assert stats.avg_num_in_system == pytest.approx(in_system, rel=1e-9, abs=1e-12)
+    assert stats.avg_num_in_servers == pytest.approx(in_servers, rel=1e-9, abs=1e-12)
+    assert stats.avg_wait_time == pytest.approx(max(0.0, (in_system - in_servers) / x), abs=1e-6)
+    assert stats.rho == pytest.approx(1 - p[0], abs=1e-12)
+
+
+def test_chain_does_not_overflow_where_a_plain_product_would() -> None:
+    # μ tiny, K large: λ/μ products reach 1e300+; the log form normalises without overflow.
+    qa = build(PerfParams(alpha=500.0, beta=5.0, gamma=2000.0, delta=0.5), n=512, q=5000, o=400)
+    stats = qa.solve(lam=qa.rate_range.max / 1000)
+    assert not isinstance(stats, QueueError)
+    assert math.isfinite(stats.avg_wait_time)
+    assert stats.avg_wait_time > 0
+
+
+@pytest.mark.parametrize(
+    ('rate_factor', 'ok'),
+    [(0.0, False), (-1.0, False), (0.5e-3, True), (0.5, True), (0.9, True), (1.1, False)],
+)
+def test_analyze_accepts_rates_up_to_the_maximum(rate_factor: float, ok: bool) -> None:
+    qa = build()
+    metrics = qa.analyze(request_rate=rate_factor * qa.rate_range.max)
+    assert isinstance(metrics, QueueError) is not ok
+    if not isinstance(metrics, QueueError):
+        assert 0 <= metrics.rho <= 1
+        assert metrics.avg_prefill_time >= 0
+        assert metrics.avg_token_time >= 0
+        assert metrics.ttft == metrics.avg_wait_time + metrics.avg_prefill_time
+
+
+def test_latency_grows_with_load() -> None:
+    qa = build(n=64, q=100, i=500, o=100)
+    figures = [qa.analyze(request_rate=f * qa.rate_range.max) for f in (0.1, 0.5, 0.9)]
+    assert all(not isinstance(m, QueueError) for m in figures)
+    ttfts = [m.ttft for m in figures if not isinstance(m, QueueError)]
+    itls = [m.itl for m in figures if not isinstance(m, QueueError)]
+    assert ttfts == sorted(ttfts)
+    assert itls == sorted(itls)
+    assert itls[0] < itls[-1]
+
+
+@pytest.mark.parametrize('service', [20.0, 50.0, 100.0, 1e9, -5.0])
+def test_effective_concurrency_stays_in_the_batch_range(service: float) -> None:
+    got = effective_concurrency(
+        avg_service_time=service,
+        params=WVA,
+        avg_input_tokens=100,
+        avg_output_tokens=10,
+        max_batch_size=8,
+    )
+    assert 0 <= got <= 8
+    if 0 < got < 8:
+        # It solves prefill(b) + (O-1)·ITL(b) = S.
+        assert prefill_time(params=WVA, avg_input_tokens=100, batch_size=got) + 9 * decode_time(
+            params=WVA, batch_size=got
+        ) == pytest.approx(service)
+
+
+@pytest.mark.parametrize(
+    ('lam', 'mu', 'k', 'ok'),
+    [
+        (0.5, 1.0, 10, True),
+        (1.0, 1.0, 10, True),
+        (0.0, 1.0, 1, True),
+        (-0.1, 1.0, 10, False),
+        (1.0, 0.0, 10, False),
+        (10.0, 1.0, 10, False),
+        (9.9, 1.0, 10, True),
+        (2.0, 1.0, 1, False),
+    ],
+)
+def test_mm1k_validity(lam: float, mu: float, k: int, ok: bool) -> None:
+    assert mm1k_valid(lam=lam, mu=mu, k=k) is ok
+    assert isinstance(solve_mm1k(lam=lam, mu=mu, k=k), QueueError) is not ok
+
+
+def test_state_dependent_validity() -> None:
+    assert state_dependent_valid(lam=0.0, k=1)
+    assert state_dependent_valid(lam=5.0, k=10)
+    assert not state_dependent_valid(lam=-1e-9, k=10)
+    assert not state_dependent_valid(lam=math.nan, k=10)
+    assert isinstance(build().solve(lam=-1.0), QueueError)
+
+
+@pytest.mark.parametrize('rho', [0.3, 1.0, 1.7])
+def test_mm1k_matches_its_closed_form(rho: float) -> None:
+    k = 12
+    stats = solve_mm1k(lam=rho, mu=1.0, k=k)
+    assert not isinstance(stats, QueueError)
+    if rho == 1.0:
+        p = [1 / (k + 1)] * (k + 1)
+    else:
+        p0 = (1 - rho) / (1 - rho ** (k + 1))
+        p = [p0 * rho**j for j in range(k + 1)]
+    assert stats.avg_num_in_system == pytest.approx(sum(j * v for j, v in enumerate(p)))
+    assert stats.throughput == pytest.approx(rho * (1 - p[-1]))

@@ -1,0 +1,193 @@
+"""The SLO path through `engine.decide()`: needed vs current, targets' source, holds, tuner memory,
+hybrid arbitration (`analyze.slo_queueing`, `analyze.slo_path`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from llmscaler.analyze import slo_queueing
+from llmscaler.config.types import (
+    AnalyzerSpec,
+    Config,
+    ModelConfig,
+    QueueingModelConfig,
+    SaturationConfig,
+)
+from llmscaler.engine import decide
+from llmscaler.model import (
+    EMPTY_STATE,
+    Action,
+    Decision,
+    EngineParams,
+    PoolMetrics,
+    ReplicaMetrics,
+    Snapshot,
+    State,
+    Variant,
+)
+
+NOW = 10_000.0
+EXPLICIT = Config(
+    default=ModelConfig(
+        queueing=QueueingModelConfig(target_ttft=300.0, target_itl=25.0, tuning_enabled=False)
+    )
+)
+
+
+def snapshot(
+    *,
+    rate: float,
+    current: int = 2,
+    kv: float = 0.3,
+    queue: float = 0.0,
+    pool_rate: bool = True,
+    replica: dict[str, object] | None = None,
+    engine: EngineParams | None = None,
+) -> Snapshot:
+    variant = Variant(
+        name='v',
+        namespace='ns',
+        model_id='m',
+        current_replicas=current,
+        ready_replicas=current,
+        min_replicas=1,
+        max_replicas=30,
+        engine=engine or EngineParams(max_num_seqs=64),
+    )
+    figures: dict[str, object] = {
+        'kv_usage': kv,
+        'queue_length': queue,
+        'arrival_rate': rate / current,
+        'avg_input_tokens': 500.0,
+        'avg_output_tokens': 100.0,
+        'avg_ttft': 0.06,
+        'avg_itl': 0.011,
+    }
+    figures.update(replica or {})
+    replicas = tuple(
+        ReplicaMetrics(pod=f'v-{i}', variant='v', namespace='ns', observed_at=NOW - 5, **figures)  # type: ignore[arg-type]
+        for i in range(current)
+    )
+    pool = PoolMetrics(
+        model_id='m',
+        namespace='ns',
+        observed_at=NOW - 5,
+        arrival_rate=rate if pool_rate else None,
+        request_count=100.0,
+    )
+    return Snapshot(variants=(variant,), replicas=replicas, pools=(pool,))
+
+
+def one(
+    snap: Snapshot, config: Config = EXPLICIT, state: State = EMPTY_STATE
+) -> tuple[Decision, State]:
+    out = decide(snapshot=snap, config=config, state=state, now=NOW)
+    return out.decisions[0], out.state
+
+
+def test_a_load_step_adds_replicas() -> None:
+    calm, state = one(snapshot(rate=2.0))
+    assert calm.analyzer == 'queueing-model'
+    per_replica = dict(calm.figures)['max_rate_per_replica']
+    assert per_replica > 0
+    step, _ = one(snapshot(rate=40.0), state=state)
+    needed = -(-40.0 // per_replica)
+    # Sized from needed vs current: ⌈40 / max rate⌉ replicas, more than the 2 running.
+    assert step.action is Action.SCALE_UP
+    assert step.target == min(30, int(needed))
+    assert dict(step.figures)['required_both'] > 0
+
+
+def test_supply_is_built_from_current_replicas_not_desired() -> None:
+    # WVA's main branch sizes supply from the replicas it wants, so demand never exceeds it
+    # (RC = 0) and no count changes; here supply = current × max rate.
+    decision, _ = one(snapshot(rate=40.0))
+    figures = dict(decision.figures)
+    assert figures['slo_supply'] == pytest.approx(2 * figures['max_rate_per_replica'])
+    assert figures['required_both'] == pytest.approx(40.0 - figures['slo_supply'])
+
+
+def test_low_load_sheds_whole_spare_replicas() -> None:
+    decision, _ = one(snapshot(rate=0.5, current=6))
+    assert decision.action is Action.SCALE_DOWN
+    assert decision.target >= 1
+
+
+def test_target_source_is_in_the_reason_and_figures() -> None:
+    explicit, _ = one(snapshot(rate=2.0))
+    assert 'slo targets explicit: TTFT 300 ms, ITL 25 ms' in explicit.reason
+    assert dict(explicit.figures)['slo_target_source'] == 1.0
+    inferred_config = Config(default=ModelConfig(queueing=QueueingModelConfig()))
+    inferred, _ = one(snapshot(rate=2.0), config=inferred_config)
+    assert 'slo targets inferred' in inferred.reason
+    assert dict(inferred.figures)['slo_target_source'] == 2.0
+
+
+@pytest.mark.parametrize(
+    ('change', 'named'),
+    [
+        ({'pool_rate': False, 'replica': {'arrival_rate': None}}, 'arrival_rate'),
+        ({'replica': {'avg_input_tokens': None}}, 'avg_input_tokens'),
+        ({'replica': {'avg_output_tokens': None}}, 'avg_output_tokens'),
+    ],
+)
+def test_missing_inputs_hold_and_name_what_is_missing(
+    change: dict[str, object], named: str
+) -> None:
+    snap = snapshot(rate=40.0, current=3, **change)  # type: ignore[arg-type]
+    decision, _ = one(snap, state=State(last_desired=(('ns/v', 4),)))
+    assert decision.target == 4  # max(current, last desired): a hold never lowers
+    assert decision.reason.startswith('hold: missing')
+    assert named in decision.reason
+
+
+def test_an_idle_model_without_a_token_mix_holds() -> None:
+    snap = snapshot(
+        rate=0.0, current=3, replica={'avg_input_tokens': None, 'avg_output_tokens': None}
+    )
+    decision, _ = one(snap)
+    assert decision.target == 3
+    assert decision.reason.startswith('hold: missing')
+    assert 'no busy replica' in decision.reason
+
+
+def test_the_tuner_lives_in_state_and_restarts_on_engine_change() -> None:
+    config = Config(
+        default=ModelConfig(queueing=QueueingModelConfig(target_ttft=300.0, target_itl=25.0))
+    )
+    _, state = one(snapshot(rate=5.0), config=config)
+    ((key, record),) = state.kalman
+    assert key == 'ns/v'
+    assert record.engine == slo_queueing.engine_fingerprint(snapshot(rate=5.0).variants[0])
+    _, again = one(snapshot(rate=6.0), config=config, state=state)
+    assert again.kalman[0][1].seed == record.seed
+    changed, after = one(
+        snapshot(rate=6.0, engine=EngineParams(max_num_seqs=128)), config=config, state=again
+    )
+    assert 'tuner restarted' in changed.reason
+    assert after.kalman[0][1].engine != record.engine
+    # A variant gone from the snapshot takes its record with it.
+    other = dataclasses.replace(snapshot(rate=1.0), variants=(), replicas=())
+    gone = decide(snapshot=other, config=config, state=after, now=NOW).state
+    assert gone.kalman == ()
+
+
+def test_hybrid_capacity_vetoes_a_model_scale_down() -> None:
+    hybrid = Config(
+        default=ModelConfig(
+            saturation=SaturationConfig(analyzers=(AnalyzerSpec(name='queueing-model'),)),
+            queueing=QueueingModelConfig(target_ttft=300.0, target_itl=25.0, tuning_enabled=False),
+        )
+    )
+    # Light arrival (the model would shed) but every replica is KV-saturated (capacity: up).
+    decision, _ = one(snapshot(rate=0.5, current=6, kv=0.95, queue=6.0), config=hybrid)
+    assert decision.analyzer == 'hybrid'
+    assert decision.target == 6
+    assert 'capacity veto' in decision.reason
+    assert dict(decision.figures)['hybrid_safety_override'] == 1.0
+    # Without saturation the model's scale-down goes through.
+    calm, _ = one(snapshot(rate=0.5, current=6, kv=0.1, queue=0.0), config=hybrid)
+    assert calm.target < 6
+    assert 'model-based recommendation' in calm.reason

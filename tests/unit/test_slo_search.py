@@ -1,0 +1,136 @@
+"""`analyze.slo_search`: WVA's tolerance test, binary search and `Size`."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmscaler.analyze.queue_model import PerfParams, QueueAnalyzer, QueueError
+from llmscaler.analyze.slo_search import (
+    SearchError,
+    TargetPerf,
+    binary_search,
+    size,
+    within_tolerance,
+)
+
+
+def analyzer(**kw: float) -> QueueAnalyzer:
+    built = QueueAnalyzer.build(
+        params=PerfParams(alpha=8.0, beta=0.05, gamma=20.0, delta=0.01),
+        max_batch_size=int(kw.get('n', 64)),
+        max_queue_size=100,
+        avg_input_tokens=kw.get('i', 500.0),
+        avg_output_tokens=kw.get('o', 100.0),
+    )
+    assert not isinstance(built, QueueError)
+    return built
+
+
+@pytest.mark.parametrize(
+    ('x', 'value', 'tol', 'ok'),
+    [
+        (1.0, 1.0, 0.0, True),
+        (0.0, 0.0, -1.0, True),
+        (1.0, 0.0, 1.0, False),
+        (1.0000005, 1.0, 1e-6, True),
+        (1.000002, 1.0, 1e-6, False),
+        (0.9, 1.0, -0.1, False),
+        (-1.05, -1.0, 0.1, True),
+    ],
+)
+def test_within_tolerance(x: float, value: float, tol: float, ok: bool) -> None:
+    assert within_tolerance(x=x, value=value, tolerance=tol) is ok
+
+
+def test_binary_search_finds_a_root_either_direction() -> None:
+    up = binary_search(x_min=0.0, x_max=10.0, y_target=49.0, evaluate=lambda x: x * x)
+    assert not isinstance(up, SearchError)
+    assert up[1] == 0
+    assert up[0] == pytest.approx(7.0, rel=1e-6)
+    down = binary_search(x_min=0.0, x_max=10.0, y_target=3.0, evaluate=lambda x: 10 - x)
+    assert not isinstance(down, SearchError)
+    assert down[1] == 0
+    assert down[0] == pytest.approx(7.0, rel=1e-6)
+
+
+def test_binary_search_reports_outside_targets_with_indicators() -> None:
+    assert binary_search(x_min=1.0, x_max=2.0, y_target=0.5, evaluate=lambda x: x) == (1.0, -1)
+    assert binary_search(x_min=1.0, x_max=2.0, y_target=5.0, evaluate=lambda x: x) == (2.0, 1)
+    # Decreasing: a target above the curve at x_min is below the bounded region.
+    assert binary_search(x_min=1.0, x_max=2.0, y_target=5.0, evaluate=lambda x: -x) == (1.0, -1)
+    # At an endpoint within tolerance.
+    assert binary_search(x_min=1.0, x_max=2.0, y_target=2.0, evaluate=lambda x: x) == (2.0, 0)
+
+
+def test_binary_search_errors_are_values() -> None:
+    assert isinstance(
+        binary_search(x_min=2.0, x_max=1.0, y_target=1.0, evaluate=lambda x: x), SearchError
+    )
+    assert isinstance(
+        binary_search(x_min=0.0, x_max=1.0, y_target=0.5, evaluate=lambda x: None), SearchError
+    )
+
+
+def test_binary_search_stops_after_100_halvings() -> None:
+    calls: list[float] = []
+
+    def step(x: float) -> float:
+        calls.append(x)
+        return 0.0 if x < 0.5 else 1.0
+
+    found = binary_search(x_min=0.0, x_max=1.0, y_target=0.5, evaluate=step)
+    assert not isinstance(found, SearchError)
+    assert len(calls) == 2 + 100
+
+
+@settings(max_examples=40, deadline=None)
+@given(ttft=st.floats(60.0, 5000.0), itl=st.floats(8.5, 40.0))
+def test_size_meets_both_targets_at_the_rate_it_returns(ttft: float, itl: float) -> None:
+    qa = analyzer()
+    sized = size(analyzer=qa, targets=TargetPerf(ttft=ttft, itl=itl))
+    if isinstance(sized, SearchError):
+        assert 'below the bounded region' in sized.message
+        return
+    assert sized.achieved.ttft <= ttft * (1 + 1e-5)
+    assert sized.achieved.itl <= itl * (1 + 1e-5)
+    # Largest: a bit more load breaks a target, unless λ* is the maximum rate.
+    if sized.max_rate < qa.rate_range.max / 1.01:
+        more = qa.analyze(request_rate=sized.max_rate * 1.01)
+        assert not isinstance(more, QueueError)
+        assert more.ttft > ttft or more.itl > itl
+
+
+def test_size_a_target_below_the_idle_figure_is_an_error() -> None:
+    sized = size(analyzer=analyzer(), targets=TargetPerf(ttft=1.0, itl=20.0))
+    assert isinstance(sized, SearchError)
+    assert 'TTFT' in sized.message
+    assert 'below the bounded region' in sized.message
+
+
+def test_size_targets_zero_mean_not_considered_and_tps_takes_ninety_percent() -> None:
+    qa = analyzer()
+    open_ = size(analyzer=qa, targets=TargetPerf())
+    assert not isinstance(open_, SearchError)
+    assert open_.target_rate.rate_ttft == pytest.approx(qa.rate_range.max)
+    tps = size(analyzer=qa, targets=TargetPerf(tps=100.0))
+    assert not isinstance(tps, SearchError)
+    assert tps.target_rate.rate_tps == pytest.approx(0.9 * qa.rate_range.max)
+    assert tps.max_rate == pytest.approx(0.9 * qa.rate_range.max, rel=1e-3)
+
+
+@pytest.mark.parametrize('targets', [TargetPerf(ttft=-1), TargetPerf(itl=-1), TargetPerf(tps=-1)])
+def test_size_refuses_negative_targets(targets: TargetPerf) -> None:
+    assert isinstance(size(analyzer=analyzer(), targets=targets), SearchError)
+
+
+def test_looser_targets_never_give_a_smaller_rate() -> None:
+    qa = analyzer()
+    rates = []
+    for ttft in (200.0, 400.0, 800.0):
+        sized = size(analyzer=qa, targets=TargetPerf(ttft=ttft, itl=30.0))
+        assert not isinstance(sized, SearchError)
+        rates.append(sized.max_rate)
+    assert rates == sorted(rates)
+    assert rates[0] < rates[-1]
