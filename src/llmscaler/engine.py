@@ -59,6 +59,8 @@ from llmscaler.analyze import (
     k2_history,
     saturation_percentage,
     saturation_tokens,
+    slo_path,
+    slo_queueing,
 )
 from llmscaler.analyze.observation import Observation, observe
 from llmscaler.analyze.observation import freshness as freshness
@@ -69,6 +71,7 @@ from llmscaler.model import (
     CapacityRecord,
     Decision,
     K2Sample,
+    KalmanRecord,
     ReplicaMetrics,
     Snapshot,
     State,
@@ -134,6 +137,7 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
         ),
         last_desired=state.last_desired_map(),
         last_informative=state.last_informative_map(),
+        kalman=state.kalman_map(),
     )
     decisions: list[Decision] = []
     for group in sorted(by_group):
@@ -176,6 +180,10 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
         ),
         last_desired=sorted_items({d.key: d.target for d in decisions}),
         last_informative=sorted_items(memory.last_informative),
+        # Tuner records of variants gone from the snapshot are dropped (as last_desired).
+        kalman=sorted_items(
+            {v.key: memory.kalman[v.key] for v in snapshot.variants if v.key in memory.kalman}
+        ),
     )
     decisions.sort(key=lambda d: (d.namespace, d.variant))
     return Outcome(decisions=tuple(decisions), state=new_state)
@@ -188,6 +196,7 @@ class _Writes:
     history: dict[str, tuple[K2Sample, ...]] = field(default_factory=dict)
     knowledge: dict[str, CapacityRecord] = field(default_factory=dict)
     last_informative: dict[str, float] = field(default_factory=dict)
+    kalman: dict[str, KalmanRecord] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -200,9 +209,11 @@ class _Memory:
     variants' and compatible siblings' in other namespaces), so it is handed just that slice."""
     last_desired: dict[str, int]
     last_informative: dict[str, float]
+    kalman: dict[str, KalmanRecord]
 
     def apply(self, *, model_id: str, writes: _Writes) -> None:
         self.history.update(writes.history)
+        self.kalman.update(writes.kalman)
         if writes.knowledge:
             self.knowledge.setdefault(model_id, {}).update(writes.knowledge)
         self.last_informative.update(writes.last_informative)
@@ -249,7 +260,25 @@ def _decide_model(
     model_figures: tuple[tuple[str, float], ...] = ()
     unsized: dict[str, list[tuple[str, Problem]]] = {}
     analyzer: str = saturation.analyzer_path
-    if analyzer == SATURATION_PERCENTAGE:
+    if model_config.queueing is not None:
+        # `wva-queueing-model-config` applies: the SLO path (model-only or hybrid).
+        live_key = f'{variants[0].group}|{slo_queueing.ANALYZER}'
+        slo = slo_path.slo_path(
+            variants=variants,
+            replicas=observed.fresh,
+            pool=observed.pool,
+            model_config=model_config,
+            records=memory.kalman,
+            last_informative=memory.last_informative.get(live_key),
+            interval=settings.interval,
+            desired=desired,
+            now=now,
+        )
+        writes.kalman.update(slo.kalman_updates)
+        if slo.informative_at is not None:
+            writes.last_informative[live_key] = slo.informative_at
+        targets, model_figures, analyzer = slo.targets, slo.figures, slo.analyzer
+    elif analyzer == SATURATION_PERCENTAGE:
         targets = saturation_percentage.decide_percentage(
             variants=variants, replicas=observed.fresh, config=saturation, desired=desired
         )

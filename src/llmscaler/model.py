@@ -355,6 +355,28 @@ class CapacityRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class KalmanRecord:
+    """One variant's performance-model tuner (`analyze.kalman`): state, covariance and origin.
+
+    `x` is [α, β, γ, δ] in ms (seed 002's ITL = α + β·b, prefill = γ + δ·n_in·b); `p` its 4×4
+    covariance, row-major; `seed` the values the filter started from (its bounds are
+    [seed/100, seed×100]); `engine` the fingerprint of the serving arguments and accelerator it
+    learnt on (a change restarts from the seed); `nis` the last normalised innovation;
+    `rejected` the count of rejected steps in a row; `updated_at` the last accepted step.
+    """
+
+    __pydantic_config__ = _STRICT_KEYS
+
+    x: tuple[float, float, float, float]
+    p: tuple[float, ...]
+    seed: tuple[float, float, float, float]
+    engine: str
+    nis: float = 0.0
+    rejected: Count = 0
+    updated_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class State:
     """The decision core's memory between cycles (design.md §1), explicit so it can be persisted.
 
@@ -364,6 +386,8 @@ class State:
       (default 7 days).
     - `last_desired`: the last target decided per variant key (`namespace/name`).
     - `last_informative`: per `group|analyzer`, the time of the last informative result (liveness).
+    - `kalman`: the SLO analyzer's tuner per variant key (`namespace/name`); variants gone from
+      the snapshot are dropped, and a restart starts from the configured or guessed seed.
     """
 
     __pydantic_config__ = _STRICT_KEYS
@@ -372,6 +396,7 @@ class State:
     capacity: tuple[tuple[str, CapacityRecord], ...] = ()
     last_desired: tuple[tuple[str, Count], ...] = ()
     last_informative: tuple[tuple[str, float], ...] = ()
+    kalman: tuple[tuple[str, KalmanRecord], ...] = ()
 
     def k2_history_map(self) -> dict[str, tuple[K2Sample, ...]]:
         return dict(self.k2_history)
@@ -384,6 +409,9 @@ class State:
 
     def last_informative_map(self) -> dict[str, float]:
         return dict(self.last_informative)
+
+    def kalman_map(self) -> dict[str, KalmanRecord]:
+        return dict(self.kalman)
 
 
 def sorted_items(mapping: dict[str, _V]) -> tuple[tuple[str, _V], ...]:
