@@ -186,6 +186,7 @@ CONTROLLER_GRANTS = (
     | informed('leaderworkerset.x-k8s.io', 'leaderworkersets')
     | scale_writes('leaderworkerset.x-k8s.io', 'leaderworkersets')
     | informed('', 'pods', 'configmaps')
+    | informed('', 'nodes')
     | {('events.k8s.io', 'events', 'create', None), ('events.k8s.io', 'events', 'patch', None)}
 )
 # lightkube client methods and the RBAC verb each needs.
@@ -254,7 +255,13 @@ SCALED = (
     ('apps', 'statefulsets'),
     ('leaderworkerset.x-k8s.io', 'leaderworkersets'),
 )
-INFORMED = (('llmd.ai', 'variantautoscalings'), *SCALED, ('', 'pods'), ('', 'configmaps'))
+INFORMED = (
+    ('llmd.ai', 'variantautoscalings'),
+    *SCALED,
+    ('', 'pods'),
+    ('', 'configmaps'),
+    ('', 'nodes'),
+)
 LEASE_RESOURCE = ('coordination.k8s.io', 'leases')
 # Every kind of lightkube call in src/ (first argument, verb) and the grants it needs.
 NEEDS: dict[tuple[str, str], set[Grant]] = {

@@ -59,10 +59,21 @@ async def http(api: FakeAPI) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
+async def test_nodes_are_cluster_scoped(http: httpx.AsyncClient) -> None:
+    body = {'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': 'n1'}}
+    assert (await http.post('/api/v1/nodes', json=body)).status_code == 201
+    assert (await http.get('/api/v1/nodes/n1')).json()['metadata']['name'] == 'n1'
+    listed = (await http.get('/api/v1/nodes')).json()['items']
+    assert [n['metadata']['name'] for n in listed] == ['n1']
+    assert 'namespace' not in listed[0]['metadata']
+    # A Node is never inside a namespace.
+    assert (await http.get('/api/v1/namespaces/ns/nodes/n1')).status_code == 404
+
+
 async def test_discovery_lists_kinds_and_subresources(http: httpx.AsyncClient) -> None:
     assert (await http.get('/api')).json()['versions'] == ['v1']
     core = {r['name'] for r in (await http.get('/api/v1')).json()['resources']}
-    assert core == {'configmaps', 'pods', 'pods/status', 'events'}
+    assert core == {'configmaps', 'pods', 'pods/status', 'events', 'nodes', 'nodes/status'}
     groups = {g['name'] for g in (await http.get('/apis')).json()['groups']}
     assert groups == {
         'apps',

@@ -48,6 +48,7 @@ from llmscaler.controller.caches import WorldCache, build_caches
 from llmscaler.controller.configwatch import ConfigWatch
 from llmscaler.controller.cycle import MainCycle
 from llmscaler.controller.from_zero import FromZero, PoolPlan
+from llmscaler.controller.inventory import Inventory
 from llmscaler.controller.logs import configure_logging
 from llmscaler.controller.options import RunOptions, build_parser, fatal_errors, resolve_options
 from llmscaler.controller.pods import epp_targets, parse_selector, scrape_targets
@@ -158,6 +159,8 @@ class Controller:
             events=self.events,
         )
         self.source: MetricsSource = source
+        # Nodes and bound GPU pods, for the limiter: started once a model turns it on.
+        self.inventory = Inventory(client=self.client, clock=self.clock)
         self._ports: dict[str, int] = {}
         self.cycle = MainCycle(
             clock=self.clock,
@@ -173,6 +176,7 @@ class Controller:
                 clock=self.clock,
                 run_time_refresh=options.status_refresh_interval,
             ),
+            inventory=self.inventory.limits,
             events=self.events,
             metrics=self.metrics,
             actuation=options.actuation,
@@ -348,6 +352,7 @@ class Controller:
             await informer.synced.wait()
         await self.pools.synced.wait()
 
+        await self.inventory.aclose()
     async def _close(self) -> None:
         close = getattr(self.source, 'aclose', None) if self._owns_source else None
         if close is not None:

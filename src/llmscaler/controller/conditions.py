@@ -36,6 +36,7 @@ from llmscaler.engine import ANALYSIS_FAILED
 from llmscaler.kube import crd
 from llmscaler.kube.status import ConditionUpdate
 from llmscaler.model import Decision
+from llmscaler.optimize.limiter import NO_LIMITS
 
 _UNAVAILABLE_REASONS = frozenset(
     {crd.REASON_METRICS_MISSING, crd.REASON_METRICS_STALE, crd.REASON_METRICS_INVALID}
@@ -184,4 +185,44 @@ def for_decision(
         resolved,
         metrics_available(decision=decision, source_errors=source_errors, source=source),
         optimization_ready(decision=decision),
+    )
+
+
+CONDITION_RESOURCES_AVAILABLE = 'ResourcesAvailable'
+REASON_RESOURCES_SUFFICIENT = 'ResourcesSufficient'
+REASON_RESOURCE_CONSTRAINED = 'ResourceConstrained'
+REASON_NO_GPU_LIMITS = 'NoGpuLimits'
+
+
+def resources_available(*, decision: Decision) -> ConditionUpdate | None:
+    """ResourcesAvailable from the GPU limiter's verdict; None when the limiter did not run.
+
+    False/`ResourceConstrained` when the budget held replicas back (how many, and the model's
+    verdict); Unknown/`NoGpuLimits` when no inventory or quota was known (targets not limited);
+    otherwise True/`ResourcesSufficient`.
+    """
+    if not decision.limiter:
+        return None
+    if decision.limited > 0:
+        return ConditionUpdate(
+            type=CONDITION_RESOURCES_AVAILABLE,
+            status='False',
+            reason=REASON_RESOURCE_CONSTRAINED,
+            message=_line(
+                f'{decision.limited} replica(s) held back: target {decision.target}; '
+                f'{decision.limiter}'
+            ),
+        )
+    if decision.limiter == NO_LIMITS:
+        return ConditionUpdate(
+            type=CONDITION_RESOURCES_AVAILABLE,
+            status='Unknown',
+            reason=REASON_NO_GPU_LIMITS,
+            message=_line(decision.limiter),
+        )
+    return ConditionUpdate(
+        type=CONDITION_RESOURCES_AVAILABLE,
+        status='True',
+        reason=REASON_RESOURCES_SUFFICIENT,
+        message=_line(decision.limiter),
     )

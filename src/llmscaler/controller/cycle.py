@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from llmscaler.clock import Clock
@@ -53,7 +53,7 @@ from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.scale import ScaleClient, ScaleOutcome, ScaleResult
 from llmscaler.kube.status import StatusWriter
 from llmscaler.kube.workqueue import WorkQueue
-from llmscaler.model import EMPTY_STATE, Action, Decision, Snapshot, State
+from llmscaler.model import EMPTY_STATE, Action, Decision, GpuLimit, Snapshot, State
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,7 @@ class MainCycle:
         actuation: str = DIRECT,
         status_concurrency: int = 16,
         retry_limit: int = 5,
+        inventory: Callable[..., tuple[GpuLimit, ...]] | None = None,
     ) -> None:
         self._clock = clock
         self._caches = caches
@@ -121,6 +122,8 @@ class MainCycle:
             metrics_only=actuation == METRICS,
         )
         self._retry_limit = retry_limit
+        self._inventory = inventory
+        """The GPU limits of a cycle's world (`controller.inventory`), for the limiter."""
         self._queue = WorkQueue(clock=clock, base_delay=0.5, max_delay=10.0)
         self._pending: dict[str, _Pending] = {}
         self._background: set[asyncio.Task[None]] = set()
@@ -207,7 +210,14 @@ class MainCycle:
         )
         self._story.source_errors(found.errors)
         variants = with_ready_pods(variants=world.variants, pods=world.pods, targets=world.targets)
-        snapshot = Snapshot(variants=variants, replicas=found.replicas, pools=found.pools)
+        snapshot = Snapshot(
+            variants=variants,
+            replicas=found.replicas,
+            pools=found.pools,
+            gpu_limits=(
+                self._inventory(world=world, config=config) if self._inventory is not None else ()
+            ),
+        )
         outcome = decide(snapshot=snapshot, config=config, state=self.state, now=now)
         self.state = outcome.state
         self._story.decisions(outcome.decisions)

@@ -130,6 +130,21 @@ class VaStatuses:
                 applied = True
             else:
                 applied = result.outcome in APPLIED
+            limits = conditions.resources_available(decision=decision)
+            if limits is not None:
+                updates = (*updates, limits)
+            if decision.limited > 0:
+                # WVA's ResourceConstrained: the GPU budget held replicas back this cycle.
+                await self._events.record(
+                    regarding=ref,
+                    type='Warning',
+                    reason='ResourceConstrained',
+                    action='Limit',
+                    note=(
+                        f'{decision.limited} replica(s) held back by the GPU budget: target '
+                        f'{decision.target}; {decision.limiter}'
+                    ),
+                )
         return await self._update(
             ref,
             entry.obj,

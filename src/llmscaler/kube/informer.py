@@ -68,6 +68,7 @@ from typing import Any, Final, Protocol
 import lightkube
 from lightkube import operators
 from lightkube.core.client import LabelSelector
+from lightkube.core.resource import GlobalResource
 
 from llmscaler.clock import Clock
 from llmscaler.kube.client import ObjectRef, as_dict, describe_error, error_code
@@ -162,7 +163,9 @@ class Informer:
         self._client = client
         self._resource = resource
         self._clock = clock
-        self._namespace = ALL_NAMESPACES if namespace is None else namespace
+        self._namespace: str | None = ALL_NAMESPACES if namespace is None else namespace
+        if isinstance(resource, type) and issubclass(resource, GlobalResource):
+            self._namespace = None  # a cluster-scoped kind (Node) is listed without a namespace
         for key, wanted in (labels or {}).items():
             if not isinstance(wanted, str) and not wanted:
                 raise ValueError(f'label {key!r}: a set-based selector needs at least one value')

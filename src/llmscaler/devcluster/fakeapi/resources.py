@@ -68,6 +68,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource('', 'v1', 'configmaps', 'ConfigMap', short_names=('cm',)),
     Resource('', 'v1', 'pods', 'Pod', short_names=('po',), status=True),
     Resource('', 'v1', 'events', 'Event', short_names=('ev',)),
+    Resource('', 'v1', 'nodes', 'Node', namespaced=False, short_names=('no',), status=True),
     Resource(
         'apps',
         'v1',

@@ -122,8 +122,13 @@ def _parse_target(parts: list[str]) -> Target | None:
     resource = resources.find(group=group, version=version, plural=rest[0])
     if resource is None:
         return None
-    # A namespaced kind is named only inside its namespace; a cluster-scoped one (Node) never is.
-    if (namespace is None) == resource.namespaced and (len(rest) > 1 or namespace is not None):
+    # A namespaced kind is named only inside its namespace; a cluster-scoped one (Node) never
+    # is, and one of its objects is stored under the namespace ''.
+    if not resource.namespaced:
+        if namespace is not None:
+            return None
+        namespace = '' if len(rest) > 1 else None
+    elif namespace is None and len(rest) > 1:
         return None
     name = rest[1] if len(rest) > 1 else None
     sub = rest[2] if len(rest) > 2 else None
@@ -300,10 +305,12 @@ class FakeAPI:
                 return _json(
                     table.negotiate(accept=accept, query=q, resource=target.resource, body=listed)
                 )
-            if request.method == 'POST' and target.namespace is not None:
+            if request.method == 'POST' and (
+                target.namespace is not None or not target.resource.namespaced
+            ):
                 return _json(
                     self.store.create(
-                        target.resource, target.namespace, _load(body), keep_status=False
+                        target.resource, target.namespace or '', _load(body), keep_status=False
                     ),
                     201,
                 )
