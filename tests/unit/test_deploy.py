@@ -122,11 +122,14 @@ def test_top_level_kustomization_renders_base(renders: dict[str, list[Doc]]) -> 
     names = sorted((d['kind'], d['metadata']['name']) for d in renders['deploy'])
     assert names == [
         ('ClusterRole', 'llmscaler-controller'),
+        ('ClusterRole', 'llmscaler-llmautoscaler-editor'),
+        ('ClusterRole', 'llmscaler-llmautoscaler-viewer'),
         ('ClusterRole', 'llmscaler-variantautoscaling-editor'),
         ('ClusterRole', 'llmscaler-variantautoscaling-viewer'),
         ('ClusterRoleBinding', 'llmscaler-controller'),
         ('ConfigMap', 'wva-model-scale-to-zero-config'),
         ('ConfigMap', 'wva-saturation-scaling-config'),
+        ('CustomResourceDefinition', 'llmautoscalers.kaito.sh'),
         ('CustomResourceDefinition', 'variantautoscalings.llmd.ai'),
         ('Deployment', 'llmscaler-controller'),
         ('Namespace', NS),
@@ -188,6 +191,8 @@ CONTROLLER_GRANTS = (
     | informed('', 'pods', 'configmaps')
     | informed('', 'nodes')
     | {('events.k8s.io', 'events', 'create', None), ('events.k8s.io', 'events', 'patch', None)}
+    | informed('kaito.sh', 'llmautoscalers')
+    | {('kaito.sh', 'llmautoscalers/status', 'patch', None)}
 )
 # lightkube client methods and the RBAC verb each needs.
 CLIENT_VERBS = {
@@ -261,6 +266,7 @@ INFORMED = (
     ('', 'pods'),
     ('', 'configmaps'),
     ('', 'nodes'),
+    ('kaito.sh', 'llmautoscalers'),
 )
 LEASE_RESOURCE = ('coordination.k8s.io', 'leases')
 # Every kind of lightkube call in src/ (first argument, verb) and the grants it needs.
@@ -276,6 +282,11 @@ NEEDS: dict[tuple[str, str], set[Grant]] = {
         ('llmd.ai', 'variantautoscalings/status', 'patch', None)
     },
     ('VariantAutoscalingResource', 'get'): {('llmd.ai', 'variantautoscalings', 'get', None)},
+    # LLMAutoScalers: their status, a merge patch; their target's pods, listed by its selector.
+    ('llmas.LLMAutoScalerResource.Status', 'patch'): {
+        ('kaito.sh', 'llmautoscalers/status', 'patch', None)
+    },
+    ('Pod', 'list'): {('', 'pods', 'list', None)},
     # Events: created, and a repeat patches the series.
     ('event', 'create'): {('events.k8s.io', 'events', 'create', None)},
     ('Event', 'patch'): {('events.k8s.io', 'events', 'patch', None)},

@@ -79,6 +79,7 @@ async def test_discovery_lists_kinds_and_subresources(http: httpx.AsyncClient) -
         'apps',
         'coordination.k8s.io',
         'events.k8s.io',
+        'kaito.sh',
         'leaderworkerset.x-k8s.io',
         'llmd.ai',
     }
@@ -90,6 +91,13 @@ async def test_discovery_lists_kinds_and_subresources(http: httpx.AsyncClient) -
     assert llmd[0]['shortNames'] == ['va']
     assert llmd[0]['namespaced'] is True
     assert [r['name'] for r in llmd] == ['variantautoscalings', 'variantautoscalings/status']
+    kaito = (await http.get('/apis/kaito.sh/v1alpha1')).json()['resources']
+    assert [(r['name'], r.get('shortNames')) for r in kaito] == [
+        ('llmautoscalers', ['llmas']),
+        ('llmautoscalers/status', None),
+    ]
+    isets = {r['name'] for r in (await http.get('/apis/kaito.sh/v1beta1')).json()['resources']}
+    assert isets == {'inferencesets', 'inferencesets/scale', 'inferencesets/status'}
     assert (await http.get('/apis/nope/v1')).status_code == 404
 
 

@@ -97,3 +97,28 @@ def test_always_within_bounds(
     assert low <= result.desired <= low + span
     if at_eight:
         assert result.desired == min(max(target, low), low + span)
+
+
+def test_missing_metrics_forbid_a_realtime_scale_down_only() -> None:
+    spec = AutoscalerSpec(
+        min_replicas=1,
+        max_replicas=8,
+        realtime=RealtimeSpec(scale_up=FAST, scale_down=FAST),
+        cron=(policy('0 8 * * *', 1),),
+    )
+
+    def desired(value: float, *, now: float) -> int:
+        return decide_llmautoscaler(
+            spec=spec,
+            current_replicas=4,
+            readings=[reading(value)],
+            history={},
+            last_scale_time=None,
+            now=now,
+            metrics_complete=False,
+        ).desired
+
+    later = EIGHT_UTC + 3600
+    assert desired(0, now=later) == 4  # idle, but a pod did not report: hold
+    assert desired(50, now=later) == 5  # a scale-up still happens
+    assert desired(0, now=EIGHT_UTC) == 1  # the cron scaler needs no metrics

@@ -273,3 +273,31 @@ def test_every_answer_is_one_step_or_a_hold(
             assert all(s.down < 2 for s in recent)
         history = dict(result.history)
         previous.append(Sample(t=now, up=value, down=value))
+
+
+def test_a_window_no_longer_than_the_interval_needs_no_earlier_reading() -> None:
+    rule = ScalerRule(step=1, cooldown_seconds=0, stabilization_window_seconds=15)
+    result = calculate_desired_replicas(
+        current_replicas=2,
+        metrics=[reading(50)],
+        min_replicas=1,
+        max_replicas=10,
+        scale_up=rule,
+        last_scale_time=None,
+        history={},
+        now=0.0,
+    )
+    assert result.desired == 3
+    # The same window with readings every 5 s holds two earlier readings.
+    held = calculate_desired_replicas(
+        current_replicas=2,
+        metrics=[reading(50)],
+        min_replicas=1,
+        max_replicas=10,
+        scale_up=rule,
+        last_scale_time=None,
+        history={},
+        now=0.0,
+        interval=5.0,
+    )
+    assert held.desired == 2

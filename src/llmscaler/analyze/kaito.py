@@ -16,9 +16,13 @@ How the two scalers combine (seed 001 allows either or both on one object):
 The realtime scaler's history is updated every call, whichever scaler decided, so its windows
 always hold the recent readings.
 
-Safety (design.md §5): a metric no pod reported reads as 0 up and High down
-(`kaito_realtime.average`), which can neither scale up nor down: missing metrics hold. The adapter
-reports them on the object (`MetricsAvailable=False`).
+Safety (design.md §5: missing metrics never cause a scale-down): the seed's own rule counts a pod
+without a value as 0 up and High down (`kaito_realtime.average`), which brakes a scale-down but
+does not stop one when the other pods are idle enough. So when the adapter says a pod did not
+report every metric (`metrics_complete=False`), a realtime scale-down is refused and the count
+holds; a scale-up (missing pods at 0) and the cron scaler (no metrics involved) still act. A
+metric no pod reported can neither scale up nor down. The adapter reports missing metrics on the
+object (`ScalingActive=False`).
 
 Pure: `now` (Unix seconds) and the memory are arguments; nothing raises except ValueError for a
 `now` that is not finite.
@@ -35,6 +39,7 @@ from llmscaler.analyze.kaito_cron import CronPolicy, calculate_desired_replicas_
 from llmscaler.analyze.kaito_realtime import (
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
+    SCRAPE_INTERVAL_SECONDS,
     History,
     MetricReading,
     Sample,
@@ -69,6 +74,8 @@ class AutoscalerDecision:
     """Which scaler gave `desired` ('none': neither acted, the current count clamped)."""
     reason: str
     history: tuple[tuple[str, tuple[Sample, ...]], ...]
+    limited: Literal['', 'min', 'max'] = ''
+    """Which bound the answer was clamped to ('' when it was within them)."""
 
 
 def decide_llmautoscaler(
@@ -79,6 +86,8 @@ def decide_llmautoscaler(
     history: History,
     last_scale_time: float | None,
     now: float,
+    metrics_complete: bool = True,
+    interval: float = SCRAPE_INTERVAL_SECONDS,
 ) -> AutoscalerDecision:
     """The desired replicas of one `LLMAutoScaler` at `now` (see the module docstring)."""
     if not math.isfinite(now):
@@ -98,10 +107,13 @@ def decide_llmautoscaler(
             last_scale_time=last_scale_time,
             history=history,
             now=now,
+            interval=interval,
         )
         kept = realtime.history
         reasons.extend(realtime.reasons)
-        if realtime.desired != current_replicas:
+        if realtime.desired < current_replicas and not metrics_complete:
+            reasons.append('a pod did not report every metric: no scale-down')
+        elif realtime.desired != current_replicas:
             scaler, desired = 'realtime', realtime.desired
     if spec.cron:
         cron = calculate_desired_replicas_cron(
@@ -115,8 +127,10 @@ def decide_llmautoscaler(
             scaler, desired = 'cron', cron.desired
             reasons = [f'cron {", ".join(cron.matching)}: {cron.desired}']
     clamped = min(max(desired, spec.min_replicas), spec.max_replicas)
+    limited: Literal['', 'min', 'max'] = ''
     if clamped != desired:
         reasons.append(f'clamped to [{spec.min_replicas}, {spec.max_replicas}]')
+        limited = 'max' if clamped < desired else 'min'
     return AutoscalerDecision(
-        desired=clamped, scaler=scaler, reason='; '.join(reasons), history=kept
+        desired=clamped, scaler=scaler, reason='; '.join(reasons), history=kept, limited=limited
     )

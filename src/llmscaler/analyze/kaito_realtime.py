@@ -45,9 +45,9 @@ Where the seed leaves a case open, and what is done here:
   so right after a start (or after readings stopped) one earlier reading below Low is enough to
   scale down, not the table's "20 consecutive periods" (and `min` of nothing is undefined). Here a
   window counts only when it holds the earlier readings of the whole window, `window / interval`
-  − 1 of them (at least 1): 1 for 30 s and 19 for 300 s at the seed's 15 s interval, which with
-  the current reading are the table's 2 and 20 consecutive periods. A missed reading delays the
-  step by one period;
+  − 1 of them: 1 for 30 s and 19 for 300 s at the seed's 15 s interval, which with the current
+  reading are the table's 2 and 20 consecutive periods (a window no longer than the interval
+  needs none: the current reading alone decides). A missed reading delays the step by a period;
 - the result is not clamped when nothing happens (the pseudocode returns the current count);
   `analyze.kaito.decide_llmautoscaler` clamps the final answer to [min, max].
 
@@ -126,10 +126,11 @@ def average(*, values: Sequence[float | None], high: float) -> tuple[float, floa
 
 
 def _needed(window: float, interval: float) -> int:
-    """Earlier readings a full window holds: 1 for 30 s, 19 for 300 s, at 15 s a reading."""
+    """Earlier readings a full window holds: 1 for 30 s, 19 for 300 s, 0 for 15 s or less, at
+    15 s a reading."""
     if not (math.isfinite(interval) and interval > 0):
         return 1
-    return max(1, math.ceil(window / interval - 1e-9) - 1)
+    return max(0, math.ceil(window / interval - 1e-9) - 1)
 
 
 def _within(samples: Sequence[Sample], *, now: float, window: float) -> list[Sample]:
@@ -167,7 +168,7 @@ def _for_metric(
         if up.stabilization_window_seconds > 0:
             window = _within(samples, now=now, window=up.stabilization_window_seconds)
             short = len(window) < _needed(up.stabilization_window_seconds, interval)
-            if short or min(s.up for s in window) <= metric.high:
+            if short or (window and min(s.up for s in window) <= metric.high):
                 return current, (
                     f'{metric.key} {metric.up_value:g} > high {metric.high:g}: not yet for '
                     f'{up.stabilization_window_seconds:g}s'
@@ -186,7 +187,7 @@ def _for_metric(
         if down.stabilization_window_seconds > 0:
             window = _within(samples, now=now, window=down.stabilization_window_seconds)
             short = len(window) < _needed(down.stabilization_window_seconds, interval)
-            if short or max(s.down for s in window) >= metric.low:
+            if short or (window and max(s.down for s in window) >= metric.low):
                 return current, held_up or (
                     f'{metric.key} {metric.down_value:g} < low {metric.low:g}: not yet for '
                     f'{down.stabilization_window_seconds:g}s'

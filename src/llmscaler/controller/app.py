@@ -49,6 +49,8 @@ from llmscaler.controller.configwatch import ConfigWatch
 from llmscaler.controller.cycle import MainCycle
 from llmscaler.controller.from_zero import FromZero, PoolPlan
 from llmscaler.controller.inventory import Inventory
+from llmscaler.controller.llmas import INTERVAL as LLMAS_INTERVAL
+from llmscaler.controller.llmas import LlmAutoScalers
 from llmscaler.controller.logs import configure_logging
 from llmscaler.controller.options import RunOptions, build_parser, fatal_errors, resolve_options
 from llmscaler.controller.pods import epp_targets, parse_selector, scrape_targets
@@ -159,9 +161,9 @@ class Controller:
             events=self.events,
         )
         self.source: MetricsSource = source
+        self._ports: dict[str, int] = {}
         # Nodes and bound GPU pods, for the limiter: started once a model turns it on.
         self.inventory = Inventory(client=self.client, clock=self.clock)
-        self._ports: dict[str, int] = {}
         self.cycle = MainCycle(
             clock=self.clock,
             caches=self.caches,
@@ -176,10 +178,10 @@ class Controller:
                 clock=self.clock,
                 run_time_refresh=options.status_refresh_interval,
             ),
-            inventory=self.inventory.limits,
             events=self.events,
             metrics=self.metrics,
             actuation=options.actuation,
+            inventory=self.inventory.limits,
         )
         self._epp_selector = parse_selector(options.epp_selector)
         self._epp_memo: tuple[int, tuple[ScrapeTarget, ...]] | None = None
@@ -195,8 +197,29 @@ class Controller:
             scrape=options.scrape,
             pools_fn=self._pool_plan,
         )
+        # Kaito's LLMAutoScalers (seed 001): their own loop, every 15 s or every main cycle when
+        # that is shorter; a target a VA scales is not scaled by an LLMAutoScaler.
+        self.llmas = LlmAutoScalers(
+            client=self.client,
+            clock=self.clock,
+            scale=self.scale,
+            events=self.events,
+            scrape=options.scrape,
+            namespace=options.watch_namespace or None,
+            interval=min(LLMAS_INTERVAL, options.settings.interval),
+            claimed=self._va_targets,
+        )
         self._leading_since: float | None = None
         """Monotonic time the leading loops started at; None while not running them."""
+
+    def _va_targets(self) -> dict[tuple[str, str, str], str]:
+        """(kind, namespace, name) of every VA's scale target, to the VA's key."""
+        world = self.worlds.variants(config=self.cycle.current_config())
+        found: dict[tuple[str, str, str], str] = {}
+        for entry in world.entries:
+            ref = entry.va.spec.scale_target_ref
+            found[(ref.kind, entry.key.partition('/')[0], ref.name)] = entry.key
+        return found
 
     def _scrape_targets(self) -> tuple[ScrapeTarget, ...]:
         world = self.worlds.full(config=self.cycle.current_config())
@@ -258,7 +281,7 @@ class Controller:
                     )
                     self._ports[name] = server.port
             stack.push_async_callback(self._close)
-            caches: list[Cache] = [*self.caches.all(), self.pools]
+            caches: list[Cache] = [*self.caches.all(), self.pools, self.llmas.informer]
             informers = [asyncio.create_task(i.run()) for i in caches]
             lead = asyncio.create_task(self._lead())
             stopped = asyncio.create_task(stop.wait())
@@ -329,6 +352,7 @@ class Controller:
                     asyncio.create_task(self.cycle.run(interval=self.options.settings.interval)),
                     asyncio.create_task(self.cycle.retry_worker()),
                     asyncio.create_task(self.from_zero.run()),
+                    asyncio.create_task(self.llmas.run()),
                 }
                 done, _ = await asyncio.wait(loops | held, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -352,12 +376,13 @@ class Controller:
             await informer.synced.wait()
         await self.pools.synced.wait()
 
-        await self.inventory.aclose()
     async def _close(self) -> None:
         close = getattr(self.source, 'aclose', None) if self._owns_source else None
         if close is not None:
             await close()
+        await self.inventory.aclose()
         await self.from_zero.aclose()
+        await self.llmas.aclose()
         await self.pool_sources.aclose()
         await self.cycle.aclose()
         await self.client.aclose()

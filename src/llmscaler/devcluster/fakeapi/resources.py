@@ -64,6 +64,13 @@ LWS_SCALE = ScaleMap(
     selector_is_match_labels=False,
 )
 
+INFERENCE_SET_SCALE = ScaleMap(
+    spec_replicas=('spec', 'replicas'),
+    status_replicas=('status', 'replicas'),
+    selector=('status', 'selector'),
+    selector_is_match_labels=False,
+)
+
 RESOURCES: tuple[Resource, ...] = (
     Resource('', 'v1', 'configmaps', 'ConfigMap', short_names=('cm',)),
     Resource('', 'v1', 'pods', 'Pod', short_names=('po',), status=True),
@@ -104,6 +111,27 @@ RESOURCES: tuple[Resource, ...] = (
         'VariantAutoscaling',
         short_names=('va',),
         status=True,
+        builtin=False,
+    ),
+    # Kaito: the LLMAutoScaler (deploy/base/crds) and InferenceSet, Kaito's kind with /scale
+    # (specpath .spec.replicas, statuspath .status.replicas, selectorpath .status.selector).
+    Resource(
+        'kaito.sh',
+        'v1alpha1',
+        'llmautoscalers',
+        'LLMAutoScaler',
+        short_names=('llmas',),
+        status=True,
+        builtin=False,
+    ),
+    Resource(
+        'kaito.sh',
+        'v1beta1',
+        'inferencesets',
+        'InferenceSet',
+        short_names=('is', 'isets'),
+        status=True,
+        scale=INFERENCE_SET_SCALE,
         builtin=False,
     ),
     Resource('coordination.k8s.io', 'v1', 'leases', 'Lease'),

@@ -1,0 +1,322 @@
+"""`llmscaler run` serving LLMAutoScalers (seed 001) against the fake API, as a child process.
+
+Each test seeds a Deployment, its pods and an LLMAutoScaler; every pod's metrics page is a small
+HTTP server on its own loopback address (127.0.0.2, 127.0.0.3, ...), all on one port, as pods of
+one workload are: the scraper reads `http://{pod IP}:{port}/metrics`. The controller runs with
+`--interval 1s`, so the LLMAutoScaler loop runs every second (the seed's 15 s is the default).
+
+| check | expectation |
+|---|---|
+| a metric above High for the window | `/scale` 2 → 3, SuccessfulRescale, status and conditions |
+| a bad LLMAutoScaler beside it | AbleToScale False InvalidSpec and a Warning; the good one scales |
+| cooldown | the next step only after the cooldown counted from lastScaleTime |
+| cron in a zone whose date is not UTC's | the zone's policy fires; the same expression in UTC not |
+| a pending pod (no IP) and idle pods | no scale-down, ScalingActive False MetricsMissing; the pod
+  reports, the scale-down follows |
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import zoneinfo
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from llmscaler.devcluster.cluster import Cluster
+from llmscaler.devcluster.process import ControllerProcess
+
+NS = 'kaito'
+DEPLOYMENT = 'phi'
+SCALE_PATH = f'/apis/apps/v1/namespaces/{NS}/deployments/{DEPLOYMENT}/scale'
+Obj = dict[str, Any]
+
+
+class Pages:
+    """One metrics page per loopback address, all on one port; `values[ip]` is what it shows."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, float] = {}
+        self.port = 0
+        self._runners: list[web.AppRunner] = []
+
+    async def serve(self, ip: str, value: float) -> None:
+        self.values[ip] = value
+
+        async def page(_: web.Request) -> web.Response:
+            text = (
+                '# TYPE vllm:num_requests_waiting gauge\n'
+                f'vllm:num_requests_waiting{{model_name="phi"}} {self.values[ip]}\n'
+            )
+            return web.Response(text=text, content_type='text/plain')
+
+        app = web.Application()
+        app.router.add_get('/metrics', page)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        self._runners.append(runner)
+        await web.TCPSite(runner, ip, self.port).start()
+        self.port = int(runner.addresses[0][1])
+
+    async def close(self) -> None:
+        for runner in self._runners:
+            await runner.cleanup()
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with Cluster(namespace=NS, workdir=tmp_path) as c:
+        yield c
+
+
+@pytest.fixture
+async def pages() -> AsyncIterator[Pages]:
+    served = Pages()
+    try:
+        yield served
+    finally:
+        await served.close()
+
+
+def controller(cluster: Cluster) -> ControllerProcess:
+    return ControllerProcess(
+        cluster=cluster,
+        args=[
+            '--namespace',
+            'llmscaler-system',
+            '--metrics-source',
+            'pods',
+            '--interval',
+            '1s',
+            '--metrics-bind-address',
+            '127.0.0.1:0',
+            '--health-probe-bind-address',
+            '127.0.0.1:0',
+        ],
+    )
+
+
+def seed_deployment(cluster: Cluster, *, replicas: int, name: str = DEPLOYMENT) -> None:
+    cluster.api.seed(
+        {
+            'apiVersion': 'apps/v1',
+            'kind': 'Deployment',
+            'metadata': {'name': name, 'namespace': NS},
+            'spec': {
+                'replicas': replicas,
+                'selector': {'matchLabels': {'app': name}},
+                'template': {'metadata': {'labels': {'app': name}}},
+            },
+            'status': {'replicas': replicas},
+        }
+    )
+
+
+def seed_pod(cluster: Cluster, name: str, ip: str | None) -> None:
+    status: Obj = {'phase': 'Running', 'podIP': ip} if ip else {'phase': 'Pending'}
+    cluster.api.seed(
+        {
+            'apiVersion': 'v1',
+            'kind': 'Pod',
+            'metadata': {'name': name, 'namespace': NS, 'labels': {'app': DEPLOYMENT}},
+            'status': status,
+        }
+    )
+
+
+def autoscaler(name: str, *, target: str = DEPLOYMENT, scaler: Obj, min_replicas: int = 1) -> Obj:
+    return {
+        'apiVersion': 'kaito.sh/v1alpha1',
+        'kind': 'LLMAutoScaler',
+        'metadata': {'name': name, 'namespace': NS},
+        'spec': {
+            'scaleTargetRef': {'apiVersion': 'apps/v1', 'kind': 'Deployment', 'name': target},
+            'minReplicas': min_replicas,
+            'maxReplicas': 6,
+            'scaler': scaler,
+        },
+    }
+
+
+def realtime(port: int, *, up: Obj, down: Obj) -> Obj:
+    metric = {'source': {'port': str(port)}, 'threshold': {'high': 5, 'low': 1}}
+    return {'realtime': {'metrics': [metric], 'scaleUpRule': up, 'scaleDownRule': down}}
+
+
+def get(cluster: Cluster, name: str) -> Obj:
+    return cluster.api.get(
+        api_version='kaito.sh/v1alpha1', kind='LLMAutoScaler', namespace=NS, name=name
+    )
+
+
+def condition(obj: Obj, type: str) -> Obj | None:
+    for found in (obj.get('status') or {}).get('conditions') or []:
+        if found['type'] == type:
+            return dict(found)
+    return None
+
+
+def replicas(cluster: Cluster) -> int:
+    value = cluster.deployment(DEPLOYMENT)['spec']['replicas']
+    assert isinstance(value, int)
+    return value
+
+
+def scale_writes(cluster: Cluster) -> list[tuple[float, int]]:
+    """(arrival time, spec.replicas) of every PATCH to the Deployment's `/scale`."""
+    return [
+        (r.at, r.json()['spec']['replicas'])
+        for r in cluster.api.requests
+        if r.method == 'PATCH' and r.path == SCALE_PATH
+    ]
+
+
+def events(cluster: Cluster, reason: str) -> list[Obj]:
+    resource = cluster.api.store_resource({'apiVersion': 'events.k8s.io/v1', 'kind': 'Event'})
+    return [e for e in cluster.api.store.list(resource, NS) if e.get('reason') == reason]
+
+
+async def test_scale_up_on_a_threshold_beside_a_bad_object(cluster: Cluster, pages: Pages) -> None:
+    await pages.serve('127.0.0.2', 9)
+    await pages.serve('127.0.0.3', 7)
+    seed_deployment(cluster, replicas=2)
+    seed_pod(cluster, 'phi-a', '127.0.0.2')
+    seed_pod(cluster, 'phi-b', '127.0.0.3')
+    forever = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 3600}
+    # Above High (5) on average for 2 s: one step up; then the up cooldown holds it there.
+    up = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 2}
+    cluster.api.seed(autoscaler('phi', scaler=realtime(pages.port, up=up, down=forever)))
+    bad = autoscaler('broken', target='other', scaler={}, min_replicas=1)
+    cluster.api.seed(bad)
+    async with controller(cluster):
+        await cluster.wait_for(lambda: replicas(cluster) == 3, timeout=30, what='2 -> 3')
+        await cluster.wait_for(
+            lambda: (get(cluster, 'phi').get('status') or {}).get('desiredReplicas') == 3,
+            timeout=10,
+            what='the status',
+        )
+        await cluster.wait_for(
+            lambda: bool(events(cluster, 'InvalidSpec')), timeout=10, what='InvalidSpec'
+        )
+    status = get(cluster, 'phi')['status']
+    assert status['currentReplicas'] == 2
+    assert status['lastScaleTime'].endswith('Z')
+    able = condition(get(cluster, 'phi'), 'AbleToScale')
+    assert able is not None
+    assert (able['status'], able['reason']) == ('True', 'SucceededRescale')
+    active = condition(get(cluster, 'phi'), 'ScalingActive')
+    assert active is not None
+    assert (active['status'], active['reason']) == ('True', 'ValidMetricFound')
+    [rescale] = events(cluster, 'SuccessfulRescale')
+    assert rescale['note'].startswith('New size: 3; reason: vllm:num_requests_waiting')
+    assert [count for _, count in scale_writes(cluster)] == [3]
+    broken = condition(get(cluster, 'broken'), 'AbleToScale')
+    assert broken is not None
+    assert (broken['status'], broken['reason']) == ('False', 'InvalidSpec')
+    assert 'set realtime, cron or both' in broken['message']
+    [warning] = events(cluster, 'InvalidSpec')
+    assert warning['type'] == 'Warning'
+
+
+async def test_the_cooldown_counts_from_the_last_scale(cluster: Cluster, pages: Pages) -> None:
+    await pages.serve('127.0.0.2', 20)
+    seed_deployment(cluster, replicas=1)
+    seed_pod(cluster, 'phi-a', '127.0.0.2')
+    up = {'cooldownSeconds': 4, 'stabilizationWindowSeconds': 0}
+    forever = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 3600}
+    cluster.api.seed(autoscaler('phi', scaler=realtime(pages.port, up=up, down=forever)))
+    async with controller(cluster):
+        await cluster.wait_for(lambda: replicas(cluster) >= 3, timeout=40, what='1 -> 2 -> 3')
+    writes = scale_writes(cluster)
+    assert [count for _, count in writes][:2] == [2, 3]
+    # Strictly more than the cooldown between two scalings (lastScaleTime has whole seconds,
+    # so the gap may be up to a second shorter than it looks from the stored status).
+    assert writes[1][0] - writes[0][0] > 3.0
+
+
+def local_minute(zone: str) -> tuple[str, dt.datetime]:
+    """A cron expression for the current minute in `zone` (the next one when this one is
+    nearly over), and that minute as a UTC time."""
+    now = dt.datetime.now(tz=dt.UTC)
+    if now.second > 45:
+        now += dt.timedelta(seconds=60 - now.second)
+    local = now.astimezone(zoneinfo.ZoneInfo(zone))
+    return f'{local.minute} {local.hour} {local.day} {local.month} *', now
+
+
+async def test_cron_fires_in_its_time_zone_not_in_utc(cluster: Cluster) -> None:
+    # Kiritimati is UTC+14: its date and hour are never UTC's, so the same expression read in
+    # Etc/UTC does not fire now.
+    expression, _ = local_minute('Pacific/Kiritimati')
+    seed_deployment(cluster, replicas=1)
+    policies = [
+        {
+            'name': 'kiritimati',
+            'schedule': expression,
+            'targetReplicas': 3,
+            'timeZone': 'Pacific/Kiritimati',
+        },
+        {'name': 'utc', 'schedule': expression, 'targetReplicas': 5},
+    ]
+    cluster.api.seed(autoscaler('phi', scaler={'cron': {'policies': policies}}))
+    async with controller(cluster):
+        await cluster.wait_for(lambda: replicas(cluster) == 3, timeout=20, what='cron 1 -> 3')
+        await cluster.wait_for(
+            lambda: (
+                (condition(get(cluster, 'phi'), 'ScalingActive') or {}).get('reason')
+                == 'ScheduleOnly'
+            ),
+            timeout=10,
+            what='the status',
+        )
+    assert [count for _, count in scale_writes(cluster)] == [3]
+    [rescale] = events(cluster, 'SuccessfulRescale')
+    assert 'cron kiritimati: 3' in rescale['note']
+
+
+async def test_a_missing_pod_forbids_the_scale_down(cluster: Cluster, pages: Pages) -> None:
+    await pages.serve('127.0.0.2', 0)
+    await pages.serve('127.0.0.3', 0)
+    seed_deployment(cluster, replicas=3)
+    seed_pod(cluster, 'phi-a', '127.0.0.2')
+    seed_pod(cluster, 'phi-b', '127.0.0.3')
+    seed_pod(cluster, 'phi-c', None)  # pending: no IP, no page
+    # Down at once, no window, no cooldown: only the missing pod can hold it. The seed's rule
+    # counts it at High (5) down, (0 + 0 + 5) / 3 < Low (4), which alone would scale down;
+    # design.md §5 (missing metrics never scale down) holds it.
+    down = {'cooldownSeconds': 0, 'stabilizationWindowSeconds': 0}
+    forever = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 3600}
+    scaler = realtime(pages.port, up=forever, down=down)
+    scaler['realtime']['metrics'][0]['threshold'] = {'high': 5, 'low': 4}
+    cluster.api.seed(autoscaler('phi', scaler=scaler))
+    async with controller(cluster):
+        await cluster.wait_for(
+            lambda: (
+                (condition(get(cluster, 'phi'), 'ScalingActive') or {}).get('reason')
+                == 'MetricsMissing'
+            ),
+            timeout=20,
+            what='MetricsMissing',
+        )
+        before = cluster.api.requests_to(method='GET', path=SCALE_PATH)
+        await cluster.wait_for(
+            lambda: len(cluster.api.requests_to(method='GET', path=SCALE_PATH)) >= len(before) + 3,
+            timeout=20,
+            what='three more cycles',
+        )
+        assert scale_writes(cluster) == []
+        active = condition(get(cluster, 'phi'), 'ScalingActive')
+        assert active is not None
+        assert active['status'] == 'False'
+        assert 'from phi-c' in active['message']
+        # The pod starts and reports: the scale-down follows.
+        await pages.serve('127.0.0.4', 0)
+        resource = cluster.api.store_resource({'apiVersion': 'v1', 'kind': 'Pod'})
+        pod = cluster.api.store.get(resource, NS, 'phi-c')
+        pod = {**pod, 'status': {'phase': 'Running', 'podIP': '127.0.0.4'}}
+        cluster.api.store.update(resource, NS, 'phi-c', pod, part='status')
+        await cluster.wait_for(lambda: replicas(cluster) == 2, timeout=20, what='3 -> 2')
+    assert [count for _, count in scale_writes(cluster)][:1] == [2]
