@@ -191,3 +191,15 @@ def test_hybrid_capacity_vetoes_a_model_scale_down() -> None:
     calm, _ = one(snapshot(rate=0.5, current=6, kv=0.1, queue=0.0), config=hybrid)
     assert calm.target < 6
     assert 'model-based recommendation' in calm.reason
+
+
+def test_a_backlog_is_demand_the_arrival_rate_no_longer_shows() -> None:
+    # The arrival rate fits the two replicas, but 600 requests wait: drained over one cycle
+    # (30 s) they are 20 more requests/s, which the current replicas cannot take.
+    calm, _ = one(snapshot(rate=2.0))
+    backed_up, _ = one(snapshot(rate=2.0, queue=300.0))
+    assert calm.target <= 2
+    figures = dict(backed_up.figures)
+    assert figures['backlog_requests'] == 600.0
+    assert backed_up.action is Action.SCALE_UP
+    assert figures['required_both'] == pytest.approx(2.0 + 600.0 / 30 - figures['slo_supply'])

@@ -74,6 +74,7 @@ def slo_path(
         config=model_config.queueing,
         records=records,
         now=now,
+        interval=interval,
     )
     hybrid_mode = is_hybrid(model_config)
     analyzer = HYBRID_ANALYZER if hybrid_mode else slo_queueing.ANALYZER

@@ -13,7 +13,9 @@ cycle (reference/wva.md §6.2, with its defect fixed):
 4. **Per-variant capacity**: the largest rate one replica sustains within the targets
    (`analyze.slo_search.size`, WVA's binary search, max queue 100) for the model's token mix.
 5. **Needed vs current (the fix).** Supply is Σ current replicas × that rate, demand the
-   model's arrival rate; the result goes to the threshold post-step with thresholds 1.0 (the
+   model's arrival rate plus its backlog (the requests waiting on the replicas and at the
+   gateway) drained over one cycle — a backlog is load the arrival rate no longer shows, and
+   without it a model whose queue grows by thousands sheds the replica that would drain it; the result goes to the threshold post-step with thresholds 1.0 (the
    latency targets are the margin) and the cost-aware optimizer, which adds ⌈RC/PRC⌉ replicas
    of the cheapest variant or removes whole spare ones. WVA's main branch builds supply from
    the replicas it *wants*, so RC is 0 and SC < PRC: it can never change a count.
@@ -105,8 +107,18 @@ def engine_fingerprint(variant: Variant) -> str:
     return f'{variant.accelerator}|{variant.gpus_per_replica}|{variant.engine!r}'
 
 
-def max_batch(variant: Variant) -> int:
-    return variant.engine.max_num_seqs if variant.engine is not None else DEFAULT_MAX_BATCH_SIZE
+def max_batch(
+    *, variant: Variant, replicas: Sequence[ReplicaMetrics], tokens_per_request: float | None
+) -> int:
+    """N of the queue: `--max-num-seqs` (WVA), but no more requests than the KV cache holds at
+    the mix's mean occupancy (I + O/2 tokens each), the smallest cache of the variant's
+    replicas. vLLM cannot batch more than its cache holds, and a queue that believes it can
+    (1,024 sequences where 290 fit) promises several times the rate a replica sustains."""
+    seqs = variant.engine.max_num_seqs if variant.engine is not None else DEFAULT_MAX_BATCH_SIZE
+    caches = [r.kv_capacity_tokens for r in replicas if r.kv_capacity_tokens > 0]
+    if caches and tokens_per_request is not None and tokens_per_request > 0:
+        return max(1, min(seqs, int(min(caches) // tokens_per_request)))
+    return seqs
 
 
 def analyze(
@@ -117,8 +129,10 @@ def analyze(
     config: QueueingModelConfig,
     records: Mapping[str, KalmanRecord],
     now: float,
+    interval: float,
 ) -> SloAnalysis:
-    """The SLO analysis of one model (see the module docstring)."""
+    """The SLO analysis of one model (see the module docstring); `interval` is the cycle
+    period (s) over which a backlog is to be drained."""
     by_variant: dict[str, list[ReplicaMetrics]] = {}
     for replica in replicas:
         by_variant.setdefault(replica.variant, []).append(replica)
@@ -160,7 +174,11 @@ def analyze(
                     itl=load.itl_ms or 0.0,
                     avg_input_tokens=load.avg_input_tokens or 0.0,
                     avg_output_tokens=load.avg_output_tokens,
-                    max_batch_size=max_batch(variant),
+                    max_batch_size=max_batch(
+                        variant=variant,
+                        replicas=by_variant.get(variant.name, ()),
+                        tokens_per_request=_occupancy(load),
+                    ),
                 ),
                 now=now,
             )
@@ -174,6 +192,9 @@ def analyze(
     if demand is None and any(r.arrival_rate is not None for r in replicas):
         demand = model_load.arrival_rate
     missing = _missing(demand=demand, load=model_load)
+    backlog = _backlog(replicas=replicas, pool=pool)
+    if demand is not None and interval > 0:
+        demand += backlog / interval
     targets = slo_targets.choose(
         explicit_ttft=config.target_ttft,
         explicit_itl=config.target_itl,
@@ -196,7 +217,11 @@ def analyze(
         if variant.name in params:
             sized = _size(
                 params=params[variant.name],
-                max_batch_size=max_batch(variant),
+                max_batch_size=max_batch(
+                    variant=variant,
+                    replicas=by_variant.get(variant.name, ()),
+                    tokens_per_request=_occupancy(model_load),
+                ),
                 in_tokens=in_tokens,
                 out_tokens=out_tokens,
                 targets=targets,
@@ -253,7 +278,8 @@ def analyze(
         targets=targets,
         kalman_updates=updates,
         figures=(
-            ('arrival_rate', demand),
+            ('arrival_rate', demand - backlog / interval if interval > 0 else demand),
+            ('backlog_requests', backlog),
             ('slo_target_source', slo_targets.SOURCE_CODES[targets.source]),
             ('slo_ttft_ms', targets.ttft),
             ('slo_itl_ms', targets.itl),
@@ -262,6 +288,19 @@ def analyze(
         variant_figures=variant_figures,
         notes=notes,
     )
+
+
+def _backlog(*, replicas: Sequence[ReplicaMetrics], pool: PoolMetrics | None) -> float:
+    """Requests waiting: every replica's queue and the gateway's."""
+    waiting = math.fsum(r.queue_length or 0.0 for r in replicas)
+    return waiting + (pool.queue_size if pool is not None else 0.0)
+
+
+def _occupancy(load: Workload) -> float | None:
+    """Mean KV tokens a request holds while in service: I + O/2."""
+    if load.avg_input_tokens is None or load.avg_output_tokens is None:
+        return None
+    return load.avg_input_tokens + load.avg_output_tokens / 2
 
 
 def _missing(*, demand: float | None, load: Workload) -> str:

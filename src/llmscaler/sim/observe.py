@@ -53,7 +53,14 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from llmscaler.model import EngineParams, PoolMetrics, ReplicaMetrics, Snapshot, Variant
+from llmscaler.model import (
+    EngineParams,
+    GpuLimit,
+    PoolMetrics,
+    ReplicaMetrics,
+    Snapshot,
+    Variant,
+)
 from llmscaler.sim.cluster import Cluster, Replica
 from llmscaler.sim.types import VariantSpec
 
@@ -198,7 +205,16 @@ class Observer:
             pools.append(
                 self._pool(spec=spec, series=series, newest=newest[series], horizon=horizon)
             )
-        snapshot = Snapshot(variants=variants, replicas=tuple(replicas), pools=tuple(pools))
+        snapshot = Snapshot(
+            variants=variants,
+            replicas=tuple(replicas),
+            pools=tuple(pools),
+            # The scenario's GPU inventory feeds the limiter (`enableLimiter`) as the nodes do.
+            gpu_limits=tuple(
+                GpuLimit(provider='inventory', accelerator=accelerator, limit=count)
+                for accelerator, count in sorted(cluster.inventory.items())
+            ),
+        )
         self._cache_key, self._cache = key, snapshot
         return snapshot
 

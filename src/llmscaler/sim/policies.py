@@ -11,6 +11,8 @@ controller would see at a control instant) into replica targets:
   `sum(vllm:num_requests_waiting)` (AverageValue 5) and `sum(vllm:kv_cache_usage_perc)`
   (AverageValue 0.8), run on the exact HPA of `llmscaler.hpa`.
 - `StaticPolicy` holds a fixed fleet: the cost/latency of not autoscaling at all.
+- `slo-queueing` is `CorePolicy` on the SLO (queueing-model) path with the scenario's SLO as
+  each model's explicit targets (`slo_queueing_config`).
 
 Every policy decides for every model of the fleet at once: the core's `decide()` groups the
 snapshot's variants by model, the KEDA baseline is one ScaledObject per variant, and a static
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from llmscaler.config.types import Config
+from llmscaler.config.types import Config, ModelConfig, QueueingModelConfig
 from llmscaler.enforce import scale_from_zero
 from llmscaler.engine import decide
 from llmscaler.model import EMPTY_STATE, Decision, State
@@ -38,6 +40,28 @@ __all__ = [
     'StaticPolicy',
     'parse_static',
 ]
+
+
+SLO_QUEUEING = 'slo-queueing'
+"""The core on the SLO (queueing-model) path, the tuner on, each model's targets the scenario's
+SLO (TTFT, mean ITL) as explicit `targetTTFT`/`targetITL`: what a user who states that SLO puts
+in `wva-queueing-model-config`. Without targets (`config:FILE` with only a `default` entry) the
+core infers them (k = 3)."""
+
+
+def slo_queueing_config(*, targets: Mapping[str, tuple[float, float]] | None = None) -> Config:
+    """The configuration `slo-queueing` stands for; `targets` maps a model id to its (TTFT, ITL)
+    in seconds, set as explicit targets in milliseconds."""
+    by_model = tuple(
+        (
+            model_id,
+            ModelConfig(
+                queueing=QueueingModelConfig(target_ttft=ttft * 1000, target_itl=itl * 1000)
+            ),
+        )
+        for model_id, (ttft, itl) in sorted((targets or {}).items())
+    )
+    return Config(default=ModelConfig(queueing=QueueingModelConfig()), by_model=by_model)
 
 
 class CorePolicy:

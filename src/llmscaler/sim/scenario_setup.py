@@ -59,6 +59,7 @@ FIXED_POLICIES = (
     'default',
     'saturation-percentage',
     'saturation-token',
+    policies.SLO_QUEUEING,
     'keda-queue',
     'hpa-kv',
     'clairvoyant',
@@ -246,6 +247,8 @@ def core_config(*, name: str) -> Config:
     """The core configuration a fixed policy name stands for."""
     if name == 'saturation-token':
         return Config(default=ModelConfig(saturation=SaturationConfig(analyzer_name='saturation')))
+    if name == policies.SLO_QUEUEING:
+        return policies.slo_queueing_config()
     return Config()
 
 
@@ -355,7 +358,11 @@ def build_policies(
     first = scenario.first_variants
     built: list[Policy] = []
     for name in scenario.policies:
-        if name in ('default', 'saturation-percentage', 'saturation-token'):
+        if name == policies.SLO_QUEUEING:
+            targets = {m.model_id: (slos[m.name].ttft, slos[m.name].itl) for m in scenario.models}
+            config = policies.slo_queueing_config(targets=targets)
+            built.append(policies.CorePolicy(name=name, config=config))
+        elif name in ('default', 'saturation-percentage', 'saturation-token'):
             built.append(policies.CorePolicy(name=name, config=core_config(name=name)))
         elif name.startswith('config:'):
             path = name.removeprefix('config:')
