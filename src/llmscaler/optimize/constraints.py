@@ -23,9 +23,9 @@ Units: GPUs, whole numbers. A variant with `gpus_per_replica` 0 (CPU-only) alway
 
 Choice where WVA is loose: a type no provider names is unlimited, as in the simulator's
 inventory (WVA's greedy reads a missing type as 0 GPUs, which denied every scale-up when the
-inventory was unreadable, upstream #1298). The controller's inventory names every type its
-variants use (0 for a type no node carries), so a variant asking for a GPU the cluster does not
-have is still denied there.
+inventory was unreadable, upstream #1298). A variant may name its type differently from the
+Nodes' labels; denying it every replica would be worse than the scheduler leaving a pod
+Pending.
 
 What fails: nothing raises; a negative `used` or a limit below -1 cannot be built by the JSON
 face (model.py declares the ranges) and is read as 0 / unlimited here.
