@@ -1,9 +1,15 @@
 """How fast scale-from-zero wakes a variant: 500 variants at zero, requests queue for one model.
 
 Setup: the fake kube-apiserver (child process) holds 500 VariantAutoscalings at zero replicas —
-250 models of two variants (a cheap and a dear one) — and their Deployments. One EPP endpoint on
-loopback serves `inference_extension_flow_control_queue_size{target_model_name=...}` for every
-model. The controller's `FromZero` loop runs at its default 100 ms interval with its informers.
+250 models of two variants (a cheap and a dear one) — and their Deployments. The controller's
+`FromZero` loop runs at its default 100 ms interval with its informers. Two modes:
+- `--mode pools` (default): 250 InferencePools (GA v1), one per model, each selecting its model's
+  two Deployments' pods; each pool's endpoint picker is its own loopback EPP endpoint, found
+  through its Service's EndpointSlice, serving
+  `inference_extension_flow_control_queue_size{target_model_name=...}` for its model. Each tick
+  reads the 250 pages and wakes a model as soon as its pool's page is in.
+- `--mode selector`: no InferencePool; one EPP endpoint serves the queue of every model (the
+  `--epp-selector` fallback).
 
 Two figures per wake, from 100 wakes of randomly chosen models, one every 300 ms:
 - *queue seen → /scale written*: from the EPP page that showed the queue to the answered `/scale`
@@ -16,6 +22,7 @@ GET + PATCH through the same client (the irreducible cost of a wake).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import random
 import statistics
@@ -45,24 +52,44 @@ WAKES = 100
 BURST = 100
 
 
-def _objects() -> list[dict[str, Any]]:
-    """The cluster, built with the end-to-end tests' object builders."""
+def _objects(*, epp_ports: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """The cluster, built with the end-to-end tests' object builders.
+
+    With `epp_ports` (model → port), one InferencePool per model and its EPP's EndpointSlice.
+    """
     objects: list[dict[str, Any]] = []
     spec = presets.preset(name='llama-3.1-8b-l40s')
     for m in range(MODELS):
         model = f'model-{m:03d}'
-        for variant, cost in (('cheap', 5.0), ('dear', 12.0)):
-            name = f'{model}-{variant}'
+        if epp_ports is not None:
+            pool = f'{model}-pool'
             objects.append(
-                objects_.deployment(
-                    name=name,
+                objects_.inference_pool(name=pool, namespace=NAMESPACE, service=f'{pool}-epp')
+            )
+            objects.append(
+                objects_.endpoint_slice(
+                    service=f'{pool}-epp',
                     namespace=NAMESPACE,
-                    model_id=model,
-                    spec=spec,
-                    replicas=0,
-                    accelerator=spec.accelerator,
+                    pod=f'{pool}-epp-0',
+                    ip='127.0.0.1',
+                    metrics_port=epp_ports[model],
                 )
             )
+        for variant, cost in (('cheap', 5.0), ('dear', 12.0)):
+            name = f'{model}-{variant}'
+            deploy = objects_.deployment(
+                name=name,
+                namespace=NAMESPACE,
+                model_id=model,
+                spec=spec,
+                replicas=0,
+                accelerator=spec.accelerator,
+            )
+            if epp_ports is not None:
+                deploy['spec']['template']['metadata']['labels'][objects_.POOL_LABEL] = (
+                    f'{model}-pool'
+                )
+            objects.append(deploy)
             objects.append(
                 objects_.variant_autoscaling(
                     name=name,
@@ -84,10 +111,10 @@ class Epp:
         self.queues: dict[str, float] = {}
         self.set_at: dict[str, float] = {}
 
-    def page(self) -> str:
+    def page(self, *models: str) -> str:
+        """The queue of `models` (default: every model)."""
         lines = ['# TYPE inference_extension_flow_control_queue_size gauge']
-        for m in range(MODELS):
-            model = f'model-{m:03d}'
+        for model in models or [f'model-{m:03d}' for m in range(MODELS)]:
             size = self.queues.get(model, 0.0)
             lines.append(
                 'inference_extension_flow_control_queue_size'
@@ -113,38 +140,52 @@ def _show(label: str, values: list[float]) -> None:
     )
 
 
-async def main() -> None:
-    with fake_api(_objects()) as url:
-        await _measure(url)
-
-
-async def _measure(url: str) -> None:
+async def main(*, mode: str) -> None:
     epp = Epp()
-    app = web.Application()
+    served: list[loopback.Served] = []
+    ports: dict[str, int] = {}
+    models = [f'model-{m:03d}' for m in range(MODELS)] if mode == 'pools' else ['']
+    for model in models:
+        app = web.Application()
 
-    async def metrics(request: web.Request) -> web.Response:
-        return web.Response(text=epp.page(), content_type='text/plain')
+        async def metrics(request: web.Request, model: str = model) -> web.Response:
+            page = epp.page(model) if model else epp.page()
+            return web.Response(text=page, content_type='text/plain')
 
-    app.router.add_get('/metrics', metrics)
-    served = await loopback.serve(app)
-    port = served.port
-    target = ScrapeTarget(
-        namespace=NAMESPACE, pod='epp', url=f'http://127.0.0.1:{port}/metrics', kind='epp'
-    )
+        app.router.add_get('/metrics', metrics)
+        served.append(await loopback.serve(app))
+        ports[model] = served[-1].port
+    try:
+        with fake_api(_objects(epp_ports=ports if mode == 'pools' else None)) as url:
+            await _measure(url, epp=epp, selector_port=ports.get(''))
+    finally:
+        for site in served:
+            await site.close()
+
+
+async def _measure(url: str, *, epp: Epp, selector_port: int | None) -> None:
     options, _ = resolve_options(
         argv=['--server', url, '--metrics-source', 'pods', '--metrics-bind-address', '0'],
         env={},
     )
     controller = Controller(options=options)
-    informers = [asyncio.create_task(i.run()) for i in controller.caches.all()]
-    while not controller.caches.synced():
+    informers = [asyncio.create_task(i.run()) for i in (*controller.caches.all(), controller.pools)]
+    while not (controller.caches.synced() and controller.pools.synced.is_set()):
         await asyncio.sleep(0.05)
+    config = controller.cycle.current_config()
+    pools = len(controller.pools.pools())
+    controller.worlds.variants(config=config)  # the datastore, before the first tick
+    targets: tuple[ScrapeTarget, ...] = ()
+    if selector_port is not None:
+        url_ = f'http://127.0.0.1:{selector_port}/metrics'
+        targets = (ScrapeTarget(namespace=NAMESPACE, pod='epp', url=url_, kind='epp'),)
     woken: list[tuple[Woken, float]] = []
 
     loop = FromZero(
         clock=LoopClock(),
         world_fn=lambda: controller.worlds.variants(config=controller.cycle.current_config()),
-        epp_fn=lambda: (target,),
+        epp_fn=lambda: targets,
+        pools_fn=controller._pool_plan,
         scale=controller.scale,
         events=controller.events,
         metrics=controller.metrics,
@@ -194,9 +235,10 @@ async def _measure(url: str) -> None:
     await asyncio.gather(*informers, return_exceptions=True)
     await loop.aclose()
     await controller._close()
-    await served.close()
 
     cheap = sum(1 for w, _ in trickle + burst if w.variant.endswith('-cheap'))
+    sources = len(controller.pool_sources.pool_keys())
+    print(f'InferencePools: {pools}; EPP sources: {sources}')
     print(f'variants at zero: {2 * MODELS}; wakes: {len(trickle)} one by one, {len(burst)} burst')
     print(f'cheapest variant woken: {cheap} of {len(trickle) + len(burst)}')
     _show('queue seen -> /scale written', [w.seconds for w, _ in trickle])
@@ -209,4 +251,6 @@ async def _measure(url: str) -> None:
 
 
 if __name__ == '__main__':
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--mode', choices=('pools', 'selector'), default='pools')
+    asyncio.run(main(mode=parser.parse_args().mode))

@@ -27,7 +27,8 @@ resourceVersion of the cached copy that showed zero replicas (`ScaleClient.scale
 target changed since (the main cycle or a person moved it), the API server answers 409 and
 nothing is written. A model just woken (or whose write failed) is not woken again, through any of
 its variants, for `quiet` seconds, the time the informer needs to see the new replica count.
-`concurrency` bounds both the page fetches and the writes (SCALE_FROM_ZERO_ENGINE_MAX_CONCURRENCY).
+`concurrency` bounds the page fetches in flight, and the writes in flight, each
+(SCALE_FROM_ZERO_ENGINE_MAX_CONCURRENCY); a write never waits for a slot behind pages.
 Nothing here raises out of `run()`.
 """
 
@@ -127,6 +128,8 @@ class FromZero:
         self._metrics = metrics
         self._interval = interval
         self._gate = asyncio.Semaphore(max(1, concurrency))
+        # Writes have their own slots: a wake must not queue behind the pages still to read.
+        self._write_gate = asyncio.Semaphore(max(1, concurrency))
         self._quiet = quiet
         self._timeout = timeout
         self._scrape = config
@@ -316,7 +319,7 @@ class FromZero:
         target = entry.target if entry is not None else None
         if entry is None or target is None:
             return None
-        async with self._gate:
+        async with self._write_gate:
             result = await self._scale.scale_at(
                 api_version=target.api_version,
                 kind=target.kind,

@@ -318,4 +318,5 @@ def pool_epp_targets(
     *, membership: Membership, sources: PoolSources
 ) -> Mapping[str, tuple[ScrapeTarget, ...]]:
     """Pool key → the EPP pages its source reads (for scale-from-zero)."""
-    return {key: sources.targets(key) for key in sources.pool_keys() if membership.pool(key)}
+    known = {pool.key for pool in membership.pools}
+    return {key: sources.targets(key) for key in sources.pool_keys() if key in known}
