@@ -14,6 +14,8 @@ Subcommands:
   serve emulated vLLM pods in real time (see `llmscaler emulate --help`).
 - `demo [--duration D] [--no-prometheus] ...`: the controller against a Kubernetes-free local
   cluster with emulated pods and a rising and falling load (see docs/demo.md).
+- `manifests [--va FILE ...] [--target KIND/NAME ...] [--actuation queue|metrics] ...`: KEDA
+  ScaledObjects or HPAs for VariantAutoscalings (see docs/manifests.md).
 
 Bad input (a missing file, invalid JSON/YAML, a bad field, an invalid ConfigMap entry, a `--now`
 that is not a finite number, an output path that cannot be written) is reported on stderr as one
@@ -149,6 +151,12 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     demo.add_argument('arguments', nargs='*', help='see `llmscaler demo --help`')
+    manifests = commands.add_parser(
+        'manifests',
+        help='write KEDA ScaledObjects or HPAs for VariantAutoscalings (docs/manifests.md)',
+        add_help=False,
+    )
+    manifests.add_argument('arguments', nargs='*', help='see `llmscaler manifests --help`')
     return parser
 
 
@@ -374,6 +382,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from llmscaler.devcluster import demo
 
         return demo.main(arguments[1:])
+    if arguments[:1] == ['manifests']:
+        # Its own options, and one-line errors for them (docs/manifests.md).
+        from llmscaler.manifests import command
+
+        return command.main(arguments[1:])
     args = _parser().parse_args(arguments)
     try:
         if args.command == 'decide':
