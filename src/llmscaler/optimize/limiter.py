@@ -17,13 +17,15 @@ What it computes (`limit`):
   models say so in `Decision.limiter`.
 - Models without `enableLimiter` keep their decisions; their scale-ups are charged to the
   budgets first (those replicas will be asked for whatever the limiter says).
-- For the models with `enableLimiter`, each decision becomes part of a `ScalingRequest` in
-  replica units: a variant's floor is what the limiter cannot take away —
-  min(target, max(current, minReplicas)) — and its ceiling the target decided without limits;
-  one live signal per model asks, per role, for the replicas between floors and ceilings
-  (PRC 1 per variant, the model's `priority`). `optimize.limited` then fair-shares the budgets
-  between the models: fair share in replicas, most starved first, cheapest variant of each role
-  whose GPU type still has room.
+- For the models with `enableLimiter`, each decision becomes part of a `ScalingRequest`: a
+  variant's floor is what the limiter cannot take away — min(target, max(current,
+  minReplicas)) — and its ceiling the target decided without limits; one live signal per model
+  asks, per role, for the capacity between floors and ceilings, with the model's `priority`.
+  Units: when every variant has a per-replica capacity (the token path), capacities relative
+  to the model's smallest, and a variant the optimizer left alone may grow up to maxReplicas in
+  place of one whose GPU type is full (WVA's pick: the cheapest by cost per capacity whose type
+  still has room); otherwise (V1) replicas, and only the decided scale-ups are trimmed.
+  `optimize.limited` then fair-shares the budgets between the models, most starved first.
 - Each decision of a limited model gets the target granted, `limited` = replicas held back,
   a reason that ends `; limited by GPU budget: -N` when N > 0, and `limiter`, a one-line
   verdict on its model (granted / wanted replicas and the free GPUs of its types).
@@ -34,13 +36,15 @@ analysis asked for. Scale-downs are never changed, and the GPUs they free count 
 (`used` is computed from current replicas, as WVA does).
 
 Guarantees: for every accelerator type and scope with a budget, the GPUs of all replicas
-granted above the floors never exceed what the budgets had free; a target never rises above
-the unlimited decision nor drops below its floor, so [minReplicas, maxReplicas] still holds.
+granted above the floors never exceed what the budgets had free; a target never drops below its
+floor nor rises above maxReplicas (nor above the unlimited decision when it grew), so
+[minReplicas, maxReplicas] still holds.
 Deterministic; nothing raises.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -103,6 +107,7 @@ def limit(*, decisions: Sequence[Decision], snapshot: Snapshot, config: Config) 
             granted=granted,
             variants=variants,
             left=outcome.left,
+            unmet=model.limited,
         )
         for model in outcome.models
     }
@@ -117,6 +122,9 @@ def limit(*, decisions: Sequence[Decision], snapshot: Snapshot, config: Config) 
         reason = decision.reason
         if held_back:
             reason = f'{reason}; limited by GPU budget: -{held_back}'
+        elif target > decision.target:
+            extra = target - decision.target
+            reason = f'{reason}; +{extra} in place of replicas a full GPU type holds back'
         out.append(
             replace(
                 decision,
@@ -166,17 +174,39 @@ def _charge_unlimited(
     return ledger.snapshot()
 
 
+def _capacities(decisions: Sequence[Decision]) -> dict[str, float] | None:
+    """Each variant's per-replica capacity relative to the model's smallest, when every variant
+    has one (the token path's `per_replica_capacity` figure); None otherwise (V1)."""
+    found: dict[str, float] = {}
+    for decision in decisions:
+        value = dict(decision.figures).get('per_replica_capacity', 0.0)
+        if not (math.isfinite(value) and value > 0):
+            return None
+        found[decision.variant] = value
+    smallest = min(found.values(), default=0.0)
+    return {name: value / smallest for name, value in found.items()} if smallest > 0 else None
+
+
 def _request(
     *, decisions: Sequence[Decision], variants: Mapping[str, Variant], config: Config
 ) -> ScalingRequest:
     first = decisions[0]
+    relative = _capacities(decisions)
     capacities: list[VariantCapacity] = []
-    wanted: dict[Role, int] = {}
+    wanted: dict[Role, float] = {}
     for decision in sorted(decisions, key=lambda d: d.variant):
         variant = variants.get(decision.key)
         floor = _floor(decision, variant)
         role: Role = variant.role if variant is not None else 'both'
-        wanted[role] = wanted.get(role, 0) + max(0, decision.target - floor)
+        prc = relative[decision.variant] if relative is not None else 1.0
+        wanted[role] = wanted.get(role, 0.0) + max(0, decision.target - floor) * prc
+        # With capacities known, a variant the optimizer did not grow may take the replicas a
+        # full GPU type cannot (WVA picks the cheapest variant whose type still has room);
+        # without them (V1) a replica of one variant is no measure of another's, so only the
+        # scale-ups decided are trimmed.
+        ceiling = decision.target
+        if relative is not None and variant is not None and decision.target == floor:
+            ceiling = max(floor, variant.max_replicas)
         capacities.append(
             VariantCapacity(
                 variant=decision.variant,
@@ -186,9 +216,9 @@ def _request(
                 accelerator=decision.accelerator,
                 gpus_per_replica=variant.gpus_per_replica if variant is not None else 0,
                 min_replicas=floor,
-                max_replicas=decision.target,
+                max_replicas=ceiling,
                 current_replicas=floor,
-                per_replica_capacity=1.0,
+                per_replica_capacity=prc,
                 replica_count=floor,
                 pending=variant.pending_replicas if variant is not None else 0,
                 total_demand=0.0,
@@ -200,10 +230,10 @@ def _request(
         live=True,
         score=1.0,
         roles=tuple(
-            RoleSignal(role=role, required=float(count), spare=0.0)
+            RoleSignal(role=role, required=count, spare=0.0)
             for role, count in sorted(wanted.items())
         ),
-        capacity=tuple((c.variant, 1.0) for c in capacities),
+        capacity=tuple((c.variant, c.per_replica_capacity) for c in capacities),
     )
     priority = config.model(model_id=first.model_id, namespace=first.namespace).saturation.priority
     return ScalingRequest(
@@ -221,20 +251,28 @@ def _verdict(
     granted: Mapping[tuple[str, str], int],
     variants: Mapping[str, Variant],
     left: Budgets,
+    unmet: bool,
 ) -> str:
     wanted = got = 0
+    moved = False
     types: set[str] = set()
     for decision in decisions:
         floor = _floor(decision, variants.get(decision.key))
         target = granted.get((decision.namespace, decision.variant), decision.target)
         wanted += max(0, decision.target - floor)
         got += max(0, target - floor)
+        moved = moved or target != decision.target
         types.add(decision.accelerator)
     free = free_by_type(budgets=left)
     room = ', '.join(f'{acc} {free[acc]} GPUs free' for acc in sorted(types) if acc in free)
     room = f' ({room})' if room else ''
     if wanted == 0:
         return f'no scale-up asked; within GPU budget{room}'
-    if got == wanted:
-        return f'+{got} replicas granted, within GPU budget{room}'
-    return f'limited by GPU budget: +{got} of +{wanted} replicas granted{room}'
+    if unmet:
+        return f'limited by GPU budget: +{got} of +{wanted} replicas granted{room}'
+    if moved:
+        return (
+            f'capacity asked for met on other GPU types: +{got} replicas in place of +{wanted}'
+            f'{room}'
+        )
+    return f'+{got} replicas granted, within GPU budget{room}'
