@@ -19,7 +19,8 @@ and the policies.
   whose clairvoyant capacity covers the peak 60-second arrival rate of windows that start within
   the first WARM_WINDOW seconds plus the largest start-up delay (`warm_fleet`); with a GPU
   inventory, within the GPUs the models before it left.
-- Policies (`build_policies`): the names of `FIXED_POLICIES`, `static:...` and `config:FILE`.
+- Policies (`build_policies`): the names of `FIXED_POLICIES`, `static:...`, `config:FILE` and
+  Kaito's `kaito-realtime[:FILE]` / `kaito-cron:FILE|SCHEDULE=N[@ZONE];...` (`sim.kaito`).
 
 What fails: a bad synthetic preset, a trace file that cannot be read (`trace.TraceError`), a
 policy name or configuration file that is not valid: `ScenarioError` or `TraceError`, one line
@@ -55,6 +56,8 @@ if TYPE_CHECKING:
 WARM_WINDOW = 300.0
 """Seconds after the largest start-up delay whose peak load the warm start fleet covers."""
 
+KAITO_FORMS = ('kaito-realtime', 'kaito-realtime:FILE', 'kaito-cron:FILE|SCHEDULE=N[@ZONE];...')
+"""Kaito's LLMAutoScaler policies (`sim.kaito`)."""
 FIXED_POLICIES = (
     'default',
     'saturation-percentage',
@@ -80,13 +83,21 @@ def check_policy_name(
     """Raise `ScenarioError` listing the valid names when `name` is not a policy."""
     if name in FIXED_POLICIES or name.startswith('config:'):
         return
+    if policies.is_kaito(name):
+        try:
+            policies.parse_kaito(text=name, variants=variants)
+        except ValueError as exc:
+            raise ScenarioError(f'{where}: {exc}') from None
+        return
     if name.startswith('static:'):
         try:
             policies.parse_static(text=name, variants=variants, first=first)
         except ValueError as exc:
             raise ScenarioError(f'{where}: {exc}') from None
         return
-    valid = ', '.join((*FIXED_POLICIES, 'static:N', 'static:VARIANT=N,...', 'config:FILE'))
+    valid = ', '.join(
+        (*FIXED_POLICIES, 'static:N', 'static:VARIANT=N,...', 'config:FILE', *KAITO_FORMS)
+    )
     raise ScenarioError(f'{where}: unknown policy {name!r}; valid: {valid}')
 
 
@@ -380,6 +391,11 @@ def build_policies(
             built.append(policies.HpaKvPolicy())
         elif name.startswith('static:'):
             built.append(policies.parse_static(text=name, variants=names, first=first))
+        elif policies.is_kaito(name):
+            try:
+                built.append(policies.parse_kaito(text=name, variants=names))
+            except ValueError as exc:
+                raise ScenarioError(f'policies: {exc}') from None
         elif name == 'clairvoyant':
             if capacities is None:
                 capacities = calibrate_capacities(scenario=scenario, workloads=workloads, slos=slos)
