@@ -203,3 +203,12 @@ def test_a_backlog_is_demand_the_arrival_rate_no_longer_shows() -> None:
     assert figures['backlog_requests'] == 600.0
     assert backed_up.action is Action.SCALE_UP
     assert figures['required_both'] == pytest.approx(2.0 + 600.0 / 30 - figures['slo_supply'])
+
+
+def test_the_va_status_names_the_target_source() -> None:
+    from llmscaler.controller.conditions import optimization_ready
+
+    decision, _ = one(snapshot(rate=40.0))
+    condition = optimization_ready(decision=decision)
+    assert condition.status == 'True'
+    assert '(queueing-model: slo targets explicit: TTFT 300 ms, ITL 25 ms;' in condition.message

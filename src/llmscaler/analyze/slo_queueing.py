@@ -12,6 +12,10 @@ cycle (reference/wva.md §6.2, with its defect fixed):
 3. **Targets** (`analyze.slo_targets`): explicit, inferred (k × unloaded), or fallback.
 4. **Per-variant capacity**: the largest rate one replica sustains within the targets
    (`analyze.slo_search.size`, WVA's binary search, max queue 100) for the model's token mix.
+   **Observed-latency guard**: a variant whose busy replicas miss a target (arrival-weighted
+   TTFT or ITL above it) sustains less than its current per-replica rate within the targets,
+   whatever the model says; its capacity is capped at that rate × target/observed (at least
+   half of it, so the fleet at most doubles per cycle).
 5. **Needed vs current (the fix).** Supply is Σ current replicas × that rate, demand the
    model's arrival rate plus its backlog (the requests waiting on the replicas and at the
    gateway) drained over one cycle — a backlog is load the arrival rate no longer shows, and
@@ -231,6 +235,12 @@ def analyze(
                 notes[variant.name] = f'sizing failed: {sized}'
             else:
                 rate, reason = sized, 'slo'
+                guard = _observed_cap(load=loads[variant.name], targets=targets)
+                if guard is not None and guard < rate:
+                    rate = guard
+                    notes[variant.name] = (
+                        f'observed latency over target: capacity capped at {guard:.3g}/s'
+                    )
         variant_load = loads[variant.name].arrival_rate
         needed = math.ceil(variant_load / rate - 1e-9) if rate > 0 else 0
         variant_figures[variant.name] = (
@@ -288,6 +298,28 @@ def analyze(
         variant_figures=variant_figures,
         notes=notes,
     )
+
+
+MAX_CAP_STEP = 0.5
+"""The observed-latency guard lowers a replica's capacity by at most half per cycle."""
+
+
+def _observed_cap(*, load: Workload, targets: slo_targets.SloTargets) -> float | None:
+    """What one replica demonstrably sustains when its observed TTFT or ITL misses a target:
+    its current per-replica arrival rate × observed/target headroom, at least half of it.
+
+    The queue model can be wrong (a KV cache that preempts, chunked prefill it does not know);
+    replicas that miss the targets at λ per replica do not sustain λ within them, whatever the
+    model says. None when the variant meets both targets or reports no latency."""
+    if load.busy == 0 or load.ttft_ms is None or load.itl_ms is None:
+        return None
+    ratio = min(
+        targets.ttft / load.ttft_ms if load.ttft_ms > 0 else 1.0,
+        targets.itl / load.itl_ms if load.itl_ms > 0 else 1.0,
+    )
+    if ratio >= 1:
+        return None
+    return load.arrival_rate / load.busy * max(MAX_CAP_STEP, ratio)
 
 
 def _backlog(*, replicas: Sequence[ReplicaMetrics], pool: PoolMetrics | None) -> float:
