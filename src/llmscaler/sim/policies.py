@@ -11,6 +11,8 @@ controller would see at a control instant) into replica targets:
   `sum(vllm:num_requests_waiting)` (AverageValue 5) and `sum(vllm:kv_cache_usage_perc)`
   (AverageValue 0.8), run on the exact HPA of `llmscaler.hpa`.
 - `StaticPolicy` holds a fixed fleet: the cost/latency of not autoscaling at all.
+- `KaitoPolicy` (defined in `sim.kaito`; `parse_kaito` reads its names) runs Kaito's
+  LLMAutoScaler, the realtime and cron scalers of seed 001, one autoscaler per variant.
 - `slo-queueing` is `CorePolicy` on the SLO (queueing-model) path with the scenario's SLO as
   each model's explicit targets (`slo_queueing_config`).
 
@@ -30,14 +32,18 @@ from llmscaler.config.types import Config, ModelConfig, QueueingModelConfig
 from llmscaler.enforce import scale_from_zero
 from llmscaler.engine import decide
 from llmscaler.model import EMPTY_STATE, Decision, State
+from llmscaler.sim.kaito import KaitoPolicy, is_kaito, parse_kaito
 from llmscaler.sim.peers import HpaKvPolicy, KedaQueuePolicy
 from llmscaler.sim.types import ControlView
 
 __all__ = [
     'CorePolicy',
     'HpaKvPolicy',
+    'KaitoPolicy',
     'KedaQueuePolicy',
     'StaticPolicy',
+    'is_kaito',
+    'parse_kaito',
     'parse_static',
 ]
 
