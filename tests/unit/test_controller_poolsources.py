@@ -28,6 +28,7 @@ from llmscaler.controller.world import World, build_world
 from llmscaler.devcluster import objects
 from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.kube.client import make_client
+from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.scale import ScaleClient
 from tests.unit.test_controller_from_zero import Epp, queued
 from tests.unit.test_controller_pools import alpha_pool, deployment, v1_pool, va, world
@@ -290,3 +291,36 @@ def test_held_variants_never_reach_scale_from_zero() -> None:
     pools = read_pools({GA: [v1_pool()]})
     membership = assign(pools=pools, entries=w.entries)
     assert hold(w, membership).variants == ()
+
+
+async def test_an_unusable_pool_gets_one_warning_event_per_problem(api: FakeAPI) -> None:
+    bad = v1_pool(failureMode='Maybe')
+    client = make_client(server=api.url, timeout=5.0)
+    clock = ManualClock()
+    events = EventRecorder(client=client, clock=clock, instance='test-0')
+    pools = read_pools({GA: [bad]})
+    sources = PoolSources(
+        pools=PoolCaches(client=client, clock=clock, scope=None),
+        config=ScrapeConfig(),
+        default_port=1,
+    )
+    membership = assign(pools=pools, entries=world((NS, 'cheap', {'pool': 'chat'})).entries)
+    source = PooledSource(
+        base=Fixed(), sources=sources, membership_fn=lambda: membership, events=events
+    )
+    try:
+        scope = (ModelScope(model_id='m', namespace=NS),)
+        await source.read(scope=scope, now=1.0)
+        await source.read(scope=scope, now=2.0)  # the same problem: no second event
+        assert sources.pool_keys() == ()  # an unusable pool gets no source
+        resource = api.store_resource({'apiVersion': 'events.k8s.io/v1', 'kind': 'Event'})
+        found = [e for e in api.store.list(resource, NS) if e['reason'] == 'InferencePoolProblem']
+        assert len(found) == 1
+        (event,) = found
+        assert event['type'] == 'Warning'
+        assert (event['regarding']['kind'], event['regarding']['name']) == ('InferencePool', 'chat')
+        assert "failureMode 'Maybe' is not FailOpen or FailClose" in event['note']
+        assert event.get('series', {}).get('count', 1) == 1
+    finally:
+        await sources.aclose()
+        await client.aclose()

@@ -8,6 +8,12 @@ the budget), and when the queue of such a model holds a request it asks the pure
 `enforce.scale_from_zero.wake` which variant to wake (the cheapest one allowed to run) and writes
 `/scale` for it.
 
+Which EPP pages: with InferencePools in the cluster (`pools_fn`, see `controller.pools`), a
+model's queue is read from the EPP pages of its own pools only, each pool's page counting only for
+the models of that pool, and a model is woken as soon as all its pools' pages are in (the other
+pools' pages may still be on their way). Without pools, the pages of `epp_fn` (the EPP pods of
+`--epp-selector`) are read and summed per model and namespace.
+
 What it measures: the time from the EPP page that showed the queue to the `/scale` write that
 answered, into `ControllerMetrics.from_zero` (the `llmscaler_scale_from_zero_seconds` histogram).
 

@@ -34,6 +34,7 @@ The EPP pages of a pool (`epp_targets`): the ready endpoints of the EndpointSlic
 `http-metrics` or `metrics` when the slice has one, else at `default_port` (`--epp-metrics-port`);
 the slices carry the pod addresses and the port names, so the Service itself is not read. An
 endpoint whose `conditions.ready` is false (a standby EPP of a leader-elected pair) is not read.
+The slices are read as `slim_endpoint_slice` keeps them (the informer stores them so).
 
 Nothing here raises; every output is sorted.
 """

@@ -83,7 +83,7 @@ class PooledWorlds(WorldCache):
         super().__init__(caches=caches)
         self._pools = pools
         self._membership = Membership()
-        self._memo: dict[str, tuple[tuple[object, ...], World]] = {}
+        self._memo: dict[str, tuple[World, int, World]] = {}
 
     def membership(self) -> Membership:
         return self._membership
@@ -95,15 +95,14 @@ class PooledWorlds(WorldCache):
         return self._held('full', super().full(config=config))
 
     def _held(self, which: str, world: World) -> World:
-        key = (id(world), self._pools.version)
+        version = self._pools.version
         memo = self._memo.get(which)
-        if memo is not None and memo[0] == key:
-            return memo[1]
+        if memo is not None and memo[0] is world and memo[1] == version:
+            return memo[2]
         membership = assign(pools=self._pools.pools(), entries=world.entries)
         self._membership = membership
         held = hold(world, membership)
-        # `world` is kept alive by the parent's memo while its id is the key here.
-        self._memo[which] = (key, held)
+        self._memo[which] = (world, version, held)
         return held
 
 

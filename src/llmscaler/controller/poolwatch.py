@@ -8,7 +8,8 @@ is not served (the group/version/resource discovery would say the same); it is a
 `rediscover` seconds (60), so a CRD installed later is picked up without a restart. A served
 version gets an informer. EndpointSlices (slimmed by `pools.slim_endpoint_slice`) are watched
 over the same scope once a version is served: they carry the EPP pods' addresses and port names,
-so neither Services nor EPP pods are read.
+so neither Services nor EPP pods are read. Once served, a version stays watched: a CRD removed
+later makes its informer's lists fail (logged, retried) while it keeps the pools it last saw.
 
 `synced` is set once every version is known (listed, or answered 404) and, when one is served,
 the EndpointSlices have listed: before that a variant would look poolless and be held for no

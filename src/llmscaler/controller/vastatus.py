@@ -5,6 +5,8 @@ VA of the cycle gets one: a resolved VA its decision (desired replicas, whether 
 the three conditions) and what was read of its scale target (current and ready replicas,
 accelerator); a VA whose target is not resolved `TargetResolved=False` and a `TargetNotFound`
 event; an invalid VA `OptimizationReady=False` (InvalidConfiguration) and an `InvalidSpec` event.
+While InferencePools exist, a VA shows its pool (`PoolResolved=True`), or, held for want of a
+usable one (`VariantEntry.pool_problem`), `PoolResolved=False` and a `NoInferencePool` event.
 `kube.status.StatusWriter` writes a status only when it changed (see `kube.nextstatus`).
 
 `applied`: with actuation `metrics`, whether current equals desired (an HPA does the rest);
