@@ -249,3 +249,48 @@ async def test_each_pool_has_its_epp_source_and_wakes_only_its_own_variants(
     finally:
         await epp_a.stop()
         await epp_b.stop()
+
+
+async def test_the_fake_clusters_pools_wake_the_cheapest_variant(tmp_path: Path) -> None:
+    """`Cluster(inference_pools=True)` (`llmscaler demo --inference-pools`): the model's EPP
+    comes only from its InferencePool, and load arriving at zero wakes the cheap variant."""
+    async with Cluster(
+        namespace=A, workdir=tmp_path, input_tokens=64, output_tokens=32, inference_pools=True
+    ) as c:
+        for name, cost in (('cheap', 1.0), ('dear', 5.0)):
+            await c.add_variant(
+                name=name, model_id=MODEL_8B, preset=SPEC, cost=cost, replicas=0, max_replicas=4
+            )
+        process = ControllerProcess(
+            cluster=c,
+            name='controller',
+            args=[
+                '--namespace',
+                'llmscaler-system',
+                '--metrics-bind-address',
+                '127.0.0.1:0',
+                '--health-probe-bind-address',
+                '127.0.0.1:0',
+                '--metrics-source',
+                'pods',
+                '--interval',
+                '30s',
+                '--scale-to-zero',
+                # No EPP pod carries this label: only the pool can name the EPP.
+                '--epp-selector',
+                'nothing=here',
+            ],
+        )
+        pool = f'{objects.slug(MODEL_8B)}-pool'
+        async with process:
+            await c.wait_for(
+                lambda: f'EPP source of InferencePool {A}/{pool} added' in process.log(),
+                timeout=20,
+                what='the EPP source of the pool',
+            )
+            c.set_rate(model_id=MODEL_8B, rate=20.0)
+            await c.wait_for(
+                lambda: replicas(c, A, 'cheap') == 1, timeout=3, what='the cheap variant woken'
+            )
+            assert scale_writes(c, A, 'dear') == []
+            assert process.returncode is None

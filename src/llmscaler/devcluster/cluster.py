@@ -83,8 +83,10 @@ class Cluster:
         poll_interval: float = 0.05,
         load_interval: float = 0.02,
         api_port: int = 0,
+        inference_pools: bool = False,
     ) -> None:
         self.namespace = namespace
+        self._inference_pools = inference_pools
         self.api = FakeAPI(port=api_port)
         self.url = ''
         self.prometheus_url: str | None = None
@@ -208,6 +210,9 @@ class Cluster:
             replicas=replicas,
             accelerator=accelerator or spec.accelerator,
         )
+        if self._inference_pools:
+            labels = deploy['spec']['template']['metadata']['labels']
+            labels[objects.POOL_LABEL] = f'{objects.slug(model_id)}-pool'
         va = objects.variant_autoscaling(
             name=name,
             namespace=self.namespace,
@@ -259,6 +264,21 @@ class Cluster:
         self.api.seed(
             objects.epp_pod(namespace=self.namespace, model_id=model_id, port=gateway.port)
         )
+        if self._inference_pools:
+            # The model's InferencePool, its EPP reached through its Service's EndpointSlice.
+            service = f'{gateway.pool}-epp'
+            self.api.seed(
+                objects.inference_pool(name=gateway.pool, namespace=self.namespace, service=service)
+            )
+            self.api.seed(
+                objects.endpoint_slice(
+                    service=service,
+                    namespace=self.namespace,
+                    pod=f'{slug}-epp',
+                    ip=objects.POD_IP,
+                    metrics_port=gateway.port,
+                )
+            )
         return gateway
 
     def set_startup_delay(self, *, name: str, seconds: float) -> None:

@@ -100,6 +100,7 @@ class DemoOptions:
     prometheus: bool
     scale_to_zero: bool
     workdir: Path | None
+    inference_pools: bool = False
 
 
 def phase_at(*, fraction: float) -> Phase:
@@ -161,6 +162,11 @@ def parse_options(argv: Sequence[str]) -> DemoOptions:
     )
     parser.add_argument('--no-scale-to-zero', action='store_true', help='keep one replica')
     parser.add_argument(
+        '--inference-pools',
+        action='store_true',
+        help="the model's EPP found through its InferencePool and EndpointSlice",
+    )
+    parser.add_argument(
         '--workdir', type=Path, help='kubeconfig and logs here, kept (default: temporary)'
     )
     args = parser.parse_args(argv)
@@ -180,6 +186,7 @@ def parse_options(argv: Sequence[str]) -> DemoOptions:
         prometheus=not args.no_prometheus,
         scale_to_zero=not args.no_scale_to_zero,
         workdir=args.workdir,
+        inference_pools=args.inference_pools,
     )
 
 
@@ -338,6 +345,7 @@ async def _run_in(workdir: Path, options: DemoOptions, stop: asyncio.Event) -> i
         input_tokens=64,
         output_tokens=32,
         api_port=options.port,
+        inference_pools=options.inference_pools,
     )
     async with cluster:
         await _build(cluster, options)
