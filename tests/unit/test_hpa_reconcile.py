@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmscaler.hpa.behavior import Behavior, ScaleEvent, ScalingRules
+from llmscaler.hpa.pods import Pod, PodMetric
 from llmscaler.hpa.reconcile import (
     HpaSpec,
     HpaState,
@@ -16,7 +17,7 @@ from llmscaler.hpa.reconcile import (
     Scale,
     reconcile,
 )
-from llmscaler.hpa.replica_calculator import Pod
+from llmscaler.hpa.stabilization import Recommendation
 
 QUEUE = MetricSpec(type='External', name='s0-prometheus', target_type='AverageValue', target=5000)
 KV = MetricSpec(type='External', name='s1-prometheus', target_type='AverageValue', target=800)
@@ -162,3 +163,65 @@ def test_replicas_stay_within_bounds(
         )
         state, current = result.state, result.desired_replicas
         assert lower <= current <= lower + extra
+
+
+# ---- cases of Kubernetes' horizontal_test.go (full reconcile, legacy path) -------------------
+
+NOW = 10_000.0
+
+
+def cpu_case(
+    *,
+    spec_replicas: int,
+    levels: list[int],
+    target: int,
+    min_replicas: int,
+    max_replicas: int,
+    recommendations: tuple[Recommendation, ...] | None,
+) -> int:
+    pods = tuple(Pod(name=f'p{i}', request=1000) for i in range(len(levels)))
+    samples = {f'p{i}': PodMetric(value=v, timestamp=NOW - 60) for i, v in enumerate(levels)}
+    spec = HpaSpec(
+        max_replicas=max_replicas,
+        min_replicas=min_replicas,
+        metrics=(MetricSpec('Resource', 'cpu', 'Utilization', target),),
+    )
+    return reconcile(
+        spec=spec,
+        scale=Scale(spec_replicas=spec_replicas, status_replicas=spec_replicas, pods=pods),
+        values=[samples],
+        state=HpaState(recommendations=recommendations),
+        now=NOW,
+    ).desired_replicas
+
+
+def test_upstream_full_cases() -> None:
+    # TestScaleUp: 50 % against 30 % on 3 pods.
+    assert cpu_case(spec_replicas=3, levels=[300, 500, 700], target=30, min_replicas=2,
+                    max_replicas=6, recommendations=()) == 5  # fmt: skip
+    # TestScaleDown: the 10 @ -10 min has expired, 2 @ -1 min is below the proposal 3.
+    recent = (Recommendation(10, NOW - 600), Recommendation(2, NOW - 60))
+    assert cpu_case(spec_replicas=5, levels=[100, 300, 500, 250, 250], target=50,
+                    min_replicas=2, max_replicas=6, recommendations=recent) == 3  # fmt: skip
+    # TestScaleDownStabilizeInitialSize: no log yet, seeded with 5: held.
+    assert cpu_case(spec_replicas=5, levels=[100, 300, 500, 250, 250], target=50,
+                    min_replicas=2, max_replicas=6, recommendations=None) == 5  # fmt: skip
+    # TestTolerance: 102 % against 100 %.
+    assert cpu_case(spec_replicas=3, levels=[1010, 1030, 1020], target=100, min_replicas=1,
+                    max_replicas=5, recommendations=()) == 3  # fmt: skip
+    # TestMinReplicas: the proposal 1 is raised to minReplicas 2.
+    assert cpu_case(spec_replicas=3, levels=[10, 95, 10], target=90, min_replicas=2,
+                    max_replicas=5, recommendations=()) == 2  # fmt: skip
+
+
+def test_upstream_scale_up_cm() -> None:
+    # TestScaleUpCM: a Pods metric "qps", AverageValue 15 (15000 m), 20 on average: ⌈4⌉.
+    pods = tuple(Pod(name=f'p{i}') for i in range(3))
+    samples = {f'p{i}': PodMetric(value=v) for i, v in enumerate([20000, 10000, 30000])}
+    spec = HpaSpec(
+        max_replicas=6, min_replicas=2, metrics=(MetricSpec('Pods', 'qps', 'AverageValue', 15000),)
+    )
+    result = reconcile(
+        spec=spec, scale=Scale(3, 3, pods), values=[samples], state=HpaState(), now=NOW
+    )
+    assert result.desired_replicas == 4

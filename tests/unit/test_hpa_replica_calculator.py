@@ -9,15 +9,13 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
+from llmscaler.hpa.pods import Pod, PodMetric
 from llmscaler.hpa.replica_calculator import (
     CalcError,
-    Pod,
-    PodMetric,
     Proposal,
     Tolerances,
     external_metric_replicas,
     external_per_pod_metric_replicas,
-    group_pods,
     object_metric_replicas,
     object_per_pod_metric_replicas,
     plain_metric_replicas,
@@ -115,26 +113,6 @@ def test_missing_pod_counts_at_target_on_scale_down_and_zero_on_scale_up() -> No
     # Scale-up: the missing pod is assumed idle.
     up = cpu(4, pods, samples([900, 900, 900]), 50)
     assert up.replicas == math.ceil((2700 * 100 // 4000) / 50 * 4)
-
-
-def test_cpu_readiness_rules() -> None:
-    metric = {'a': PodMetric(value=1, timestamp=NOW - 10, window=30)}
-    # Within the initialization period, a sample taken less than a window after Ready is unready.
-    fresh = Pod(name='a', start_time=NOW - 60, ready=True, ready_transition=NOW - 30)
-    assert group_pods(pods=[fresh], metrics=metric, resource='cpu', now=NOW).unready == {'a'}
-    settled = Pod(name='a', start_time=NOW - 60, ready=True, ready_transition=NOW - 50)
-    assert group_pods(pods=[settled], metrics=metric, resource='cpu', now=NOW).ready_count == 1
-    # Past the period, a pod that turned unready after having been ready counts as ready ...
-    was_ready = Pod(name='a', start_time=NOW - 900, ready=False, ready_transition=NOW - 100)
-    assert group_pods(pods=[was_ready], metrics=metric, resource='cpu', now=NOW).ready_count == 1
-    # ... one that has never been ready (unready within 30 s of its start) does not.
-    never = Pod(name='a', start_time=NOW - 900, ready=False, ready_transition=NOW - 890)
-    assert group_pods(pods=[never], metrics=metric, resource='cpu', now=NOW).unready == {'a'}
-    # No Ready condition, no start time: unready. Other metrics ignore readiness.
-    assert group_pods(
-        pods=[Pod(name='a', ready=None)], metrics=metric, resource='cpu', now=NOW
-    ).unready
-    assert group_pods(pods=[never], metrics=metric, resource='', now=NOW).ready_count == 1
 
 
 def pods_metric(current: int, levels: list[int], target: int, **kw: list[bool]) -> Proposal:

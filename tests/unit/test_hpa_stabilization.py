@@ -32,11 +32,13 @@ def args(*, current: int, desired: int, up: int = 0, down: int = 300) -> Normali
     )
 
 
-def test_initial_recommendation_seeds_only_an_empty_log() -> None:
-    seeded = record_initial_recommendation(recommendations=(), current_replicas=5, now=10.0)
+def test_initial_recommendation_seeds_only_a_missing_log() -> None:
+    seeded = record_initial_recommendation(recommendations=None, current_replicas=5, now=10.0)
     assert seeded == (Recommendation(5, 10.0),)
     again = record_initial_recommendation(recommendations=seeded, current_replicas=9, now=20.0)
     assert again == seeded
+    # An empty log exists (upstream's empty non-nil slice): no seed.
+    assert record_initial_recommendation(recommendations=(), current_replicas=5, now=1.0) == ()
 
 
 def test_legacy_window_includes_its_edge_and_reuses_a_slot() -> None:

@@ -25,8 +25,8 @@ from llmscaler.hpa.behavior import (
     ScalingPolicy,
     ScalingRules,
 )
+from llmscaler.hpa.pods import Pod
 from llmscaler.hpa.reconcile import HpaSpec, HpaState, MetricSpec, Scale, reconcile
-from llmscaler.hpa.replica_calculator import Pod
 from llmscaler.manifests import command
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -46,13 +46,15 @@ from llmscaler.hpa.behavior import (
     generate_scale_up_rules,
     store_scale_event,
 )
-from llmscaler.hpa.replica_calculator import (
+from llmscaler.hpa.pods import (
     CPU_INITIALIZATION_PERIOD,
-    DEFAULT_TOLERANCE,
     DELAY_OF_INITIAL_READINESS_STATUS,
-    CalcError,
     Pod,
     PodMetric,
+)
+from llmscaler.hpa.replica_calculator import (
+    DEFAULT_TOLERANCE,
+    CalcError,
     Proposal,
     Tolerances,
     external_metric_replicas,
@@ -148,9 +150,10 @@ class ControllerSettings:
 
 @dataclass(frozen=True, slots=True)
 class HpaState:
-    """What upstream's controller remembers per HPA between reconciles."""
+    """What upstream's controller remembers per HPA between reconciles (`recommendations` None:
+    never reconciled, the log gets seeded)."""
 
-    recommendations: tuple[Recommendation, ...] = ()
+    recommendations: tuple[Recommendation, ...] | None = None
     scale_up_events: tuple[ScaleEvent, ...] = ()
     scale_down_events: tuple[ScaleEvent, ...] = ()
 
@@ -383,7 +386,7 @@ def _normalize(
     """`normalizeDesiredReplicas` / `normalizeDesiredReplicasWithBehaviors`."""
     if spec.behavior is None:
         stabilized = stabilize_recommendation(
-            recommendations=state.recommendations,
+            recommendations=state.recommendations or (),
             desired_replicas=desired,
             now=now,
             window=settings.downscale_stabilization,
@@ -414,7 +417,7 @@ def _normalize(
         desired_replicas=desired,
     )
     stabilized = stabilize_recommendation_with_behaviors(
-        recommendations=state.recommendations, args=args, now=now
+        recommendations=state.recommendations or (), args=args, now=now
     )
     limited = convert_desired_replicas_with_behavior_rate(
         args=replace(args, desired_replicas=stabilized.replicas),

@@ -13,8 +13,9 @@ are kept apart, each with its own boundary:
 
 Both replace one expired entry (the last one found) instead of appending, as upstream does, so
 the log stays bounded. The log is passed in and returned, never kept here; the first reconcile
-seeds it with the current replica count (`recordInitialRecommendation`), which is why the first
-scale-down after an HPA is created, or its controller restarts, waits for the whole window.
+seeds it with the current replica count (`recordInitialRecommendation`, when there is no log at
+all: None), which is why the first scale-down after an HPA is created, or its controller
+restarts, waits for the whole window.
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ class Stabilized:
 
 
 def record_initial_recommendation(
-    *, recommendations: Sequence[Recommendation], current_replicas: int, now: float
+    *, recommendations: Sequence[Recommendation] | None, current_replicas: int, now: float
 ) -> tuple[Recommendation, ...]:
-    """`recordInitialRecommendation`: an empty log is seeded with the current replica count."""
-    if recommendations:
+    """`recordInitialRecommendation`: a log that does not exist yet (None, upstream's nil slice)
+    is seeded with the current replica count; an existing one, even empty, is kept (upstream's
+    tests pass an empty non-nil log to skip the seeding)."""
+    if recommendations is not None:
         return tuple(recommendations)
     return (Recommendation(recommendation=current_replicas, timestamp=now),)
 

@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llmscaler.hpa.behavior import Behavior
+from llmscaler.hpa.pods import Pod, PodMetric
 from llmscaler.hpa.reconcile import (
     ControllerSettings,
     HpaSpec,
@@ -53,7 +54,6 @@ from llmscaler.hpa.reconcile import (
     Scale,
     reconcile,
 )
-from llmscaler.hpa.replica_calculator import Pod, PodMetric
 from llmscaler.model import ReplicaMetrics, Variant, finite
 from llmscaler.sim.types import ControlView
 
