@@ -210,8 +210,13 @@ def test_parameters_stay_within_the_bounds_of_their_seed() -> None:
 
 
 def test_guess_seed_is_positive_or_none() -> None:
-    guess = kalman.guess_seed(ttft=120.0, itl=15.0, avg_input_tokens=600.0)
+    guess = kalman.guess_seed(ttft=400.0, itl=34.0, avg_input_tokens=1000.0, batch=116.0)
     assert guess is not None
-    assert guess.positive
-    assert kalman.guess_seed(ttft=0.0, itl=15.0, avg_input_tokens=600.0) is None
-    assert kalman.guess_seed(ttft=120.0, itl=15.0, avg_input_tokens=0.0) is None
+    # Without a queue, the guess reproduces the observation at the observed batch.
+    assert guess.gamma + guess.delta * 1000.0 * 116.0 == pytest.approx(400.0)
+    assert guess.alpha + guess.beta * 116.0 == pytest.approx(34.0)
+    unknown = kalman.guess_seed(ttft=400.0, itl=34.0, avg_input_tokens=1000.0, batch=None)
+    assert unknown is not None
+    assert unknown.alpha + unknown.beta == pytest.approx(34.0)
+    assert kalman.guess_seed(ttft=0.0, itl=15.0, avg_input_tokens=600.0, batch=1.0) is None
+    assert kalman.guess_seed(ttft=120.0, itl=15.0, avg_input_tokens=0.0, batch=1.0) is None

@@ -106,7 +106,8 @@ def test_supply_is_built_from_current_replicas_not_desired() -> None:
     decision, _ = one(snapshot(rate=40.0))
     figures = dict(decision.figures)
     assert figures['slo_supply'] == pytest.approx(2 * figures['max_rate_per_replica'])
-    assert figures['required_both'] == pytest.approx(40.0 - figures['slo_supply'])
+    assert figures['required_both'] == pytest.approx(max(0.0, 40.0 - figures['slo_supply']))
+    assert figures['spare_both'] == pytest.approx(max(0.0, figures['slo_supply'] - 40.0))
 
 
 def test_low_load_sheds_whole_spare_replicas() -> None:
@@ -212,3 +213,20 @@ def test_the_va_status_names_the_target_source() -> None:
     condition = optimization_ready(decision=decision)
     assert condition.status == 'True'
     assert '(queueing-model: slo targets explicit: TTFT 300 ms, ITL 25 ms;' in condition.message
+
+
+def test_replicas_that_miss_a_target_cap_their_capacity_at_what_they_carry() -> None:
+    # The model (seeded from a fast observation) would let each replica take far more than the
+    # 5 requests/s it carries, but the replicas report 3 s TTFTs against a 300 ms target: they
+    # do not sustain 5/s within the targets, so capacity ≤ 5/s (at most halved per cycle).
+    config = Config(
+        default=ModelConfig(
+            queueing=QueueingModelConfig(target_ttft=300.0, target_itl=25.0, tuning_enabled=False)
+        )
+    )
+    _, state = one(snapshot(rate=10.0), config=config)
+    slow, _ = one(snapshot(rate=10.0, replica={'avg_ttft': 3.0}), config=config, state=state)
+    figures = dict(slow.figures)
+    assert figures['max_rate_per_replica'] == pytest.approx(5.0 * 0.5)
+    assert 'observed latency over target' in slow.reason
+    assert slow.target == 4

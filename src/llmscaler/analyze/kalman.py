@@ -85,16 +85,22 @@ class TunerResult:
     reason: str
 
 
-def guess_seed(*, ttft: float, itl: float, avg_input_tokens: float) -> PerfParams | None:
-    """A seed from one unloaded-ish observation (WVA's cold-start guess, for four parameters):
-    α = 0.9·ITL, β = 0.1·ITL / 10, γ = 0.5·TTFT, δ = 0.5·TTFT / I. None unless all are > 0."""
+def guess_seed(
+    *, ttft: float, itl: float, avg_input_tokens: float, batch: float | None
+) -> PerfParams | None:
+    """A seed from one observation at a mean batch `batch` (running requests; 1 when unknown):
+    half of each latency fixed, half proportional to the batch, as if the replica ran without
+    a queue: α = ITL/2, β = ITL/(2b), γ = TTFT/2, δ = TTFT/(2·I·b). WVA's guess (α = 0.9·ITL,
+    the rest from the TTFT at batch 1) reads a loaded replica's latency as per-request cost and
+    can size a busy model at a fraction of a request per second. None unless all are > 0."""
     if not (ttft > 0 and itl > 0 and avg_input_tokens > 0):
         return None
+    b = batch if batch is not None and math.isfinite(batch) and batch >= 1 else 1.0
     guess = PerfParams(
-        alpha=0.9 * itl,
-        beta=0.01 * itl,
+        alpha=0.5 * itl,
+        beta=0.5 * itl / b,
         gamma=0.5 * ttft,
-        delta=0.5 * ttft / avg_input_tokens,
+        delta=0.5 * ttft / (avg_input_tokens * b),
     )
     return guess if guess.positive else None
 

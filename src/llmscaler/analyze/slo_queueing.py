@@ -19,9 +19,10 @@ cycle (reference/wva.md §6.2, with its defect fixed):
 5. **Needed vs current (the fix).** Supply is Σ current replicas × that rate, demand the
    model's arrival rate plus its backlog (the requests waiting on the replicas and at the
    gateway) drained over one cycle — a backlog is load the arrival rate no longer shows, and
-   without it a model whose queue grows by thousands sheds the replica that would drain it; the result goes to the threshold post-step with thresholds 1.0 (the
-   latency targets are the margin) and the cost-aware optimizer, which adds ⌈RC/PRC⌉ replicas
-   of the cheapest variant or removes whole spare ones. WVA's main branch builds supply from
+   without it a model whose queue grows by thousands sheds the replica that would drain it.
+   The result goes to the threshold post-step with thresholds 1.0 (the latency targets are
+   the margin) and the cost-aware optimizer, which adds ⌈RC/PRC⌉ replicas of the cheapest
+   variant or removes whole spare ones. WVA's main branch builds supply from
    the replicas it *wants*, so RC is 0 and SC < PRC: it can never change a count.
 
 Missing inputs hold (the caller turns `SloAnalysis.missing` into a hold with that reason): no
@@ -68,6 +69,8 @@ class Workload:
     avg_output_tokens: float | None
     ttft_ms: float | None
     itl_ms: float | None
+    running: float | None = None
+    """Requests in service per replica (the batch)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,7 @@ def workload(replicas: Sequence[ReplicaMetrics]) -> Workload:
         avg_output_tokens=mean('avg_output_tokens'),
         ttft_ms=mean('avg_ttft', MS),
         itl_ms=mean('avg_itl', MS),
+        running=mean('running_requests'),
     )
 
 
@@ -158,6 +162,7 @@ def analyze(
                     ttft=load.ttft_ms or 0.0,
                     itl=load.itl_ms or 0.0,
                     avg_input_tokens=load.avg_input_tokens or 0.0,
+                    batch=_batch(load),
                 )
                 or kalman.DEFAULT_SEED
             )
@@ -320,6 +325,18 @@ def _observed_cap(*, load: Workload, targets: slo_targets.SloTargets) -> float |
     if ratio >= 1:
         return None
     return load.arrival_rate / load.busy * max(MAX_CAP_STEP, ratio)
+
+
+def _batch(load: Workload) -> float | None:
+    """Requests in service per replica: reported, else by Little's law (per-replica rate × the
+    time a request spends, TTFT + O·ITL)."""
+    if load.running is not None:
+        return load.running
+    if load.busy and load.ttft_ms is not None and load.itl_ms is not None:
+        per_replica = load.arrival_rate / load.busy
+        out = load.avg_output_tokens or 1.0
+        return per_replica * (load.ttft_ms + out * load.itl_ms) / MS
+    return None
 
 
 def _backlog(*, replicas: Sequence[ReplicaMetrics], pool: PoolMetrics | None) -> float:
