@@ -92,24 +92,29 @@ def limit(*, decisions: Sequence[Decision], snapshot: Snapshot, config: Config) 
     )
     others = [d for key, ds in sorted(groups.items()) if key not in chosen for d in ds]
     budgets = _charge_unlimited(budgets=budgets, decisions=others, variants=variants)
-    requests = [
-        _request(decisions=groups[key], variants=variants, config=config) for key in limited_groups
+    # A model that asks for no replica needs no allocation, only its verdict.
+    asking = [
+        key
+        for key in limited_groups
+        if any(d.target > _floor(d, variants.get(d.key)) for d in groups[key])
     ]
+    requests = [_request(decisions=groups[key], variants=variants, config=config) for key in asking]
     outcome = optimize_limited(requests=requests, budgets=budgets)
     granted = {
         (model.namespace, target.variant): target.target
         for model in outcome.models
         for target in model.targets
     }
+    unmet = {(model.namespace, model.model_id): model.limited for model in outcome.models}
     verdicts = {
-        (model.namespace, model.model_id): _verdict(
-            decisions=groups[(model.namespace, model.model_id)],
+        key: _verdict(
+            decisions=groups[key],
             granted=granted,
             variants=variants,
             left=outcome.left,
-            unmet=model.limited,
+            unmet=unmet.get(key, False),
         )
-        for model in outcome.models
+        for key in limited_groups
     }
     out = []
     for decision in decisions:
