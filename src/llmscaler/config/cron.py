@@ -45,6 +45,8 @@ DESCRIPTORS: Final = frozenset(
     {'@yearly', '@annually', '@monthly', '@weekly', '@daily', '@midnight', '@hourly'}
 )
 _MAX_SHOWN: Final = 80
+_MAX_GAP_MINUTES: Final = 24 * 60
+"""Longest daylight-saving gap looked through (real ones are 30 to 60 minutes; a day at most)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +74,24 @@ class Schedule:
     def fires(self, *, now: float) -> bool:
         """Whether the schedule fires in the minute of `now` (see the module docstring)."""
         return bool(croniter.match(self.expression, self.local_minute(now=now)))
+
+    def last_start(self, *, now: float) -> float:
+        """Unix seconds of the latest activation at or before the minute of `now`.
+
+        For windows that open at each activation (capacity floors): the activation is a local
+        wall time; one that does not exist (skipped by spring forward) opens when the clock
+        jumps past it (02:30 Europe/Berlin opens at 03:00 CEST that day), so a window is never
+        skipped; one that occurs twice (fall back) opens at its first occurrence.
+        """
+        zone = zoneinfo.ZoneInfo(self.time_zone)
+        after = self.local_minute(now=now) + _dt.timedelta(minutes=1)
+        wall = croniter(self.expression, after).get_prev(_dt.datetime)
+        for _ in range(_MAX_GAP_MINUTES):
+            moment = wall.replace(tzinfo=zone, fold=0)
+            if moment.astimezone(_dt.UTC).astimezone(zone).replace(tzinfo=None) == wall:
+                return moment.timestamp()
+            wall += _dt.timedelta(minutes=1)  # inside a gap: on to the first wall time that is
+        return wall.replace(tzinfo=zone, fold=0).timestamp()
 
 
 def _shown(text: str) -> str:
