@@ -26,7 +26,7 @@ def test_the_default_scenario_has_two_variants_and_three_policies() -> None:
     setup = scenario.default()
     assert [v.name for v in setup.variants] == ['h100', 'l40s']
     assert [v.preset for v in setup.variants] == ['llama-3.1-8b-h100', 'llama-3.1-8b-l40s']
-    assert setup.policies == ('default', 'keda-queue', 'clairvoyant')
+    assert setup.policies == ('default', 'keda-queue', 'hpa-kv', 'clairvoyant')
     assert setup.workload.synthetic is not None
     assert setup.settings.cycle == 30.0
     # The L40S is cheaper per replica-hour than the H100.
@@ -69,7 +69,7 @@ def test_a_file_overrides_preset_fields(tmp_path: Path) -> None:
         ('variants: [{name: a, preset: llama-3.1-8b-h100}]\nsettings: {cycles: 3}\n',
          'settings.cycles: unknown setting; valid:'),
         ('variants: [{name: a, preset: llama-3.1-8b-h100}]\nsettings: {router: random}\n',
-         "settings.router: Input should be 'least-loaded' or 'round-robin'"),
+         "settings.router: Input should be 'least-loaded', 'round-robin' or 'prefix-aware'"),
         ('variants: [{name: a, preset: llama-3.1-8b-h100}]\nsettings: {engine: turbo}\n',
          "settings.engine: Input should be 'fast' or 'reference'"),
         ('variants: [{name: a, preset: llama-3.1-8b-h100}]\nsettings: {cycle: -1}\n',

@@ -30,7 +30,7 @@ import pydantic
 from llmscaler.config.yaml_loader import FILE_LIMITS, YamlProblem, load_yaml
 from llmscaler.sim import synthetic
 
-DEFAULT_POLICIES = ('default', 'keda-queue', 'clairvoyant')
+DEFAULT_POLICIES = ('default', 'keda-queue', 'hpa-kv', 'clairvoyant')
 
 
 class ScenarioError(Exception):
