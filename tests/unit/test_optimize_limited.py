@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 from hypothesis import given, settings
@@ -202,15 +203,26 @@ def scenarios(draw: st.DrawFn) -> tuple[list[ScalingRequest], Budgets, dict[str,
             )
             for i in range(count)
         ]
-        requests.append(
-            request(
-                f'm{m}',
-                variants,
-                required=draw(st.sampled_from([0.0, 30.0, 100.0, 450.0, 2000.0])),
-                spare=draw(st.sampled_from([0.0, 120.0])),
-                priority=draw(st.sampled_from([0.0, 0.5, 1.0, 3.0])),
-            )
+        made = request(
+            f'm{m}',
+            variants,
+            required=draw(st.sampled_from([0.0, 30.0, 100.0, 450.0, 2000.0])),
+            spare=draw(st.sampled_from([0.0, 120.0])),
+            priority=draw(st.sampled_from([0.0, 0.5, 1.0, 3.0])),
         )
+        if count >= 2 and draw(st.booleans()):
+            # A P/D model: roles alternate; each role asks for its own capacity.
+            roles: tuple[Role, Role] = ('prefill', 'decode')
+            pd = [dataclasses.replace(v, role=roles[i % 2]) for i, v in enumerate(variants)]
+            asks = tuple(
+                RoleSignal(
+                    role=role, required=draw(st.sampled_from([0.0, 100.0, 900.0])), spare=0.0
+                )
+                for role in sorted(roles)
+            )
+            signal = dataclasses.replace(made.signals[0], roles=asks)
+            made = dataclasses.replace(made, variants=tuple(pd), signals=(signal,))
+        requests.append(made)
     budgets = merge_constraints(
         limits=tuple(
             GpuLimit(provider='inventory', accelerator=acc, limit=n) for acc, n in free.items()
@@ -261,3 +273,27 @@ def test_the_outcome_does_not_depend_on_the_order_of_the_requests(
         for r in shuffled
     ]
     assert optimize_limited(requests=shuffled, budgets=budgets) == first
+
+
+def test_pd_roles_sharing_one_gpu_type_never_overcommit_it() -> None:
+    # Prefill and decode each want two replicas; the type has room for two in all. Both roles'
+    # counts are sized before either commits, so the second must see what the first took.
+    variants = [
+        vc('prefill', role='prefill', current=0),
+        vc('decode', role='decode', current=0),
+    ]
+    signal = AnalyzerSignal(
+        analyzer='saturation',
+        live=True,
+        score=1.0,
+        roles=(
+            RoleSignal(role='decode', required=30_000, spare=0.0),
+            RoleSignal(role='prefill', required=30_000, spare=0.0),
+        ),
+        capacity=(('decode', 15_000.0), ('prefill', 15_000.0)),
+    )
+    pd = ScalingRequest(model_id='m', namespace='ns', variants=tuple(variants), signals=(signal,))
+    outcome = optimize_limited(requests=[pd], budgets=gpus(2))
+    got = targets(outcome)
+    assert got['m/prefill'] + got['m/decode'] == 2
+    assert dict(outcome.left.cluster) == {'A100': 0}

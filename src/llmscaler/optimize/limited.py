@@ -220,6 +220,14 @@ def _commit_round(*, model: _Model, cap_at: float, ledger: Ledger) -> None:
             if demand <= 0 or prc <= 0:
                 continue
             k = min(max(_floor(delta * demand / prc), min(1, n)), n)
+            # Roles were sized before any committed: another role may have taken the GPUs.
+            fit = ledger.fits(
+                accelerator=variant.accelerator,
+                namespace=variant.namespace,
+                gpus=variant.gpus_per_replica,
+            )
+            if fit is not None:
+                k = min(k, fit)
             if k <= 0:
                 continue
             committed = True
