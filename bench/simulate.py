@@ -5,6 +5,10 @@ Cases (issue: simulate):
     8 replicas busy, under the default core policy; goal ≤ 3 s;
 (b) a synthetic 24 h conversation-like trace of about 500k requests (diurnal envelope), under the
     default core policy; goal ≤ 60 s; memory goal ≤ 1 GB.
+(c) prefix caching: a synthetic hour of conversations with shared system prompts and follow-up
+    turns, under the default core policy, with prefix caching off (against its static baseline,
+    as above), then on with prefix-aware routing; the cost of caching is the second run's wall
+    time over the first's (it also serves the hits, so it simulates less prefill).
 
 Baseline in the same run: the same replay on a static fleet of the core run's mean size per
 variant (no control decisions), so the ratio shows what the decision core and its snapshots add
@@ -12,19 +16,22 @@ on top of simulating about the same replica-hours. Peak
 memory is the process's maximum resident set size (ru_maxrss), which includes the interpreter,
 numpy and matplotlib imports.
 
-Usage: python bench/simulate.py [--case a|b|all]
+Usage: python bench/simulate.py [--case a|b|c|all]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import resource
 import time
 from pathlib import Path
 
 from llmscaler.sim import runner, scenario, synthetic, trace
+from llmscaler.sim.metrics import summarize
 from llmscaler.sim.policies import CorePolicy, parse_static
-from llmscaler.sim.types import Policy, SimResult, Trace, VariantSpec
+from llmscaler.sim.synthetic_prefix import PrefixSpec
+from llmscaler.sim.types import SLO, Policy, SimResult, Trace, VariantSpec
 
 TRACES = Path(__file__).resolve().parents[2] / 'shared' / 'traces'
 
@@ -38,10 +45,19 @@ def fleet(*, h100_max: int, l40s_max: int) -> tuple[VariantSpec, ...]:
     return scenario.from_document(document=document).variants
 
 
-def timed(*, workload: Trace, variants: tuple[VariantSpec, ...], policy: Policy) -> SimResult:
+def timed(
+    *,
+    workload: Trace,
+    variants: tuple[VariantSpec, ...],
+    policy: Policy,
+    settings: runner.SimSettings | None = None,
+) -> SimResult:
     started = time.perf_counter()
     result = runner.run(
-        trace=workload, variants=variants, policy=policy, settings=runner.SimSettings()
+        trace=workload,
+        variants=variants,
+        policy=policy,
+        settings=settings or runner.SimSettings(),
     )
     result.wall_seconds = time.perf_counter() - started
     return result
@@ -55,12 +71,12 @@ def peak_replicas(result: SimResult) -> int:
     return max(totals, default=0)
 
 
-def report(*, label: str, workload: Trace, variants: tuple[VariantSpec, ...]) -> None:
-    core = timed(
-        workload=workload,
-        variants=variants,
-        policy=CorePolicy(name='default', config=scenario.core_config(name='default')),
-    )
+def core_policy() -> Policy:
+    return CorePolicy(name='default', config=scenario.core_config(name='default'))
+
+
+def report(*, label: str, workload: Trace, variants: tuple[VariantSpec, ...]) -> SimResult:
+    core = timed(workload=workload, variants=variants, policy=core_policy())
     # Baseline: a static fleet of the core run's mean size per variant, so both runs simulate
     # about the same replica-hours and the ratio isolates what control decisions add.
     mean = {v: max(0, round(s / workload.duration)) for v, s in core.replica_seconds.items()}
@@ -81,11 +97,36 @@ def report(*, label: str, workload: Trace, variants: tuple[VariantSpec, ...]) ->
         f'{done:,} completed, peak {peak_replicas(core)} replicas, '
         f'{workload.duration / core.wall_seconds:,.0f} simulated s per wall s'
     )
+    return core
+
+
+def prefix_case(*, rate: float) -> None:
+    spec = synthetic.preset(name='azure-conv', duration=3600.0, rate=rate)
+    spec = dataclasses.replace(
+        spec,
+        prefixes=PrefixSpec(system_prompts=8, system_tokens=1000, followup=0.5, open_sessions=200),
+    )
+    workload = synthetic.generate(spec=spec, seed=1)
+    variants = fleet(h100_max=16, l40s_max=16)
+    off = report(label='(c) shared prefixes, caching off', workload=workload, variants=variants)
+    on = timed(
+        workload=workload,
+        variants=variants,
+        policy=core_policy(),
+        settings=runner.SimSettings(prefix_caching=True, router='prefix-aware'),
+    )
+    hits = summarize(result=on, slo=SLO(ttft=1.0, itl=0.07)).prefix_hit_rate or 0.0
+    print(
+        f'  default core, caching on, prefix-aware router: {on.wall_seconds:7.2f} s '
+        f'({on.wall_seconds / off.wall_seconds:4.2f}x caching off), '
+        f'prefix hits {hits:.1%} of prompt tokens, peak {peak_replicas(on)} replicas '
+        f'(off: {peak_replicas(off)})'
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--case', choices=('a', 'b', 'all'), default='all')
+    parser.add_argument('--case', choices=('a', 'b', 'c', 'all'), default='all')
     parser.add_argument('--rate-scale', type=float, default=4.0)
     args = parser.parse_args()
     if args.case in ('a', 'all'):
@@ -107,6 +148,8 @@ def main() -> None:
             workload=workload,
             variants=fleet(h100_max=16, l40s_max=16),
         )
+    if args.case in ('c', 'all'):
+        prefix_case(rate=20.0)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f'peak resident memory: {peak:,.0f} MiB')
 

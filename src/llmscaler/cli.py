@@ -124,6 +124,11 @@ def _parser() -> argparse.ArgumentParser:
         help='start every policy at the fleet the first minutes need (docs/simulator.md)',
     )
     simulate.add_argument(
+        '--prefix-caching',
+        action='store_true',
+        help="replicas keep vLLM's prefix cache (settings.prefix_caching; docs/simulator.md)",
+    )
+    simulate.add_argument(
         '--requests-csv',
         choices=('gz', 'plain', 'none'),
         default='gz',
@@ -247,6 +252,7 @@ def _simulate(args: argparse.Namespace) -> int:
             request_timeout=request_timeout,
             initial=args.initial,
             warm_start=args.warm_start,
+            prefix_caching=args.prefix_caching,
         )
         where = str(args.scenario) if args.scenario is not None else 'scenario'
         setup = scenario.from_document(document=document, where=where)

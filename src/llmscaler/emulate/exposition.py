@@ -11,9 +11,11 @@ What it renders, in the plain text format 0.0.4 (which keeps the colons; serve i
 
 - gauges `vllm:num_requests_running`, `…_waiting`, `vllm:kv_cache_usage_perc` from the engine;
 - counters `vllm:prompt_tokens_total`, `vllm:generation_tokens_total`,
-  `vllm:num_preemptions_total` from the engine's counters; `vllm:prefix_cache_queries_total` =
-  prompt tokens and `vllm:prefix_cache_hits_total` = 0 (prefix caching on, but the model never
-  reuses a block: every prompt is computed in full); `vllm:request_success_total` per
+  `vllm:num_preemptions_total` from the engine's counters; `vllm:prefix_cache_queries_total`
+  and `vllm:prefix_cache_hits_total` (tokens) from the engine's prefix cache when the variant
+  keeps one (`VariantSpec.prefix_caching`, `sim.prefix_cache`: every admission queries its
+  tokens and hits its cached ones), else queries = prompt tokens and hits = 0 (a cache that
+  never reuses a block: every prompt computed in full); `vllm:request_success_total` per
   finished_reason (stop, length, abort; all pre-created at 0, abort stays 0);
 - histograms with vLLM's buckets: TTFT, ITL, per-request TPOT, e2e and decode time, prompt /
   generation / max-tokens lengths (1-2-5 series up to max_model_len) and `n` (always 1);
@@ -283,9 +285,15 @@ def render_replica(
         (
             'vllm:prefix_cache_queries',
             'Prefix cache queries, in terms of number of queried tokens.',
-            counters.prompt_tokens_total,
+            counters.prefix_cache_queries_total
+            if spec.prefix_caching
+            else counters.prompt_tokens_total,
         ),
-        ('vllm:prefix_cache_hits', 'Prefix cache hits, in terms of number of cached tokens.', 0),
+        (
+            'vllm:prefix_cache_hits',
+            'Prefix cache hits, in terms of number of cached tokens.',
+            counters.prefix_cache_hits_total if spec.prefix_caching else 0,
+        ),
         (
             'vllm:num_preemptions',
             'Cumulative number of preemption from the engine.',

@@ -237,6 +237,8 @@ class Emulator:
                 listener=None,
                 size=nxt.input_tokens * BYTES_PER_TOKEN,
             )
+            tracked.request.prefix = nxt.prefix
+            tracked.request.prefix_block = nxt.prefix_block
             self._route(tracked, at)
             nxt = next(self._arrivals, None)
         self._next = nxt

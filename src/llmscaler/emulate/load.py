@@ -17,7 +17,7 @@ trace is taken as it is: `Trace` promises sorted arrivals (`load_trace` sorts th
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,19 +70,30 @@ class Arrival:
     time: float
     input_tokens: int
     output_tokens: int
+    prefix: Sequence[int] | None = None
+    """The prompt's chained block ids (`SimRequest.prefix`): a trace's, when it has them."""
+    prefix_block: int = 512
 
 
 def arrivals(*, load: Load, seed: int, start: float, max_model_len: int) -> Iterator[Arrival]:
     """The load's arrivals in time order, from `start` (same seed, same arrivals)."""
     if isinstance(load, TraceLoad):
         trace = load.trace
-        for t, i, o in zip(
+        ids = [None] * len(trace) if trace.prefixes is None else trace.prefixes.tolist()
+        for t, i, o, p in zip(
             trace.arrivals.tolist(),
             trace.input_tokens.tolist(),
             trace.output_tokens.tolist(),
+            ids,
             strict=True,
         ):
-            yield Arrival(time=start + t / load.speed, input_tokens=int(i), output_tokens=int(o))
+            yield Arrival(
+                time=start + t / load.speed,
+                input_tokens=int(i),
+                output_tokens=int(o),
+                prefix=p,
+                prefix_block=trace.prefix_block,
+            )
         return
     rng = np.random.default_rng(seed)
     t = start

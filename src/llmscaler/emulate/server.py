@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -209,6 +210,12 @@ def build_parser() -> argparse.ArgumentParser:
     add('--pool', default=None, help='InferencePool the EPP page names (default: <preset>-pool)')
     add('--host', default='127.0.0.1')
     add('--seed', type=int, default=1)
+    add(
+        '--prefix-caching',
+        action='store_true',
+        help="replicas keep vLLM's prefix cache; a trace's hash_ids (Mooncake) say what prompts "
+        'share',
+    )
     return parser
 
 
@@ -218,7 +225,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.replicas < 0:
             raise ValueError(f'--replicas must be >= 0, got {args.replicas}')
-        overrides = {} if args.num_gpu_blocks is None else {'num_gpu_blocks': args.num_gpu_blocks}
+        overrides: dict[str, Any] = (
+            {} if args.num_gpu_blocks is None else {'num_gpu_blocks': args.num_gpu_blocks}
+        )
+        if args.prefix_caching:
+            overrides['prefix_caching'] = True
         spec = presets.preset(name=args.preset, **overrides)
         check_spec(spec)
         load: Load | None = None

@@ -68,7 +68,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from llmscaler.sim.gateway import BYTES_PER_TOKEN as BYTES_PER_TOKEN
-from llmscaler.sim.gateway import Gateway
+from llmscaler.sim.gateway import ROUTERS, Gateway
 from llmscaler.sim.gateway import Router as Router
 from llmscaler.sim.inventory import GpuInventory, gpu_waits
 from llmscaler.sim.pods import Engine as Engine
@@ -94,8 +94,8 @@ class Cluster:
         inventory: Mapping[str, int] | None = None,
         now: float = 0.0,
     ) -> None:
-        if router not in ('least-loaded', 'round-robin'):
-            raise ValueError(f"unknown router {router!r}: expected 'least-loaded' or 'round-robin'")
+        if router not in ROUTERS:
+            raise ValueError(f'unknown router {router!r}: expected one of {", ".join(ROUTERS)}')
         if not gateway_timeout > 0:
             raise ValueError(f'gateway_timeout must be > 0, got {gateway_timeout!r}')
         if not request_timeout > 0:

@@ -39,6 +39,7 @@ import dataclasses
 import math
 from collections import deque
 
+from llmscaler.sim.prefix_cache import PrefixCache, block_keys
 from llmscaler.sim.types import PerfModel, SimRequest, VariantSpec
 
 WAITING = 0
@@ -63,6 +64,8 @@ class ReplicaCounters:
     preemptions_total: int = 0
     prompt_tokens_total: int = 0
     generation_tokens_total: int = 0
+    prefix_cache_queries_total: int = 0
+    prefix_cache_hits_total: int = 0
 
 
 class Entry:
@@ -82,9 +85,11 @@ class Entry:
         'd_reg',
         'g',
         'g_reg',
+        'keys',
         'last_emit',
         'prompt',
         'r',
+        'refs',
         'seq',
         'state',
         'target',
@@ -106,6 +111,8 @@ class Entry:
         self.d_reg = 0
         self.c_reg = 0
         self.g_reg = 0
+        self.keys: list[int] | None = None
+        self.refs: list[int] = []
 
 
 def check_spec(spec: VariantSpec) -> None:
@@ -158,6 +165,7 @@ class EngineBase:
         self._seq = 0
         self._nrun = 0
         self._running: list[Entry] = []  # RUNNING of the reference stepping, admission order
+        self._cache = PrefixCache() if spec.prefix_caching else None
 
     # ---- the public face -------------------------------------------------------------------
 
@@ -228,7 +236,24 @@ class EngineBase:
 
     def held_blocks(self) -> int:
         """Blocks held by requests, recomputed from every request's state (O(n); for checks)."""
-        return sum(e.blocks for e in self._running)
+        return sum(e.blocks for e in self._running) - self._shared()
+
+    def cached_prefix(self, request: SimRequest, memo: dict[int, list[int]] | None = None) -> int:
+        """Prompt tokens of `request` this engine's prefix cache holds (0 without a cache).
+        `memo` keeps the request's block keys by block size for the next engine asked."""
+        if self._cache is None or request.prefix is None:
+            return 0
+        keys = None if memo is None else memo.get(self._bs)
+        if keys is None:
+            keys = block_keys(
+                prefix=request.prefix,
+                prefix_block=request.prefix_block,
+                tokens=request.input_tokens,
+                block_size=self._bs,
+            )
+            if memo is not None:
+                memo[self._bs] = keys
+        return self._cache.holds(keys) * self._bs
 
     def drain_requests(self) -> list[SimRequest]:
         """Remove every running (in admission order) then waiting request and return them."""
@@ -237,6 +262,8 @@ class EngineBase:
         self._waiting.clear()
         self._nrun = 0
         self._free = self._usable
+        if self._cache is not None:
+            self._cache.clear()
         return out
 
     # ---- for the engines -------------------------------------------------------------------
@@ -265,7 +292,7 @@ class EngineBase:
         for i, e in enumerate(self._running):
             if e.r is request:
                 del self._running[i]
-                self._free += e.blocks
+                self._release(e, e.blocks)
                 e.blocks = 0
                 e.state = DONE
                 self._nrun -= 1
@@ -293,7 +320,7 @@ class EngineBase:
     def _finished(self, e: Entry, t_end: float, blocks: int) -> None:
         e.state = DONE
         e.r.finished = t_end
-        self._free += blocks
+        self._release(e, blocks)
         self._nrun -= 1
         c = self.counters
         c.request_success_total += 1
@@ -302,42 +329,116 @@ class EngineBase:
 
     def _admit(
         self, *, budget: int, into: list[Entry], scheduled: list[tuple[Entry, int]]
-    ) -> tuple[int, int, int]:
+    ) -> tuple[int, int, int, int]:
         """Admit WAITING requests FCFS while the budget and `max_num_seqs` allow.
 
-        Each needs blocks for its whole prompt (plus recomputed output) at once; the first that
-        does not fit stops admission (head-of-line blocking). Admitted requests join `into` and
-        their first chunk joins `scheduled`. Returns the budget left, the prefill tokens
-        scheduled and their attention pairs. Both engines step through this, so they admit
-        identically.
+        Each needs blocks for its whole prompt (plus recomputed output) at once, less the
+        cached blocks it finds held by others, and the first that does not fit stops admission
+        (head-of-line blocking). Admitted requests join `into` and their first chunk joins
+        `scheduled`. Returns the budget left, the prefill tokens scheduled, the context they
+        read (their cached tokens) and their attention pairs. Both engines step through this,
+        so they admit identically.
         """
         waiting = self._waiting
         max_seqs = self.spec.max_num_seqs
-        prefill = pairs = 0
+        cache = self._cache
+        prefill = context = pairs = 0
         while waiting and budget > 0 and self._nrun < max_seqs:
             e = waiting[0]
-            need = blocks_for(e.tokens, self._bs)
-            if need > self._free:
-                break
+            total = blocks_for(e.tokens, self._bs)
+            if cache is None:
+                if total > self._free:
+                    break
+                hits = 0
+                self._free -= total
+            else:
+                keys, hits, idle = self._lookup(e, cache)
+                if total - hits + idle > self._free:
+                    break
+                e.refs = cache.acquire(keys, hits)
+                self._free -= total - hits + idle
+                cache.trim(self._free)
+                c = self.counters
+                c.prefix_cache_queries_total += e.tokens
+                c.prefix_cache_hits_total += hits * self._bs
+                e.r.cached_tokens = hits * self._bs
             waiting.popleft()
-            self._free -= need
-            e.blocks = need
+            e.blocks = total
             e.prompt = e.tokens
+            e.computed = done = hits * self._bs
             e.state = PREFILL
             e.seq = self._seq
             self._seq += 1
             into.append(e)
             self._nrun += 1
-            new = min(e.tokens, budget)
+            new = min(e.tokens - done, budget)
+            self._schedule_prefill(e, new)
             scheduled.append((e, new))
             budget -= new
             prefill += new
-            pairs += new * (new + 1) // 2
-        return budget, prefill, pairs
+            context += done
+            pairs += prefill_pairs(new, done)
+        return budget, prefill, context, pairs
+
+    # ---- the prefix cache (`sim.prefix_cache`) ----------------------------------------------
+
+    def _lookup(self, e: Entry, cache: PrefixCache) -> tuple[list[int], int, int]:
+        """(the prompt's block keys, leading blocks cached, how many of those are free)."""
+        keys = e.keys
+        if keys is None:
+            r = e.r
+            keys = e.keys = (
+                []
+                if r.prefix is None
+                else block_keys(
+                    prefix=r.prefix,
+                    prefix_block=r.prefix_block,
+                    tokens=r.input_tokens,
+                    block_size=self._bs,
+                )
+            )
+        # At least one token is computed: a prompt cached to its end recomputes its last block.
+        hits, idle = cache.lookup(keys, (e.tokens - 1) // self._bs)
+        return keys, hits, idle
+
+    def _head_need(self, e: Entry) -> int:
+        """Free blocks the WAITING head `e` needs to be admitted now (the cache as it is)."""
+        total = blocks_for(e.tokens, self._bs)
+        if self._cache is None:
+            return total
+        _, hits, idle = self._lookup(e, self._cache)
+        return total - hits + idle
+
+    def _schedule_prefill(self, e: Entry, new: int) -> None:
+        """A prefill chunk of `new` tokens of `e` is scheduled: cache the blocks it completes."""
+        cache = self._cache
+        if cache is None or not e.keys:
+            return
+        lo = e.computed // self._bs
+        hi = min(len(e.keys), (e.computed + new) // self._bs)
+        if hi > lo:
+            cache.register(e.keys, lo, hi, e.refs)
+
+    def _release(self, e: Entry, blocks: int) -> None:
+        """`e` gives its `blocks` back; those it shares in the cache only when unshared."""
+        if self._cache is None or not e.refs:
+            self._free += blocks
+            return
+        self._free += blocks - len(e.refs) + self._cache.release(e.refs)
+        e.refs = []
+
+    def _take(self, blocks: int) -> None:
+        """Take `blocks` from the free pool (evicting cached ones beyond the uncached)."""
+        self._free -= blocks
+        if self._cache is not None:
+            self._cache.trim(self._free)
+
+    def _shared(self) -> int:
+        return 0 if self._cache is None else self._cache.shared()
 
     def _to_waiting(self, e: Entry, blocks: int) -> None:
         """Preempt a running request whose `g`/`tokens` are exact (recompute later)."""
-        self._free += blocks
+        self._release(e, blocks)
         e.blocks = 0
         e.computed = 0
         e.state = WAITING

@@ -11,7 +11,17 @@ What it models (the fleet's docstring has the whole picture):
 
 - **Router.** An arrival goes to a Ready, non-terminating replica of the model: `least-loaded`
   picks the fewest waiting + running requests (ties: lowest name); `round-robin` takes the
-  replicas in name order, continuing after the last replica picked.
+  replicas in name order, continuing after the last replica picked; `prefix-aware` scores each
+  replica as the inference gateway's endpoint picker does with its prefix-cache, queue and
+  KV-cache scorers, each in [0, 1] and summed with weights (`PREFIX_WEIGHT`, `QUEUE_WEIGHT`,
+  `KV_WEIGHT`: 3, 2, 2; configurable in the real EPP, fixed here), and picks the highest (ties:
+  lowest name). The prefix score is the share of the prompt the replica's prefix cache holds
+  (`sim.prefix_cache`; matched blocks over the prompt, as the EPP's scorer has it); the EPP's
+  approximate scorer guesses that from the prefixes it routed to each replica, the simulator
+  reads the replica's cache itself, as the precise scorer that follows vLLM's KV events does.
+  The queue score is (most waiting − waiting)/(most − fewest waiting) over the replicas (1 when
+  all wait equally); the KV-cache score is 1 − KV usage. Without prefix caching on the
+  replicas, the prefix score is always 0.
 - **Queue.** With no routable replica a request waits in a FIFO queue and is dispatched, in
   arrival order, as soon as one is routable (`drain`). A request still queued `gateway_timeout`
   seconds after its arrival (or `request_timeout`, when shorter) fails, `failure =
@@ -41,7 +51,15 @@ from typing import Literal
 from llmscaler.sim.pods import Replica
 from llmscaler.sim.types import SimRequest
 
-Router = Literal['least-loaded', 'round-robin']
+Router = Literal['least-loaded', 'round-robin', 'prefix-aware']
+ROUTERS: tuple[Router, ...] = ('least-loaded', 'round-robin', 'prefix-aware')
+
+PREFIX_WEIGHT = 3.0
+"""Weight of the prefix score (cached share of the prompt) in `prefix-aware` routing."""
+QUEUE_WEIGHT = 2.0
+"""Weight of the queue score (fewest waiting requests) in `prefix-aware` routing."""
+KV_WEIGHT = 2.0
+"""Weight of the KV-cache score (1 − KV usage) in `prefix-aware` routing."""
 
 BYTES_PER_TOKEN = 4
 """The EPP counts queued prompt bytes; a token is about four bytes of text."""
@@ -55,6 +73,7 @@ class Gateway:
     ) -> None:
         self.model = model
         self._round_robin = router == 'round-robin'
+        self._prefix_aware = router == 'prefix-aware'
         self.request_timeout = request_timeout
         self._queue_timeout = min(gateway_timeout, request_timeout)
         self._timeouts = math.isfinite(request_timeout)
@@ -86,11 +105,14 @@ class Gateway:
             if self.routable:  # only reachable when requests queued ahead of this one
                 self.drain(now=now)
 
-    def pick(self) -> Replica | None:
-        """The replica the router would choose now (None when no replica is routable)."""
+    def pick(self, request: SimRequest | None = None) -> Replica | None:
+        """The replica the router would choose now for `request` (None when no replica is
+        routable; without a request, prefix-aware routing scores load only)."""
         routable = self.routable
         if not routable:
             return None
+        if self._prefix_aware:
+            return _best_scored(routable, request)
         if self._round_robin:
             index = bisect_right(self._routable_names, self._last_picked)
             return routable[index if index < len(routable) else 0]
@@ -108,7 +130,7 @@ class Gateway:
         return best
 
     def _dispatch(self, *, request: SimRequest, now: float) -> None:
-        replica = self.pick()
+        replica = self.pick(request)
         assert replica is not None
         assert replica.engine is not None
         self._last_picked = replica.name
@@ -177,6 +199,24 @@ class Gateway:
             request.failed = True
             request.failure = 'replica-timeout'
             into.append(request)
+
+
+def _best_scored(routable: Sequence[Replica], request: SimRequest | None) -> Replica:
+    """The replica of the highest weighted score (ties: lowest name; see the module docstring)."""
+    engines = [r.engine for r in routable]
+    queues = [e.waiting if e is not None else 0 for e in engines]
+    low, high = min(queues), max(queues)
+    best, best_score = routable[0], -math.inf
+    memo: dict[int, list[int]] = {}
+    for replica, engine, queue in zip(routable, engines, queues, strict=True):
+        assert engine is not None
+        score = QUEUE_WEIGHT * ((high - queue) / (high - low) if high > low else 1.0)
+        score += KV_WEIGHT * (1.0 - engine.kv_usage)
+        if request is not None and request.prefix is not None:
+            score += PREFIX_WEIGHT * engine.cached_prefix(request, memo) / request.input_tokens
+        if score > best_score:
+            best, best_score = replica, score
+    return best
 
 
 def _name(replica: Replica) -> str:

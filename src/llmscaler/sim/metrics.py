@@ -25,6 +25,9 @@ What it computes (`summarize`), for one result:
 - scale_events = number of events; scale_ups / scale_downs = those with after > / < before.
 - throughput = output tokens of completed requests / duration (tokens per second).
 - cost_vs_reference = cost_usd / reference_cost (None when no reference is given).
+- prefix_hit_rate = Σ cached prompt tokens / Σ prompt tokens over completed requests (each
+  request's tokens found in its replica's prefix cache at its last admission), when the
+  variants keep a prefix cache (`VariantSpec.prefix_caching`); None otherwise.
 
 `per_minute` buckets requests by the minute they ARRIVED in (a cohort view: a burst's latency
 shows at the burst, however long its requests waited), and `summarize_all` summarises a list of
@@ -96,6 +99,9 @@ class PolicySummary:
     mean_replicas: float
     cost_vs_reference: float | None
     throughput: float
+    prefix_hit_rate: float | None = None
+    """Share of the completed requests' prompt tokens found in a prefix cache; None when no
+    variant keeps one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +307,15 @@ def summarize(
         mean_replicas=_per_unit_time(replica_seconds, float(result.duration)),
         cost_vs_reference=None if reference_cost is None else _ratio(cost, reference_cost),
         throughput=_per_unit_time(tokens, float(result.duration)),
+        prefix_hit_rate=_prefix_hit_rate(result),
     )
+
+
+def _prefix_hit_rate(result: SimResult) -> float | None:
+    if not any(v.prefix_caching for v in result.variants):
+        return None
+    done = [r for r in result.requests if not r.failed and math.isfinite(r.finished)]
+    return _ratio(sum(r.cached_tokens for r in done), sum(r.input_tokens for r in done))
 
 
 def summarize_all(

@@ -19,8 +19,11 @@ Prometheus range selectors are). Per replica with a visible sample:
   newest sample of the 5-minute window (rate/rate: the durations cancel); None when Δsuccess = 0;
 - `avg_ttft`, `avg_itl` = Δsum / Δcount over the 1-minute window; None when Δcount = 0;
 - `arrival_rate` = Δdispatched / Δt over the 1-minute window; None with fewer than two samples;
-- `running_requests` = the newest visible sample; `prefix_cache_hit_rate` = None (no prefix
-  cache is modelled); `num_gpu_blocks`, `block_size` from the variant spec.
+- `prefix_cache_hit_rate` = Δhits / Δqueries of `vllm:prefix_cache_{hits,queries}_total` (tokens)
+  over the 5-minute window, as the controller's query has it; None when Δqueries = 0 (no
+  admission in the window, or prefix caching off);
+- `running_requests` = the newest visible sample; `num_gpu_blocks`, `block_size` from the
+  variant spec.
 
 The pools, one per model (each model has its own gateway): `queue_size`/`queue_bytes` of the
 newest visible sample of its gateway; `arrival_rate` = Δ(requests arrived at the gateway) / Δt
@@ -86,6 +89,8 @@ class ReplicaSample:
     itl_sum: float
     itl_count: float
     dispatched: int
+    prefix_queries: float = 0.0
+    prefix_hits: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +275,8 @@ def _sample(*, replica: Replica, now: float) -> ReplicaSample:
         itl_sum=float(c.itl_sum),
         itl_count=float(c.itl_count),
         dispatched=replica.dispatched,
+        prefix_queries=float(c.prefix_cache_queries_total),
+        prefix_hits=float(c.prefix_cache_hits_total),
     )
 
 
@@ -364,7 +371,10 @@ def _replica_metrics(
         block_size=spec.block_size,
         avg_input_tokens=_ratio(newest.prompt_tokens - first_average.prompt_tokens, done),
         avg_output_tokens=_ratio(newest.generation_tokens - first_average.generation_tokens, done),
-        prefix_cache_hit_rate=None,
+        prefix_cache_hit_rate=_ratio(
+            newest.prefix_hits - first_average.prefix_hits,
+            newest.prefix_queries - first_average.prefix_queries,
+        ),
         arrival_rate=(newest.dispatched - first_gauge.dispatched) / span if span > 0 else None,
         avg_ttft=ttft,
         avg_itl=itl,

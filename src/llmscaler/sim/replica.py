@@ -21,7 +21,9 @@ One step (reference/vllm.md §4; vLLM 0.33 with `scheduler_reserve_full_isl`):
    budget > 0 and fewer than max_num_seqs requests run. The WHOLE prompt (plus generated tokens on
    recompute) must fit in the free blocks, and those blocks are allocated at admission; the step
    schedules min(prompt, budget) of it (chunked prefill). A head that does not fit stops the
-   admission (head-of-line blocking). There is no prefix cache: every prompt is computed in full.
+   admission (head-of-line blocking). With prefix caching on (`VariantSpec.prefix_caching`,
+   `sim.prefix_cache`), the leading prompt blocks found in the cache are not computed (the
+   request starts with them computed) and those held by other requests need no free block.
 3. The step lasts `perf.step_seconds(...)` (`PerfModel`): decode_seqs = requests past their
    prefill that got their 1 token, prefill_tokens = tokens of requests still prefilling,
    context_tokens = Σ tokens already computed (before the step) of every scheduled request,
@@ -99,7 +101,7 @@ def _reference_step(engine: EngineBase, done: list[SimRequest]) -> None:
                     break
             if e.state == WAITING:
                 break
-            engine._free -= need
+            engine._take(need)
             e.blocks += need
         if e.computed >= e.prompt:
             decode_seqs += 1
@@ -107,16 +109,18 @@ def _reference_step(engine: EngineBase, done: list[SimRequest]) -> None:
         else:
             prefill_tokens += new
             pairs += prefill_pairs(new, e.computed)
+            engine._schedule_prefill(e, new)
         context += e.computed
         scheduled.append((e, new))
         budget -= new
         i += 1
     if not preempted:
         engine._nrun = len(running)
-        budget, admitted, admitted_pairs = engine._admit(
+        budget, admitted, admitted_context, admitted_pairs = engine._admit(
             budget=budget, into=running, scheduled=scheduled
         )
         prefill_tokens += admitted
+        context += admitted_context
         pairs += admitted_pairs
     engine._nrun = len(running)
     t_end = engine.clock + spec.perf.step_seconds(

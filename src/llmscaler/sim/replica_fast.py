@@ -106,7 +106,7 @@ class FastReplica(EngineBase):
                 total += blocks_for(e.c_reg + d - e.d_reg, bs)
             elif e.state == PREFILL:
                 total += e.blocks
-        return total
+        return total - self._shared()
 
     def drain_requests(self) -> list[SimRequest]:
         if self._exact:
@@ -126,6 +126,8 @@ class FastReplica(EngineBase):
         self._plan = None
         self._nrun = 0
         self._free = self._usable
+        if self._cache is not None:
+            self._cache.clear()
         return out
 
     # ---- lazy decoding set -----------------------------------------------------------------
@@ -170,7 +172,7 @@ class FastReplica(EngineBase):
                 blocks = e.blocks
                 if e is self._x:
                     self._x = None
-            self._free += blocks
+            self._release(e, blocks)
             e.blocks = 0
             e.state = DONE
             self._nrun -= 1
@@ -209,9 +211,11 @@ class FastReplica(EngineBase):
             waiting
             and n < spec.max_num_seqs
             and n < spec.max_num_batched_tokens
-            and blocks_for(waiting[0].tokens, bs) <= free - first
+            and self._head_need(waiting[0]) <= free - first
         ):
-            return None  # the head enters in the next step; free blocks only shrink in a run
+            # The head enters in the next step. Free blocks only shrink in a run, and what the
+            # head needs only grows (evictions only shorten its cached prefix).
+            return None
         heap = self._heap
         while True:
             fin, seq, e = heap[0]
@@ -281,6 +285,8 @@ class FastReplica(EngineBase):
         c.itl_count += n * steps
         c.generation_tokens_total += n * steps
         self._free -= self._demand(steps)
+        if self._cache is not None:
+            self._cache.trim(self._free)
         self._d += steps
         self.clock = t
         run.done = j
@@ -293,6 +299,8 @@ class FastReplica(EngineBase):
             self._preempting_step(done)
             return
         self._free -= need
+        if self._cache is not None:  # inline `_take`: this runs every step
+            self._cache.trim(self._free)
         budget = spec.max_num_batched_tokens - n
         context = self._sum + n * d
         pairs = context + n
@@ -301,6 +309,7 @@ class FastReplica(EngineBase):
         x = self._x
         if x is not None and budget > 0:
             new = min(x.tokens - x.computed, budget)
+            self._schedule_prefill(x, new)
             pre.append((x, new))
             budget -= new
             prefill += new
@@ -308,10 +317,11 @@ class FastReplica(EngineBase):
             context += x.computed
             self._x = None
         if self._waiting:
-            budget, admitted, admitted_pairs = self._admit(
+            budget, admitted, admitted_context, admitted_pairs = self._admit(
                 budget=budget, into=self._order, scheduled=pre
             )
             prefill += admitted
+            context += admitted_context
             pairs += admitted_pairs
         dur = spec.perf.step_seconds(
             decode_seqs=n, prefill_tokens=prefill, context_tokens=context, attention_pairs=pairs
@@ -340,13 +350,14 @@ class FastReplica(EngineBase):
                             break
                     if end == i:
                         break
-                    self._free -= 1
+                    self._take(1)
                 n += 1
                 budget -= 1
                 context += c
                 pairs += c + 1
             else:
                 new = min(e.tokens - e.computed, budget)
+                self._schedule_prefill(e, new)
                 pre.append((e, new))
                 budget -= new
                 prefill += new

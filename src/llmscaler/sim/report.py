@@ -6,9 +6,10 @@ cheapest; the terminal table is the answer at a glance, the folder the evidence.
 What it writes (`write_report`) into `out/` (created if missing):
 
 - summary.json: {scenario, workload, slo, reference, run, policies: [every PolicySummary field,
-  in field order], files: [policy → its CSV names]}; `workload` is the description of the
-  workload that was run, `run` what the caller says about the run (the simulator version, wall
-  seconds); mapping keys of the scenario sorted, NaN and ±inf as null;
+  in field order; `prefix_hit_rate` only when the replicas keep a prefix cache], files:
+  [policy → its CSV names]}; `workload` is the description of the workload that was run,
+  `run` what the caller says about the run (the simulator version, wall seconds); mapping
+  keys of the scenario sorted, NaN and ±inf as null;
 - timeline-<policy>.csv: time, replicas:<v> and ready:<v> per variant (sorted), kv_usage,
   waiting, running, gateway_queue — one row per sample; with several models then
   gateway_queue:<m> per model, with a GPU inventory gpus:<a> per accelerator type and
@@ -116,7 +117,10 @@ def _plain(value: object) -> object:
 
 
 def _summary_object(summary: PolicySummary) -> dict[str, object]:
-    return _plain_object(summary)
+    plain = _plain_object(summary)
+    if summary.prefix_hit_rate is None:
+        del plain['prefix_hit_rate']  # prefix caching off: the summary stays as it was
+    return plain
 
 
 def _plain_object(value: object) -> dict[str, object]:

@@ -69,6 +69,9 @@ def table_cells(
     )
     if by_reason:
         headers.insert(10, 'Failed by reason\nqueue / replica / rejected')
+    cached = any(s.prefix_hit_rate is not None for s in summaries)
+    if cached:
+        headers.append('Prefix\nhits %')
     for s in summaries:
         done = f'{s.completed:,} / {s.failed:,}'
         if s.incomplete:
@@ -93,6 +96,7 @@ def table_cells(
                 done,
                 *reasons,
                 f'{s.scale_events:,} ({s.scale_ups:,}↑ {s.scale_downs:,}↓)',
+                *([_num(s.prefix_hit_rate, '.1f', 100.0)] if cached else []),
             ]
         )
     return headers, rows

@@ -49,6 +49,7 @@ it (`sim.cluster`), and a policy returning an unknown variant name.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -72,6 +73,7 @@ from llmscaler.sim.types import (
 
 TIMEOUT, READY, ACTUATE, ARRIVAL, SCRAPE, WAKE, CONTROL, SAMPLE = range(8)
 _CHUNK = 4096  # arrivals converted from numpy at a time
+_BLOCK = 512  # the block size of absent prompt block ids (never read)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +95,10 @@ class SimSettings:
     request_timeout: float | None = None
     """A request not completed this long after its arrival is abandoned by its client and
     fails, wherever it is (`sim.cluster`); None: clients wait forever."""
-    router: Literal['least-loaded', 'round-robin'] = 'least-loaded'
+    router: Literal['least-loaded', 'round-robin', 'prefix-aware'] = 'least-loaded'
+    """How each gateway picks a replica (`sim.gateway`)."""
+    prefix_caching: bool = False
+    """Whether the replicas keep vLLM's prefix cache (`sim.prefix_cache`); off by default."""
     sample_interval: float = 10.0
     """Timeline sampling period."""
     retention_period: float = 600.0
@@ -188,9 +193,31 @@ def check_trace(*, trace: Trace) -> None:
         raise ValueError(f'trace {trace.name!r}: arrivals must be non-decreasing')
 
 
-def _arrivals(traces: Sequence[tuple[str, Trace]]) -> Iterator[tuple[float, int, int, str]]:
-    """(time, input, output, model) of every arrival of every trace, in time order (ties:
-    model name order as given, then trace order)."""
+Arrival = tuple[float, int, int, str, Sequence[int] | None, int]
+
+
+Prefix = Sequence[int] | None
+
+
+def _prefixes(traces: Sequence[tuple[str, Trace]]) -> tuple[list[Prefix], list[int]] | None:
+    """Every arrival's prompt block ids and their block size, trace after trace (None when no
+    trace has ids)."""
+    if all(t.prefixes is None for _, t in traces):
+        return None
+    ids: list[Prefix] = []
+    sizes: list[int] = []
+    for _, t in traces:
+        ids += [None] * len(t) if t.prefixes is None else t.prefixes.tolist()
+        sizes += [t.prefix_block] * len(t)
+    return ids, sizes
+
+
+def _arrivals(traces: Sequence[tuple[str, Trace]]) -> Iterator[Arrival]:
+    """(time, input, output, model, prompt block ids, their block size) of every arrival of
+    every trace, in time order (ties: model name order as given, then trace order)."""
+    known = _prefixes(traces)
+    ids: list[Prefix] | None = None if known is None else known[0]
+    sizes: list[int] | None = None if known is None else known[1]
     if len(traces) == 1:
         model, trace = traces[0]
         arrivals, inputs, outputs = trace.arrivals, trace.input_tokens, trace.output_tokens
@@ -205,6 +232,10 @@ def _arrivals(traces: Sequence[tuple[str, Trace]]) -> Iterator[tuple[float, int,
         names = [m for m, _ in traces]
         labels = [names[i] for i in index.tolist()]
         model = ''
+        if ids is not None and sizes is not None:
+            picked = order.tolist()
+            ids = [ids[i] for i in picked]
+            sizes = [sizes[i] for i in picked]
     # Chunks keep the per-item cost of Python floats without materialising a huge list at once.
     for start in range(0, arrivals.shape[0], _CHUNK):
         stop = start + _CHUNK
@@ -214,6 +245,8 @@ def _arrivals(traces: Sequence[tuple[str, Trace]]) -> Iterator[tuple[float, int,
             inputs[start:stop].tolist(),
             outputs[start:stop].tolist(),
             labels[start:stop] if labels is not None else [model] * len(times),
+            [None] * len(times) if ids is None else ids[start:stop],
+            [_BLOCK] * len(times) if sizes is None else sizes[start:stop],
             strict=True,
         )
 
@@ -378,6 +411,8 @@ class _Loop:
                         input_tokens=nxt[1],
                         output_tokens=nxt[2],
                         model=nxt[3],
+                        prefix=nxt[4],
+                        prefix_block=nxt[5],
                     )
                     self.requests.append(request)
                     cluster.arrive(request=request, now=t)
@@ -434,6 +469,8 @@ def run(
     """
     check_settings(settings=settings)
     check_variants(variants=variants)
+    if settings.prefix_caching:
+        variants = [dataclasses.replace(v, prefix_caching=True) for v in variants]
     traces = _per_model(trace=trace, variants=variants)
     for _, each in traces:
         check_trace(trace=each)

@@ -55,12 +55,23 @@ class VariantModel(_Strict):
     max_num_batched_tokens: int | None = pydantic.Field(default=None, gt=0)
 
 
+class SharedPrefixModel(_Strict):
+    """Shared system prompts and multi-turn sessions (`sim.synthetic_prefix.PrefixSpec`)."""
+
+    system_prompts: int = pydantic.Field(default=0, ge=0)
+    system_tokens: int = pydantic.Field(default=1000, ge=1)
+    skew: float = pydantic.Field(default=1.0, ge=0)
+    followup: float = pydantic.Field(default=0.0, ge=0, lt=1)
+    open_sessions: int = pydantic.Field(default=100, ge=1)
+
+
 class SyntheticModel(_Strict):
     preset: str = 'azure-conv'
     duration: float = pydantic.Field(default=3600.0, gt=0)
     rate: float | None = pydantic.Field(default=None, gt=0)
     diurnal: bool = False
     events: list[tuple[float, float, float]] = []
+    prefixes: SharedPrefixModel | None = None
 
 
 class TraceModel(_Strict):
@@ -249,6 +260,7 @@ def with_overrides(
     request_timeout: float | None = None,
     initial: str | None = None,
     warm_start: bool = False,
+    prefix_caching: bool = False,
 ) -> dict[str, Any]:
     """A copy of `document` with the command line's choices applied.
 
@@ -257,7 +269,7 @@ def with_overrides(
     to a synthetic workload as a rate multiplier and a length (`--start` needs a trace); with
     several models, to each model's workload. `--initial` replaces the document's `initial`;
     `--warm-start` sets `warm_start`; `--request-timeout` sets `settings.request_timeout`
-    (seconds).
+    (seconds); `--prefix-caching` sets `settings.prefix_caching`.
     """
     result = dict(document)
     change = _WorkloadChange(
@@ -295,6 +307,8 @@ def with_overrides(
         settings['engine'] = engine
     if request_timeout is not None:
         settings['request_timeout'] = request_timeout
+    if prefix_caching:
+        settings['prefix_caching'] = True
     if settings:
         result['settings'] = settings
     if initial is not None:

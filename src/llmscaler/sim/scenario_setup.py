@@ -48,6 +48,7 @@ from llmscaler.sim.scenario_document import (
     TraceModel,
     WorkloadModel,
 )
+from llmscaler.sim.synthetic_prefix import PrefixSpec
 from llmscaler.sim.types import SLO, Policy, Trace, VariantSpec
 
 if TYPE_CHECKING:
@@ -143,6 +144,18 @@ def _synthetic(
             synthetic.RateEvent(start=s, duration=d, multiplier=m) for s, d, m in spec.events
         )
         synth = replace(synth, envelope=replace(synth.envelope, events=events))
+    if spec.prefixes is not None:
+        shared = spec.prefixes
+        synth = replace(
+            synth,
+            prefixes=PrefixSpec(
+                system_prompts=shared.system_prompts,
+                system_tokens=shared.system_tokens,
+                skew=shared.skew,
+                followup=shared.followup,
+                open_sessions=shared.open_sessions,
+            ),
+        )
     return synthetic.generate(spec=synth, seed=seed)
 
 

@@ -25,6 +25,9 @@ output = round(exp(N(out_mu, out_sigma))) clipped to [1, min(max_output, max_mod
 then input = round(exp(N(in_mu, in_sigma))) clipped to [1, max_model_len − output], so every
 request fits the model's context.
 
+Shared system prompts and multi-turn sessions (`SyntheticSpec.prefixes`) are drawn after the
+lengths by `sim.synthetic_prefix`, which documents them; without them a trace is as it was.
+
 Bad input is rejected when the value is built (ValueError naming the field): a rate, cv or
 duration that is NaN, Inf, zero or negative; an amplitude outside [0, 1]; a negative weekend
 factor or event multiplier (0 is allowed: an outage); a sigma < 0; max_model_len < 2. An envelope
@@ -41,6 +44,7 @@ from typing import Final, Literal
 
 import numpy as np
 
+from llmscaler.sim.synthetic_prefix import PrefixSpec, add_prefixes
 from llmscaler.sim.types import FloatArray, IntArray, Trace
 
 DAY: Final = 86_400.0
@@ -163,6 +167,9 @@ class SyntheticSpec:
     cv: float
     lengths: LengthModel
     max_model_len: int = 8192
+    prefixes: PrefixSpec | None = None
+    """Shared system prompts and multi-turn sessions (`sim.synthetic_prefix`); None: prompts
+    share nothing and carry no block ids."""
 
     def __post_init__(self) -> None:
         _positive(name='duration', value=self.duration)
@@ -195,7 +202,15 @@ def generate(*, spec: SyntheticSpec, seed: int | Sequence[int]) -> Trace:
     inputs, outputs = spec.lengths.sample(
         rng=rng, n=int(arrivals.size), max_model_len=spec.max_model_len
     )
-    return Trace(name=spec.name, arrivals=arrivals, input_tokens=inputs, output_tokens=outputs)
+    trace = Trace(name=spec.name, arrivals=arrivals, input_tokens=inputs, output_tokens=outputs)
+    if spec.prefixes is None:
+        return trace
+    return add_prefixes(
+        trace=trace,
+        spec=spec.prefixes,
+        seed=seed if isinstance(seed, int) else tuple(seed),
+        max_model_len=spec.max_model_len,
+    )
 
 
 def _unit_arrivals(*, rng: np.random.Generator, shape: float, total: float) -> FloatArray:

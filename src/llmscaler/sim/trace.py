@@ -36,11 +36,11 @@ from llmscaler.sim.trace_formats import FORMATS as FORMATS
 from llmscaler.sim.trace_formats import INPUT_NAMES as INPUT_NAMES
 from llmscaler.sim.trace_formats import MAX_TOKENS as MAX_TOKENS
 from llmscaler.sim.trace_formats import MODEL_NAMES as MODEL_NAMES
+from llmscaler.sim.trace_formats import MOONCAKE_BLOCK, Rows, read_rows
 from llmscaler.sim.trace_formats import OUTPUT_NAMES as OUTPUT_NAMES
 from llmscaler.sim.trace_formats import TIME_NAMES as TIME_NAMES
-from llmscaler.sim.trace_formats import Rows, read_rows
 from llmscaler.sim.trace_formats import TraceError as TraceError
-from llmscaler.sim.types import FloatArray, IntArray, Trace
+from llmscaler.sim.types import FloatArray, IntArray, Trace, object_array
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +71,7 @@ def _table(
     arrivals = np.asarray(rows.times, dtype=np.float64)
     input_tokens = np.asarray(rows.inputs, dtype=np.int64)
     output_tokens = np.asarray(rows.outputs, dtype=np.int64)
+    prefixes = None if rows.prefixes is None else object_array(rows.prefixes)
     names: list[str] = []
     codes: IntArray | None = None
     if rows.labels is not None:
@@ -85,6 +86,7 @@ def _table(
             output_tokens[order],
         )
         codes = None if codes is None else codes[order]
+        prefixes = None if prefixes is None else prefixes[order]
     arrivals = arrivals - arrivals[0]
     if start is not None or duration is not None:
         lo, hi = _window(arrivals=arrivals, start=start or 0.0, duration=duration)
@@ -94,6 +96,7 @@ def _table(
             output_tokens[lo:hi],
         )
         codes = None if codes is None else codes[lo:hi]
+        prefixes = None if prefixes is None else prefixes[lo:hi]
         if arrivals.size:
             arrivals = arrivals - arrivals[0]
     trace = Trace(
@@ -102,16 +105,20 @@ def _table(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         skipped_rows=rows.skipped,
+        prefixes=prefixes,
+        prefix_block=MOONCAKE_BLOCK,
     )
     return trace, names, codes
 
 
-def _take(trace: Trace, keep: npt.NDArray[np.bool_]) -> Trace:
+def _take(trace: Trace, keep: npt.NDArray[np.bool_] | IntArray) -> Trace:
+    """The requests of `trace` that `keep` selects (a mask or indices), in that order."""
     return replace(
         trace,
         arrivals=trace.arrivals[keep],
         input_tokens=trace.input_tokens[keep],
         output_tokens=trace.output_tokens[keep],
+        prefixes=None if trace.prefixes is None else trace.prefixes[keep],
     )
 
 
@@ -201,7 +208,8 @@ def scale_rate(*, trace: Trace, factor: float, seed: int | Sequence[int]) -> Tra
     factor > 1 keeps every request and adds floor(factor) − 1 copies of it, plus one more with
     probability frac(factor); a copy is placed at arrival + U(0, gap), gap being the time to the
     next original arrival (0 for the last), so copies stay inside the burst their original belongs
-    to and the span of the trace never grows. Copies keep the original's token lengths.
+    to and the span of the trace never grows. Copies keep the original's token lengths and
+    prompt block ids (a copy shares its original's whole prompt).
 
     Why this and not compressing time: compressing would shorten the trace and move every burst
     and diurnal feature; thinning and in-place copying preserve when load arrives, only how much.
@@ -217,12 +225,7 @@ def scale_rate(*, trace: Trace, factor: float, seed: int | Sequence[int]) -> Tra
     rng = np.random.default_rng(seed)
     if factor < 1.0:
         keep = rng.random(n) < factor
-        return replace(
-            trace,
-            arrivals=trace.arrivals[keep],
-            input_tokens=trace.input_tokens[keep],
-            output_tokens=trace.output_tokens[keep],
-        )
+        return _take(trace, keep)
     whole = math.floor(factor)
     copies = (whole - 1) + (rng.random(n) < factor - whole).astype(np.int64)
     gaps = np.diff(trace.arrivals, append=trace.arrivals[-1])
@@ -232,12 +235,7 @@ def scale_rate(*, trace: Trace, factor: float, seed: int | Sequence[int]) -> Tra
     index = np.concatenate([np.arange(n, dtype=np.int64), source])
     order = np.argsort(times, kind='stable')
     index = index[order]
-    return replace(
-        trace,
-        arrivals=times[order],
-        input_tokens=trace.input_tokens[index],
-        output_tokens=trace.output_tokens[index],
-    )
+    return replace(_take(trace, index), arrivals=times[order])
 
 
 def _window(*, arrivals: FloatArray, start: float, duration: float | None) -> tuple[int, int]:

@@ -21,6 +21,12 @@ the order below wins:
 - time: timestamp, time, arrival, arrival_time, arrived_at — seconds; the same names with an
   `_ms` suffix (timestamp_ms, …) are milliseconds. One exception: a JSONL file whose first object
   has a `hash_ids` key is Mooncake's format, whose `timestamp` is documented as milliseconds.
+- prompt blocks (JSONL, Mooncake's format): `hash_ids`, a list of integer ids, one per 512-token
+  block of the prompt (the last one partial; equal ids, equal content up to there). When the
+  first object has it every row must: a row whose `hash_ids` is missing or not a list of
+  integers is malformed (a list shorter than the prompt leaves the rest sharing nothing). The
+  ids are chained (`Rows.prefixes`) so that id i stands for the prompt's first (i + 1)·512
+  tokens; `sim.prefix_cache` maps them onto the engine's blocks.
 - input tokens: input_length, input_tokens, prompt_tokens, num_prefill_tokens, ContextTokens.
 - output tokens: output_length, output_tokens, completion_tokens, num_decode_tokens,
   GeneratedTokens.
@@ -46,6 +52,7 @@ import csv
 import json
 import math
 import re
+from array import array
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -70,6 +77,8 @@ OUTPUT_NAMES: Final = (
 )
 MODEL_NAMES: Final = ('model', 'model_id', 'model_name')
 MAX_TOKENS: Final = 10**9
+MOONCAKE_BLOCK: Final = 512
+"""Tokens per `hash_ids` block of Mooncake's traces."""
 _AZURE_HEADER: Final = frozenset({'timestamp', 'contexttokens', 'generatedtokens'})
 _JSONL_SUFFIXES: Final = frozenset({'.jsonl', '.ndjson', '.json'})
 _DATETIME: Final = re.compile(
@@ -109,6 +118,8 @@ class Rows:
     labels: list[str] | None
     """Each row's model; None when the file has no model column."""
     skipped: int
+    prefixes: list[array[int]] | None = None
+    """Each row's chained prompt block ids (Mooncake's `hash_ids`); None without them."""
 
 
 def read_rows(
@@ -264,6 +275,8 @@ def _parse_jsonl(
                     raise TraceError(path=path, line=number, why=_unknown(f'{names}'))
                 keys = (names[time_col[0]], names[in_col], names[out_col])
                 ms = time_col[1] or (keys[0].lower() == 'timestamp' and 'hash_ids' in obj)
+                if 'hash_ids' in obj:
+                    rows.prefixes = []
                 model_col = _find(names, MODEL_NAMES)
                 if model_col is not None:
                     model_key = names[model_col]
@@ -274,6 +287,7 @@ def _parse_jsonl(
             raw_time = obj[keys[0]]
             when = _seconds(raw_time if type(raw_time) in (int, float) else str(raw_time), ms=ms)
             tokens_in, tokens_out = _lengths(obj[keys[1]], obj[keys[2]])
+            chain = None if rows.prefixes is None else _chain(obj.get('hash_ids'))
             label = None if model_key is None else obj[model_key]
             if model_key is not None:
                 if not isinstance(label, str):
@@ -289,7 +303,25 @@ def _parse_jsonl(
         rows.outputs.append(tokens_out)
         if rows.labels is not None and label is not None:
             rows.labels.append(label)
+        if rows.prefixes is not None and chain is not None:
+            rows.prefixes.append(chain)
     return rows
+
+
+def _chain(raw: object) -> array[int]:
+    """Mooncake's `hash_ids` (one id per 512-token block of the prompt, the last one partial)
+    as chained ids: id i then stands for the whole prompt up to the end of block i, whether
+    the file's ids were chained or per-block (chaining chained ids keeps their equalities)."""
+    if raw is None:
+        raise _BadRow("missing key 'hash_ids'")
+    if not isinstance(raw, list) or not all(type(v) is int for v in raw):
+        raise _BadRow('hash_ids must be a list of integers')
+    chained: array[int] = array('q')  # 64-bit ints: a long prompt has hundreds
+    previous = 0
+    for value in raw:
+        previous = hash((previous, value))
+        chained.append(previous)
+    return chained
 
 
 def _seconds(value: str | float, *, ms: bool) -> float:

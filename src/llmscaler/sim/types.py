@@ -11,7 +11,7 @@ Nothing here does I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -22,6 +22,15 @@ from llmscaler.model import Role, Snapshot
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+ObjectArray = npt.NDArray[np.object_]
+
+
+def object_array(items: Sequence[object]) -> ObjectArray:
+    """A 1-d numpy array of Python objects (tuples stay elements, not rows)."""
+    out = np.empty(len(items), dtype=object)
+    for i, item in enumerate(items):
+        out[i] = item
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +43,12 @@ class Trace:
     output_tokens: IntArray
     skipped_rows: int = 0
     """Malformed rows skipped while loading (only when skipping was asked for)."""
+    prefixes: ObjectArray | None = None
+    """Per request, the chained hash ids of its prompt's blocks of `prefix_block` tokens (a
+    sequence of ints, `SimRequest.prefix`; the readers give 64-bit `array`s), aligned with
+    `arrivals`; None: no prompt is known to share anything (prefix caching never hits)."""
+    prefix_block: int = 512
+    """Tokens per hash id of `prefixes` (Mooncake's traces: 512)."""
 
     def __len__(self) -> int:
         return int(self.arrivals.shape[0])
@@ -176,6 +191,9 @@ class VariantSpec:
     model: str = ''
     """The scenario's name of the model this variant serves ('' = its `model_id`): several
     models may run in one fleet, each behind its own gateway (`model_name`)."""
+    prefix_caching: bool = False
+    """Whether its engines keep vLLM's automatic prefix cache (`sim.prefix_cache`); off by
+    default, so that runs without it stay as they were."""
 
     @property
     def model_name(self) -> str:
@@ -223,6 +241,13 @@ class SimRequest:
     preemptions: int = 0
     model: str = ''
     """The model it asks for (`VariantSpec.model_name`); '' goes to a one-model fleet's."""
+    prefix: Sequence[int] | None = None
+    """Chained hash ids of its prompt's blocks of `prefix_block` tokens: id i stands for the
+    prompt's first (i + 1)·prefix_block tokens (the last block may be partial), so two prompts
+    share their first m blocks exactly when their first m ids are equal. None: shares nothing."""
+    prefix_block: int = 512
+    cached_tokens: int = 0
+    """Prompt tokens its (last) admission found in the replica's prefix cache."""
 
     @property
     def ttft(self) -> float:
