@@ -110,11 +110,12 @@ def _oracle(lam: float, rates: list[float], k: int) -> list[float]:
     return [v / total for v in p]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
-    load=st.floats(0.01, 0.999),
+    # Beyond 1: arrivals faster than the fullest batch serves (the queue fills; K is finite).
+    load=st.one_of(st.floats(0.0005, 0.999), st.floats(0.999, 4.0)),
     n=st.integers(1, 16),
-    q=st.integers(0, 30),
+    q=st.integers(0, 300),
     i=st.integers(0, 3000),
     o=st.integers(1, 500),
 )

@@ -295,43 +295,71 @@ class QueueAnalyzer:
         )
 
     def _walk(self, lam: float) -> tuple[float, float, float, float, float, float]:
-        """Unnormalised (p_0, p_K, Σp, Σn·p, Σ_{n≤N} p, Σ_{n≤N} n·p), the mode's term 1."""
+        """Unnormalised (p_0, p_K, Σp, Σn·p, Σ_{n≤N} p, Σ_{n≤N} n·p), the mode's term 1.
+
+        States above N all serve at μ_N, so that stretch is geometric and summed in closed form;
+        only the batch states 0..N are walked, outward from the mode."""
         mu, nb, k = self.mu, self.max_batch_size, self.k
         top = mu[-1]
-        below = bisect.bisect_left(mu, lam)
-        mode = k if below >= nb and top < lam else min(below, k)
+        if lam > top:
+            # Every state is busier than the last: the mode is K, and the queue states fall
+            # geometrically (ratio μ_N/λ) from K down to N.
+            total, first, at_n = _geometric(top / lam, k - nb, high=k)
+            p0, added, added_first = self._down(lam, start=nb, term=at_n, total=total)
+            return (
+                p0,
+                1.0,
+                total + added,
+                first + added_first,
+                at_n + added,
+                nb * at_n + added_first,
+            )
+        mode = bisect.bisect_left(mu, lam)
         total, first = 1.0, float(mode)
-        total_n, first_n = (1.0, float(mode)) if mode <= nb else (0.0, 0.0)
         p0 = 1.0 if mode == 0 else 0.0
         pk = 1.0 if mode == k else 0.0
         term = 1.0
-        for j in range(mode, k):  # p_{j+1} = p_j·λ/μ_j
-            ratio = lam / (mu[j] if j < nb else top)
+        reached = mode == nb
+        for j in range(mode, nb):  # p_{j+1} = p_j·λ/μ_j
+            ratio = lam / mu[j]
             term *= ratio
-            n = j + 1
             total += term
-            first += n * term
-            if n <= nb:
-                total_n += term
-                first_n += n * term
-            if n == k:
-                pk = term
+            first += (j + 1) * term
+            if j + 1 == nb:
+                reached = True
+                if nb == k:
+                    pk = term
             elif ratio < 1 and term * ratio < _TAIL * (1 - ratio) * total:
                 break
-        term = 1.0
-        for j in range(mode - 1, -1, -1):  # p_j = p_{j+1}·μ_j/λ
-            ratio = (mu[j] if j < nb else top) / lam
+        total_n, first_n = total, first
+        if reached and k > nb:
+            # Queue states N+1..K: term_N·r^i, r = λ/μ_N ≤ 1.
+            tail, tail_first, last = _tail(lam / top, k - nb, low=nb)
+            total += term * tail
+            first += term * tail_first
+            pk = term * last
+        low, added, added_first = self._down(lam, start=mode, term=1.0, total=total)
+        if mode > 0:
+            p0 = low
+        return p0, pk, total + added, first + added_first, total_n + added, first_n + added_first
+
+    def _down(
+        self, lam: float, *, start: int, term: float, total: float
+    ) -> tuple[float, float, float]:
+        """Walk states start−1 .. 0 from `term` at `start`: (p_0, or 0 when the walk stopped
+        before it, Σp, Σn·p) of the states walked."""
+        mu = self.mu
+        added, added_first, p0 = 0.0, 0.0, 0.0
+        for j in range(start - 1, -1, -1):  # p_j = p_{j+1}·μ_j/λ
+            ratio = mu[j] / lam
             term *= ratio
-            total += term
-            first += j * term
-            if j <= nb:
-                total_n += term
-                first_n += j * term
+            added += term
+            added_first += j * term
             if j == 0:
                 p0 = term
-            elif ratio < 1 and term * ratio < _TAIL * (1 - ratio) * total:
+            elif ratio < 1 and term * ratio < _TAIL * (1 - ratio) * (total + added):
                 break
-        return p0, pk, total, first, total_n, first_n
+        return p0, added, added_first
 
     def _full(self, lam: float) -> tuple[float, float, float, float, float, float]:
         """The same sums over every state, in log space (μ not monotone)."""
@@ -416,6 +444,30 @@ def effective_concurrency(
     if denominator <= 0:
         return 0.0 if numerator <= 0 else float(max_batch_size)
     return min(max(numerator / denominator, 0.0), float(max_batch_size))
+
+
+def _tail(ratio: float, count: int, *, low: int) -> tuple[float, float, float]:
+    """Σ_{i=1..count} r^i, Σ (low + i)·r^i and r^count, for r ≤ 1 (closed form away from 1)."""
+    if abs(1.0 - ratio) < 1e-4:
+        total = first = 0.0
+        term = 1.0
+        for i in range(1, count + 1):
+            term *= ratio
+            total += term
+            first += (low + i) * term
+        return total, first, term
+    last = ratio**count
+    g0 = ratio * (1 - last) / (1 - ratio)
+    g1 = ratio * (1 - (count + 1) * last + count * last * ratio) / (1 - ratio) ** 2
+    return g0, low * g0 + g1, last
+
+
+def _geometric(ratio: float, count: int, *, high: int) -> tuple[float, float, float]:
+    """States high, high−1, …, high−count with terms r^0..r^count (r < 1): (Σ, Σ n·term,
+    the last term)."""
+    g0, g1, last = _tail(ratio, count, low=0)
+    # Σ_{i=0..count} r^i = 1 + g0; Σ (high − i)·r^i = high·(1 + g0) − g1.
+    return 1.0 + g0, high * (1.0 + g0) - g1, last
 
 
 def _normalised(log_p: list[float]) -> list[float]:
