@@ -72,6 +72,7 @@ def test_cache_refcounts_and_evicts_the_least_recently_freed_block() -> None:
     b: list[int] = []
     cache.register([1, 2, 3], 0, 3, a)
     assert cache.lookup([1, 2, 4], 3) == (2, 0)
+    assert cache.holds([1, 2, 3, 5, 6]) == 3
     b = cache.acquire([1, 2], 2)
     assert cache.shared() == 2
     assert cache.release(a) == 1  # 3 only: 1 and 2 are still held by b

@@ -16,7 +16,8 @@ What it models (the fleet's docstring has the whole picture):
   KV-cache scorers, each in [0, 1] and summed with weights (`PREFIX_WEIGHT`, `QUEUE_WEIGHT`,
   `KV_WEIGHT`: 3, 2, 2; configurable in the real EPP, fixed here), and picks the highest (ties:
   lowest name). The prefix score is the share of the prompt the replica's prefix cache holds
-  (`sim.prefix_cache`; matched blocks over the prompt, as the EPP's scorer has it); the EPP's
+  (`sim.prefix_cache`, `PrefixCache.holds`; matched blocks over the prompt, as the EPP's scorer
+  has it); the EPP's
   approximate scorer guesses that from the prefixes it routed to each replica, the simulator
   reads the replica's cache itself, as the precise scorer that follows vLLM's KV events does.
   The queue score is (most waiting − waiting)/(most − fewest waiting) over the replicas (1 when

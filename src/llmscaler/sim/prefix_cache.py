@@ -139,5 +139,17 @@ class PrefixCache:
         self.free.clear()
 
     def holds(self, keys: Sequence[int]) -> int:
-        """Leading keys cached (held or free): the prefix a request would find here."""
-        return self.lookup(keys, len(keys))[0]
+        """Leading keys cached (held or free), found by bisection: exact when the cached keys
+        of the prompt are a prefix of it, as they are unless eviction took a block out of the
+        middle of a chain (a prompt's tail is evicted before its head, so rarely). For the
+        router's score, which runs on every replica for every arrival."""
+        held, free = self.held, self.free
+        lo, hi = 0, len(keys)  # keys[:lo] taken as cached; keys[hi:] not
+        while lo < hi:
+            mid = (lo + hi) // 2
+            key = keys[mid]
+            if key in held or key in free:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
