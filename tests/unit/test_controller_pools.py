@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llmscaler.config.types import Config
 from llmscaler.controller.pools import (
@@ -366,3 +368,38 @@ def test_a_slice_without_a_service_label_is_not_kept() -> None:
     raw = endpoint_slice('x', endpoints=[], ports=[])
     raw['metadata']['labels'] = {}
     assert slim_endpoint_slice(raw) is None
+
+
+_LABELS = st.dictionaries(st.sampled_from(['a', 'b', 'c']), st.sampled_from(['1', '2']), max_size=3)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    variants=st.lists(st.tuples(st.sampled_from(['x', 'y']), _LABELS), min_size=1, max_size=6),
+    selectors=st.lists(st.tuples(st.sampled_from(['x', 'y']), _LABELS), max_size=5),
+)
+def test_membership_is_exactly_the_pools_whose_selector_matches(
+    variants: list[tuple[str, dict[str, str]]], selectors: list[tuple[str, dict[str, str]]]
+) -> None:
+    w = world(*((ns, f'v{i}', labels) for i, (ns, labels) in enumerate(variants)))
+    given_pools = pools(
+        *(v1_pool(f'p{i}', namespace=ns, labels=sel) for i, (ns, sel) in enumerate(selectors))
+    )
+    found = assign(pools=given_pools, entries=w.entries)
+    for i, (ns, labels) in enumerate(variants):
+        key = f'{ns}/v{i}'
+        template = {'app': f'v{i}', **labels}
+        matching = [
+            f'{ns}/p{j}'
+            for j, (pool_ns, sel) in enumerate(selectors)
+            if pool_ns == ns and sel and all(template.get(k) == v for k, v in sel.items())
+        ]
+        if not given_pools:
+            assert key not in found.problems
+            assert key not in found.pool_of
+        elif len(matching) == 1 and not found.pool(matching[0]).problem:  # type: ignore[union-attr]
+            assert found.pool_of[key] == matching[0]
+            assert key not in found.problems
+        else:
+            assert key not in found.pool_of
+            assert key in found.problems

@@ -234,9 +234,13 @@ def assign(*, pools: Sequence[Pool], entries: Sequence[VariantEntry]) -> Members
     ordered = tuple(sorted(pools, key=lambda p: (p.namespace, p.name)))
     if not ordered:
         return Membership()
-    by_namespace: dict[str, list[Pool]] = {}
+    # Each pool is filed under its first selector pair: a variant's candidates are the pools
+    # filed under one of its own labels, so the work grows with variants, not variants × pools.
+    index: dict[tuple[str, str, str], list[Pool]] = {}
     for pool in ordered:
-        by_namespace.setdefault(pool.namespace, []).append(pool)
+        if pool.selector:
+            key, value = pool.selector[0]
+            index.setdefault((pool.namespace, key, value), []).append(pool)
     pool_of: dict[str, str] = {}
     problems: dict[str, str] = {}
     model_pools: dict[tuple[str, str], set[str]] = {}
@@ -245,7 +249,10 @@ def assign(*, pools: Sequence[Pool], entries: Sequence[VariantEntry]) -> Members
         if target is None or entry.variant is None:
             continue
         labels = template_labels(entry)
-        matched = [p for p in by_namespace.get(target.namespace, ()) if p.selects(labels)]
+        candidates = {
+            p.key: p for k, v in labels.items() for p in index.get((target.namespace, k, v), ())
+        }
+        matched = [candidates[k] for k in sorted(candidates) if candidates[k].selects(labels)]
         where = f'{target.kind} {target.namespace}/{target.name}'
         if not matched:
             shown = ','.join(f'{k}={v}' for k, v in sorted(labels.items())) or 'none'
