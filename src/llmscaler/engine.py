@@ -66,7 +66,7 @@ from llmscaler.analyze.observation import Observation, observe
 from llmscaler.analyze.observation import freshness as freshness
 from llmscaler.analyze.validity import MetricsStatus, Problem
 from llmscaler.config.types import Config, CoreSettings, ModelConfig
-from llmscaler.enforce import bounds, scale_to_zero
+from llmscaler.enforce import bounds, capacity_floors, scale_to_zero
 from llmscaler.model import (
     CapacityRecord,
     Decision,
@@ -329,6 +329,20 @@ def _decide_model(
         metrics_complete=complete,
     )
     enforced = dict(enforcement.targets)
+    # ---- capacity floors (enforce.capacity_floors): the model's scheduled capacity floors,
+    # bought in the cheapest variant mix; they only add replicas, before the safety rules and
+    # the bounds. A model without floors is untouched. ------------------------------------------
+    floored = None
+    if model_config.capacity_floors:
+        floored = capacity_floors.apply(
+            variants=variants,
+            targets=enforced,
+            floors=model_config.capacity_floors,
+            replicas=observed.fresh,
+            now=now,
+        )
+        enforced = floored.targets
+    # --------------------------------------------------------------------------------------------
     bounded = dict(
         bounds.clamp_all(
             variants=variants,
@@ -349,6 +363,8 @@ def _decide_model(
         reason = proposal.reason if proposal is not None else 'hold'
         if variant.name in enforcement.modified:
             reason = enforcement.reason
+        if floored is not None and variant.name in floored.raised:
+            reason = floored.reason
         if not complete and enforced.get(variant.name, 0) < variant.current_replicas:
             reason = HOLD_REASON
         figures = (proposal.figures if proposal is not None else ()) + model_figures

@@ -18,13 +18,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmscaler.config.cron import Schedule, parse_schedule
+from llmscaler.config.types import Config, ModelConfig
 from llmscaler.enforce.capacity_floors import (
     CapacityFloor,
     Option,
     active,
     cover,
+    replica_capacities,
     required_capacity,
 )
+from llmscaler.engine import decide
+from llmscaler.model import EMPTY_STATE, EngineParams, Snapshot
+from tests.unit.strategies import NOW
+from tests.unit.test_engine import replica, variant
 
 
 def utc(*args: int) -> float:
@@ -144,3 +150,56 @@ def test_the_mix_is_the_cheapest_that_covers(fleet: list[Option], need: float) -
     assert result.met
     assert capacity >= need - 1e-6
     assert abs(result.added_cost - best) <= 1e-6 * max(1.0, best)
+
+
+# ---- in decide(): the one hook after scale-to-zero, before the safety rules and bounds --------
+
+
+def fleet_snapshot(*, now: float) -> Snapshot:
+    big = EngineParams(max_num_seqs=256, max_num_batched_tokens=16384)
+    small = EngineParams(max_num_seqs=64, max_num_batched_tokens=4096)
+    variants = (
+        variant('h100', cost=4.0, engine=big, current_replicas=1, ready_replicas=1),
+        variant('l40s', cost=1.5, engine=small, current_replicas=1, ready_replicas=1),
+    )
+    replicas = (
+        replica('h100', 0, age=5.0 - (now - NOW), kv_usage=0.3, queue_length=0.0),
+        replica('l40s', 0, age=5.0 - (now - NOW), kv_usage=0.3, queue_length=0.0),
+    )
+    return Snapshot(variants=variants, replicas=replicas)
+
+
+def test_decide_buys_an_open_floor_in_the_cheapest_mix() -> None:
+    floor = CapacityFloor(
+        name='mornings',
+        schedule=schedule('0 8 * * 1-5'),
+        duration=10 * 3600,
+        reference='h100',
+        replicas=3,
+    )
+    config = Config(default=ModelConfig(capacity_floors=(floor,)))
+    capacities = replica_capacities(
+        variants=fleet_snapshot(now=NOW).variants, replicas=fleet_snapshot(now=NOW).replicas
+    )
+    need = 3 * capacities['h100']
+    monday_nine = utc(2026, 1, 5, 8)  # 09:00 in Berlin
+    outcome = decide(
+        snapshot=fleet_snapshot(now=monday_nine), config=config, state=EMPTY_STATE, now=monday_nine
+    )
+    targets = {d.variant: d.target for d in outcome.decisions}
+    options = [
+        Option('h100', capacities['h100'], 4.0, 1, 10),
+        Option('l40s', capacities['l40s'], 1.5, 1, 10),
+    ]
+    assert targets == dict(cover(options=options, need=need).targets)
+    assert sum(capacities[v] * n for v, n in targets.items()) >= need
+    assert any('capacity floor mornings' in d.reason for d in outcome.decisions)
+    # Saturday: no floor, the idle fleet is left as the analyzer decides.
+    saturday = utc(2026, 1, 10, 8)
+    without = decide(
+        snapshot=fleet_snapshot(now=saturday), config=config, state=EMPTY_STATE, now=saturday
+    )
+    plain = decide(
+        snapshot=fleet_snapshot(now=saturday), config=Config(), state=EMPTY_STATE, now=saturday
+    )
+    assert [d.target for d in without.decisions] == [d.target for d in plain.decisions]

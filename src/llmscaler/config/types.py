@@ -13,10 +13,13 @@ Defaults are those of seed 000 / reference/wva.md §9.2. Durations are seconds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from llmscaler.config.quota import Limiters
 from llmscaler.model import group_key
+
+if TYPE_CHECKING:
+    from llmscaler.enforce.capacity_floors import CapacityFloor
 
 AnalyzerPath = Literal['saturation-percentage', 'saturation-token']
 
@@ -86,6 +89,8 @@ class ModelConfig:
     saturation: SaturationConfig = field(default_factory=SaturationConfig)
     scale_to_zero: ScaleToZeroConfig = field(default_factory=ScaleToZeroConfig)
     queueing: QueueingModelConfig | None = None
+    capacity_floors: tuple[CapacityFloor, ...] = ()
+    """Scheduled floors on the model's capacity (`enforce.capacity_floors`); none by default."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,8 +31,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from llmscaler.analyze.capacity_knowledge import capacity_from_params
 from llmscaler.config.cron import Schedule
+from llmscaler.model import ReplicaMetrics, Variant
 
+DEFAULT_MIX: Final = (1000.0, 200.0)
+"""Input and output tokens of the request mix that sizes replicas when no replica reports its
+own (a model idle before its morning ramp, exactly when a floor matters)."""
 _MAX_NODES: Final = 200_000
 """Search nodes before the best mix found so far is taken (never reached by fleets of a few
 variants with tens of replicas each)."""
@@ -168,3 +173,77 @@ def cover(*, options: Sequence[Option], need: float) -> Cover:
     for option, extra in zip(usable, extras, strict=True):
         targets[option.variant] = option.target + extra
     return Cover(targets=tuple(sorted(targets.items())), met=True, added_cost=cost)
+
+
+@dataclass(frozen=True, slots=True)
+class FloorOutcome:
+    """The targets with the open floors bought, the variants raised, and why (one line)."""
+
+    targets: dict[str, int]
+    raised: tuple[str, ...]
+    reason: str
+
+
+def _median(values: Sequence[float]) -> float | None:
+    clean = sorted(v for v in values if math.isfinite(v) and v > 0)
+    return clean[len(clean) // 2] if clean else None
+
+
+def replica_capacities(
+    *, variants: Sequence[Variant], replicas: Sequence[ReplicaMetrics]
+) -> dict[str, float]:
+    """Capacity of one replica of each variant, in KV tokens held at the model's request mix.
+
+    The steady-state batching estimate of the variant's serving parameters
+    (`capacity_knowledge.capacity_from_params`, per engine instance, times the data-parallel
+    instances of a replica), at the median input and output tokens the model's replicas report,
+    else `DEFAULT_MIX`. A variant without serving parameters has 0: it cannot take the floor.
+    """
+    inp = _median([r.avg_input_tokens for r in replicas if r.avg_input_tokens is not None])
+    out = _median([r.avg_output_tokens for r in replicas if r.avg_output_tokens is not None])
+    if inp is None or out is None:
+        inp, out = DEFAULT_MIX
+    found = {}
+    for variant in variants:
+        engine = variant.engine
+        per_instance = capacity_from_params(engine=engine, avg_input=inp, avg_output=out)
+        instances = engine.data_parallel_size if engine is not None else 1
+        found[variant.name] = float(per_instance * instances)
+    return found
+
+
+def apply(
+    *,
+    variants: Sequence[Variant],
+    targets: Mapping[str, int],
+    floors: Sequence[CapacityFloor],
+    replicas: Sequence[ReplicaMetrics],
+    now: float,
+) -> FloorOutcome:
+    """`targets` raised, in the cheapest mix, to the largest floor open at `now` (a variant
+    missing from `targets` starts at its current count); unchanged when none is open."""
+    current = {v.name: targets.get(v.name, v.current_replicas) for v in variants}
+    opened = active(floors, now=now)
+    if not opened:
+        return FloorOutcome(targets=current, raised=(), reason='')
+    capacities = replica_capacities(variants=variants, replicas=replicas)
+    need, unpriced = required_capacity(opened, capacities=capacities)
+    options = [
+        Option(
+            variant=v.name,
+            capacity=capacities[v.name],
+            cost=v.cost,
+            target=current[v.name],
+            max_replicas=v.max_replicas,
+        )
+        for v in sorted(variants, key=lambda v: v.name)
+    ]
+    result = cover(options=options, need=need)
+    raised = tuple(name for name, count in result.targets if count > current[name])
+    names = ', '.join(f.name for f in opened)
+    reason = f'capacity floor {names}: {need:.0f} tokens'
+    if not result.met:
+        reason += ', more than every variant at its maximum holds'
+    if unpriced:
+        reason += f' (not priced: {", ".join(unpriced)})'
+    return FloorOutcome(targets=dict(result.targets), raised=raised, reason=reason)
