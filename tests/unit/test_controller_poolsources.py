@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from aiohttp import web
 
 from llmscaler.clock import ManualClock
 from llmscaler.collect.scrape import ScrapeConfig
@@ -25,7 +26,7 @@ from llmscaler.controller.poolsources import PooledSource, PoolSources, hold, po
 from llmscaler.controller.poolwatch import PoolCaches
 from llmscaler.controller.publish import ControllerMetrics
 from llmscaler.controller.world import World, build_world
-from llmscaler.devcluster import objects
+from llmscaler.devcluster import loopback, objects
 from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.kube.client import make_client
 from llmscaler.kube.events import EventRecorder
@@ -324,3 +325,73 @@ async def test_an_unusable_pool_gets_one_warning_event_per_problem(api: FakeAPI)
     finally:
         await sources.aclose()
         await client.aclose()
+
+
+class Peers:
+    """An EPP page (empty queue) that keeps the client address of every request it answers."""
+
+    def __init__(self) -> None:
+        self.peers: list[object] = []
+        self.port = 0
+        self._served: loopback.Served | None = None
+
+    async def __aenter__(self) -> Peers:
+        async def page(request: web.Request) -> web.Response:
+            assert request.transport is not None
+            self.peers.append(request.transport.get_extra_info('peername'))
+            return web.Response(body=queued(0), content_type='text/plain')
+
+        app = web.Application()
+        app.router.add_get('/metrics', page)
+        self._served = await loopback.serve(app)
+        self.port = self._served.port
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._served is not None:
+            await self._served.close()
+
+
+async def test_each_epp_keeps_its_own_connection_until_unread_for_a_minute(api: FakeAPI) -> None:
+    async with Peers() as epp:
+        seed_chat(api, port=epp.port)
+        api.seed(v1_pool())
+        client = make_client(server=api.url, timeout=5.0)
+        caches = PoolCaches(client=client, clock=ManualClock(), scope=None)
+        task = await synced(caches)
+        sources = PoolSources(pools=caches, config=ScrapeConfig(), default_port=1)
+        w = stored_world(api)
+        membership = assign(pools=caches.pools(), entries=w.entries)
+        sources.refresh(membership.pools)
+        reading = PoolPlan(
+            model_pools=membership.model_pools,
+            targets=pool_epp_targets(membership=membership, sources=sources),
+        )
+        plans = [reading]
+        clock = ManualClock()
+        loop = FromZero(
+            clock=clock,
+            world_fn=lambda: hold(w, membership),
+            epp_fn=lambda: (),
+            scale=ScaleClient(client=client),
+            events=None,
+            metrics=ControllerMetrics(),
+            pools_fn=lambda: plans[-1],
+        )
+        try:
+            for _ in range(3):
+                assert await loop.tick() == ()
+            assert len(epp.peers) == 3
+            assert len(set(epp.peers)) == 1  # one kept-alive connection, reused every tick
+            plans.append(PoolPlan(model_pools=membership.model_pools, targets={}))
+            await clock.advance(61.0)
+            await loop.tick()  # unread for a minute: its client is closed
+            plans.append(reading)
+            await loop.tick()
+            assert len(epp.peers) == 4
+            assert epp.peers[3] != epp.peers[0]  # read again, over a new connection
+        finally:
+            await loop.aclose()
+            await stop(task)
+            await sources.aclose()
+            await client.aclose()

@@ -63,6 +63,7 @@ from llmscaler.model import PoolMetrics, Variant
 log = logging.getLogger(__name__)
 
 QUEUE_SIZE = 'inference_extension_flow_control_queue_size'
+_CLIENT_IDLE = 60.0
 TARGET_MODEL = 'target_model_name'
 
 
@@ -139,16 +140,43 @@ class FromZero:
         self._quiet = quiet
         self._timeout = timeout
         self._scrape = config
+        # Every EPP is read every tick, so each keeps its connection alive, in a client of its
+        # own: one pool holding hundreds of connections scans them all on every request.
+        self._owns_client = client is None
         self._http = http.OwnedClient(
             client=client, verify=lambda: ssl_context(config=config), timeout=timeout
         )
+        self._tls = ssl_context(config=config) if client is None else None
+        self._clients: dict[str, tuple[httpx.AsyncClient, float]] = {}
         self._parser = Parser(families=EPP_FAMILIES)
         self._recent: dict[str, float] = {}
         self._errors: tuple[SourceError, ...] = ()
 
     async def aclose(self) -> None:
-        """Close the HTTP client if it was built here."""
-        await self._http.aclose()
+        """Close the HTTP clients built here."""
+        clients = [c for c, _ in self._clients.values()]
+        self._clients.clear()
+        await asyncio.gather(*(c.aclose() for c in clients), self._http.aclose())
+
+    def _client_for(self, url: str) -> httpx.AsyncClient:
+        """The client of the page's origin (the lent client for every page, when one was lent)."""
+        if self._tls is None:
+            return self._http.client
+        origin = url.split('/', 3)[2]
+        now = self._clock.monotonic()
+        found = self._clients.get(origin)
+        client = found[0] if found is not None else None
+        if client is None:
+            client = httpx.AsyncClient(verify=self._tls, timeout=self._timeout)
+        self._clients[origin] = (client, now)
+        return client
+
+    async def _forget_clients(self) -> None:
+        """Close the clients of origins not read for `_CLIENT_IDLE` seconds (EPPs gone)."""
+        now = self._clock.monotonic()
+        idle = [k for k, (_, used) in self._clients.items() if now - used > _CLIENT_IDLE]
+        closing = [self._clients.pop(k)[0] for k in idle]
+        await asyncio.gather(*(c.aclose() for c in closing))
 
     @property
     def errors(self) -> tuple[SourceError, ...]:
@@ -171,6 +199,7 @@ class FromZero:
         """One poll: the wakes written this tick (sorted by namespace, name)."""
         now = self._clock.monotonic()
         self._recent = {k: t for k, t in self._recent.items() if now - t < self._quiet}
+        await self._forget_clients()
         # One world per tick: the write must carry the resourceVersion of the very copy that
         # showed the model at zero, not of a newer one read after the pages were fetched.
         world = self._world_fn()
@@ -296,7 +325,7 @@ class FromZero:
     ) -> tuple[float, Page] | SourceError:
         async def get(deadline: float) -> bytes | http.Failure:
             return await fetch_page(
-                client=self._http.client,
+                client=self._client_for(target.url),
                 target=target,
                 config=self._scrape,
                 token=token,
