@@ -20,10 +20,12 @@ answered, into `ControllerMetrics.from_zero` (the `llmscaler_scale_from_zero_sec
 Reading the pages: the same `collect.scrape.fetch_page` as the pod scraper, with the scrape
 configuration (`ScrapeConfig`: CA, client certificate, server name, the bearer token sent over
 https only unless `allow_http_credentials`, the page cap `max_page_bytes`; the URLs, with
-`epp_scheme`, come from `epp_fn`). Only the deadline is this loop's own: `timeout` seconds (1 by
-default) for all the pages of a tick together, connecting, waiting for a free slot and reading
-included. So a tick ends within `timeout` plus the parsing of what came in (bounded by the cap; a
-large page is parsed in a worker thread) plus the `/scale` writes, however an EPP misbehaves.
+`epp_scheme`, come from `epp_fn`); each EPP origin gets an HTTP client of its own, kept alive
+between ticks and closed once unread for a minute. Only the deadline is this loop's own: `timeout`
+seconds (1 by default) for all the pages of a tick together, connecting, waiting for a free slot
+and reading included. So a tick ends within `timeout` plus the parsing of what came in (bounded by
+the cap; a large page is parsed in a worker thread) plus the `/scale` writes, however an EPP
+misbehaves.
 
 What fails and how it is treated: an EPP page that cannot be fetched (refused, too slow, over the
 cap, a bad status or content type, a token refused for plain http) or parsed is skipped for this
