@@ -30,10 +30,10 @@ What it computes (`limit`):
   a reason that ends `; limited by GPU budget: -N` when N > 0, and `limiter`, a one-line
   verdict on its model (granted / wanted replicas and the free GPUs of its types).
 
-Why replica units rather than the analyzers' units: models' analyzers may differ (V1 has no
-capacities), and one model's tokens are not another's; a replica is what each model's own
-analysis asked for. Scale-downs are never changed, and the GPUs they free count next cycle
-(`used` is computed from current replicas, as WVA does).
+Why replicas (of the model's smallest variant) rather than the analyzers' own units: models'
+analyzers may differ (V1 has no capacities) and one model's tokens are not another's, so the
+fair share compares models in replicas. Scale-downs are never changed, and the GPUs they free
+count next cycle (`used` is computed from current replicas, as WVA does).
 
 Guarantees: for every accelerator type and scope with a budget, the GPUs of all replicas
 granted above the floors never exceed what the budgets had free; a target never drops below its
