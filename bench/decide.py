@@ -5,7 +5,10 @@ allocated during one call (tracemalloc), and the ratio against a named baseline 
 same run: `json.dumps` of the same snapshot's replica data, a standard-library pass over the same
 30,000 replica records. Machines are noisy; the ratio is the figure to compare across machines.
 
-Goal (issue: foundation): ≤ 0.5 s for one decide() on one core.
+Goal: ≤ 0.5 s for one decide() on one core. The SLO (queueing-model) path runs on the same fleet
+with the figures it needs (arrival rate, TTFT, ITL per replica, the gateway's arrival rate):
+once from an empty state (every variant seeds its tuner) and once on the state of a previous
+cycle (one EKF step and one sizing per variant), the steady state of a controller.
 
 Usage: python bench/decide.py [--models N] [--repeat K]
 """
@@ -20,7 +23,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-from llmscaler.config.types import Config, ModelConfig, SaturationConfig
+from llmscaler.config.types import Config, ModelConfig, QueueingModelConfig, SaturationConfig
 from llmscaler.engine import decide
 from llmscaler.model import (
     EMPTY_STATE,
@@ -36,8 +39,9 @@ NOW = 100_000.0
 ACCELERATORS = (('h100', 3.90, 27_500), ('a100', 3.67, 27_500), ('l40s', 1.90, 11_500))
 
 
-def build(*, models: int, replicas: int, zero: str = '') -> Snapshot:
-    """The benchmark fleet; the variants on accelerator `zero` (if any) have no replicas."""
+def build(*, models: int, replicas: int, zero: str = '', slo: bool = False) -> Snapshot:
+    """The benchmark fleet; the variants on accelerator `zero` (if any) have no replicas; with
+    `slo`, the replicas and pools also report what the SLO analyzer reads."""
     variants: list[Variant] = []
     metrics: list[ReplicaMetrics] = []
     pools: list[PoolMetrics] = []
@@ -77,6 +81,16 @@ def build(*, models: int, replicas: int, zero: str = '') -> Snapshot:
                         avg_input_tokens=800.0 + 10 * (r % 5),
                         avg_output_tokens=200.0 + 40 * (m % 4),
                         prefix_cache_hit_rate=0.25,
+                        **(
+                            {
+                                'arrival_rate': 2.0 + 0.5 * ((m + r) % 7),
+                                'avg_ttft': 0.08 + 0.01 * ((m * 3 + r) % 9),
+                                'avg_itl': 0.020 + 0.002 * ((m + r * 5) % 6),
+                                'running_requests': float(20 + (m + r) % 30),
+                            }
+                            if slo
+                            else {}
+                        ),
                     )
                 )
         pools.append(
@@ -87,6 +101,7 @@ def build(*, models: int, replicas: int, zero: str = '') -> Snapshot:
                 queue_size=float(m % 3),
                 queue_bytes=4000.0 * (m % 3),
                 request_count=100.0,
+                arrival_rate=(2.0 + 0.5 * (m % 7)) * replicas * 2 if slo else None,
             )
         )
     return Snapshot(variants=tuple(variants), replicas=tuple(metrics), pools=tuple(pools))
@@ -130,10 +145,17 @@ def main() -> None:
     # The zero-replica case runs on the state of a previous cycle, so the idle variant's capacity
     # comes from stored knowledge (the path that looks for compatible records).
     warm = decide(snapshot=snapshot, config=token, state=EMPTY_STATE, now=NOW - 30).state
+    slo_snapshot = build(models=args.models, replicas=args.replicas, slo=True)
+    slo = Config(
+        default=ModelConfig(queueing=QueueingModelConfig(target_ttft=1500.0, target_itl=60.0))
+    )
+    slo_warm = decide(snapshot=slo_snapshot, config=slo, state=EMPTY_STATE, now=NOW - 30).state
     cases = {
         'saturation-percentage': (Config(), snapshot, EMPTY_STATE),
         'saturation-token': (token, snapshot, EMPTY_STATE),
         'token, 1 variant at 0': (token, with_zero, warm),
+        'slo-queueing, cold': (slo, slo_snapshot, EMPTY_STATE),
+        'slo-queueing, warm': (slo, slo_snapshot, slo_warm),
     }
     for label, (config, snap, state) in cases.items():
 

@@ -8,7 +8,10 @@ stages of design.md §2 per model (variants grouped by modelID + namespace):
    classified fresh / stale / unavailable against `now`; only fresh, valid metrics are analysed;
 2. analysis: `saturation-percentage` (WVA V1, the default) produces targets directly;
    `saturation-token` (WVA V2) produces capacities that go through the threshold post-step, the
-   ballot and the cost-aware optimizer;
+   ballot and the cost-aware optimizer; a model that `wva-queueing-model-config` applies to
+   takes the SLO path (`analyze.slo_path`: the queueing-model analyzer sized from needed vs
+   current replicas, or WVA v0.4.2's hybrid arbitration with V1), whose tuner records are kept
+   in `State.kalman`; missing SLO inputs (arrival rate, token mix) hold, naming what is missing;
 3. enforcement: scale-to-zero / minimum one replica, then the safety rules, then [min, max].
 
 Safety rules (design.md §5), applied whatever the analyzer said:
