@@ -1,8 +1,9 @@
-"""The performance model of one replica and its state-dependent M/M/1/K queue (seed 002 §2.2, §3.2).
+"""One replica's state-dependent M/M/1/K queue on seed 002's performance model (§2.2, §3.2).
 
 Why: the SLO analyzer asks "at what arrival rate does one replica still meet its TTFT and ITL
 targets?"; that needs the latency a replica would show at a given rate, which this module
-predicts from four parameters and the request mix. It follows WVA's queue analyzer (the
+predicts from four parameters (`analyze.perf_model`, whose names it re-exports) and the request
+mix. It follows WVA's queue analyzer (the
 `QueueAnalyzer` of the v0.4 line and the `llm-inferno` queue-analysis package) so WVA's unit
 tests can be replayed against it:
 
@@ -41,6 +42,13 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from llmscaler.analyze.perf_model import PerfParams as PerfParams
+from llmscaler.analyze.perf_model import decode_time as decode_time
+from llmscaler.analyze.perf_model import decodes_per_request as decodes_per_request
+from llmscaler.analyze.perf_model import effective_concurrency as effective_concurrency
+from llmscaler.analyze.perf_model import prefill_time as prefill_time
+from llmscaler.analyze.perf_model import service_rates as service_rates
+
 EPSILON = 0.001
 """WVA's `Epsilon`: the rate range is [μ_1·ε, μ_N·(1 − ε)]."""
 STABILITY_SAFETY_FRACTION = 0.1
@@ -54,65 +62,10 @@ DEFAULT_MAX_BATCH_SIZE = 256
 
 
 @dataclass(frozen=True, slots=True)
-class PerfParams:
-    """α, β (decode: ms, ms per request in the batch), γ, δ (prefill: ms, ms per input token
-    per request in the batch): WVA's `DecodeParms{Alpha, Beta}` and `PrefillParms{Gamma, Delta}`."""
-
-    alpha: float
-    beta: float
-    gamma: float
-    delta: float
-
-    def as_tuple(self) -> tuple[float, float, float, float]:
-        return (self.alpha, self.beta, self.gamma, self.delta)
-
-    @property
-    def positive(self) -> bool:
-        """All four are finite and > 0 (a learned set WVA would use)."""
-        return all(math.isfinite(v) and v > 0 for v in self.as_tuple())
-
-
-@dataclass(frozen=True, slots=True)
 class QueueError:
     """Why a model could not be built or solved (an error as a value)."""
 
     message: str
-
-
-def prefill_time(*, params: PerfParams, avg_input_tokens: float, batch_size: float) -> float:
-    """`γ + δ·I·b` ms, 0 when there are no input tokens (WVA `PrefillTime`)."""
-    if avg_input_tokens == 0:
-        return 0.0
-    return params.gamma + params.delta * avg_input_tokens * batch_size
-
-
-def decode_time(*, params: PerfParams, batch_size: float) -> float:
-    """`α + β·b` ms (WVA `DecodeTime`)."""
-    return params.alpha + params.beta * batch_size
-
-
-def decodes_per_request(*, avg_input_tokens: float, avg_output_tokens: float) -> float:
-    """O − 1 decode steps per request; 1 for a decode-only request of one token (WVA)."""
-    if avg_input_tokens == 0 and avg_output_tokens == 1:
-        return 1.0
-    return avg_output_tokens - 1
-
-
-def service_rates(
-    *, params: PerfParams, max_batch_size: int, avg_input_tokens: float, avg_output_tokens: float
-) -> tuple[float, ...]:
-    """μ_n for n = 1..N in requests per ms (WVA `BuildModel`)."""
-    decodes = decodes_per_request(
-        avg_input_tokens=avg_input_tokens, avg_output_tokens=avg_output_tokens
-    )
-    return tuple(
-        n
-        / (
-            prefill_time(params=params, avg_input_tokens=avg_input_tokens, batch_size=n)
-            + decodes * decode_time(params=params, batch_size=n)
-        )
-        for n in range(1, max_batch_size + 1)
-    )
 
 
 def mm1k_valid(*, lam: float, mu: float, k: int) -> bool:
@@ -427,23 +380,6 @@ class QueueAnalyzer:
             max_rate=self.rate_range.max,
             rho=min(max(stats.avg_num_in_servers / self.max_batch_size, 0.0), 1.0),
         )
-
-
-def effective_concurrency(
-    *,
-    avg_service_time: float,
-    params: PerfParams,
-    avg_input_tokens: float,
-    avg_output_tokens: float,
-    max_batch_size: int,
-) -> float:
-    """WVA `EffectiveConcurrency`: (S − γ − α·(O − 1)) / (δ·I + β·(O − 1)), in [0, N]."""
-    tokens = avg_output_tokens - 1
-    numerator = avg_service_time - (params.gamma + params.alpha * tokens)
-    denominator = params.delta * avg_input_tokens + params.beta * tokens
-    if denominator <= 0:
-        return 0.0 if numerator <= 0 else float(max_batch_size)
-    return min(max(numerator / denominator, 0.0), float(max_batch_size))
 
 
 def _tail(ratio: float, count: int, *, low: int) -> tuple[float, float, float]:
