@@ -253,7 +253,9 @@ def shared_cases(
             for i in range(-(-size // coarse))
         )
         out = draw(st.integers(1, 40))
-        rs.append(ask(rid, at=t, size=size, out=out, ids=ids, block=coarse))
+        r = ask(rid, at=t, size=size, out=out, ids=ids, block=coarse)
+        r.kv_ready = draw(st.integers(0, size))
+        rs.append(r)
     probes = draw(st.lists(st.floats(0.0, t + 1.0), max_size=6))
     cancels = (
         draw(st.lists(st.tuples(st.floats(0.0, t + 0.5), st.integers(0, len(rs) - 1)), max_size=4))
@@ -288,3 +290,42 @@ def test_engines_agree_on_random_small_shared_streams(
     for field in ('preemptions_total', 'itl_count', 'generation_tokens_total'):
         assert getattr(ref.counters, field) == getattr(fast.counters, field)
     assert ref.counters.prefix_cache_hits_total == fast.counters.prefix_cache_hits_total
+
+
+# ---- KV computed elsewhere (a decode replica of a disaggregated pair) --------------------------
+
+
+@ENGINES
+def test_transferred_kv_skips_the_prefill_at_the_first_admission_only(cls: type[Engine]) -> None:
+    e = engine(cls, h100())
+    # 1001 tokens (a 1000-token prompt and its first token) of which 1000 arrive computed: the
+    # first step is a prefill chunk of one token reading 1000: 7 ms + 24 µs + 0.052 µs · 1000.
+    r = SimRequest(rid=0, arrival=0.0, input_tokens=1001, output_tokens=3, kv_ready=1000)
+    e.submit(request=r, now=0.0)
+    e.advance(until=math.inf)
+    assert r.first_token == pytest.approx(0.007 + 0.000024 + 0.000052, abs=1e-12)
+    # Without it the whole prompt is computed.
+    plain = SimRequest(rid=1, arrival=1.0, input_tokens=1001, output_tokens=3)
+    e.submit(request=plain, now=1.0)
+    e.advance(until=math.inf)
+    assert plain.ttft == pytest.approx(0.007 + 1001 * 24e-6)
+
+
+def test_engines_agree_with_transferred_kv_and_preemptions() -> None:
+    spec = roofline(num_gpu_blocks=700)
+    rows = stream(seed=6, n=250, rate=8.0, cv=1.0, log_in=(6.9, 0.3), log_out=(5.7, 0.3))
+    results = []
+    for cls in (ReferenceReplica, FastReplica):
+        rs = [
+            SimRequest(rid=i, arrival=a, input_tokens=s + 1, output_tokens=o, kv_ready=s)
+            for i, (a, s, o) in enumerate(rows)
+        ]
+        e = engine(cls, spec)
+        drive(e, rs, probes=[0.5 * k for k in range(60)])
+        results.append((e, rs))
+    (ref, ref_rs), (fast, fast_rs) = results
+    for a, b in zip(ref_rs, fast_rs, strict=True):
+        assert b.finished == pytest.approx(a.finished, abs=1e-6)
+        assert b.first_token == pytest.approx(a.first_token, abs=1e-6)
+        assert a.preemptions == b.preemptions
+    assert ref.counters.preemptions_total == fast.counters.preemptions_total > 0

@@ -118,8 +118,8 @@ def _models(changes: dict[str, Any]) -> dict[str, Any]:
          'workload.trace.model: a shared trace is split by its model column'),
         (_models({'0': {'variants': [{'name': 'p', 'preset': 'llama-3.1-8b-h100',
                                       'role': 'prefill'}]}}),
-         "models.0.variants.0.role: 'prefill': disaggregated serving (prefill and decode pools) "
-         'is not simulated yet'),
+         'models.0.variants: roles prefill: a model is served whole (role both) or '
+         'disaggregated (prefill and decode variants, no other)'),
         (_models({'0': {'variants': [{'name': 'p', 'preset': 'llama-3.1-8b-h100',
                                       'role': 'mixed'}]}}),
          "models.0.variants.0.role: Input should be 'both', 'prefill' or 'decode'"),
@@ -145,12 +145,18 @@ def test_bad_multi_model_documents_give_one_line(document: dict[str, Any], expec
     assert expected in message
 
 
-def test_a_role_other_than_both_is_refused_for_one_model_too() -> None:
+def test_roles_are_all_both_or_prefill_and_decode_for_one_model_too() -> None:
     document = copy.deepcopy(scenario.DEFAULT_DOCUMENT)
     document['variants'][0] = {**document['variants'][0], 'role': 'decode'}
-    with pytest.raises(ScenarioError, match=r"variants\.0\.role: 'decode': disaggregated serving"):
+    with pytest.raises(ScenarioError, match=r'variants: roles both, decode: a model is served'):
         scenario.from_document(document=document)
-    document['variants'][0]['role'] = 'both'
+    document['variants'][1] = {**document['variants'][1], 'role': 'prefill'}
+    with pytest.raises(ScenarioError, match=r'policies: clairvoyant calibrates whole requests'):
+        scenario.from_document(document=document)
+    document['policies'] = ['default', 'saturation-token']
+    roles = {v.name: v.role for v in scenario.from_document(document=document).variants}
+    assert sorted(roles.values()) == ['decode', 'prefill']
+    document['variants'][0]['role'] = document['variants'][1]['role'] = 'both'
     assert scenario.from_document(document=document).variants[0].role == 'both'
 
 

@@ -34,9 +34,12 @@ What it models:
   The initial replicas of every variant are bound and Ready (warm) at t = 0.
 - **Cost.** A replica costs from its binding until it disappears (`replica_seconds`); without an
   inventory binding is creation.
-- **Gateways** (`sim.gateway`): least-loaded or round-robin routing among the model's Ready,
-  non-terminating replicas; a FIFO queue when there is none, dispatched as soon as one becomes
-  Ready, with its `gateway_timeout` (or `request_timeout`, when shorter): a request whose
+- **Gateways** (`sim.gateway`): least-loaded, round-robin or prefix-aware routing among the
+  model's Ready, non-terminating replicas (with prefill and decode variants, among its prefill
+  replicas, and the decode leg after the KV transfer among its decode replicas: `sim.disagg`;
+  the decode replicas run after the others in `advance`, so that a transfer completing inside
+  it is handed over at its instant); a FIFO queue when there is none, dispatched as soon as one
+  becomes Ready, with its `gateway_timeout` (or `request_timeout`, when shorter): a request whose
   deadline equals the instant a replica becomes ready fails (expiry runs first). A request the
   engine refuses at submission (longer than the model or KV cache holds) fails, 'rejected'.
 - **Client time-out.** With a finite `request_timeout` the client abandons a request that has
@@ -54,7 +57,8 @@ progress at t, at most one step (milliseconds) ahead.
 Names are `f'{variant}-{n:04d}'` with a per-variant counter, so name order is creation order (up
 to 10,000 replicas per variant).
 
-What fails: `Cluster` raises `ValueError` for an unknown router or engine kind, duplicate variant
+What fails: `Cluster` raises `ValueError` for an unknown router or engine kind, a model with
+prefill and decode variants whose KV size `sim.hardware` does not know, duplicate variant
 names, a non-positive/NaN gateway or request timeout (inf disables either), an inventory count
 that is not a whole number >= 0, or initial replicas beyond the inventory; `set_target` raises
 `KeyError` for an unknown variant, `arrive` for an unknown model. A negative target counts as 0,
@@ -67,6 +71,8 @@ import heapq
 import math
 from collections.abc import Mapping, Sequence
 
+from llmscaler.sim import hardware
+from llmscaler.sim.disagg import Handoff, KvLink
 from llmscaler.sim.gateway import BYTES_PER_TOKEN as BYTES_PER_TOKEN
 from llmscaler.sim.gateway import ROUTERS, Gateway
 from llmscaler.sim.gateway import Router as Router
@@ -93,6 +99,8 @@ class Cluster:
         request_timeout: float = math.inf,
         inventory: Mapping[str, int] | None = None,
         now: float = 0.0,
+        kv_bandwidth: float = 100e9 / 8,
+        kv_latency: float = 0.002,
     ) -> None:
         if router not in ROUTERS:
             raise ValueError(f'unknown router {router!r}: expected one of {", ".join(ROUTERS)}')
@@ -120,9 +128,24 @@ class Cluster:
                 router=router,
                 gateway_timeout=gateway_timeout,
                 request_timeout=request_timeout,
+                handoff=_handoff(
+                    [self.specs[v] for v in self._variants_of[m]],
+                    bandwidth=kv_bandwidth,
+                    latency=kv_latency,
+                ),
+                decode_variants=frozenset(
+                    v for v in self._variants_of[m] if self.specs[v].role == 'decode'
+                ),
             )
             for m in self.model_names
         }
+        self._handoffs = tuple(g for g in self.gateways.values() if g.handoff is not None)
+        self._decode_variants = frozenset(
+            v
+            for g in self._handoffs
+            for v in self._variants_of[g.model]
+            if self.specs[v].role == 'decode'
+        )
         self._gateway_list = tuple(self.gateways.values())
         self._only = self._gateway_list[0] if len(self._gateway_list) == 1 else None
         self._gpus = GpuInventory(
@@ -226,16 +249,32 @@ class Cluster:
     # ---- time --------------------------------------------------------------------------------
 
     def advance(self, *, until: float) -> None:
-        """Run every engine step that starts before `until`; retire drained terminating replicas."""
+        """Run every engine step that starts before `until`; retire drained terminating replicas.
+
+        With P/D, the decode replicas come last: a KV transfer that completes before `until`
+        hands its request over once they have run to that instant (`sim.disagg`)."""
+        if not self._handoffs:
+            self._run_replicas(self._live, until)
+            return
+        decoding = self._decode_variants
+        self._run_replicas([r for r in self._live if r.variant not in decoding], until)
+        while (t := self.next_transfer()) < until:
+            self._run_replicas([r for r in self._live if r.variant in decoding], t)
+            self.deliver(now=t)
+        self._run_replicas([r for r in self._live if r.variant in decoding], until)
+
+    def _run_replicas(self, replicas: Sequence[Replica], until: float) -> None:
         drained: list[Replica] | None = None
-        for replica in self._live:
+        for replica in replicas:
             if replica.next_step >= until:
                 continue
             engine = replica.engine
             assert engine is not None
             done = engine.advance(until=until)
             if done:
-                self.gateways[replica.model].finished_total += len(done)
+                gateway = self.gateways[replica.model]
+                handoff = gateway.handoff
+                gateway.finished_total += len(done) if handoff is None else handoff.finished(done)
                 last = max(r.finished for r in done)
                 if last > replica.last_finish:
                     replica.last_finish = last
@@ -266,9 +305,10 @@ class Cluster:
                 gateway.abandon_due(now=now, into=abandoned)
             for request in abandoned:
                 if request.finished != request.finished:  # not finished: still in its replica
+                    held = self.gateways[_model_of(self, request)].in_engine(request)
                     replica = self._by_name.get(request.replica)
-                    if replica is not None and replica.engine is not None:
-                        self._cancel(replica=replica, request=request, now=now)
+                    if held is not None and replica is not None and replica.engine is not None:
+                        self._cancel(replica=replica, request=held, now=now)
             failed += abandoned
         return failed
 
@@ -280,6 +320,17 @@ class Cluster:
         if self._only is not None:
             return self._only.next_deadline()
         return min(g.next_deadline() for g in self._gateway_list)
+
+    def next_transfer(self) -> float:
+        """When the next P/D KV transfer completes (inf: none in flight; `sim.disagg`)."""
+        return min(
+            (g.handoff.next_transfer() for g in self._handoffs if g.handoff), default=math.inf
+        )
+
+    def deliver(self, *, now: float) -> None:
+        """Hand the P/D requests whose KV transfer is done to their decode replicas."""
+        for gateway in self._handoffs:
+            gateway.deliver(now=now)
 
     def _cancel(self, *, replica: Replica, request: SimRequest, now: float) -> None:
         engine = replica.engine
@@ -464,6 +515,26 @@ class Cluster:
     def gpu_waits(self, *, end: float) -> list[GpuWait]:
         """The replicas that waited for GPUs (`sim.inventory.gpu_waits`)."""
         return gpu_waits(replicas=[*self.history, *self._by_name.values()], end=end)
+
+
+def _handoff(specs: Sequence[VariantSpec], *, bandwidth: float, latency: float) -> Handoff | None:
+    """The P/D handoff of a model with prefill and decode variants (None: served whole; a
+    role without its counterpart is a label only)."""
+    roles = {s.role for s in specs}
+    if not {'prefill', 'decode'} <= roles:
+        return None
+    shape = hardware.model(specs[0].model_id)
+    return Handoff(
+        link=KvLink(
+            kv_bytes_per_token=float(shape.kv_bytes_per_token(tp=1)),
+            bandwidth=bandwidth,
+            latency=latency,
+        )
+    )
+
+
+def _model_of(cluster: Cluster, request: SimRequest) -> str:
+    return request.model if request.model in cluster.gateways else cluster.model_names[0]
 
 
 def _name(item: VariantSpec | Replica) -> str:

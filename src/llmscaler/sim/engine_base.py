@@ -365,7 +365,14 @@ class EngineBase:
             waiting.popleft()
             e.blocks = total
             e.prompt = e.tokens
-            e.computed = done = hits * self._bs
+            done = hits * self._bs
+            if e.seq < 0 and e.r.kv_ready:
+                # Transferred KV: present at the first admission only (a preempted request
+                # recomputes), and at least one token is computed.
+                done = max(done, min(e.r.kv_ready, e.tokens - 1))
+                if cache is not None and e.keys:  # the received blocks are cached too
+                    cache.register(e.keys, hits, min(len(e.keys), done // self._bs), e.refs)
+            e.computed = done
             e.state = PREFILL
             e.seq = self._seq
             self._seq += 1

@@ -4,8 +4,9 @@ Why: each model is served behind its own InferencePool and endpoint picker (the 
 for one model never lands on a replica of another, and each model has its own queue and
 counters, which the controller reads as that model's pool metrics. The fleet (`sim.cluster`)
 keeps one `Gateway` per model and the replicas' lifecycle; this module is what happens to a
-request between its arrival and its replica. A later stage between the two (a prefill replica,
-then a KV transfer to a decode replica) belongs here, in `_dispatch`.
+request between its arrival and its replica. With disaggregated serving (prefill and decode
+variants) a request goes to a prefill replica first and, after its KV transfer, to a decode
+replica (`sim.disagg`).
 
 What it models (the fleet's docstring has the whole picture):
 
@@ -49,6 +50,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Literal
 
+from llmscaler.sim.disagg import Handoff
 from llmscaler.sim.pods import Replica
 from llmscaler.sim.types import SimRequest
 
@@ -70,9 +72,20 @@ class Gateway:
     """One model's endpoint picker and flow-control queue (see the module docstring)."""
 
     def __init__(
-        self, *, model: str, router: Router, gateway_timeout: float, request_timeout: float
+        self,
+        *,
+        model: str,
+        router: Router,
+        gateway_timeout: float,
+        request_timeout: float,
+        handoff: Handoff | None = None,
+        decode_variants: frozenset[str] = frozenset(),
     ) -> None:
         self.model = model
+        self.handoff = handoff
+        """The P/D handoff of a disaggregated model (`sim.disagg`); None: one replica serves a
+        request whole."""
+        self._decode_variants = decode_variants
         self._round_robin = router == 'round-robin'
         self._prefix_aware = router == 'prefix-aware'
         self.request_timeout = request_timeout
@@ -89,8 +102,13 @@ class Gateway:
         self._last_picked = ''
 
     def set_routable(self, replicas: Sequence[Replica]) -> None:
-        """The model's Ready, non-terminating replicas (any order; kept in name order)."""
-        self.routable = sorted(replicas, key=_name)
+        """The model's Ready, non-terminating replicas (any order; kept in name order). With
+        P/D, the decode replicas go to the handoff and the others take the arrivals."""
+        ordered = sorted(replicas, key=_name)
+        if self.handoff is not None:
+            self.handoff.decoders = [r for r in ordered if r.variant in self._decode_variants]
+            ordered = [r for r in ordered if r.variant not in self._decode_variants]
+        self.routable = ordered
         self._routable_names = [r.name for r in self.routable]
 
     # ---- requests ----------------------------------------------------------------------------
@@ -139,13 +157,43 @@ class Gateway:
         request.variant = replica.variant
         request.replica = replica.name
         replica.dispatched += 1
-        replica.engine.submit(request=request, now=now)
+        if self.handoff is not None:
+            leg = self.handoff.prefill_leg(request)
+            replica.engine.submit(request=leg, now=now)
+            if leg.failed:
+                self.handoff.rejected(leg)
+        else:
+            replica.engine.submit(request=request, now=now)
         if request.failed:
             request.failure = 'rejected'
         elif self._timeouts:
             self._in_replicas.append(request)
         step = replica.engine.next_step_time()
         replica.next_step = math.inf if step is None else step
+
+    def deliver(self, *, now: float) -> None:
+        """P/D: hand the requests whose KV transfer is done by `now` (and those queued for a
+        decode replica) to the decode replicas (`sim.disagg`)."""
+        handoff = self.handoff
+        if handoff is None:
+            return
+        for request, leg in handoff.deliver(now=now):
+            replica = handoff.pick_decoder()
+            engine = replica.engine
+            assert engine is not None
+            request.variant = replica.variant
+            request.replica = replica.name
+            replica.dispatched += 1
+            engine.submit(request=leg, now=now)
+            if leg.failed:
+                handoff.rejected(leg)
+            step = engine.next_step_time()
+            replica.next_step = math.inf if step is None else step
+
+    def in_engine(self, request: SimRequest) -> SimRequest | None:
+        """What an engine holds of `request`, whose client gave up: the request itself, or with
+        P/D its current leg (None: in transfer or queued for a decode replica, dropped there)."""
+        return request if self.handoff is None else self.handoff.abandon(request)
 
     def drain(self, *, now: float) -> None:
         """Dispatch queued requests, in arrival order, while a replica is routable."""
@@ -154,6 +202,8 @@ class Gateway:
             request = queue.popleft()
             self.queue_bytes -= request.input_tokens * BYTES_PER_TOKEN
             self._dispatch(request=request, now=now)
+        if self.handoff is not None:
+            self.deliver(now=now)
 
     # ---- time-outs ---------------------------------------------------------------------------
 

@@ -14,9 +14,11 @@ variants) take the last GPUs in name order.
 
 Events, merged in time order; at equal times the order is fixed:
 
-    time-out < replica ready < actuation < arrival < scrape < wake < control < sample
+    time-out < replica ready < KV transfer done < actuation < arrival < scrape < wake < control
+    < sample
 
-so a replica that becomes Ready at t takes the arrivals of t, a scrape at t sees them, and the
+so a replica that becomes Ready at t takes the arrivals of t (and the decode legs of P/D
+requests whose KV transfer is done at t, `sim.disagg`), a scrape at t sees them, and the
 timeline at t shows the result of everything else at t. Arrivals come from the trace; control
 ticks every `cycle` (first at t = cycle), wake ticks every `wake_period` (first at t =
 wake_period), scrapes and samples every `scrape_interval` / `sample_interval` from t = 0;
@@ -71,7 +73,7 @@ from llmscaler.sim.types import (
     VariantSpec,
 )
 
-TIMEOUT, READY, ACTUATE, ARRIVAL, SCRAPE, WAKE, CONTROL, SAMPLE = range(8)
+TIMEOUT, READY, TRANSFER, ACTUATE, ARRIVAL, SCRAPE, WAKE, CONTROL, SAMPLE = range(9)
 _CHUNK = 4096  # arrivals converted from numpy at a time
 _BLOCK = 512  # the block size of absent prompt block ids (never read)
 
@@ -99,6 +101,11 @@ class SimSettings:
     """How each gateway picks a replica (`sim.gateway`)."""
     prefix_caching: bool = False
     """Whether the replicas keep vLLM's prefix cache (`sim.prefix_cache`); off by default."""
+    kv_link_gbps: float = 100.0
+    """P/D: the link a prompt's KV crosses from its prefill to its decode replica, Gb/s
+    (`sim.disagg`)."""
+    kv_link_latency: float = 0.002
+    """P/D: seconds per KV transfer besides its bytes."""
     sample_interval: float = 10.0
     """Timeline sampling period."""
     retention_period: float = 600.0
@@ -122,6 +129,14 @@ def check_settings(*, settings: SimSettings) -> None:
         value = getattr(settings, name)
         if not (value >= 0 and math.isfinite(value)):
             raise ValueError(f'settings.{name} must be >= 0 and finite, got {value!r}')
+    if not (settings.kv_link_gbps > 0 and math.isfinite(settings.kv_link_gbps)):
+        raise ValueError(
+            f'settings.kv_link_gbps must be > 0 and finite, got {settings.kv_link_gbps!r}'
+        )
+    if not (settings.kv_link_latency >= 0 and math.isfinite(settings.kv_link_latency)):
+        raise ValueError(
+            f'settings.kv_link_latency must be >= 0 and finite, got {settings.kv_link_latency!r}'
+        )
     timeout = settings.request_timeout
     if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
         raise ValueError(
@@ -277,6 +292,8 @@ class _Loop:
                 math.inf if settings.request_timeout is None else settings.request_timeout
             ),
             inventory=inventory,
+            kv_bandwidth=settings.kv_link_gbps * 1e9 / 8,
+            kv_latency=settings.kv_link_latency,
         )
         self.observer = Observer(
             scrape_interval=settings.scrape_interval,
@@ -389,6 +406,7 @@ class _Loop:
             other = min(
                 (cluster.next_deadline(), TIMEOUT),
                 (cluster.next_ready_time(), READY),
+                (cluster.next_transfer(), TRANSFER),
                 (t_act, ACTUATE),
                 (t_scrape, SCRAPE),
                 (t_wake, WAKE),
@@ -429,6 +447,8 @@ class _Loop:
                 pass  # `expire` above did it
             elif kind == READY:
                 cluster.promote(now=t)
+            elif kind == TRANSFER:
+                cluster.deliver(now=t)
             elif kind == ACTUATE:
                 self.actuate(t)
             elif kind == SCRAPE:

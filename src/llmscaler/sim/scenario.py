@@ -55,14 +55,20 @@ Start fleet: each variant starts with its `initial_replicas` Ready replicas (1 u
 or the variant says otherwise), or with what `initial` gives for it; with `warm_start` every
 policy starts with the fleet the first minutes need (`scenario_setup.warm_start_fleet`).
 
-P/D roles: a variant may say its `role`; only `both` is simulated (a prefill or decode pool
-needs the KV transfer between them, not modelled yet), and the snapshot carries it.
+P/D roles: a variant may say its `role`. A model's variants are all `both` (each replica serves
+requests whole) or `prefill` and `decode` (disaggregated: a request's prefill on a prefill
+replica, its KV over the link of `settings.kv_link_gbps`/`kv_link_latency`, its decode on a
+decode replica; `sim.disagg`); the snapshot carries the roles, which the token analyzer reads.
+The clairvoyant policy and the warm start calibrate whole requests and are refused for a
+disaggregated model.
 
 What fails: a malformed file, an unknown preset, policy, variant, accelerator or field gives a
 `ScenarioError` with one line naming the file, the field and the valid choices; so does an
 explicit `initial_replicas` or `initial` count outside the variant's [min_replicas,
 max_replicas], an `initial` naming no variant, `initial` together with `warm_start`, a start
-fleet beyond the inventory, a role other than `both`, variants of one model naming several model
+fleet beyond the inventory, a model's roles other than all `both` or `prefill` and `decode`
+(or a disaggregated model whose KV size is unknown, with clairvoyant, or a warm start),
+variants of one model naming several model
 ids, two models with one name or one model id, a variant name used twice (across models too),
 `models` together with `variants` or `model_id`, and a multi-model workload that is neither one
 per model nor one shared trace.
@@ -77,7 +83,7 @@ from typing import Any
 
 import pydantic
 
-from llmscaler.sim import presets
+from llmscaler.sim import hardware, presets
 from llmscaler.sim.runner import SimSettings, check_settings
 from llmscaler.sim.scenario_document import DEFAULT_DOCUMENT as DEFAULT_DOCUMENT
 from llmscaler.sim.scenario_document import DEFAULT_POLICIES as DEFAULT_POLICIES
@@ -196,11 +202,6 @@ def _settings(values: dict[str, Any], where: str) -> SimSettings:
 
 
 def _variant(model: VariantModel, *, place: str, namespace: str, where: str) -> VariantSpec:
-    if model.role not in (None, 'both'):
-        raise ScenarioError(
-            f'{where}: {place}.role: {model.role!r}: disaggregated serving (prefill and decode '
-            'pools) is not simulated yet; leave role out or set it to both'
-        )
     overrides = {
         k: v for k, v in model.model_dump().items() if k not in ('name', 'preset') and v is not None
     }
@@ -345,6 +346,36 @@ def _check_models(models: Sequence[ModelSetup], where: str) -> None:
                 'variants by model id)'
             )
         owners[m.model_id] = m.name
+        roles = {v.role for v in m.variants}
+        if roles != {'both'} and roles != {'prefill', 'decode'}:
+            raise ScenarioError(
+                f'{where}: {m.where}variants: roles {", ".join(sorted(roles))}: a model is served '
+                'whole (role both) or disaggregated (prefill and decode variants, no other)'
+            )
+        if roles != {'both'} and m.model_id not in hardware.MODELS:
+            raise ScenarioError(
+                f'{where}: {m.where}variants: disaggregated serving needs the KV size of '
+                f'{m.model_id!r} (known: {", ".join(sorted(hardware.MODELS))})'
+            )
+
+
+def _check_disaggregated(
+    *, models: Sequence[ModelSetup], policies: Sequence[str], warm: bool, where: str
+) -> None:
+    """The clairvoyant capacities replay whole requests on one replica: not for P/D pools."""
+    split = [m.name for m in models if any(v.role != 'both' for v in m.variants)]
+    if not split:
+        return
+    if 'clairvoyant' in policies:
+        raise ScenarioError(
+            f'{where}: policies: clairvoyant calibrates whole requests on one replica; it does '
+            f'not size prefill and decode pools (model {split[0]})'
+        )
+    if warm:
+        raise ScenarioError(
+            f'{where}: warm_start: the warm start uses whole-request capacities; it does not '
+            f'size prefill and decode pools (model {split[0]})'
+        )
 
 
 def check_inventory(
@@ -414,6 +445,7 @@ def from_document(*, document: dict[str, Any], where: str = '<built-in>') -> Sce
         raise ScenarioError(describe_error(exc, where)) from None
     models, workload = _models(model, where)
     _check_models(models, where)
+    _check_disaggregated(models=models, policies=model.policies, warm=model.warm_start, where=where)
     variants = tuple(v for m in models for v in m.variants)
     names = [v.name for v in variants]
     first = tuple(m.variants[0].name for m in models)

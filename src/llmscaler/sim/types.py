@@ -248,6 +248,9 @@ class SimRequest:
     prefix_block: int = 512
     cached_tokens: int = 0
     """Prompt tokens its (last) admission found in the replica's prefix cache."""
+    kv_ready: int = 0
+    """Prompt tokens whose KV comes with the request, computed elsewhere (a decode replica
+    receiving a prefill replica's KV): its first admission starts with them computed."""
 
     @property
     def ttft(self) -> float:
