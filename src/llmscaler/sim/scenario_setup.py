@@ -40,7 +40,7 @@ import numpy as np
 from llmscaler.config import file as config_file
 from llmscaler.config.errors import ConfigFileError
 from llmscaler.config.types import Config, ModelConfig, SaturationConfig
-from llmscaler.sim import clairvoyant, policies, synthetic, trace
+from llmscaler.sim import clairvoyant, floors, policies, synthetic, trace
 from llmscaler.sim.mix import capped, cheapest_mix, items_of, solve
 from llmscaler.sim.scenario_document import (
     ScenarioError,
@@ -90,6 +90,12 @@ def check_policy_name(
         except ValueError as exc:
             raise ScenarioError(f'{where}: {exc}') from None
         return
+    if floors.is_floor(name):
+        try:
+            floors.parse_floor(text=name, variants=variants)
+        except ValueError as exc:
+            raise ScenarioError(f'{where}: {exc}') from None
+        return
     if name.startswith('static:'):
         try:
             policies.parse_static(text=name, variants=variants, first=first)
@@ -97,7 +103,14 @@ def check_policy_name(
             raise ScenarioError(f'{where}: {exc}') from None
         return
     valid = ', '.join(
-        (*FIXED_POLICIES, 'static:N', 'static:VARIANT=N,...', 'config:FILE', *KAITO_FORMS)
+        (
+            *FIXED_POLICIES,
+            'static:N',
+            'static:VARIANT=N,...',
+            'config:FILE',
+            *KAITO_FORMS,
+            floors.FORM,
+        )
     )
     raise ScenarioError(f'{where}: unknown policy {name!r}; valid: {valid}')
 
@@ -407,6 +420,11 @@ def build_policies(
         elif policies.is_kaito(name):
             try:
                 built.append(policies.parse_kaito(text=name, variants=names))
+            except ValueError as exc:
+                raise ScenarioError(f'policies: {exc}') from None
+        elif floors.is_floor(name):
+            try:
+                built.append(floors.parse_floor(text=name, variants=names))
             except ValueError as exc:
                 raise ScenarioError(f'policies: {exc}') from None
         elif name == 'clairvoyant':
