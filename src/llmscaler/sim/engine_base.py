@@ -15,6 +15,9 @@ the end of the last step (or the idle time); `cancel(request=, now=)` drops one 
 client gave up; `drain_requests()` takes every request out (a replica failure or a forced
 removal) and returns them, counters untouched.
 
+The request states, `Entry`, `ReplicaCounters`, `check_spec` and the block arithmetic live in
+`sim.engine_parts` and are re-exported here.
+
 Counters follow vLLM's Prometheus families: `prompt_tokens_sum` / `generation_tokens_sum` are the
 sums of `vllm:request_prompt_tokens` / `vllm:request_generation_tokens` (per finished request;
 their count is `request_success_total`); `ttft_*` is `vllm:time_to_first_token_seconds` measured
@@ -35,112 +38,20 @@ requests come with the next `advance`).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections import deque
 
+from llmscaler.sim.engine_parts import DECODING as DECODING
+from llmscaler.sim.engine_parts import DONE as DONE
+from llmscaler.sim.engine_parts import PREFILL as PREFILL
+from llmscaler.sim.engine_parts import WAITING as WAITING
+from llmscaler.sim.engine_parts import Entry as Entry
+from llmscaler.sim.engine_parts import ReplicaCounters as ReplicaCounters
+from llmscaler.sim.engine_parts import blocks_for as blocks_for
+from llmscaler.sim.engine_parts import check_spec as check_spec
+from llmscaler.sim.engine_parts import prefill_pairs as prefill_pairs
 from llmscaler.sim.prefix_cache import PrefixCache, block_keys
-from llmscaler.sim.types import PerfModel, SimRequest, VariantSpec
-
-WAITING = 0
-PREFILL = 1
-DECODING = 2
-DONE = 3
-
-_PERF_FIELDS = tuple(f.name for f in dataclasses.fields(PerfModel))
-
-
-@dataclasses.dataclass(slots=True)
-class ReplicaCounters:
-    """Cumulative counters of one engine, as its `/metrics` page would show them."""
-
-    prompt_tokens_sum: int = 0
-    generation_tokens_sum: int = 0
-    request_success_total: int = 0
-    ttft_sum: float = 0.0
-    ttft_count: int = 0
-    itl_sum: float = 0.0
-    itl_count: int = 0
-    preemptions_total: int = 0
-    prompt_tokens_total: int = 0
-    generation_tokens_total: int = 0
-    prefix_cache_queries_total: int = 0
-    prefix_cache_hits_total: int = 0
-
-
-class Entry:
-    """A request inside one engine (shared by both engines).
-
-    `tokens` = input + generated so far; `prompt` = what the current admission prefills (tokens
-    at admission); the request decodes once `computed` reached `prompt`. The fast engine keeps
-    decoding entries lazily: their `computed`/`g` are only exact at registration (`d_reg`,
-    `c_reg`, `g_reg`) and are advanced by the engine's step counter.
-    """
-
-    __slots__ = (
-        'arrival',
-        'blocks',
-        'c_reg',
-        'computed',
-        'd_reg',
-        'g',
-        'g_reg',
-        'keys',
-        'last_emit',
-        'prompt',
-        'r',
-        'refs',
-        'seq',
-        'state',
-        'target',
-        'tokens',
-    )
-
-    def __init__(self, *, request: SimRequest, arrival: float, target: int) -> None:
-        self.r = request
-        self.arrival = arrival
-        self.target = target
-        self.g = 0
-        self.tokens = request.input_tokens
-        self.computed = 0
-        self.prompt = request.input_tokens
-        self.blocks = 0
-        self.last_emit = math.nan
-        self.seq = -1
-        self.state = WAITING
-        self.d_reg = 0
-        self.c_reg = 0
-        self.g_reg = 0
-        self.keys: list[int] | None = None
-        self.refs: list[int] = []
-
-
-def check_spec(spec: VariantSpec) -> None:
-    """Raise ValueError for a spec no engine can run (see the module docstring)."""
-    if spec.num_gpu_blocks < 2:
-        raise ValueError(f'{spec.name}: num_gpu_blocks must be >= 2, got {spec.num_gpu_blocks}')
-    for field in ('block_size', 'max_num_seqs', 'max_num_batched_tokens', 'max_model_len'):
-        if getattr(spec, field) < 1:
-            raise ValueError(f'{spec.name}: {field} must be >= 1, got {getattr(spec, field)}')
-    perf = spec.perf
-    for field in _PERF_FIELDS:
-        value = getattr(perf, field)
-        if field == 'sharpness':
-            if not value >= 1:  # inf is the plain max
-                raise ValueError(f'{spec.name}: perf.sharpness must be >= 1, got {value}')
-        elif not (math.isfinite(value) and value >= 0):
-            raise ValueError(f'{spec.name}: perf.{field} must be finite and >= 0, got {value}')
-    if perf.step_overhead <= 0:
-        raise ValueError(f'{spec.name}: perf.step_overhead must be > 0, got {perf.step_overhead}')
-
-
-def blocks_for(tokens: int, block_size: int) -> int:
-    return -(-tokens // block_size)
-
-
-def prefill_pairs(new: int, cached: int) -> int:
-    """Attention (query, key) pairs of a causal prefill chunk of `new` tokens after `cached`."""
-    return new * cached + new * (new + 1) // 2
+from llmscaler.sim.types import SimRequest, VariantSpec
 
 
 class EngineBase:

@@ -23,7 +23,9 @@ One step (reference/vllm.md §4; vLLM 0.33 with `scheduler_reserve_full_isl`):
    schedules min(prompt, budget) of it (chunked prefill). A head that does not fit stops the
    admission (head-of-line blocking). With prefix caching on (`VariantSpec.prefix_caching`,
    `sim.prefix_cache`), the leading prompt blocks found in the cache are not computed (the
-   request starts with them computed) and those held by other requests need no free block.
+   request starts with them computed) and those held by other requests need no free block. A
+   request whose prompt KV was computed elsewhere (`SimRequest.kv_ready`: a decode replica of a
+   disaggregated pair, `sim.disagg`) starts its first admission with those tokens computed.
 3. The step lasts `perf.step_seconds(...)` (`PerfModel`): decode_seqs = requests past their
    prefill that got their 1 token, prefill_tokens = tokens of requests still prefilling,
    context_tokens = Σ tokens already computed (before the step) of every scheduled request,

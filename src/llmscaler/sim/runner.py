@@ -55,13 +55,13 @@ import dataclasses
 import heapq
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from llmscaler.sim.cluster import Cluster
 from llmscaler.sim.observe import Observer
+from llmscaler.sim.run_settings import SimSettings as SimSettings
+from llmscaler.sim.run_settings import check_settings as check_settings
 from llmscaler.sim.types import (
     ControlView,
     Policy,
@@ -76,72 +76,6 @@ from llmscaler.sim.types import (
 TIMEOUT, READY, TRANSFER, ACTUATE, ARRIVAL, SCRAPE, WAKE, CONTROL, SAMPLE = range(9)
 _CHUNK = 4096  # arrivals converted from numpy at a time
 _BLOCK = 512  # the block size of absent prompt block ids (never read)
-
-
-@dataclass(frozen=True, slots=True)
-class SimSettings:
-    """Timing of the simulated control loop, gateway and measurement (seconds)."""
-
-    cycle: float = 30.0
-    """Main control period (`policy.targets`)."""
-    wake_period: float = 1.0
-    """Scale-from-zero period (`policy.wake`); inf disables it."""
-    scrape_interval: float = 5.0
-    """Prometheus scrape period of every replica and of the gateway."""
-    scrape_lag: float = 10.0
-    """The controller sees samples at least this old."""
-    actuation_delay: float = 2.0
-    """Decision → scale subresource written."""
-    gateway_timeout: float = 120.0
-    """A request queued at the gateway fails after this; inf disables it."""
-    request_timeout: float | None = None
-    """A request not completed this long after its arrival is abandoned by its client and
-    fails, wherever it is (`sim.cluster`); None: clients wait forever."""
-    router: Literal['least-loaded', 'round-robin', 'prefix-aware'] = 'least-loaded'
-    """How each gateway picks a replica (`sim.gateway`)."""
-    prefix_caching: bool = False
-    """Whether the replicas keep vLLM's prefix cache (`sim.prefix_cache`); off by default."""
-    kv_link_gbps: float = 100.0
-    """P/D: the link a prompt's KV crosses from its prefill to its decode replica, Gb/s
-    (`sim.disagg`)."""
-    kv_link_latency: float = 0.002
-    """P/D: seconds per KV transfer besides its bytes."""
-    sample_interval: float = 10.0
-    """Timeline sampling period."""
-    retention_period: float = 600.0
-    """Window of the request count in the snapshot (the scale-to-zero retention)."""
-    tail: float = 300.0
-    """Keep simulating this long after the last arrival."""
-    engine: Literal['fast', 'reference'] = 'fast'
-
-
-def check_settings(*, settings: SimSettings) -> None:
-    """Raise `ValueError` naming the first invalid setting."""
-    for name in ('cycle', 'scrape_interval', 'sample_interval', 'retention_period'):
-        value = getattr(settings, name)
-        if not (value > 0 and math.isfinite(value)):
-            raise ValueError(f'settings.{name} must be > 0 and finite, got {value!r}')
-    for name in ('wake_period', 'gateway_timeout'):
-        value = getattr(settings, name)
-        if not value > 0:
-            raise ValueError(f'settings.{name} must be > 0 (inf disables it), got {value!r}')
-    for name in ('scrape_lag', 'actuation_delay', 'tail'):
-        value = getattr(settings, name)
-        if not (value >= 0 and math.isfinite(value)):
-            raise ValueError(f'settings.{name} must be >= 0 and finite, got {value!r}')
-    if not (settings.kv_link_gbps > 0 and math.isfinite(settings.kv_link_gbps)):
-        raise ValueError(
-            f'settings.kv_link_gbps must be > 0 and finite, got {settings.kv_link_gbps!r}'
-        )
-    if not (settings.kv_link_latency >= 0 and math.isfinite(settings.kv_link_latency)):
-        raise ValueError(
-            f'settings.kv_link_latency must be >= 0 and finite, got {settings.kv_link_latency!r}'
-        )
-    timeout = settings.request_timeout
-    if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
-        raise ValueError(
-            f'settings.request_timeout must be > 0 and finite (or absent), got {timeout!r}'
-        )
 
 
 def check_variants(*, variants: Sequence[VariantSpec]) -> None:
