@@ -53,7 +53,9 @@ VA = (
 @pytest.mark.parametrize(
     ('argv', 'message'),
     [
-        ((), 'give --va FILE or --target'),
+        ((), 'give --va FILE, --from-cluster or --target'),
+        (('--target', 'Deployment/a', '--server', 'http://x'), 'applies to --from-cluster'),
+        (('--from-cluster', '--server', 'http://x', '--kubeconfig', 'k'), 'give one of them'),
         (('--bogus',), 'unrecognized arguments'),
         (('--target', 'x'), 'expected KIND/NAME'),
         (('--target', 'Pod/x'), "kind 'Pod' is not supported"),

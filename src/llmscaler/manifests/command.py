@@ -8,8 +8,8 @@ What fails: every bad flag or file is one line on stderr (`llmscaler manifests: 
 status 2, before anything is written: an unknown or malformed flag, a flag that does not apply
 to the chosen actuation (`--profile` or `--queue-per-replica` with `--actuation metrics`,
 `--via` or `--min-replicas` with queue actuation), a number that is not finite or out of range,
-a floor above a target's maxReplicas, no target at all, a VA file that does not read
-(`targets.TargetError`), an output file that cannot be written.
+a floor above a target's maxReplicas, no target at all, a VA file that does not read or a
+cluster that cannot be listed (`targets.TargetError`), an output file that cannot be written.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import NoReturn
 import yaml
 
 from llmscaler.manifests import objects
+from llmscaler.manifests.cluster import from_cluster
 from llmscaler.manifests.targets import (
     Target,
     TargetError,
@@ -69,9 +70,24 @@ def _parser() -> argparse.ArgumentParser:
         'LeaderWorkerSet/NAME (repeatable)',
     )
     parser.add_argument(
+        '--from-cluster',
+        action='store_true',
+        help='the VariantAutoscalings of the cluster (of --namespace, or of every namespace '
+        'with --all-namespaces)',
+    )
+    parser.add_argument(
+        '--all-namespaces', action='store_true', help='with --from-cluster: every namespace'
+    )
+    parser.add_argument(
+        '--server',
+        help='with --from-cluster: API server URL used without authentication (kubectl proxy); '
+        'default: the kubeconfig, or the in-cluster service account',
+    )
+    parser.add_argument('--kubeconfig', help='with --from-cluster: kubeconfig file')
+    parser.add_argument(
         '--namespace',
         default='default',
-        help='namespace of --target, and of VAs without one (default: default)',
+        help='namespace of --target and --from-cluster, and of VAs without one (default: default)',
     )
     parser.add_argument('--max-replicas', help='maxReplicas of --target (default 10)')
     parser.add_argument(
@@ -173,7 +189,24 @@ def _targets(args: argparse.Namespace) -> list[Target]:
         raise _Usage('--max-replicas applies to --target (a VA file carries its own bounds)')
     if minimum > maximum:
         raise _Usage(f'--min-replicas {minimum} is above --max-replicas {maximum}')
+    for flag, value in (
+        ('--all-namespaces', args.all_namespaces),
+        ('--server', args.server),
+        ('--kubeconfig', args.kubeconfig),
+    ):
+        if value and not args.from_cluster:
+            raise _Usage(f'{flag} applies to --from-cluster')
+    if args.server and args.kubeconfig:
+        raise _Usage('--server and --kubeconfig: give one of them')
     found: list[Target] = []
+    if args.from_cluster:
+        found.extend(
+            from_cluster(
+                server=args.server,
+                kubeconfig=args.kubeconfig,
+                namespace=None if args.all_namespaces else args.namespace,
+            )
+        )
     for path in args.va:
         found.extend(from_va_file(path=path, namespace=args.namespace))
     for text in args.target:
@@ -183,7 +216,7 @@ def _targets(args: argparse.Namespace) -> list[Target]:
             )
         )
     if not found:
-        raise _Usage('nothing to write for: give --va FILE or --target KIND/NAME')
+        raise _Usage('nothing to write for: give --va FILE, --from-cluster or --target KIND/NAME')
     return unique(found)
 
 

@@ -14,9 +14,10 @@ without any VariantAutoscaling.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from llmscaler.config.yaml_loader import FILE_LIMITS, YamlProblem, load_yaml_documents
 from llmscaler.kube.crd import InvalidObject, parse_va
@@ -103,32 +104,35 @@ def from_va_file(*, path: Path, namespace: str) -> list[Target]:
         where = f'{path} document {index + 1}'
         if not isinstance(document, dict):
             raise TargetError(f'{where}: expected a Kubernetes object')
-        if document.get('kind') != 'VariantAutoscaling':
-            continue
-        va = parse_va(document)
-        if isinstance(va, InvalidObject):
-            raise TargetError(f'{where}: VariantAutoscaling {va.name or "?"}: {va.message}')
-        name = va.metadata.name
-        if name is None:
-            raise TargetError(f'{where}: VariantAutoscaling without metadata.name')
-        ref = va.spec.scale_target_ref
-        api_version = _kind(
-            kind=ref.kind, api_version=ref.api_version, where=f'{where} ({name}) scaleTargetRef'
-        )
-        targets.append(
-            Target(
-                variant=name,
-                namespace=va.metadata.namespace or namespace,
-                api_version=api_version,
-                kind=ref.kind,
-                name=ref.name,
-                min_replicas=va.spec.min_replicas,
-                max_replicas=va.spec.max_replicas,
-            )
-        )
+        if document.get('kind') == 'VariantAutoscaling':
+            targets.append(from_va_object(document=document, where=where, namespace=namespace))
     if not targets:
         raise TargetError(f'{path}: no VariantAutoscaling in the file')
     return targets
+
+
+def from_va_object(*, document: Mapping[str, Any], where: str, namespace: str) -> Target:
+    """One VariantAutoscaling object (from a file or the API server); `namespace` is used when
+    the object has none."""
+    va = parse_va(document)
+    if isinstance(va, InvalidObject):
+        raise TargetError(f'{where}: VariantAutoscaling {va.name or "?"}: {va.message}')
+    name = va.metadata.name
+    if name is None:
+        raise TargetError(f'{where}: VariantAutoscaling without metadata.name')
+    ref = va.spec.scale_target_ref
+    api_version = _kind(
+        kind=ref.kind, api_version=ref.api_version, where=f'{where} ({name}) scaleTargetRef'
+    )
+    return Target(
+        variant=name,
+        namespace=va.metadata.namespace or namespace,
+        api_version=api_version,
+        kind=ref.kind,
+        name=ref.name,
+        min_replicas=va.spec.min_replicas,
+        max_replicas=va.spec.max_replicas,
+    )
 
 
 def unique(targets: Sequence[Target]) -> list[Target]:
