@@ -8,12 +8,14 @@ tokens; 27 500 KV blocks of 16 tokens (one kept back).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from llmscaler.emulate.fleet import Emulator, ReplicaUnavailable
 from llmscaler.emulate.load import PoissonLoad, TraceLoad
 from llmscaler.sim.presets import preset
+from llmscaler.sim.trace import load_trace
 from llmscaler.sim.types import PerfModel, VariantSpec
 from tests.unit.test_emulate_load import trace_of
 
@@ -286,3 +288,32 @@ def test_bad_construction_and_scale() -> None:
     with pytest.raises(ValueError, match='replicas must be >= 0, got -2'):
         emu.scale(replicas=-2)
     assert emu.replicas == 1
+
+
+def test_a_mooncake_trace_with_prefix_caching_shows_its_hits_on_the_page() -> None:
+    mooncake = load_trace(path=Path(__file__).parent / 'data' / 'mooncake-sample.jsonl')
+    pages = []
+    for caching in (True, False):
+        clock = FakeClock()
+        spec = preset(
+            name='llama-3.1-8b-h100',
+            variant_name='llama-3.1-8b-h100',
+            perf=LINEAR,
+            prefix_caching=caching,
+        )
+        emu = emulator(clock, replicas=1, spec=spec, load=TraceLoad(trace=mooncake))
+        clock.t = T0 + 30.0
+        emu.tick()
+        page = emu.metrics_page(slot=0)
+        assert page is not None
+        pages.append(page)
+
+    def value(page: str, name: str) -> float:
+        line = next(x for x in page.splitlines() if x.startswith(name + '{'))
+        return float(line.rsplit(' ', 1)[1])
+
+    cached, plain = pages
+    # The same 5,296 cached tokens as the engine test of the trace (one replica, in order).
+    assert value(cached, 'vllm:prefix_cache_hits_total') == 5296
+    assert value(cached, 'vllm:prefix_cache_queries_total') == 9648
+    assert value(plain, 'vllm:prefix_cache_hits_total') == 0

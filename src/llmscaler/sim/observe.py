@@ -37,7 +37,10 @@ The variants: every variant of every model, with its role (`VariantSpec.role`, w
 analyzer reads), its accelerator and GPUs, and its replica counts as the scale target's status
 gives them: `current_replicas` the target, `ready_replicas` the ready ones, `pending_replicas`
 every other non-terminating one, those waiting for GPUs included (a Pending pod the scheduler
-cannot place is in `status.replicas` and not ready).
+cannot place is in `status.replicas` and not ready). With disaggregated serving (`sim.disagg`)
+each replica's figures are those of the legs it served, as its own `/metrics` would show them:
+a prefill replica's requests have one output token, a decode replica's a prompt one token
+longer than the request's.
 
 `snapshot` is cached until a new sample becomes visible or the fleet changes (`Cluster.version`),
 so the 1-second wake ticks cost almost nothing.
