@@ -92,10 +92,11 @@ def test_keda_stabilization_takes_the_max_of_the_window() -> None:
     }
     mid = [replica('h100', 0, queue=15.0)]
     assert policy.targets(view=view(fleet, mid, now=100.0)) == {'h100': 6}
-    # t = 300: 6 @ 0 expired, 3 @ 100 is 200 s old: max(0, 3) = 3.
-    assert policy.targets(view=view(fleet, [], now=300.0)) == {'h100': 3}
+    # t = 300 (an idle replica reports 0): 6 @ 0 expired, 3 @ 100 is 200 s old: max(0, 3) = 3.
+    idle = [replica('h100', 0)]
+    assert policy.targets(view=view(fleet, idle, now=300.0)) == {'h100': 3}
     # t = 400: 3 @ 100 expired, only 0 @ 300 and now: 1 (floor).
-    assert policy.targets(view=view(fleet, [], now=400.0)) == {'h100': 1}
+    assert policy.targets(view=view(fleet, idle, now=400.0)) == {'h100': 1}
 
 
 def test_keda_scale_up_is_limited_per_sync() -> None:
@@ -126,8 +127,9 @@ def test_keda_never_goes_below_one_and_respects_the_variant_bounds() -> None:
     assert policy.targets(view=view([variant('e', max_replicas=0)])) == {'e': 0}
     # min_replicas=0 lets an idle variant go to 0 (after the window: the seed is at `now`).
     zero = KedaQueuePolicy(min_replicas=0)
-    assert zero.targets(view=view([running('f', 1)], now=0.0)) == {'f': 1}
-    assert zero.targets(view=view([running('f', 1)], now=300.0)) == {'f': 0}
+    idle = [replica('f', 0)]
+    assert zero.targets(view=view([running('f', 1)], idle, now=0.0)) == {'f': 1}
+    assert zero.targets(view=view([running('f', 1)], idle, now=300.0)) == {'f': 0}
 
 
 def test_keda_bad_gauges_count_as_zero() -> None:
@@ -209,10 +211,11 @@ def test_keda_syncs_every_15_seconds_between_cycles() -> None:
 def test_keda_min_zero_parks_an_idle_variant_after_the_cooldown() -> None:
     policy = KedaQueuePolicy(min_replicas=0)
     busy = [replica('v', 0, queue=3.0)]
+    idle = [replica('v', 0)]
     assert policy.targets(view=view([running('v', 1)], busy, now=0.0)) == {'v': 1}
     # Idle since t = 0: held until lastActiveTime + cooldown (300 s) < now.
-    assert policy.targets(view=view([running('v', 1)], now=300.0)) == {'v': 1}
-    assert policy.targets(view=view([running('v', 1)], now=330.0)) == {'v': 0}
+    assert policy.targets(view=view([running('v', 1)], idle, now=300.0)) == {'v': 1}
+    assert policy.targets(view=view([running('v', 1)], idle, now=330.0)) == {'v': 0}
     # At 0 the HPA is disabled; KEDA wakes the variant to 1 on an active trigger.
     assert policy.targets(view=view([variant('v')], now=360.0)) == {'v': 0}
     assert policy.targets(view=view([variant('v')], busy, now=390.0)) == {'v': 1}
@@ -271,3 +274,12 @@ def test_hpa_kv_rejects_bad_settings() -> None:
         HpaKvPolicy(kv_target=0.0)
     with pytest.raises(ValueError, match='sync_period'):
         HpaKvPolicy(sync_period=math.inf)
+
+
+def test_keda_missing_metrics_never_park_nor_scale_down() -> None:
+    # No series at all: both triggers in error. The HPA's failing metrics block the scale-down
+    # and KEDA parks nothing, however long it lasts.
+    policy = KedaQueuePolicy(min_replicas=0)
+    fleet = [running('v', 3)]
+    for t in range(0, 900, 30):
+        assert policy.targets(view=view(fleet, now=float(t))) == {'v': 3}, t

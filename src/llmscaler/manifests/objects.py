@@ -141,7 +141,9 @@ def _prometheus(*, name: str, query: str, threshold: float, server: str) -> dict
             'query': query,
             'threshold': _number(threshold),
             'activationThreshold': '0',
-            'ignoreNullValues': 'true',
+            # No series is an error, not 0: the HPA's failing metric blocks any scale-down and
+            # KEDA parks nothing on an error (missing metrics never scale down).
+            'ignoreNullValues': 'false',
         },
     }
 

@@ -33,8 +33,10 @@ slightly pessimistic load. The gateway queue is not read: each HPA only sees its
 `wake` returns {}.
 
 What fails: the constructors raise `ValueError` on non-finite, negative or zero settings where
-they make no sense. Metric values that are None, NaN, ±Inf or negative count as 0 in the KEDA
-sums (the Prometheus scaler's `ignoreNullValues` default) and as "no sample" for `hpa-kv`.
+they make no sense. A replica's value that is None, NaN, ±Inf or negative is no series: the KEDA
+sums run over the others, and with none at all the trigger is in error (the manifests set
+`ignoreNullValues: "false"`), so the HPA holds on a scale-down and KEDA parks nothing; for
+`hpa-kv` the pod has no sample.
 """
 
 from __future__ import annotations
@@ -68,6 +70,13 @@ def _milli(value: float) -> int:
 def _positive(value: float | None) -> float | None:
     v = finite(value)
     return v if v is not None and v >= 0 else None
+
+
+def _sum(values: Sequence[float | None]) -> int | None:
+    """PromQL's `sum()` in milli-units: over the series present (None, NaN, ±Inf or negative is
+    no series); no series at all is an empty result, None (`ignoreNullValues: "false"`)."""
+    present = [v for v in (_positive(x) for x in values) if v is not None]
+    return _milli(sum(present)) if present else None
 
 
 def _check(label: str, value: float, *, zero_ok: bool) -> None:
@@ -233,15 +242,18 @@ class KedaQueuePolicy(_HpaPeer):
         )
 
     def _values(self, *, variant: Variant, replicas: Sequence[ReplicaMetrics]) -> list[MetricInput]:
-        queue = sum((_positive(r.queue_length) or 0.0) for r in replicas)
-        kv = sum((_positive(r.kv_usage) or 0.0) for r in replicas)
-        return [[_milli(queue)], [_milli(kv)]]
+        queue = _sum([r.queue_length for r in replicas])
+        kv = _sum([r.kv_usage for r in replicas])
+        return [None if queue is None else [queue], None if kv is None else [kv]]
 
     def _gate(
         self, *, variant: Variant, current: int, values: list[MetricInput], now: float
     ) -> int | None:
         created = self._created.setdefault(variant.key, now)
         active = any(isinstance(v, list) and sum(v) > 0 for v in values)
+        # A trigger in error (no series) parks nothing: KEDA leaves the count to the HPA, whose
+        # failing metric blocks any scale-down.
+        errored = any(v is None for v in values)
         if active:
             self._last_active[variant.key] = now
         keda_min = max(self.min_replicas, variant.min_replicas)
@@ -249,7 +261,7 @@ class KedaQueuePolicy(_HpaPeer):
             # The HPA is disabled at 0: KEDA wakes the target to the floor when a trigger is
             # active, or when minReplicaCount is above 0.
             return min(max(keda_min, 1), variant.max_replicas) if active or keda_min else 0
-        if keda_min == 0 and not active:
+        if keda_min == 0 and not active and not errored:
             last = self._last_active.get(variant.key)
             # lastActiveTime + cooldownPeriod < now, or with no activity yet
             # creationTime + initialCooldownPeriod (0) < now: straight to 0 from any count.
