@@ -193,6 +193,9 @@ CONTROLLER_GRANTS = (
     | {('events.k8s.io', 'events', 'create', None), ('events.k8s.io', 'events', 'patch', None)}
     | informed('kaito.sh', 'llmautoscalers')
     | {('kaito.sh', 'llmautoscalers/status', 'patch', None)}
+    | informed('inference.networking.k8s.io', 'inferencepools')
+    | informed('inference.networking.x-k8s.io', 'inferencepools')
+    | informed('discovery.k8s.io', 'endpointslices')
 )
 # lightkube client methods and the RBAC verb each needs.
 CLIENT_VERBS = {
@@ -267,7 +270,11 @@ INFORMED = (
     ('', 'configmaps'),
     ('', 'nodes'),
     ('kaito.sh', 'llmautoscalers'),
+    ('inference.networking.k8s.io', 'inferencepools'),
+    ('inference.networking.x-k8s.io', 'inferencepools'),
+    ('discovery.k8s.io', 'endpointslices'),
 )
+POOL_GROUPS = ('inference.networking.k8s.io', 'inference.networking.x-k8s.io')
 LEASE_RESOURCE = ('coordination.k8s.io', 'leases')
 # Every kind of lightkube call in src/ (first argument, verb) and the grants it needs.
 NEEDS: dict[tuple[str, str], set[Grant]] = {
@@ -287,6 +294,8 @@ NEEDS: dict[tuple[str, str], set[Grant]] = {
         ('kaito.sh', 'llmautoscalers/status', 'patch', None)
     },
     ('Pod', 'list'): {('', 'pods', 'list', None)},
+    # Which InferencePool versions are served: a list of one object per version.
+    ('resource', 'list'): {(g, 'inferencepools', 'list', None) for g in POOL_GROUPS},
     # Events: created, and a repeat patches the series.
     ('event', 'create'): {('events.k8s.io', 'events', 'create', None)},
     ('Event', 'patch'): {('events.k8s.io', 'events', 'patch', None)},

@@ -78,7 +78,10 @@ async def test_discovery_lists_kinds_and_subresources(http: httpx.AsyncClient) -
     assert groups == {
         'apps',
         'coordination.k8s.io',
+        'discovery.k8s.io',
         'events.k8s.io',
+        'inference.networking.k8s.io',
+        'inference.networking.x-k8s.io',
         'kaito.sh',
         'leaderworkerset.x-k8s.io',
         'llmd.ai',
