@@ -387,7 +387,8 @@ class State:
     - `last_desired`: the last target decided per variant key (`namespace/name`).
     - `last_informative`: per `group|analyzer`, the time of the last informative result (liveness).
     - `kalman`: the SLO analyzer's tuner per variant key (`namespace/name`); variants gone from
-      the snapshot are dropped, and a restart starts from the configured or guessed seed.
+      the snapshot are dropped, and a restart (an empty state) seeds each variant again from
+      its first observation.
     """
 
     __pydantic_config__ = _STRICT_KEYS
