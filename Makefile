@@ -47,6 +47,7 @@ bench: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/python bench/readme.py
 	$(BIN)/python bench/fidelity.py --write-docs
+	$(BIN)/python bench/peers.py --write-docs
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
