@@ -22,7 +22,9 @@ Merging is field by field and an explicitly set field overrides even when it is 
 - scale-to-zero `enabled`/`retention_period` stay None when no layer set them (the enforcer
   applies the rest of the chain: inline `scaleToZero.enabled` → this → `WVA_SCALE_TO_ZERO`);
 - `queueing` is None unless a `wva-queueing-model-config` applies (global, or local to the
-  model's namespace); then it starts from the built-in defaults.
+  model's namespace); then it starts from the built-in defaults;
+- `capacity_floors` come whole from the most specific saturation entry that sets
+  `capacityFloors` (lists are not merged; `[]` clears the floors of a less specific entry).
 
 What fails: nothing raises. ConfigMaps with other names are ignored; two ConfigMaps with the
 same namespace and name keep the first in a fixed order and report the others. Results and the
@@ -59,6 +61,8 @@ from llmscaler.model import group_key
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
+
+    from llmscaler.enforce.capacity_floors import CapacityFloor
 
 _T = TypeVar('_T', bound='DataclassInstance')
 _O = TypeVar('_O', bound='DataclassInstance')
@@ -163,7 +167,9 @@ def _resolve_saturation(
     config = _BUILTIN
     last_threshold: Entry[SaturationOverrides] | None = None
     for entry in chain:
-        merged = apply_overrides(base=config, overrides=entry.values)
+        # Floors are the model's, not the analyzer's: `_AllLayers.resolve` takes them apart.
+        values = replace(entry.values, capacity_floors=None)
+        merged = apply_overrides(base=config, overrides=values)
         if merged.kv_cache_threshold < merged.kv_spare_trigger:
             message = (
                 f'merged kvCacheThreshold {merged.kv_cache_threshold} is below kvSpareTrigger '
@@ -226,7 +232,16 @@ class _AllLayers:
             queueing = QueueingModelConfig()
             for qm in self.queueing.chain(model_id, namespace):
                 queueing = apply_overrides(base=queueing, overrides=qm.values)
-        return ModelConfig(saturation=saturation, scale_to_zero=scale_to_zero, queueing=queueing)
+        floors: tuple[CapacityFloor, ...] = ()
+        for sat in self.saturation.chain(model_id, namespace):
+            if sat.values.capacity_floors is not None:  # the most specific entry wins whole
+                floors = sat.values.capacity_floors
+        return ModelConfig(
+            saturation=saturation,
+            scale_to_zero=scale_to_zero,
+            queueing=queueing,
+            capacity_floors=floors,
+        )
 
 
 def _unique_sources(

@@ -24,7 +24,8 @@ had set them; here `analyzers: []` also explicitly clears an inherited analyzer 
 Other choices: a duplicate per-model entry (same model_id and namespace) in one ConfigMap loses to
 the first key in sort order, for all three maps (WVA does this for scale-to-zero); `limiters`
 (GPU inventory and quotas, `llmscaler.config.quota`) is read in `default` entries and an error
-elsewhere. Entries are read by the
+elsewhere; `capacityFloors` (scheduled capacity floors, `llmscaler.config.floors`) is read in
+per-model entries and an error in `default`. Entries are read by the
 bounded YAML reader (`llmscaler.config.yaml_loader`: no anchors or aliases, only plain data
 tags, 64 KiB / 32 levels / 10,000 nodes per entry); a whole ConfigMap may hold at most 1 MiB of
 data and 20,000 YAML nodes in all. The field rules are in `llmscaler.config.fields`.
@@ -63,6 +64,7 @@ from llmscaler.config.fields import (
     type_name,
     weight,
 )
+from llmscaler.config.floors import capacity_floor_list
 from llmscaler.config.quota import LimiterInvalid, Limiters, parse_limiters
 from llmscaler.config.types import AnalyzerSpec, ScaleToZeroConfig
 from llmscaler.config.yaml_loader import (
@@ -100,6 +102,8 @@ RETENTION_WARNING_SECONDS = 24 * 3600.0
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
+    from llmscaler.enforce.capacity_floors import CapacityFloor
+
 _O = TypeVar('_O', bound='DataclassInstance')
 
 
@@ -133,6 +137,8 @@ class SaturationOverrides:
     enable_rescale: bool | None = None
     scale_to_zero_enabled: bool | None = None
     limiters: Limiters | None = None
+    capacity_floors: tuple[CapacityFloor, ...] | None = None
+    """`capacityFloors` of a per-model entry (`config.floors`); not a SaturationConfig field."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +180,7 @@ _SATURATION_FIELDS: _Fields = {
     'enableLimiter': ('enable_limiter', boolean),
     'enableRescale': ('enable_rescale', boolean),
     'scaleToZero': ('scale_to_zero_enabled', scale_to_zero_block),
+    'capacityFloors': ('capacity_floors', capacity_floor_list),
 }
 _SCALE_TO_ZERO_FIELDS: _Fields = {
     'enable_scale_to_zero': ('enabled', boolean),
@@ -215,6 +222,7 @@ class _MapSpec(Generic[_O]):
     empty: _O
     check: Callable[[dict[str, object]], list[tuple[str, str, object]]]
     default_only: frozenset[str] = frozenset()
+    model_only: frozenset[str] = frozenset()
 
 
 def _identity(
@@ -301,6 +309,9 @@ def _parse_entry(
                 got['limiters'] = parse_limiters(value)
             except LimiterInvalid as exc:
                 problems.append((f'{name}{exc.path}', exc.message, exc.value))
+            continue
+        if name in spec.model_only and key == DEFAULT_KEY:
+            problems.append((str(name), 'allowed only in per-model entries', value))
             continue
         field = spec.fields.get(name) if isinstance(name, str) else None
         if field is None:
@@ -392,6 +403,7 @@ _SATURATION = _MapSpec(
     empty=SaturationOverrides(),
     check=_check_saturation,
     default_only=frozenset({'limiters'}),
+    model_only=frozenset({'capacityFloors'}),
 )
 _SCALE_TO_ZERO = _MapSpec(
     fields=_SCALE_TO_ZERO_FIELDS, empty=ScaleToZeroConfig(), check=lambda got: []
