@@ -13,6 +13,8 @@ one workload are: the scraper reads `http://{pod IP}:{port}/metrics`. The contro
 | cron in a zone whose date is not UTC's | the zone's policy fires; the same expression in UTC not |
 | a pending pod (no IP) and idle pods | no scale-down, ScalingActive False MetricsMissing; the pod
   reports, the scale-down follows |
+| Kaito's InferenceSet as the target | its `/scale` 1 → 2, pods found by its `/scale` selector; the
+  InferenceSet itself never read or listed |
 """
 
 from __future__ import annotations
@@ -128,13 +130,20 @@ def seed_pod(cluster: Cluster, name: str, ip: str | None) -> None:
     )
 
 
-def autoscaler(name: str, *, target: str = DEPLOYMENT, scaler: Obj, min_replicas: int = 1) -> Obj:
+def autoscaler(
+    name: str,
+    *,
+    target: str = DEPLOYMENT,
+    scaler: Obj,
+    min_replicas: int = 1,
+    kind: tuple[str, str] = ('apps/v1', 'Deployment'),
+) -> Obj:
     return {
         'apiVersion': 'kaito.sh/v1alpha1',
         'kind': 'LLMAutoScaler',
         'metadata': {'name': name, 'namespace': NS},
         'spec': {
-            'scaleTargetRef': {'apiVersion': 'apps/v1', 'kind': 'Deployment', 'name': target},
+            'scaleTargetRef': {'apiVersion': kind[0], 'kind': kind[1], 'name': target},
             'minReplicas': min_replicas,
             'maxReplicas': 6,
             'scaler': scaler,
@@ -329,3 +338,54 @@ async def test_a_missing_pod_forbids_the_scale_down(cluster: Cluster, pages: Pag
         cluster.api.store.update(resource, NS, 'phi-c', pod, part='status')
         await cluster.wait_for(lambda: replicas(cluster) == 2, timeout=20, what='3 -> 2')
     assert [count for _, count in scale_writes(cluster)][:1] == [2]
+
+
+INFERENCE_SETS = f'/apis/kaito.sh/v1beta1/namespaces/{NS}/inferencesets'
+
+
+async def test_an_inference_set_is_scaled_through_its_scale(cluster: Cluster, pages: Pages) -> None:
+    await pages.serve('127.0.0.2', 9)
+    cluster.api.seed(
+        {
+            'apiVersion': 'kaito.sh/v1beta1',
+            'kind': 'InferenceSet',
+            'metadata': {'name': 'phi-set', 'namespace': NS},
+            'spec': {'replicas': 1, 'labelSelector': {'matchLabels': {'app': DEPLOYMENT}}},
+            'status': {'replicas': 1, 'selector': f'app={DEPLOYMENT}'},
+        }
+    )
+    seed_pod(cluster, 'phi-a', '127.0.0.2')  # labelled app=phi: the selector /scale reports
+    up = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 0}
+    forever = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 3600}
+    scaler = realtime(pages.port, up=up, down=forever)
+    kind = ('kaito.sh/v1beta1', 'InferenceSet')
+    cluster.api.seed(autoscaler('phi', target='phi-set', scaler=scaler, kind=kind))
+
+    def count() -> object:
+        obj = cluster.api.get(
+            api_version='kaito.sh/v1beta1', kind='InferenceSet', namespace=NS, name='phi-set'
+        )
+        return obj['spec']['replicas']
+
+    async with controller(cluster):
+        await cluster.wait_for(lambda: count() == 2, timeout=30, what='InferenceSet 1 -> 2')
+        await cluster.wait_for(
+            lambda: (get(cluster, 'phi').get('status') or {}).get('currentReplicas') is not None,
+            timeout=10,
+            what='the status',
+        )
+    writes = [
+        r.json()['spec']['replicas']
+        for r in cluster.api.requests
+        if r.method == 'PATCH' and r.path == f'{INFERENCE_SETS}/phi-set/scale'
+    ]
+    assert writes == [2]
+    # Only /scale: the InferenceSet itself is never read, listed or watched.
+    assert {r.path for r in cluster.api.requests if r.path.startswith(INFERENCE_SETS)} == {
+        f'{INFERENCE_SETS}/phi-set/scale'
+    }
+    able = condition(get(cluster, 'phi'), 'AbleToScale')
+    assert able is not None
+    assert (able['status'], able['reason']) == ('True', 'SucceededRescale')
+    [rescale] = events(cluster, 'SuccessfulRescale')
+    assert rescale['regarding']['name'] == 'phi'

@@ -188,6 +188,7 @@ CONTROLLER_GRANTS = (
     | scale_writes('apps', 'deployments', 'statefulsets')
     | informed('leaderworkerset.x-k8s.io', 'leaderworkersets')
     | scale_writes('leaderworkerset.x-k8s.io', 'leaderworkersets')
+    | scale_writes('kaito.sh', 'inferencesets')
     | informed('', 'pods', 'configmaps')
     | informed('', 'nodes')
     | {('events.k8s.io', 'events', 'create', None), ('events.k8s.io', 'events', 'patch', None)}
@@ -251,6 +252,11 @@ def test_controller_cluster_role_grants_exactly_what_it_uses(
     for kind in ('deployments', 'statefulsets', 'leaderworkersets'):
         main_verbs = {v for _, r, v, _ in granted if r == kind}
         assert main_verbs == {'list', 'watch'}
+    # InferenceSets (LLMAutoScaler targets only) are not even read: /scale holds all it needs.
+    assert {(r, v) for g, r, v, _ in granted if g == 'kaito.sh' and 'inferencesets' in r} == {
+        ('inferencesets/scale', 'get'),
+        ('inferencesets/scale', 'patch'),
+    }
     assert not {v for _, r, v, _ in granted if r == 'variantautoscalings'} - {
         'get',
         'list',
@@ -258,14 +264,15 @@ def test_controller_cluster_role_grants_exactly_what_it_uses(
     }
 
 
-SCALED = (
+INFORMED_TARGETS = (
     ('apps', 'deployments'),
     ('apps', 'statefulsets'),
     ('leaderworkerset.x-k8s.io', 'leaderworkersets'),
 )
+SCALED = (*INFORMED_TARGETS, ('kaito.sh', 'inferencesets'))
 INFORMED = (
     ('llmd.ai', 'variantautoscalings'),
-    *SCALED,
+    *INFORMED_TARGETS,
     ('', 'pods'),
     ('', 'configmaps'),
     ('', 'nodes'),

@@ -69,3 +69,24 @@ async def test_a_server_url_or_a_good_kubeconfig_gives_a_client(no_cluster: Path
     )
     client = make_client(kubeconfig=str(path))
     await client.aclose()
+
+
+def test_scale_kinds_vas_inform_only_their_workloads() -> None:
+    """InferenceSet is a /scale target of LLMAutoScalers only; VAs keep their informed kinds."""
+    from llmscaler.kube.client import (
+        DEFAULT_API_VERSIONS,
+        KAITO_SCALE_KINDS,
+        SCALE_KINDS,
+        WORKLOAD_SCALE_KINDS,
+        scale_resource,
+    )
+    from llmscaler.kube.targets import API_VERSIONS
+
+    assert {(av, kind) for kind, av in API_VERSIONS.items()} == set(WORKLOAD_SCALE_KINDS)
+    assert set(SCALE_KINDS) == set(WORKLOAD_SCALE_KINDS) | set(KAITO_SCALE_KINDS)
+    assert not {kind for _, kind in KAITO_SCALE_KINDS} & set(API_VERSIONS)
+    inference_set = scale_resource(api_version='kaito.sh/v1beta1', kind='InferenceSet')
+    assert inference_set is not None
+    assert scale_resource(api_version=None, kind='InferenceSet') is inference_set
+    assert DEFAULT_API_VERSIONS['InferenceSet'] == 'kaito.sh/v1beta1'
+    assert scale_resource(api_version='kaito.sh/v1beta1', kind='Workspace') is None

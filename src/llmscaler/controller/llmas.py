@@ -11,7 +11,8 @@ when that is shorter), for every cached LLMAutoScaler in name order:
 1. parse the object (`kube.llmautoscaler`); an invalid one gets `AbleToScale=False InvalidSpec`
    and a Warning event, and nothing else happens for it;
 2. read the target's `/scale` (replicas and pod selector) through the project's scale client
-   (`kube.scale`, the kinds of `kube.client.SCALE_KINDS`); a kind outside them, or a target that
+   (`kube.scale`, the kinds of `kube.client.SCALE_KINDS`: the workloads VAs scale, and Kaito's
+   InferenceSet, which only LLMAutoScalers target); a kind outside them, or a target that
    a VariantAutoscaling or another LLMAutoScaler also scales, is refused (two autoscalers on one
    `/scale` would undo each other);
 3. realtime scaler: list the target's pods by that selector and read every metric from every pod

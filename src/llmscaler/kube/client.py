@@ -10,7 +10,10 @@ What it provides:
 
 - `VariantAutoscalingResource` and `LeaderWorkerSetResource`: generic namespaced resources with
   `/status` and `/scale` (lightkube creates both subresources for generic kinds);
-- `SCALE_KINDS`: (apiVersion, kind) → resource class of every supported scale target;
+- `SCALE_KINDS`: (apiVersion, kind) → resource class of every supported scale target:
+  `WORKLOAD_SCALE_KINDS` (Deployment, StatefulSet, LeaderWorkerSet: VAs and LLMAutoScalers) and
+  `KAITO_SCALE_KINDS` (Kaito's InferenceSet: LLMAutoScalers only, through `/scale` alone, so a
+  cluster without Kaito's CRDs is never asked to list them);
 - `as_dict`: any lightkube object (typed model or generic dict) → a plain JSON-like dict;
 - `ObjectRef`: the identity of an object an event or a log line is about;
 - `make_client`: a client from an explicit server URL, a kubeconfig file, or the environment
@@ -48,15 +51,39 @@ LeaderWorkerSetResource = create_namespaced_resource(
     'leaderworkerset.x-k8s.io', 'v1', 'LeaderWorkerSet', 'leaderworkersets'
 )
 
-SCALE_KINDS: Final[Mapping[tuple[str, str], type[Any]]] = {
+InferenceSetResources: Final = {
+    version: create_namespaced_resource('kaito.sh', version, 'InferenceSet', 'inferencesets')
+    for version in ('v1beta1', 'v1alpha1')
+}
+
+WORKLOAD_SCALE_KINDS: Final[Mapping[tuple[str, str], type[Any]]] = {
     ('apps/v1', 'Deployment'): Deployment,
     ('apps/v1', 'StatefulSet'): StatefulSet,
     ('leaderworkerset.x-k8s.io/v1', 'LeaderWorkerSet'): LeaderWorkerSetResource,
 }
-"""Every supported scale target, keyed by (apiVersion, kind)."""
+"""The kinds a VariantAutoscaling scales: informed too (`kube.targets.API_VERSIONS`), since its
+decision reads the workload's pod template (GPUs, serving arguments, accelerator)."""
 
-DEFAULT_API_VERSIONS: Final[Mapping[str, str]] = {kind: av for av, kind in SCALE_KINDS}
-"""The apiVersion assumed for a scaleTargetRef that names only a kind."""
+KAITO_SCALE_KINDS: Final[Mapping[tuple[str, str], type[Any]]] = {
+    ('kaito.sh/v1beta1', 'InferenceSet'): InferenceSetResources['v1beta1'],
+    ('kaito.sh/v1alpha1', 'InferenceSet'): InferenceSetResources['v1alpha1'],
+}
+"""Kaito's scalable kind, for LLMAutoScalers only: read and written through `/scale` alone
+(`.spec.replicas`, `.status.replicas`, selector `.status.selector`), never informed. Kaito's
+Workspace is not here: Kaito treats a Workspace as one unit and scales inference by the number
+of Workspaces an InferenceSet holds; its Workspace scale-API work was closed in favour of it."""
+
+SCALE_KINDS: Final[Mapping[tuple[str, str], type[Any]]] = {
+    **WORKLOAD_SCALE_KINDS,
+    **KAITO_SCALE_KINDS,
+}
+"""Every kind the scale client reads and writes, keyed by (apiVersion, kind): every kind an
+LLMAutoScaler may target. Which kinds a VariantAutoscaling may target is `kube.targets`' table."""
+
+DEFAULT_API_VERSIONS: Final[Mapping[str, str]] = {
+    kind: av for av, kind in reversed(tuple(SCALE_KINDS))
+}
+"""The apiVersion assumed for a scaleTargetRef that names only a kind: its first listed one."""
 
 
 def scale_resource(*, api_version: str | None, kind: str) -> type[Any] | None:
