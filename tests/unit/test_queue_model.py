@@ -186,3 +186,56 @@ def test_mm1k_matches_its_closed_form(rho: float) -> None:
         p = [p0 * rho**j for j in range(k + 1)]
     assert stats.avg_num_in_system == pytest.approx(sum(j * v for j, v in enumerate(p)))
     assert stats.throughput == pytest.approx(rho * (1 - p[-1]))
+
+
+def _log_oracle(lam: float, rates: list[float], k: int) -> list[float]:
+    """The same chain summed state by state in log space (no overflow at any batch size)."""
+    log_p = [0.0]
+    for n in range(k):
+        log_p.append(log_p[-1] + math.log(lam) - math.log(rates[min(n, len(rates) - 1)]))
+    top = max(log_p)
+    p = [math.exp(v - top) for v in log_p]
+    total = math.fsum(p)
+    return [v / total for v in p]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    params=st.builds(
+        PerfParams,
+        alpha=st.floats(0.5, 50.0),
+        beta=st.one_of(st.just(0.0), st.floats(1e-4, 2.0)),
+        gamma=st.floats(0.5, 500.0),
+        delta=st.one_of(st.just(0.0), st.floats(1e-6, 0.05)),
+    ),
+    load=st.one_of(st.floats(1e-4, 1.0), st.floats(1.0, 3.0)),
+    n=st.integers(1, 700),
+    q=st.integers(0, 400),
+    i=st.integers(0, 4000),
+    o=st.integers(1, 800),
+)
+def test_fast_walk_equals_the_state_by_state_chain(
+    params: PerfParams, load: float, n: int, q: int, i: int, o: int
+) -> None:
+    # The solver multiplies whole stretches of states at a time from a mode found in closed
+    # form, and never tabulates μ; against the plain chain at any batch size and parameters.
+    built = QueueAnalyzer.build(
+        params=params, max_batch_size=n, max_queue_size=q, avg_input_tokens=i, avg_output_tokens=o
+    )
+    assert not isinstance(built, QueueError)
+    lam = load * built.rate_range.max / 1000 / 0.999
+    stats = built.solve(lam=lam)
+    assert not isinstance(stats, QueueError)
+    rates = list(
+        service_rates(params=params, max_batch_size=n, avg_input_tokens=i, avg_output_tokens=o)
+    )
+    assert built.mu == pytest.approx(tuple(rates), rel=1e-12)
+    p = _log_oracle(lam, rates, n + q)
+    in_system = math.fsum(j * v for j, v in enumerate(p))
+    in_servers = math.fsum(j * v for j, v in enumerate(p[: n + 1])) + n * (
+        1 - math.fsum(p[: n + 1])
+    )
+    assert stats.throughput == pytest.approx(lam * (1 - p[-1]), rel=1e-9)
+    assert stats.avg_num_in_system == pytest.approx(in_system, rel=1e-8, abs=1e-12)
+    assert stats.avg_num_in_servers == pytest.approx(in_servers, rel=1e-8, abs=1e-12)
+    assert stats.rho == pytest.approx(1 - p[0], abs=1e-12)

@@ -134,3 +134,54 @@ def test_looser_targets_never_give_a_smaller_rate() -> None:
         rates.append(sized.max_rate)
     assert rates == sorted(rates)
     assert rates[0] < rates[-1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    params=st.builds(
+        PerfParams,
+        alpha=st.floats(1.0, 40.0),
+        beta=st.floats(1e-3, 1.0),
+        gamma=st.floats(1.0, 300.0),
+        delta=st.floats(1e-6, 0.02),
+    ),
+    n=st.integers(1, 512),
+    i=st.floats(0.0, 4000.0),
+    o=st.floats(1.0, 800.0),
+    ttft_factor=st.one_of(st.just(0.0), st.floats(0.5, 50.0)),
+    itl_factor=st.one_of(st.just(0.0), st.floats(0.9, 10.0)),
+)
+def test_fast_size_equals_wva_bisection(
+    params: PerfParams, n: int, i: float, o: float, ttft_factor: float, itl_factor: float
+) -> None:
+    # The analyzer's sizing (both ends solved once, regula falsi) against WVA's bisection:
+    # the same errors, the same answers at the ends, and rates whose latencies both lie within
+    # the search's tolerance of the target.
+    qa = QueueAnalyzer.build(
+        params=params, max_batch_size=n, max_queue_size=100, avg_input_tokens=i, avg_output_tokens=o
+    )
+    assert not isinstance(qa, QueueError)
+    idle = qa.latencies(lam=qa.rate_range.min / 1000)
+    assert not isinstance(idle, QueueError)
+    targets = TargetPerf(ttft=ttft_factor * (idle[1] or 1.0), itl=itl_factor * idle[2])
+    fast = size(analyzer=qa, targets=targets)
+    slow = size(analyzer=qa, targets=targets, bisection=True)
+    assert isinstance(fast, SearchError) == isinstance(slow, SearchError)
+    if isinstance(fast, SearchError) or isinstance(slow, SearchError):
+        assert str(fast).split(':')[0] == str(slow).split(':')[0]
+        return
+    for index, (target, a, b) in enumerate(
+        (
+            (targets.ttft, fast.target_rate.rate_ttft, slow.target_rate.rate_ttft),
+            (targets.itl, fast.target_rate.rate_itl, slow.target_rate.rate_itl),
+        )
+    ):
+        if target == 0 or b in (qa.rate_range.min, qa.rate_range.max):
+            assert a == pytest.approx(b, rel=1e-12)
+            continue
+        for rate in (a, b):
+            solved = qa.latencies(lam=rate / 1000)
+            assert not isinstance(solved, QueueError)
+            assert within_tolerance(x=solved[1 + index], value=target, tolerance=1e-6)
+        assert a == pytest.approx(b, rel=1e-3)
+    assert fast.max_rate == pytest.approx(slow.max_rate, rel=1e-3)

@@ -116,8 +116,19 @@ def params_of(record: KalmanRecord) -> PerfParams:
     return PerfParams(*record.x)
 
 
-def measure(*, x: tuple[float, ...], obs: TunerObservation) -> tuple[float, float] | None:
+Measurements = dict[tuple[tuple[float, ...], TunerObservation], tuple[float, float] | None]
+"""Memo of `measure` within one decision: variants tuned on the same figures share solves."""
+
+
+def measure(
+    *, x: tuple[float, ...], obs: TunerObservation, memo: Measurements | None = None
+) -> tuple[float, float] | None:
     """h(x): predicted (TTFT, ITL) in ms at the observed load; None when it cannot be served."""
+    if memo is not None:
+        key = (x, obs)
+        if key not in memo:
+            memo[key] = measure(x=x, obs=obs)
+        return memo[key]
     analyzer = QueueAnalyzer.build(
         params=PerfParams(*x),
         max_batch_size=obs.max_batch_size,
@@ -133,14 +144,16 @@ def measure(*, x: tuple[float, ...], obs: TunerObservation) -> tuple[float, floa
     return solved[1], solved[2]
 
 
-def _jacobian(*, x: tuple[float, ...], obs: TunerObservation) -> _Matrix | None:
+def _jacobian(
+    *, x: tuple[float, ...], obs: TunerObservation, memo: Measurements | None
+) -> _Matrix | None:
     """2 × 4 by central differences, step 0.01·|x_j| (0.01 at 0)."""
     jac: _Matrix = [[0.0] * len(x), [0.0] * len(x)]
     for j, value in enumerate(x):
         h = 0.01 * abs(value) if value != 0 else 0.01
         up = tuple(v + h if i == j else v for i, v in enumerate(x))
         down = tuple(v - h if i == j else v for i, v in enumerate(x))
-        z_up, z_down = measure(x=up, obs=obs), measure(x=down, obs=obs)
+        z_up, z_down = measure(x=up, obs=obs, memo=memo), measure(x=down, obs=obs, memo=memo)
         if z_up is None or z_down is None:
             return None
         for row in range(2):
@@ -148,8 +161,15 @@ def _jacobian(*, x: tuple[float, ...], obs: TunerObservation) -> _Matrix | None:
     return jac
 
 
-def step(*, record: KalmanRecord, obs: TunerObservation, now: float) -> TunerResult:
-    """Predict, update with `obs`, validate; the record as it stands after the step."""
+def step(
+    *,
+    record: KalmanRecord,
+    obs: TunerObservation,
+    now: float,
+    memo: Measurements | None = None,
+) -> TunerResult:
+    """Predict, update with `obs`, validate; the record as it stands after the step. `memo`
+    (one per decision) shares the queue solves of variants with the same state and figures."""
     figures = (obs.arrival_rate, obs.ttft, obs.itl, obs.avg_input_tokens, obs.avg_output_tokens)
     if not all(math.isfinite(v) for v in figures) or obs.arrival_rate <= 0:
         return TunerResult(record=record, accepted=False, reason='no usable observation')
@@ -161,8 +181,8 @@ def step(*, record: KalmanRecord, obs: TunerObservation, now: float) -> TunerRes
     widen = record.rejected >= REJECTIONS_BEFORE_WIDENING
     for i, v in enumerate(x):
         p[i][i] += (PERCENT_CHANGE * v) ** 2 + ((INITIAL_UNCERTAINTY * v) ** 2 if widen else 0.0)
-    predicted = measure(x=x, obs=obs)
-    jac = _jacobian(x=x, obs=obs)
+    predicted = measure(x=x, obs=obs, memo=memo)
+    jac = _jacobian(x=x, obs=obs, memo=memo)
     if predicted is None or jac is None:
         return _rejected(record, p=None, reason='observed rate above what the model can serve')
     z = (obs.ttft, obs.itl)

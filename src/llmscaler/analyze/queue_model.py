@@ -37,10 +37,10 @@ on figures within those ranges.
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import math
 from dataclasses import dataclass
+from itertools import accumulate, repeat
+from operator import add, mul, truediv
 
 from llmscaler.analyze.perf_model import PerfParams as PerfParams
 from llmscaler.analyze.perf_model import decode_time as decode_time
@@ -57,6 +57,8 @@ DEFAULT_MAX_QUEUE_SIZE = 100
 """WVA's `DefaultMaxQueueSize` for sizing (the tuner uses 10 × max batch)."""
 _TAIL = 1e-18
 """A walk away from the mode stops when the rest of the chain is below this share of the sum."""
+_CHUNK = 32
+"""States multiplied out per step of a walk (C-level products; the tail test runs per chunk)."""
 DEFAULT_MAX_BATCH_SIZE = 256
 """vLLM's default `--max-num-seqs` on most GPUs, WVA's default max batch."""
 
@@ -152,11 +154,13 @@ class AnalysisMetrics:
 class QueueAnalyzer:
     """One replica's queue for one request mix, built once and solved for many rates.
 
-    `mu` holds μ_1..μ_N (requests per ms). With μ non-decreasing in n (every positive parameter
-    set) the chain's probabilities rise to a single mode and fall after it, so `solve` starts at
-    the mode (term 1) and walks outward multiplying ratios, stopping once what is left is
-    below 1e-18 of the sum: exact to rounding, without overflow for any K, and it visits only
-    the states that matter. Otherwise it sums all K + 1 states in log space.
+    The service time at n requests in service is `base + slope·n` (ms), so μ_n = n / (base +
+    slope·n) (`mu`, requests per ms) is computed where needed, never tabulated. With μ
+    non-decreasing in n (base ≥ 0: every positive parameter set) the chain's probabilities rise
+    to a single mode (found in closed form) and fall after it, so `solve` starts at the mode
+    (term 1) and multiplies ratios outward, 32 states at a time with C-level products, stopping
+    once what is left is below 1e-18 of the sum: exact to rounding, without overflow for any
+    K. Otherwise it sums all K + 1 states in log space.
     """
 
     params: PerfParams
@@ -165,7 +169,9 @@ class QueueAnalyzer:
     avg_input_tokens: float
     avg_output_tokens: float
     rate_range: RateRange
-    mu: tuple[float, ...]
+    base: float
+    """Service time (ms) = base + slope·n at n requests in service."""
+    slope: float
     monotone: bool
 
     @staticmethod
@@ -194,24 +200,33 @@ class QueueAnalyzer:
         )
         base = prefill_base + decodes * params.alpha
         slope = prefill_slope + decodes * params.beta
-        mu: list[float] = []
-        for n in range(1, max_batch_size + 1):
+        # service(n) is linear in n: positive and finite at both ends means positive throughout.
+        for n in (1, max_batch_size):
             service = base + slope * n
             if not (math.isfinite(service) and service > 0):
                 return QueueError(f'parameters {params} give a non-positive service time')
-            mu.append(n / service)
+        # μ_n = n / (base + slope·n) is not tabulated: the tuner builds nine queues per variant
+        # per cycle and solves each once, and a table of 256 rates was a quarter of decide().
+        mu_1, mu_n = 1 / (base + slope), max_batch_size / (base + slope * max_batch_size)
         return QueueAnalyzer(
             params=params,
             max_batch_size=max_batch_size,
             max_queue_size=max_queue_size,
             avg_input_tokens=avg_input_tokens,
             avg_output_tokens=avg_output_tokens,
-            rate_range=RateRange(
-                min=float(mu[0]) * EPSILON * 1000, max=float(mu[-1]) * (1 - EPSILON) * 1000
-            ),
-            mu=tuple(mu),
-            monotone=all(a <= b for a, b in itertools.pairwise(mu)),
+            rate_range=RateRange(min=mu_1 * EPSILON * 1000, max=mu_n * (1 - EPSILON) * 1000),
+            base=base,
+            slope=slope,
+            # dμ_n/dn = base / service(n)²: μ never falls when the fixed part is ≥ 0.
+            monotone=base >= 0,
         )
+
+    @property
+    def mu(self) -> tuple[float, ...]:
+        """μ_1..μ_N, requests per ms."""
+        batches = range(1, self.max_batch_size + 1)
+        service = map(add, repeat(self.base), map(mul, repeat(self.slope), batches))
+        return tuple(map(truediv, batches, service))
 
     @property
     def k(self) -> int:
@@ -252,8 +267,8 @@ class QueueAnalyzer:
 
         States above N all serve at μ_N, so that stretch is geometric and summed in closed form;
         only the batch states 0..N are walked, outward from the mode."""
-        mu, nb, k = self.mu, self.max_batch_size, self.k
-        top = mu[-1]
+        nb, k = self.max_batch_size, self.k
+        top = nb / (self.base + self.slope * nb)
         if lam > top:
             # Every state is busier than the last: the mode is K, and the queue states fall
             # geometrically (ratio μ_N/λ) from K down to N.
@@ -267,22 +282,32 @@ class QueueAnalyzer:
                 at_n + added,
                 nb * at_n + added_first,
             )
-        mode = bisect.bisect_left(mu, lam)
+        # The mode: the number of n ≤ N with μ_n < λ, i.e. n·(1 − λ·slope) < λ·base.
+        free = 1 - lam * self.slope
+        mode = nb if free <= 0 else max(0, min(nb, math.ceil(lam * self.base / free) - 1))
+        lb, ls = lam * self.base, lam * self.slope
         total, first = 1.0, float(mode)
         p0 = 1.0 if mode == 0 else 0.0
         pk = 1.0 if mode == k else 0.0
         term = 1.0
         reached = mode == nb
-        for j in range(mode, nb):  # p_{j+1} = p_j·λ/μ_j
-            ratio = lam / mu[j]
-            term *= ratio
-            total += term
-            first += (j + 1) * term
-            if j + 1 == nb:
+        for j0 in range(mode, nb, _CHUNK):  # p_{j+1} = p_j·λ/μ_j
+            j1 = min(j0 + _CHUNK, nb)
+            # λ/μ_j = λ·base/(j + 1) + λ·slope for the 0-based index j.
+            ratios = map(add, map(truediv, repeat(lb), range(j0 + 1, j1 + 1)), repeat(ls))
+            terms = list(accumulate(ratios, mul, initial=term))
+            del terms[0]
+            term = terms[-1]
+            total += sum(terms)
+            first += sum(map(mul, range(j0 + 1, j1 + 1), terms))
+            if j1 == nb:
                 reached = True
                 if nb == k:
                     pk = term
-            elif ratio < 1 and term * ratio < _TAIL * (1 - ratio) * total:
+                break
+            # λ/μ_j falls as j rises: the rest is below a geometric series of this ratio.
+            ratio = lb / j1 + ls
+            if ratio < 1 and term * ratio < _TAIL * (1 - ratio) * total:
                 break
         total_n, first_n = total, first
         if reached and k > nb:
@@ -301,25 +326,33 @@ class QueueAnalyzer:
     ) -> tuple[float, float, float]:
         """Walk states start−1 .. 0 from `term` at `start`: (p_0, or 0 when the walk stopped
         before it, Σp, Σn·p) of the states walked."""
-        mu = self.mu
+        lb, ls = lam * self.base, lam * self.slope
         added, added_first, p0 = 0.0, 0.0, 0.0
-        for j in range(start - 1, -1, -1):  # p_j = p_{j+1}·μ_j/λ
-            ratio = mu[j] / lam
-            term *= ratio
-            added += term
-            added_first += j * term
-            if j == 0:
+        for j0 in range(start, 0, -_CHUNK):  # p_j = p_{j+1}·μ_j/λ, j = j0−1 down to j1
+            j1 = max(j0 - _CHUNK, 0)
+            # μ_j/λ = 1 / (λ·base/(j + 1) + λ·slope), j = j0 − 1 .. j1.
+            up = map(add, map(truediv, repeat(lb), range(j0, j1, -1)), repeat(ls))
+            ratios = map(truediv, repeat(1.0), up)
+            terms = list(accumulate(ratios, mul, initial=term))
+            del terms[0]
+            term = terms[-1]
+            added += sum(terms)
+            added_first += sum(map(mul, range(j0 - 1, j1 - 1, -1), terms))
+            if j1 == 0:
                 p0 = term
-            elif ratio < 1 and term * ratio < _TAIL * (1 - ratio) * (total + added):
+                break
+            # μ_j/λ falls as j falls: the rest is below a geometric series of this ratio.
+            ratio = 1 / (lb / (j1 + 1) + ls)
+            if ratio < 1 and term * ratio < _TAIL * (1 - ratio) * (total + added):
                 break
         return p0, added, added_first
 
     def _full(self, lam: float) -> tuple[float, float, float, float, float, float]:
         """The same sums over every state, in log space (μ not monotone)."""
-        nb, log_lam, cum = self.max_batch_size, math.log(lam), 0.0
+        nb, log_lam, cum, mu = self.max_batch_size, math.log(lam), 0.0, self.mu
         log_p = [0.0]
         for j in range(self.k):
-            cum += log_lam - math.log(self.mu[min(j, nb - 1)])
+            cum += log_lam - math.log(mu[min(j, nb - 1)])
             log_p.append(cum)
         p = _normalised(log_p)
         return (

@@ -149,6 +149,10 @@ def analyze(
     updates: dict[str, KalmanRecord] = {}
     notes: dict[str, str] = {}
     params: dict[str, PerfParams] = {}
+    # Variants of one model often share a tuner state and figures (same engine on several
+    # pools): their queue solves and sizings are computed once per analysis.
+    measured: kalman.Measurements = {}
+    sizings: dict[tuple[object, ...], float | str] = {}
     for variant in variants:
         load = loads[variant.name]
         record = records.get(variant.key)
@@ -190,6 +194,7 @@ def analyze(
                     ),
                 ),
                 now=now,
+                memo=measured,
             )
             record = step.record
             if not step.accepted:
@@ -224,17 +229,21 @@ def analyze(
     for variant in variants:
         rate, reason = 0.0, 'no-data'
         if variant.name in params:
-            sized = _size(
-                params=params[variant.name],
-                max_batch_size=max_batch(
-                    variant=variant,
-                    replicas=by_variant.get(variant.name, ()),
-                    tokens_per_request=_occupancy(model_load),
-                ),
-                in_tokens=in_tokens,
-                out_tokens=out_tokens,
-                targets=targets,
+            batch = max_batch(
+                variant=variant,
+                replicas=by_variant.get(variant.name, ()),
+                tokens_per_request=_occupancy(model_load),
             )
+            key = (params[variant.name], batch)
+            if key not in sizings:
+                sizings[key] = _size(
+                    params=params[variant.name],
+                    max_batch_size=batch,
+                    in_tokens=in_tokens,
+                    out_tokens=out_tokens,
+                    targets=targets,
+                )
+            sized = sizings[key]
             if isinstance(sized, str):
                 reason = 'error'
                 notes[variant.name] = f'sizing failed: {sized}'
