@@ -93,8 +93,8 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar='NAME',
         help='policy to run (repeatable): default, saturation-percentage, saturation-token, '
-        'keda-queue, hpa-kv, kaito-realtime[:FILE], kaito-cron:FILE|SCHEDULE=N[@ZONE];..., '
-        'static:N, static:VARIANT=N,..., config:FILE, clairvoyant',
+        'slo-queueing, keda-queue, hpa-kv, kaito-realtime[:FILE], '
+        'kaito-cron:FILE|SCHEDULE=N[@ZONE];..., static:N, static:VARIANT=N,..., config:FILE, clairvoyant',
     )
     simulate.add_argument('--rate-scale', type=float, help='multiply the request rate')
     simulate.add_argument('--start', type=float, help='start of the trace window (s)')

@@ -12,7 +12,13 @@ stages of design.md §2 per model (variants grouped by modelID + namespace):
    takes the SLO path (`analyze.slo_path`: the queueing-model analyzer sized from needed vs
    current replicas, or WVA v0.4.2's hybrid arbitration with V1), whose tuner records are kept
    in `State.kalman`; missing SLO inputs (arrival rate, token mix) hold, naming what is missing;
-3. enforcement: scale-to-zero / minimum one replica, then the safety rules, then [min, max].
+3. enforcement: scale-to-zero / minimum one replica, then the model's capacity floors
+   (`enforce.capacity_floors`: scheduled floors bought in the cheapest variant mix, adding
+   replicas only; none by default), then the safety rules, then [min, max];
+4. the GPU limiter (`optimize.limiter`), once over all models: with `enableLimiter`, their
+   scale-ups are fair-shared greedy-by-score within the snapshot's per-accelerator GPU budgets
+   (`Snapshot.gpu_limits`), and a limited decision says by how much; without it, nothing
+   changes.
 
 Safety rules (design.md §5), applied whatever the analyzer said:
 
