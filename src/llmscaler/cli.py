@@ -94,7 +94,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar='NAME',
         help='policy to run (repeatable): default, saturation-percentage, saturation-token, '
         'slo-queueing, keda-queue, hpa-kv, kaito-realtime[:FILE], '
-        'kaito-cron:FILE|SCHEDULE=N[@ZONE];..., static:N, static:VARIANT=N,..., config:FILE, clairvoyant',
+        'kaito-cron:FILE|SCHEDULE=N[@ZONE];..., static:N, static:VARIANT=N,..., config:FILE, '
+        'clairvoyant',
     )
     simulate.add_argument('--rate-scale', type=float, help='multiply the request rate')
     simulate.add_argument('--start', type=float, help='start of the trace window (s)')
