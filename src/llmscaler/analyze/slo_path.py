@@ -15,7 +15,8 @@ Why: `engine.decide()` wires stages; this is the stage for a model the
   capacity analysis still decides alone then (the model-based side has nothing to say).
 
 The chosen target source (`explicit` / `inferred` / `fallback`) is in every decision's reason
-(`slo targets inferred: TTFT 123 ms, ITL 45 ms`) and figures (`slo_target_source` 1/2/3,
+(`slo targets inferred: TTFT 123 ms, ITL 45 ms`; explicit targets from `service-classes-config`
+read `slo targets explicit (service class Premium): ...`) and figures (`slo_target_source` 1/2/3,
 `slo_ttft_ms`, `slo_itl_ms`), which the VA status shows.
 
 What fails: nothing raises for inputs within the snapshot's declared ranges.
@@ -100,7 +101,10 @@ def slo_path(
         informative_at = path.informative_at
         figures = figures + path.figures
         source = analysis.targets
-        prefix = f'slo targets {source.source}: TTFT {source.ttft:.4g} ms, ITL {source.itl:.4g} ms'
+        origin: str = source.source
+        if origin == 'explicit' and model_config.queueing.service_class is not None:
+            origin = f'explicit (service class {model_config.queueing.service_class})'
+        prefix = f'slo targets {origin}: TTFT {source.ttft:.4g} ms, ITL {source.itl:.4g} ms'
         for target in path.targets:
             note = analysis.notes.get(target.variant)
             reason = f'{prefix}; {target.reason}' + (f'; {note}' if note else '')

@@ -23,6 +23,11 @@ Merging is field by field and an explicitly set field overrides even when it is 
   applies the rest of the chain: inline `scaleToZero.enabled` → this → `WVA_SCALE_TO_ZERO`);
 - `queueing` is None unless a `wva-queueing-model-config` applies (global, or local to the
   model's namespace); then it starts from the built-in defaults;
+- `service-classes-config` (`llmscaler.config.service_classes`) gives a model explicit
+  targets when no per-model `wva-queueing-model-config` entry sets `targetTTFT`/`targetITL`:
+  per-model queueing entry > service class (namespace-local, then global) > the queueing
+  `default` entries' targets > inferred; it selects nothing by itself (`queueing` stays None
+  without a queueing-model ConfigMap), and `service_class` names the class used;
 - `capacity_floors` come whole from the most specific saturation entry that sets
   `capacityFloors` (lists are not merged; `[]` clears the floors of a less specific entry).
 
@@ -49,6 +54,11 @@ from llmscaler.config.configmaps import (
     parse_scale_to_zero_configmap,
 )
 from llmscaler.config.errors import ConfigError, sort_errors
+from llmscaler.config.service_classes import (
+    SERVICE_CLASSES_CONFIGMAP,
+    ClassTarget,
+    parse_service_classes,
+)
 from llmscaler.config.types import (
     Config,
     CoreSettings,
@@ -219,6 +229,18 @@ class _AllLayers:
     queueing: _Layers
     queueing_global: bool
     queueing_namespaces: frozenset[str]
+    class_targets: tuple[tuple[str | None, ClassTarget], ...] = ()
+    """Service-class targets by the namespace of their ConfigMap (None: global)."""
+
+    def class_target(self, model_id: str | None, namespace: str | None) -> ClassTarget | None:
+        """The model's service-class targets: a namespace-local class first, then a global."""
+        if model_id is None:
+            return None
+        for where in (namespace, None) if namespace is not None else (None,):
+            for ns, target in self.class_targets:
+                if ns == where and target.model_id == model_id:
+                    return target
+        return None
 
     def resolve(
         self, model_id: str | None, namespace: str | None, errors: list[ConfigError]
@@ -230,8 +252,20 @@ class _AllLayers:
         queueing: QueueingModelConfig | None = None
         if self.queueing_global or namespace in self.queueing_namespaces:
             queueing = QueueingModelConfig()
-            for qm in self.queueing.chain(model_id, namespace):
+            chain = self.queueing.chain(model_id, namespace)
+            for qm in chain:
                 queueing = apply_overrides(base=queueing, overrides=qm.values)
+            # Targets: a per-model queueing entry > the model's service class > the queueing
+            # `default` entries (a global SLO) > inferred by the analyzer.
+            own = any(e.model_id is not None and e.values.target_ttft is not None for e in chain)
+            target = self.class_target(model_id, namespace)
+            if target is not None and not own:
+                queueing = replace(
+                    queueing,
+                    target_ttft=target.ttft,
+                    target_itl=target.itl,
+                    service_class=target.service_class,
+                )
         floors: tuple[CapacityFloor, ...] = ()
         for sat in self.saturation.chain(model_id, namespace):
             if sat.values.capacity_floors is not None:  # the most specific entry wins whole
@@ -247,7 +281,12 @@ class _AllLayers:
 def _unique_sources(
     configmaps: Sequence[ConfigMapSource],
 ) -> tuple[list[ConfigMapSource], list[ConfigError]]:
-    known = (SATURATION_CONFIGMAP, SCALE_TO_ZERO_CONFIGMAP, QUEUEING_CONFIGMAP)
+    known = (
+        SATURATION_CONFIGMAP,
+        SCALE_TO_ZERO_CONFIGMAP,
+        QUEUEING_CONFIGMAP,
+        SERVICE_CLASSES_CONFIGMAP,
+    )
     ordered = sorted(
         (cm for cm in configmaps if cm.name in known),
         key=lambda cm: (
@@ -280,11 +319,17 @@ def build_config(
     local_namespaces: set[str] = set()
     queueing_namespaces: set[str] = set()
     queueing_global = False
+    class_targets: list[tuple[str | None, ClassTarget]] = []
     for cm in sources:
         is_global = cm.namespace == controller_namespace
         if not is_global:
             local_namespaces.add(cm.namespace)
         layers: _Layers
+        if cm.name == SERVICE_CLASSES_CONFIGMAP:
+            targets, class_errors = parse_service_classes(source=cm)
+            class_targets.extend((None if is_global else cm.namespace, t) for t in targets)
+            errors.extend(class_errors)
+            continue
         if cm.name == SATURATION_CONFIGMAP:
             sat_entries, parse_errors = parse_saturation_configmap(source=cm)
             layers, split_errors = _split(sat_entries, cm, is_global)
@@ -308,6 +353,7 @@ def build_config(
         queueing=queueing,
         queueing_global=queueing_global,
         queueing_namespaces=frozenset(queueing_namespaces),
+        class_targets=tuple(class_targets),
     )
     wildcard_models: set[str] = set()
     groups: set[tuple[str, str]] = set()
@@ -320,6 +366,11 @@ def build_config(
         for namespace, entry in layers.local_models:
             if entry.model_id is not None:
                 groups.add((entry.model_id, namespace))
+    for class_ns, class_target in class_targets:
+        if class_ns is None:
+            wildcard_models.add(class_target.model_id)
+        else:
+            groups.add((class_target.model_id, class_ns))
     groups.update((m, ns) for m in wildcard_models for ns in local_namespaces)
     config = Config(
         settings=settings,

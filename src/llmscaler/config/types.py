@@ -80,6 +80,11 @@ class QueueingModelConfig:
     tuning_enabled: bool = True
     target_ttft: float | None = None
     target_itl: float | None = None
+    service_class: str | None = None
+    """The `service-classes-config` class the targets came from (None: this ConfigMap's own)."""
+    perf_parms: tuple[float, float, float, float] | None = None
+    """`perfParms`: configured (α, β, γ, δ) in ms (ITL = α + β·b, prefill = γ + δ·I·b), the
+    tuner's seed for every variant of the model; None: the engine's preset or a guess."""
 
 
 @dataclass(frozen=True, slots=True)
