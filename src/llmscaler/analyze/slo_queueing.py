@@ -7,8 +7,10 @@ cycle (reference/wva.md §6.2, with its defect fixed):
    output tokens, TTFT and ITL per variant and for the model. The model's demand is the
    gateway's arrival rate when the pool reports one, else Σ of the replicas' arrival rates.
 2. **Tuner** (`tuningEnabled`, default true): one EKF step per variant with busy replicas
-   (`analyze.kalman`); a variant without a record starts from a seed guessed from its first
-   observation (else `kalman.DEFAULT_SEED`); a changed engine fingerprint restarts it.
+   (`analyze.kalman`); a variant without a record starts from the configured `perfParms` of its
+   accelerator (idle or not), else from a seed guessed from its first observation (else
+   `kalman.DEFAULT_SEED`); a changed engine fingerprint or changed configured values restart
+   it. A controller restarted with an empty state therefore starts from the configured values.
 3. **Targets** (`analyze.slo_targets`): explicit, inferred (k × unloaded), or fallback.
 4. **Per-variant capacity**: the largest rate one replica sustains within the targets
    (`analyze.slo_search.size`, WVA's binary search, max queue 100) for the model's token mix.
@@ -110,6 +112,14 @@ def workload(replicas: Sequence[ReplicaMetrics]) -> Workload:
     )
 
 
+def configured_seed(*, config: QueueingModelConfig, accelerator: str) -> PerfParams | None:
+    """The configured (`perfParms`) α, β, γ, δ for variants on `accelerator`, if any."""
+    for acc, values in config.perf_parms or ():
+        if acc == accelerator:
+            return PerfParams(*values)
+    return None
+
+
 def engine_fingerprint(variant: Variant) -> str:
     """What the learnt parameters depend on: accelerator, GPUs and serving arguments."""
     return f'{variant.accelerator}|{variant.gpus_per_replica}|{variant.engine!r}'
@@ -157,9 +167,16 @@ def analyze(
         load = loads[variant.name]
         record = records.get(variant.key)
         fingerprint = engine_fingerprint(variant)
+        configured = configured_seed(config=config, accelerator=variant.accelerator)
         if record is not None and record.engine != fingerprint:
             record = None
             notes[variant.name] = 'tuner restarted: engine arguments changed'
+        elif record is not None and configured is not None and record.seed != configured.as_tuple():
+            record = None
+            notes[variant.name] = 'tuner restarted: configured perfParms changed'
+        if record is None and configured is not None:
+            # Configured values seed the tuner, idle or not, and a restart starts there again.
+            record = kalman.seed_record(seed=configured, engine=fingerprint, now=now)
         if record is None and load.arrival_rate > 0:
             seed = (
                 kalman.guess_seed(

@@ -11,7 +11,8 @@ so we read them with their exact names, keys, field spellings and defaults:
   over 24 h warns).
 - `wva-queueing-model-config`: `default{sloMultiplier in (1, 100], tuningEnabled}` plus per-model
   `{model_id, namespace, targetTTFT, targetITL, sloMultiplier, tuningEnabled}`; the targets are
-  milliseconds, both in (0, 1 h] or both absent (also accepted in `default`, as a global SLO).
+  milliseconds, both in (0, 1 h] or both absent (also accepted in `default`, as a global SLO);
+  `perfParms` (either kind of entry) seeds the tuner per accelerator (`config.perf_parms`).
 
 Each entry keeps only the fields that were explicitly present (None = absent), so that
 `llmscaler.config.build` can merge layers field by field.
@@ -65,6 +66,7 @@ from llmscaler.config.fields import (
     weight,
 )
 from llmscaler.config.floors import capacity_floor_list
+from llmscaler.config.perf_parms import PerfParmsByAccelerator, perf_parms_list
 from llmscaler.config.quota import LimiterInvalid, Limiters, parse_limiters
 from llmscaler.config.types import AnalyzerSpec, ScaleToZeroConfig
 from llmscaler.config.yaml_loader import (
@@ -149,6 +151,7 @@ class QueueingOverrides:
     tuning_enabled: bool | None = None
     target_ttft: float | None = None
     target_itl: float | None = None
+    perf_parms: PerfParmsByAccelerator | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +194,7 @@ _QUEUEING_FIELDS: _Fields = {
     'tuningEnabled': ('tuning_enabled', boolean),
     'targetTTFT': ('target_ttft', latency_ms),
     'targetITL': ('target_itl', latency_ms),
+    'perfParms': ('perf_parms', perf_parms_list),
 }
 
 

@@ -82,9 +82,11 @@ class QueueingModelConfig:
     target_itl: float | None = None
     service_class: str | None = None
     """The `service-classes-config` class the targets came from (None: this ConfigMap's own)."""
-    perf_parms: tuple[float, float, float, float] | None = None
-    """`perfParms`: configured (α, β, γ, δ) in ms (ITL = α + β·b, prefill = γ + δ·I·b), the
-    tuner's seed for every variant of the model; None: the engine's preset or a guess."""
+    perf_parms: tuple[tuple[str, tuple[float, float, float, float]], ...] | None = None
+    """`perfParms`: configured (accelerator, (α, β, γ, δ) ms) pairs, sorted (ITL = α + β·b,
+    prefill = γ + δ·I·b): the tuner's seed for the model's variants on that accelerator, and
+    where a restart starts; None or an unlisted accelerator: a guess from the first
+    observation (`config.perf_parms`)."""
 
 
 @dataclass(frozen=True, slots=True)
