@@ -44,6 +44,7 @@ from llmscaler.clock import Clock, LoopClock
 from llmscaler.collect.prometheus import PrometheusSource
 from llmscaler.collect.scrape import PodScrapeSource, ScrapeTarget
 from llmscaler.collect.types import MetricsSource
+from llmscaler.config.types import Config
 from llmscaler.controller.caches import WorldCache, build_caches
 from llmscaler.controller.configwatch import ConfigWatch
 from llmscaler.controller.cycle import MainCycle
@@ -66,17 +67,21 @@ from llmscaler.controller.publish import (
     ControllerMetrics,
     HttpEndpoints,
     Route,
+    available_gpu_rows,
     health_route,
     metrics_route,
+    node_gpu_vendors,
     parse_bind_address,
 )
 from llmscaler.controller.startup import liveness_limit, settings_line, tls_problems
+from llmscaler.controller.world import World
 from llmscaler.kube.client import KubeConfigProblem, make_client
 from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.informer import Cache
 from llmscaler.kube.leader import LeaderConfig, LeaderElector
 from llmscaler.kube.scale import ScaleClient
 from llmscaler.kube.status import StatusWriter
+from llmscaler.model import GpuLimit
 
 log = logging.getLogger('llmscaler.controller')
 
@@ -181,7 +186,7 @@ class Controller:
             events=self.events,
             metrics=self.metrics,
             actuation=options.actuation,
-            inventory=self.inventory.limits,
+            inventory=self._gpu_limits,
         )
         self._epp_selector = parse_selector(options.epp_selector)
         self._epp_memo: tuple[int, tuple[ScrapeTarget, ...]] | None = None
@@ -196,6 +201,8 @@ class Controller:
             concurrency=options.scale_from_zero_concurrency,
             scrape=options.scrape,
             pools_fn=self._pool_plan,
+            config_fn=self.cycle.current_config,
+            limits_fn=self.inventory.limits,
         )
         # Kaito's LLMAutoScalers (seed 001): their own loop, every 15 s or every main cycle when
         # that is shorter; a target a VA scales is not scaled by an LLMAutoScaler.
@@ -232,6 +239,13 @@ class Controller:
             scheme=self.options.scrape.vllm_scheme,
         )
         return vllm + self._epp_targets()
+
+    def _gpu_limits(self, *, world: World, config: Config) -> tuple[GpuLimit, ...]:
+        """The inventory's GPU limits for a cycle, also published as `wva_available_gpus`."""
+        limits = self.inventory.limits(world=world, config=config)
+        vendors = node_gpu_vendors(self.inventory.nodes.items()) if limits else {}
+        self.metrics.set_available_gpus(rows=available_gpu_rows(limits=limits, vendors=vendors))
+        return limits
 
     def _membership(self) -> Membership:
         assert isinstance(self.worlds, PooledWorlds)

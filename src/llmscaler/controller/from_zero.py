@@ -6,7 +6,10 @@ models whose variants are all at zero replicas, reads the gateway's (EPP) flow-c
 straight from the EPP pods (not through Prometheus, whose scrape interval alone is longer than
 the budget), and when the queue of such a model holds a request it asks the pure
 `enforce.scale_from_zero.wake` which variant to wake (the cheapest one allowed to run) and writes
-`/scale` for it.
+`/scale` for it. With the limiter on for the model (`config_fn`), the wake keeps to the GPU
+budget as the main cycle does (`controller.from_zero_budget`, limits from `limits_fn`): the
+cheapest variant that fits is woken, or the model is held with a `ResourceConstrained` event
+(and `wva_decisions_limited_total`), looked at again after `quiet` seconds.
 
 Which EPP pages: with InferencePools in the cluster (`pools_fn`, see `controller.pools`), a
 model's queue is read from the EPP pages of its own pools only, each pool's page counting only for
@@ -17,14 +20,10 @@ pools' pages may still be on their way). Without pools, the pages of `epp_fn` (t
 What it measures: the time from the EPP page that showed the queue to the `/scale` write that
 answered, into `ControllerMetrics.from_zero` (the `llmscaler_scale_from_zero_seconds` histogram).
 
-Reading the pages: the same `collect.scrape.fetch_page` as the pod scraper, with the scrape
-configuration (`ScrapeConfig`: CA, client certificate, server name, the bearer token sent over
-https only unless `allow_http_credentials`, the page cap `max_page_bytes`; the URLs, with
-`epp_scheme`, come from `epp_fn`); each EPP origin gets an HTTP client of its own, kept alive
-between ticks and closed once unread for a minute. Only the deadline is this loop's own: `timeout`
-seconds (1 by default) for all the pages of a tick together, connecting, waiting for a free slot
-and reading included. So a tick ends within `timeout` plus the parsing of what came in (bounded by
-the cap; a large page is parsed in a worker thread) plus the `/scale` writes, however an EPP
+Reading the pages is `controller.from_zero_pages.EppPages`: clients kept alive per EPP origin,
+the scrape configuration (TLS, token, page cap; URLs from `epp_fn` with `epp_scheme`), and one
+deadline, `timeout` seconds (1 by default), for all the pages of a tick together. So a tick ends
+within `timeout` plus the parsing of what came in plus the `/scale` writes, however an EPP
 misbehaves.
 
 What fails and how it is treated: an EPP page that cannot be fetched (refused, too slow, over the
@@ -51,25 +50,21 @@ import httpx
 
 from llmscaler.clock import Clock
 from llmscaler.collect import http
-from llmscaler.collect.exposition import EPP_FAMILIES, Page, Parser
-from llmscaler.collect.scrape import ScrapeConfig, ScrapeTarget, fetch_page, ssl_context
+from llmscaler.collect.scrape import ScrapeConfig, ScrapeTarget
 from llmscaler.collect.types import SourceError
+from llmscaler.config.types import Config
+from llmscaler.controller.from_zero_budget import Fitted, Held, fit, gpu_budgets
+from llmscaler.controller.from_zero_pages import EppPages, Queues
 from llmscaler.controller.publish import ControllerMetrics
 from llmscaler.controller.world import VariantEntry, World
 from llmscaler.enforce.scale_from_zero import REASON, Wake, wake
 from llmscaler.kube.client import ObjectRef
 from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.scale import ScaleClient, ScaleOutcome
-from llmscaler.model import PoolMetrics, Variant
+from llmscaler.model import GpuLimit, PoolMetrics, Variant
+from llmscaler.optimize.constraints import Budgets
 
 log = logging.getLogger(__name__)
-
-QUEUE_SIZE = 'inference_extension_flow_control_queue_size'
-_CLIENT_IDLE = 60.0
-TARGET_MODEL = 'target_model_name'
-
-
-_Queues = tuple[dict[tuple[str, str], float], dict[tuple[str, str], float], list[SourceError]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +92,8 @@ class Woken:
     queue_size: float
     regarding: ObjectRef
     """The VariantAutoscaling, which the ScaledFromZero event is about."""
+    passed_over: str = ''
+    """Why a cheaper variant was not woken (the GPU budget); '' when the cheapest was."""
 
 
 class FromZero:
@@ -125,6 +122,8 @@ class FromZero:
         scrape: ScrapeConfig | None = None,
         client: httpx.AsyncClient | None = None,
         pools_fn: Callable[[], PoolPlan] | None = None,
+        config_fn: Callable[[], Config] | None = None,
+        limits_fn: Callable[..., tuple[GpuLimit, ...]] | None = None,
     ) -> None:
         http.check_seconds(timeout=timeout)
         config = scrape if scrape is not None else ScrapeConfig()
@@ -132,53 +131,25 @@ class FromZero:
         self._world_fn = world_fn
         self._epp_fn = epp_fn
         self._pools_fn = pools_fn
+        self._config_fn = config_fn
+        self._limits_fn = limits_fn
         self._scale = scale
         self._events = events
         self._metrics = metrics
         self._interval = interval
-        self._gate = asyncio.Semaphore(max(1, concurrency))
         # Writes have their own slots: a wake must not queue behind the pages still to read.
         self._write_gate = asyncio.Semaphore(max(1, concurrency))
         self._quiet = quiet
-        self._timeout = timeout
         self._scrape = config
-        # Every EPP is read every tick, so each keeps its connection alive, in a client of its
-        # own: one pool holding hundreds of connections scans them all on every request.
-        self._owns_client = client is None
-        self._http = http.OwnedClient(
-            client=client, verify=lambda: ssl_context(config=config), timeout=timeout
+        self._pages = EppPages(
+            clock=clock, scrape=config, timeout=timeout, concurrency=concurrency, client=client
         )
-        self._tls = ssl_context(config=config) if client is None else None
-        self._clients: dict[str, tuple[httpx.AsyncClient, float]] = {}
-        self._parser = Parser(families=EPP_FAMILIES)
         self._recent: dict[str, float] = {}
         self._errors: tuple[SourceError, ...] = ()
 
     async def aclose(self) -> None:
         """Close the HTTP clients built here."""
-        clients = [c for c, _ in self._clients.values()]
-        self._clients.clear()
-        await asyncio.gather(*(c.aclose() for c in clients), self._http.aclose())
-
-    def _client_for(self, url: str) -> httpx.AsyncClient:
-        """The client of the page's origin (the lent client for every page, when one was lent)."""
-        if self._tls is None:
-            return self._http.client
-        origin = url.split('/', 3)[2]
-        now = self._clock.monotonic()
-        found = self._clients.get(origin)
-        client = found[0] if found is not None else None
-        if client is None:
-            client = httpx.AsyncClient(verify=self._tls, timeout=self._timeout)
-        self._clients[origin] = (client, now)
-        return client
-
-    async def _forget_clients(self) -> None:
-        """Close the clients of origins not read for `_CLIENT_IDLE` seconds (EPPs gone)."""
-        now = self._clock.monotonic()
-        idle = [k for k, (_, used) in self._clients.items() if now - used > _CLIENT_IDLE]
-        closing = [self._clients.pop(k)[0] for k in idle]
-        await asyncio.gather(*(c.aclose() for c in closing))
+        await self._pages.aclose()
 
     @property
     def errors(self) -> tuple[SourceError, ...]:
@@ -201,7 +172,7 @@ class FromZero:
         """One poll: the wakes written this tick (sorted by namespace, name)."""
         now = self._clock.monotonic()
         self._recent = {k: t for k, t in self._recent.items() if now - t < self._quiet}
-        await self._forget_clients()
+        await self._pages.forget_idle()
         # One world per tick: the write must carry the resourceVersion of the very copy that
         # showed the model at zero, not of a newer one read after the pages were fetched.
         world = self._world_fn()
@@ -214,31 +185,30 @@ class FromZero:
             return ()
         entries = {e.key: e for e in world.entries}
         plan = self._pools_fn() if self._pools_fn is not None else None
+        held: list[Held] = []
         if plan is not None and plan.model_pools is not None:
-            done = await self._by_pool(idle, plan, entries)
+            done = await self._by_pool(idle, plan, entries, world, held)
         else:
             namespaces = {v.namespace for v in idle}
             targets = [t for t in self._epp_fn() if t.namespace in namespaces]
-            token = self._token()
-            end = asyncio.get_running_loop().time() + self._timeout
-            sizes, seen_at, errors = await self._read_queues(targets, token=token, end=end)
+            token = self._pages.token()
+            end = self._pages.end()
+            sizes, seen_at, errors = await self._pages.read(targets, token=token, end=end)
             self._errors = _sorted_errors(errors)
-            wakes = wake(variants=idle, pools=self._pool_metrics(sizes))
+            metrics = self._pool_metrics(sizes)
+            fitted = self._fit(wake(variants=idle, pools=metrics), world, metrics, held)
             done = await asyncio.gather(
-                *(self._wake(w, entries.get(f'{w.namespace}/{w.variant}'), seen_at) for w in wakes)
+                *(self._wake(w, entries, seen_at, fitted) for w in fitted.wakes)
             )
+        for one in held:
+            self._hold(one, entries.get(f'{one.namespace}/{one.variant}'))
         woken = sorted((w for w in done if w is not None), key=_woken_key)
-        if not woken:
-            return ()
         # Events go out after every write of the tick: they must not queue in front of a wake.
-        if self._events is not None:
-            await asyncio.gather(*(self._event(w) for w in woken))
+        if self._events is not None and (woken or held):
+            await asyncio.gather(
+                *(self._event(w) for w in woken), *(self._held_event(h, entries) for h in held)
+            )
         return tuple(woken)
-
-    def _token(self) -> http.Token:
-        return http.read_token(
-            token_file=self._scrape.token_file, bearer_token=self._scrape.bearer_token
-        )
 
     def _pool_metrics(self, sizes: Mapping[tuple[str, str], float]) -> list[PoolMetrics]:
         wall = self._clock.wall()
@@ -247,8 +217,51 @@ class FromZero:
             for (m, ns), size in sorted(sizes.items())
         ]
 
+    def _fit(
+        self, wakes: Sequence[Wake], world: World, pools: Sequence[PoolMetrics], held: list[Held]
+    ) -> Fitted:
+        """`wakes` kept to the GPU budget of limited models; the models held go to `held`."""
+        if self._config_fn is None or not wakes:
+            return Fitted(wakes=tuple(wakes), passed_over={}, held=())
+        config = self._config_fn()
+        limits_fn = self._limits_fn
+
+        def budgets() -> Budgets:
+            limits = limits_fn(world=world, config=config) if limits_fn is not None else ()
+            return gpu_budgets(limits=limits, config=config, variants=world.variants)
+
+        fitted = fit(
+            wakes=wakes, variants=world.variants, pools=pools, config=config, limits_fn=budgets
+        )
+        held.extend(fitted.held)
+        return fitted
+
+    def _hold(self, held: Held, entry: VariantEntry | None) -> None:
+        """A model held for the GPU budget: quiet for `quiet` seconds, counted, logged."""
+        if entry is not None:
+            self._recent[entry.key] = self._clock.monotonic()
+        self._metrics.limited(variant=held.variant, namespace=held.namespace)
+        log.info('%s/%s: %s', held.namespace, held.variant, held.message)
+
+    async def _held_event(self, held: Held, entries: Mapping[str, VariantEntry]) -> None:
+        entry = entries.get(f'{held.namespace}/{held.variant}')
+        if entry is None or self._events is None:
+            return
+        await self._events.record(
+            regarding=ObjectRef.of(entry.obj),
+            type='Warning',
+            reason='ResourceConstrained',
+            action='ScaleFromZero',
+            note=held.message,
+        )
+
     async def _by_pool(
-        self, idle: Sequence[Variant], plan: PoolPlan, entries: Mapping[str, VariantEntry]
+        self,
+        idle: Sequence[Variant],
+        plan: PoolPlan,
+        entries: Mapping[str, VariantEntry],
+        world: World,
+        held: list[Held],
     ) -> list[Woken | None]:
         """Read each needed pool's EPP; wake a model as soon as all its pools were read."""
         assert plan.model_pools is not None
@@ -263,8 +276,8 @@ class FromZero:
                 waiting[group] = keys
                 for key in sorted(keys):
                     needed.setdefault(key, []).append(group)
-        token = self._token()
-        end = asyncio.get_running_loop().time() + self._timeout
+        token = self._pages.token()
+        end = self._pages.end()
         reads = [
             self._read_pool(key, plan.targets.get(key, ()), token=token, end=end)
             for key in sorted(needed)
@@ -286,73 +299,27 @@ class FromZero:
                 if waiting[(namespace, model)] or (model, namespace) not in totals:
                     continue
                 metrics = self._pool_metrics({(model, namespace): totals[(model, namespace)]})
-                for order in wake(variants=groups[(namespace, model)], pools=metrics):
-                    entry = entries.get(f'{order.namespace}/{order.variant}')
-                    writes.append(asyncio.create_task(self._wake(order, entry, seen_at)))
+                orders = wake(variants=groups[(namespace, model)], pools=metrics)
+                fitted = self._fit(orders, world, metrics, held)
+                for order in fitted.wakes:
+                    task = self._wake(order, entries, seen_at, fitted)
+                    writes.append(asyncio.create_task(task))
         self._errors = _sorted_errors(errors)
         return list(await asyncio.gather(*writes))
 
     async def _read_pool(
         self, key: str, targets: Sequence[ScrapeTarget], *, token: http.Token, end: float
-    ) -> tuple[str, _Queues]:
-        return key, await self._read_queues(targets, token=token, end=end)
-
-    async def _read_queues(
-        self, targets: Sequence[ScrapeTarget], *, token: http.Token, end: float
-    ) -> _Queues:
-        """Queue sizes by (model, namespace of the page), when each was first seen, failures."""
-        pages = await asyncio.gather(*(self._fetch(t, token=token, end=end) for t in targets))
-        sizes: dict[tuple[str, str], float] = {}
-        seen: dict[tuple[str, str], float] = {}
-        errors: list[SourceError] = []
-        for target, page in zip(targets, pages, strict=True):
-            if isinstance(page, SourceError):
-                log.debug('EPP %s/%s unread: %s', target.namespace, target.pod, page.message)
-                errors.append(page)
-                continue
-            read_at, parsed = page
-            for sample in parsed.samples:
-                if sample.name != QUEUE_SIZE:
-                    continue
-                model = sample.label(TARGET_MODEL)
-                if not model or not sample.value > 0:
-                    continue
-                key = (model, target.namespace)
-                sizes[key] = sizes.get(key, 0.0) + sample.value
-                seen[key] = min(seen.get(key, read_at), read_at)
-        return sizes, seen, errors
-
-    async def _fetch(
-        self, target: ScrapeTarget, *, token: http.Token, end: float
-    ) -> tuple[float, Page] | SourceError:
-        async def get(deadline: float) -> bytes | http.Failure:
-            return await fetch_page(
-                client=self._client_for(target.url),
-                target=target,
-                config=self._scrape,
-                token=token,
-                deadline=deadline,
-            )
-
-        body = await http.within(
-            end=end,
-            gate=self._gate,
-            deadline=self._timeout,
-            overall=f'the tick deadline of {http.seconds(self._timeout)}s',
-            work=get,
-        )
-        if isinstance(body, http.Failure):
-            return SourceError(target.url, body.reason, body.message)
-        read_at = self._clock.monotonic()
-        page = await http.parse_off_loop(lambda: self._parser.parse(page=body), size=len(body))
-        return read_at, page
+    ) -> tuple[str, Queues]:
+        return key, await self._pages.read(targets, token=token, end=end)
 
     async def _wake(
         self,
         order: Wake,
-        entry: VariantEntry | None,
+        entries: Mapping[str, VariantEntry],
         seen_at: Mapping[tuple[str, str], float],
+        fitted: Fitted,
     ) -> Woken | None:
+        entry = entries.get(f'{order.namespace}/{order.variant}')
         target = entry.target if entry is not None else None
         if entry is None or target is None:
             return None
@@ -394,17 +361,22 @@ class FromZero:
             target=order.target,
             queue_size=order.queue_size,
             regarding=ObjectRef.of(entry.obj),
+            passed_over=fitted.passed_over.get(entry.key, ''),
         )
 
     async def _event(self, woken: Woken) -> None:
         assert self._events is not None
+        which = f'cheapest variant {woken.variant} woken'
+        if woken.passed_over:
+            which = f'cheapest variant within the GPU budget, {woken.variant}, woken '
+            which += f'({woken.passed_over})'
         await self._events.record(
             regarding=woken.regarding,
             type='Normal',
             reason='ScaledFromZero',
             action='Scale',
             note=f'0 -> {woken.target}: {woken.queue_size:g} requests queued for '
-            f'{woken.model_id}; cheapest variant {woken.variant} woken',
+            f'{woken.model_id}; {which}',
         )
 
 

@@ -18,7 +18,14 @@ two controllers in one test process do not clash) with these families:
   `llmscaler_decisions_total{action}`, `wva_errors_total{component,error_type}` counters;
 - `wva_optimization_duration_seconds{status}` (0.01-10 s) and
   `llmscaler_scale_from_zero_seconds` (0.01-5 s: queued request seen → `/scale` written)
-  histograms; `llmscaler_leader` and `wva_models_processed` gauges.
+  histograms; `llmscaler_leader` and `wva_models_processed` gauges;
+- the GPU limiter's: `wva_decisions_limited_total{variant_name,namespace,limiter_name}` (a
+  variant the GPU budget held back in a cycle; `limiter_name` is `gpu-limiter`, the one limiter,
+  whose providers the decision's verdict names) and
+  `wva_available_gpus{accelerator_vendor,accelerator_model,accelerator_type}` (the allocatable
+  GPUs of the schedulable Nodes per type, the inventory the limiter budgets from;
+  `available_gpu_rows` builds the rows). `set_available_gpus` publishes the whole set, so a type
+  gone, or the limiter turned off (no inventory read), removes its series.
 
 `HttpEndpoints` serves fixed routes (path → function returning status, content type and body)
 with aiohttp on one socket; `parse_bind_address` reads controller-runtime style flags
@@ -39,14 +46,18 @@ import ipaddress
 import logging
 import re
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Final
+from typing import Any, Final
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+from llmscaler.controller.inventory import node_accelerator
+from llmscaler.model import GpuLimit
+from llmscaler.optimize.limiter import INVENTORY_PROVIDER
 
 _log = logging.getLogger(__name__)
 
@@ -54,6 +65,7 @@ METRICS_CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
 """Text format 0.0.4, which every Prometheus version reads."""
 TEXT_CONTENT_TYPE: Final = 'text/plain; charset=utf-8'
 UNRESOLVED: Final = 'unresolved'
+UNKNOWN: Final = 'unknown'
 REPLICA_LABELS: Final = ('variant_name', 'namespace', 'accelerator_type')
 OPTIMIZATION_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 FROM_ZERO_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -70,6 +82,76 @@ class ReplicaRow:
     accelerator: str
     current: int
     desired: int
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRow:
+    """One accelerator type's allocatable GPUs, as `wva_available_gpus` labels it."""
+
+    vendor: str
+    model: str
+    type: str
+    gpus: int
+
+
+LIMITER_NAME: Final = 'gpu-limiter'
+GPU_VENDORS: Final = (
+    ('nvidia.com/', 'nvidia'),
+    ('amd.com/', 'amd'),
+    ('intel.com/', 'intel'),
+    ('google.com/', 'google'),
+)
+"""The vendor of a Node's GPUs by the prefix of their allocatable resource name."""
+
+
+def available_gpu_rows(
+    *, limits: Sequence[GpuLimit], vendors: Mapping[str, str]
+) -> tuple[GpuRow, ...]:
+    """`wva_available_gpus` rows from the inventory's cluster-wide limits, sorted by type.
+
+    `vendors` maps an accelerator type to its vendor (`gpu_vendor` of its Nodes' allocatable
+    resource); `unknown` when absent. The model label is the type itself: the Node's GPU
+    product label (`NVIDIA-A100-SXM4-80GB`), which is both. Quota limits, per-namespace pools
+    and unlimited figures are not GPUs that exist, so they are left out.
+    """
+    rows = {
+        limit.accelerator: GpuRow(
+            vendor=vendors.get(limit.accelerator, UNKNOWN),
+            model=limit.accelerator,
+            type=limit.accelerator,
+            gpus=limit.limit,
+        )
+        for limit in limits
+        if limit.provider == INVENTORY_PROVIDER and not limit.namespace and limit.limit >= 0
+    }
+    return tuple(row for _, row in sorted(rows.items()))
+
+
+def node_gpu_vendors(nodes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Accelerator type → vendor, from Nodes (full or as the inventory keeps them): the type as
+    `controller.inventory` reads it, the vendor from an allocatable GPU resource it has some of
+    (a Node with none adds nothing, as in the inventory). Where Nodes
+    of one type disagree, the first vendor in name order is kept."""
+    found: dict[str, str] = {}
+    for node in nodes:
+        meta, status = node.get('metadata'), node.get('status')
+        labels = meta.get('labels') if isinstance(meta, Mapping) else None
+        allocatable = status.get('allocatable') if isinstance(status, Mapping) else None
+        accelerator = node_accelerator(labels if isinstance(labels, Mapping) else {})
+        held = allocatable if isinstance(allocatable, Mapping) else {}
+        vendor = gpu_vendor(k for k, v in held.items() if str(v).strip() not in ('', '0'))
+        if vendor != UNKNOWN and vendor < found.get(accelerator, '~'):
+            found[accelerator] = vendor
+    return found
+
+
+def gpu_vendor(resources: Iterable[str]) -> str:
+    """The vendor of a Node's GPUs from its allocatable resource names; `unknown` if none."""
+    for name in sorted(resources):
+        for prefix, vendor in GPU_VENDORS:
+            if name.startswith(prefix):
+                return vendor
+    return UNKNOWN
 
 
 def accelerator_label(accelerator: str) -> str:
@@ -134,6 +216,19 @@ class ControllerMetrics:
         self._models = Gauge(
             'wva_models_processed', 'Models processed in the last cycle', registry=registry
         )
+        self._limited = Counter(
+            'wva_decisions_limited_total',
+            'Decisions whose target the GPU budget held back',
+            ('variant_name', 'namespace', 'limiter_name'),
+            registry=registry,
+        )
+        self._gpus = Gauge(
+            'wva_available_gpus',
+            'Allocatable GPUs of the schedulable Nodes, per accelerator type',
+            ('accelerator_vendor', 'accelerator_model', 'accelerator_type'),
+            registry=registry,
+        )
+        self._gpu_series: set[tuple[str, str, str]] = set()
 
     @property
     def registry(self) -> CollectorRegistry:
@@ -187,6 +282,23 @@ class ControllerMetrics:
 
     def models(self, *, count: int) -> None:
         self._models.set(count)
+
+    def limited(self, *, variant: str, namespace: str) -> None:
+        """The GPU budget held back this variant's target in one cycle."""
+        self._limited.labels(variant, namespace, LIMITER_NAME).inc()
+
+    def set_available_gpus(self, *, rows: Sequence[GpuRow]) -> None:
+        """Publish exactly these types' GPUs; every other `wva_available_gpus` series goes."""
+        wanted: set[tuple[str, str, str]] = set()
+        for row in sorted(rows, key=lambda r: (r.type, r.vendor, r.model, r.gpus)):
+            labels = (row.vendor, row.model, row.type)
+            if labels in wanted:
+                continue
+            wanted.add(labels)
+            self._gpus.labels(*labels).set(row.gpus)
+        for labels in sorted(self._gpu_series - wanted):
+            self._gpus.remove(*labels)
+        self._gpu_series = wanted
 
     def render(self) -> bytes:
         """The registry in the text exposition format (`METRICS_CONTENT_TYPE`)."""

@@ -9,6 +9,11 @@ While InferencePools exist, a VA shows its pool (`PoolResolved=True`), or, held 
 usable one (`VariantEntry.pool_problem`), `PoolResolved=False` and a `NoInferencePool` event.
 `kube.status.StatusWriter` writes a status only when it changed (see `kube.nextstatus`).
 
+The GPU limiter's part: a decision the limiter ran on gets `ResourcesAvailable`; one it did not
+run on (the limiter turned off) loses a `ResourcesAvailable` left from before, which would
+otherwise go on saying the budget holds the variant back. A variant the budget held back gets a
+`ResourceConstrained` event and counts in `wva_decisions_limited_total`.
+
 `applied`: with actuation `metrics`, whether current equals desired (an HPA does the rest);
 otherwise whether the `/scale` write succeeded or nothing had to change.
 
@@ -125,6 +130,7 @@ class VaStatuses:
         desired = decision.target if decision is not None else None
         target = entry.target
         applied: bool | None = None
+        remove: tuple[str, ...] = ()
         if decision is not None:
             if self._metrics_only:
                 applied = decision.current == decision.target
@@ -135,7 +141,10 @@ class VaStatuses:
             limits = conditions.resources_available(decision=decision)
             if limits is not None:
                 updates = (*updates, limits)
+            else:
+                remove = (conditions.CONDITION_RESOURCES_AVAILABLE,)
             if decision.limited > 0:
+                self._metrics.limited(variant=ref.name, namespace=ref.namespace)
                 # WVA's ResourceConstrained: the GPU budget held replicas back this cycle.
                 await self._events.record(
                     regarding=ref,
@@ -155,6 +164,7 @@ class VaStatuses:
             updates,
             ran=True,
             observed=(target.replicas, target.ready, target.accelerator or None),
+            remove=remove,
         )
 
     async def _invalid_status(self, obj: Mapping[str, object], message: str) -> bool:
@@ -175,6 +185,7 @@ class VaStatuses:
         *,
         ran: bool,
         observed: tuple[int, int, str | None] | None = None,
+        remove: Sequence[str] = (),
     ) -> bool:
         # `ran` stamps lastRunTime: only a VA that took part in the optimization gets it, so the
         # status of a skipped VA is written once per change of its conditions, not every cycle.
@@ -190,6 +201,7 @@ class VaStatuses:
                 current_replicas=observed[0] if observed is not None else None,
                 ready_replicas=observed[1] if observed is not None else None,
                 accelerator=observed[2] if observed is not None else None,
+                remove_conditions=remove,
             )
         if result.outcome in (StatusOutcome.CONFLICT, StatusOutcome.FAILED):
             log.warning('status of %s not written: %s', ref.key, result.message)

@@ -12,6 +12,9 @@ changed, with a merge patch on `/status` that carries the object's `metadata.res
 a write based on a stale copy is refused (409) instead of undoing a newer status. The patch never
 holds `spec`: the `/status` subresource is the only thing written. Keys that the stored status has
 and the new one lacks are sent as null, so the stored status ends up exactly the computed one.
+`remove_conditions` names condition types that no longer apply (the GPU limiter's
+`ResourcesAvailable` once the limiter is off): they are dropped from the list, which a merge
+patch replaces whole, so the stored status loses them too.
 
 What fails and how:
 
@@ -120,12 +123,17 @@ class StatusWriter:
         current_replicas: int | None = None,
         ready_replicas: int | None = None,
         accelerator: str | None = None,
+        remove_conditions: Sequence[str] = (),
     ) -> StatusResult:
         """Record a cycle's facts on the VA `namespace/name`; `obj` is its cached copy, if any.
 
         `current_replicas`, `ready_replicas` and `accelerator` are what the cycle read of the
-        scale target (`status.currentAlloc`); None keeps the stored value.
+        scale target (`status.currentAlloc`); None keeps the stored value. Conditions whose type
+        is in `remove_conditions` are removed (ValueError when `conditions` also sets one).
         """
+        both = sorted({u.type for u in conditions} & set(remove_conditions))
+        if both:
+            raise ValueError(f'condition types both set and removed: {", ".join(both)}')
         observed = _Observed(
             current_replicas=current_replicas,
             ready_replicas=ready_replicas,
@@ -156,6 +164,7 @@ class StatusWriter:
                 ran=ran,
                 observed=observed,
                 run_time_refresh=self._refresh,
+                remove=frozenset(remove_conditions),
             )
             if plan.body is None:
                 return StatusResult(StatusOutcome.UNCHANGED, '', plan.resource_version)
@@ -196,6 +205,7 @@ def _plan(
     ran: bool,
     observed: _Observed,
     run_time_refresh: float,
+    remove: frozenset[str] = frozenset(),
 ) -> _Plan:
     raw = obj.get('status')
     current = _parse_status(raw, key)
@@ -218,6 +228,9 @@ def _plan(
         accelerator=observed.accelerator,
         run_time_refresh=run_time_refresh,
     )
+    if remove:
+        kept = tuple(c for c in new.conditions if c.type not in remove)
+        new = new.model_copy(update={'conditions': kept})
     if current is not None and new == current:
         return _Plan(None, rv)
     status = new.model_dump(mode='json', by_alias=True, exclude_none=True)
