@@ -920,3 +920,48 @@ def test_next_status_does_not_mutate_its_input() -> None:
     assert flipped.conditions[0].observed_generation == 2
     # The target is lost: its desired count goes, the time of the last run stays.
     assert flipped.desired_optimized_alloc == crd.DesiredOptimizedAlloc(last_run_time=T0)
+
+
+async def test_a_condition_that_no_longer_applies_is_removed(
+    api: FakeAPI, writer: StatusWriter, clock: ManualClock
+) -> None:
+    limits = ConditionUpdate('ResourcesAvailable', 'False', 'ResourceConstrained', '1 held back')
+    api.seed(va())
+    await writer.update(
+        namespace=NS, name='v', obj=None, desired=3, applied=True, conditions=[FOUND, limits]
+    )
+    await clock.advance(60)
+    result = await writer.update(
+        namespace=NS,
+        name='v',
+        obj=stored(api),
+        desired=3,
+        applied=True,
+        conditions=[FOUND],
+        remove_conditions=('ResourcesAvailable',),
+    )
+    assert result.outcome is StatusOutcome.WRITTEN
+    status = stored(api)['status']
+    assert [c['type'] for c in status['conditions']] == ['TargetResolved']
+    assert condition(status, 'TargetResolved')['lastTransitionTime'] == T0
+    # Gone already: nothing to write; a type absent from the status is no error either.
+    again = await writer.update(
+        namespace=NS,
+        name='v',
+        obj=stored(api),
+        desired=3,
+        applied=True,
+        conditions=[FOUND],
+        remove_conditions=('ResourcesAvailable', 'PoolResolved'),
+    )
+    assert again.outcome is StatusOutcome.UNCHANGED
+    with pytest.raises(ValueError, match='both set and removed: ResourcesAvailable'):
+        await writer.update(
+            namespace=NS,
+            name='v',
+            obj=stored(api),
+            desired=3,
+            applied=True,
+            conditions=[limits],
+            remove_conditions=('ResourcesAvailable',),
+        )
