@@ -40,7 +40,7 @@ import numpy as np
 from llmscaler.config import file as config_file
 from llmscaler.config.errors import ConfigFileError
 from llmscaler.config.types import Config, ModelConfig, SaturationConfig
-from llmscaler.sim import clairvoyant, floors, policies, synthetic, trace
+from llmscaler.sim import clairvoyant, floors, perf_seed, policies, synthetic, trace
 from llmscaler.sim.mix import capped, cheapest_mix, items_of, solve
 from llmscaler.sim.scenario_document import (
     ScenarioError,
@@ -382,6 +382,11 @@ def with_start_fleet(*, scenario: Scenario, initial: Mapping[str, int]) -> Scena
 # ---- policies ------------------------------------------------------------------------------
 
 
+def _mean_mix(workload: Trace) -> tuple[float, float]:
+    """Mean (input, output) tokens per request of a trace."""
+    return float(np.mean(workload.input_tokens)), float(np.mean(workload.output_tokens))
+
+
 def build_policies(
     *,
     scenario: Scenario,
@@ -398,6 +403,15 @@ def build_policies(
         if name == policies.SLO_QUEUEING:
             targets = {m.model_id: (slos[m.name].ttft, slos[m.name].itl) for m in scenario.models}
             config = policies.slo_queueing_config(targets=targets)
+            # The tuner starts from α, β, γ, δ fitted to each variant's preset (`sim.perf_seed`).
+            mixes = {
+                m.model_id: _mean_mix(workloads.traces[m.name])
+                for m in scenario.models
+                if m.name in workloads.traces and len(workloads.traces[m.name])
+            }
+            config = perf_seed.with_preset_seeds(
+                config=config, variants=scenario.variants, mixes=mixes
+            )
             built.append(policies.CorePolicy(name=name, config=config))
         elif name in ('default', 'saturation-percentage', 'saturation-token'):
             built.append(policies.CorePolicy(name=name, config=core_config(name=name)))
