@@ -42,12 +42,14 @@ bench: $(STAMP)
 	$(BIN)/python bench/cycle.py
 	$(BIN)/python bench/from_zero.py
 	$(BIN)/python bench/informer.py
+	$(BIN)/python bench/policy.py
 
 # Figures quoted in the README and docs, regenerated from runs (the tests check they are current).
 docs: $(STAMP)
 	$(BIN)/python bench/readme.py
 	$(BIN)/python bench/fidelity.py --write-docs
 	$(BIN)/python bench/peers.py --write-docs
+	$(BIN)/python bench/policy.py --write-docs
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -32,6 +32,22 @@ What it computes:
 - `calibrate`: capacity_v, the req/s one replica sustains within the SLO, by replaying a seeded
   Poisson stream on one `FastReplica` (details on the function).
 
+What it knows and what it assumes: it knows every arrival of the trace (not the token lengths of
+each request, which only the calibration's resampled mix stands for) and each variant's price
+and start-up delay. Sized on `calibrate`'s one-replica capacities alone it is no bound: the
+least-loaded router gives a slow variant as many requests in flight as a fast one, so in a mix
+the slow one misses its ITL target well below its one-replica capacity, and long prompts stall
+the decode steps of the requests around them. So the capacities it is given in a simulate run
+(`scenario.calibrate_capacities`) are measured on the scenario itself: `sim.bound` runs this
+plan on the whole workload with the real router, start fleet and settings, with the one-replica
+capacities scaled by a searched headroom factor (and each variant also tried alone), and keeps
+the cheapest that meets 99 % of requests within the SLO. The scenario's warm start is sized with
+the same capacities, so the first minutes have the fleet this plan needs. What it assumes: that
+attainment grows with capacity (the search bisects on it), and one factor for all the variants
+of a set; the bound is the cheapest plan of that family found, not a proven optimum, and it
+holds only from a warm start (from a cold 1 + 1 fleet nothing is ready before the start-up
+delay). A test checks, on a benchmark case, that no policy is both cheaper and at least as good.
+
 What fails: `ClairvoyantPolicy` raises `ValueError` when a variant has no capacity in
 `capacities`, `cycle` is negative or not finite, or a model has no trace (one `Trace` serves one
 model); a NaN, infinite or negative capacity counts as 0 (the variant adds nothing); a NaN,
@@ -136,7 +152,9 @@ class ClairvoyantPolicy:
     (`VariantSpec.model_name`); `slo` the SLO (per model) the capacities were calibrated for,
     kept for the record. `last_required` / `last_hold` are R and H of the latest
     `targets` call, summed over the models (for figures); `short` the decision times at which
-    the models' cheapest mixes together did not fit the `inventory`.
+    the models' cheapest mixes together did not fit the `inventory`. `fixed`, when given, is a
+    fleet (replicas per variant) found cheaper in hindsight than any plan (`sim.bound`): the
+    policy then keeps it from the first cycle, as a fixed fleet would.
     """
 
     def __init__(
@@ -148,6 +166,7 @@ class ClairvoyantPolicy:
         cycle: float,
         capacities: Mapping[str, float],
         inventory: Mapping[str, int] | None = None,
+        fixed: Mapping[str, int] | None = None,
     ) -> None:
         if not math.isfinite(cycle) or cycle < 0:
             raise ValueError(f'cycle must be a finite number >= 0, got {cycle}')
@@ -178,6 +197,7 @@ class ClairvoyantPolicy:
         self.capacities = {it.name: it.capacity for p in self._plans for it in p.items}
         self.delay = max((p.delay for p in self._plans), default=0.0)
         self.inventory = dict(inventory or {})
+        self.fixed = dict(sorted(fixed.items())) if fixed is not None else None
         self.last_required = 0.0
         self.last_hold = 0.0
         self.decisions = 0
@@ -207,6 +227,8 @@ class ClairvoyantPolicy:
     def targets(self, *, view: ControlView) -> dict[str, int]:
         now = view.now
         self.decisions += 1
+        if self.fixed is not None:
+            return dict(self.fixed)
         wanted: list[tuple[_Plan, float, float, tuple[int, ...], tuple[int, ...]]] = []
         for plan in self._plans:
             required, hold = plan.required_rate(now), plan.hold_rate(now)
@@ -241,7 +263,14 @@ class ClairvoyantPolicy:
         return all(used[a] <= self.inventory[a] for a in used)
 
     def notes(self) -> list[str]:
-        """What the report says about this run: when its fleet did not fit the inventory."""
+        """What the report says about this run: a fixed fleet kept, or when its fleet did not
+        fit the inventory."""
+        if self.fixed is not None:
+            fleet = ', '.join(f'{v}={n}' for v, n in self.fixed.items())
+            return [
+                f'clairvoyant: a fixed fleet ({fleet}) met the SLO for less than any plan '
+                'searched, so the bound keeps it'
+            ]
         if not self.short:
             return []
         return [

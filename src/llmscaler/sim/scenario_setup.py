@@ -19,7 +19,8 @@ and the policies.
   whose clairvoyant capacity covers the peak 60-second arrival rate of windows that start within
   the first WARM_WINDOW seconds plus the largest start-up delay (`warm_fleet`); with a GPU
   inventory, within the GPUs the models before it left.
-- Policies (`build_policies`): the names of `FIXED_POLICIES`, `static:...`, `config:FILE` and
+- Policies (`build_policies`): the names of `FIXED_POLICIES`, `static-best` (`sim.bound`),
+  `static:...`, `config:FILE` and
   Kaito's `kaito-realtime[:FILE]` / `kaito-cron:FILE|SCHEDULE=N[@ZONE];...` (`sim.kaito`).
 
 What fails: a bad synthetic preset, a trace file that cannot be read (`trace.TraceError`), a
@@ -40,7 +41,7 @@ import numpy as np
 from llmscaler.config import file as config_file
 from llmscaler.config.errors import ConfigFileError
 from llmscaler.config.types import Config, ModelConfig, SaturationConfig
-from llmscaler.sim import clairvoyant, floors, perf_seed, policies, synthetic, trace
+from llmscaler.sim import bound, clairvoyant, floors, perf_seed, policies, synthetic, trace
 from llmscaler.sim.mix import capped, cheapest_mix, items_of, solve
 from llmscaler.sim.scenario_document import (
     ScenarioError,
@@ -68,6 +69,8 @@ FIXED_POLICIES = (
     'hpa-kv',
     'clairvoyant',
 )
+SEARCHED_POLICIES = ('static-best',)
+"""Policies found by simulating the scenario (`sim.bound`): the best fixed fleet in hindsight."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +85,7 @@ def check_policy_name(
     *, name: str, variants: Sequence[str], where: str, first: Sequence[str] = ()
 ) -> None:
     """Raise `ScenarioError` listing the valid names when `name` is not a policy."""
-    if name in FIXED_POLICIES or name.startswith('config:'):
+    if name in FIXED_POLICIES or name in SEARCHED_POLICIES or name.startswith('config:'):
         return
     if policies.is_kaito(name):
         try:
@@ -105,6 +108,7 @@ def check_policy_name(
     valid = ', '.join(
         (
             *FIXED_POLICIES,
+            *SEARCHED_POLICIES,
             'static:N',
             'static:VARIANT=N,...',
             'config:FILE',
@@ -305,9 +309,11 @@ def calibrate_capacities(
     slos: Mapping[str, SLO],
     progress: Callable[[float], None] | None = None,
 ) -> dict[str, float]:
-    """Each variant's clairvoyant capacity (`clairvoyant.calibrate`) on its model's workload
-    and SLO, in req/s. `progress(fraction_done)` is called now and then over all the variants."""
-    count = len(scenario.variants)
+    """Each variant's clairvoyant capacity on its model's workload and SLO, in req/s: one
+    replica's (`clairvoyant.calibrate`), then the headroom and variant set with which the
+    clairvoyant plan, run on the scenario itself, meets the SLO (`bound.bound_capacities`; a
+    variant the plan leaves out has 0). `progress(fraction_done)` is called now and then."""
+    count = len(scenario.variants) * 2  # the search after the calibration weighs as much
     model_of = _model_of(scenario)
     capacities: dict[str, float] = {}
     for index, spec in enumerate(scenario.variants):
@@ -324,7 +330,37 @@ def calibrate_capacities(
             seed=scenario.seed,
             progress=update,
         )
-    return capacities
+    setting = _setting(scenario=scenario, workloads=workloads, slos=slos)
+
+    def start(caps: Mapping[str, float]) -> tuple[VariantSpec, ...]:
+        if not scenario.warm_start:
+            return scenario.variants
+        fleet = warm_start_fleet(scenario=scenario, workloads=workloads, capacities=caps)
+        return with_start_fleet(scenario=scenario, initial=fleet).variants
+
+    def searched(done: float) -> None:
+        if progress is not None:
+            progress(0.5 + done / 2)
+
+    return bound.bound_capacities(
+        setting=setting,
+        base=capacities,
+        cycle=scenario.settings.cycle,
+        start=start,
+        progress=searched,
+    )
+
+
+def _setting(*, scenario: Scenario, workloads: Workloads, slos: Mapping[str, SLO]) -> bound.Setting:
+    """What the searches' runs share (`sim.bound`), as `simulate.run` runs the policies."""
+    judged: Mapping[str, SLO] | SLO = slos if scenario.several_models else next(iter(slos.values()))
+    return bound.Setting(
+        traces=workloads.traces,
+        variants=scenario.variants,
+        settings=scenario.settings,
+        slos=judged,
+        inventory=scenario.inventory,
+    )
 
 
 def warm_fleet(
@@ -387,6 +423,17 @@ def _mean_mix(workload: Trace) -> tuple[float, float]:
     return float(np.mean(workload.input_tokens)), float(np.mean(workload.output_tokens))
 
 
+def _best_fleet(
+    *, scenario: Scenario, workloads: Workloads, slos: Mapping[str, SLO]
+) -> bound.Fleet:
+    try:
+        return bound.best_static(
+            setting=_setting(scenario=scenario, workloads=workloads, slos=slos)
+        )
+    except ValueError as exc:
+        raise ScenarioError(f'policies: {exc}') from None
+
+
 def build_policies(
     *,
     scenario: Scenario,
@@ -395,10 +442,13 @@ def build_policies(
     capacities: Mapping[str, float] | None = None,
 ) -> list[Policy]:
     """Instantiate the scenario's policies in the order given. The clairvoyant policy uses
-    `capacities` when given, else calibrates them (`calibrate_capacities`)."""
+    `capacities` when given, else calibrates them (`calibrate_capacities`), and keeps the best
+    fixed fleet instead when that is cheaper (`bound.clairvoyant_bound`); `static-best` and the
+    clairvoyant policy share one search of fixed fleets (`bound.best_static`)."""
     names = [v.name for v in scenario.variants]
     first = scenario.first_variants
     built: list[Policy] = []
+    fleet: bound.Fleet | None = None  # the best fixed fleet, searched once for both uses
     for name in scenario.policies:
         if name == policies.SLO_QUEUEING:
             targets = {m.model_id: (slos[m.name].ttft, slos[m.name].itl) for m in scenario.models}
@@ -441,17 +491,19 @@ def build_policies(
                 built.append(floors.parse_floor(text=name, variants=names))
             except ValueError as exc:
                 raise ScenarioError(f'policies: {exc}') from None
+        elif name == 'static-best':
+            fleet = fleet or _best_fleet(scenario=scenario, workloads=workloads, slos=slos)
+            built.append(fleet.policy())
         elif name == 'clairvoyant':
             if capacities is None:
                 capacities = calibrate_capacities(scenario=scenario, workloads=workloads, slos=slos)
+            fleet = fleet or _best_fleet(scenario=scenario, workloads=workloads, slos=slos)
             built.append(
-                clairvoyant.ClairvoyantPolicy(
-                    trace=workloads.traces,
-                    variants=scenario.variants,
-                    slo=slos,
-                    cycle=scenario.settings.cycle,
+                bound.clairvoyant_bound(
+                    setting=_setting(scenario=scenario, workloads=workloads, slos=slos),
                     capacities=capacities,
-                    inventory=scenario.inventory,
+                    cycle=scenario.settings.cycle,
+                    fleet=fleet,
                 )
             )
         else:

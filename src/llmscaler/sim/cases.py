@@ -1,0 +1,141 @@
+"""The policy benchmark's workloads: two Azure traces and five synthetic stress cases, as scenarios.
+
+Why: policies win or lose on the shape of the load — a step, a burst, a slow ramp, long prompts,
+shared prefixes — so the benchmark (bench/policy.py) runs each policy on cases that each stress
+one of them, and the bound test runs one of them too. Each case is a scenario document on the
+built-in fleet (Llama-3.1-8B on H100 at $3.90/h and L40S at $1.90/h, 90 s start-up), seeded,
+and starts warm (`warm_start`: every policy starts at the fleet the first minutes need, so no
+case is decided by a cold start). Every case lasts `DURATION` seconds (30 minutes: the bench
+runs seven cases times nine policies, two of them searched by simulation, in a few minutes),
+`multi-turn` 10; `case(..., duration=)` sets another.
+
+- `azure-conv`, `azure-code`: the first 30 minutes of the bundled Azure 2023 traces, the
+  conversation trace at rate ×6 and the code trace at ×2 (each peak then needs 4 or more
+  replicas; the code trace's long prompts need that many already at ×2, and at ×3 not even
+  the whole fleet, 8 H100 and 12 L40S, meets 99 %).
+- `diurnal-flash`: a day compressed into half an hour (six 5-minute levels, ×0.5 to ×1.4 of
+  16 req/s of conversation traffic) with a flash crowd of ×2.5 for two minutes at its peak.
+- `on-off`: code-like traffic at 14 req/s for five minutes, then ×0.05 for five, three times.
+- `ramp`: conversation traffic rising from ×0.1 to ×1.0 of 40 req/s in ten equal steps.
+- `long-prompts`: RAG-like: every prompt carries a 3,000-token retrieved context (one of 2,000,
+  so a prefix cache would rarely help; caching is off) before its question, at 10 req/s.
+- `multi-turn`: conversations with shared system prompts (8 of 1,000 tokens) and follow-up turns
+  (half of the requests continue one of 200 open sessions), prefix caching on and the
+  prefix-aware router, at 11 req/s for 10 minutes (`SHORT`: with the prefix-aware router's
+  scoring these runs are the slowest per request).
+
+What fails: `case` raises `KeyError` naming the cases for an unknown name and `ValueError` for a
+non-positive duration.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Any
+
+DURATION = 1800.0
+"""Seconds of every case but those of `SHORT`."""
+SHORT = {'multi-turn': 600.0}
+AZURE_RATE_SCALES = {'azure-conv': 6.0, 'azure-code': 2.0}
+TRACES = Path(__file__).resolve().parents[3].parent / 'shared' / 'traces'
+"""Where the bundled Azure traces are (next to the project's checkout)."""
+
+_VARIANTS = [
+    {'name': 'h100', 'preset': 'llama-3.1-8b-h100', 'max_replicas': 8},
+    {'name': 'l40s', 'preset': 'llama-3.1-8b-l40s', 'max_replicas': 12},
+]
+
+
+def _levels(*, step: float, multipliers: list[float]) -> list[tuple[float, float, float]]:
+    return [(i * step, step, m) for i, m in enumerate(multipliers)]
+
+
+_SYNTHETIC: dict[str, dict[str, Any]] = {
+    'diurnal-flash': {
+        'synthetic': {
+            'preset': 'azure-conv',
+            'rate': 16.0,
+            'events': [
+                *_levels(step=300.0, multipliers=[0.5, 0.8, 1.2, 1.4, 1.0, 0.6]),
+                (960.0, 120.0, 2.5),
+            ],
+        }
+    },
+    'on-off': {
+        'synthetic': {
+            'preset': 'azure-code',
+            'rate': 14.0,
+            'events': [(300.0, 300.0, 0.05), (900.0, 300.0, 0.05), (1500.0, 300.0, 0.05)],
+        }
+    },
+    'ramp': {
+        'synthetic': {
+            'preset': 'azure-conv',
+            'rate': 40.0,
+            'events': _levels(step=180.0, multipliers=[(i + 1) / 10 for i in range(10)]),
+        }
+    },
+    'long-prompts': {
+        'synthetic': {
+            'preset': 'azure-conv',
+            'rate': 10.0,
+            'prefixes': {'system_prompts': 2000, 'system_tokens': 3000, 'skew': 0.0},
+        }
+    },
+    'multi-turn': {
+        'synthetic': {
+            'preset': 'azure-conv',
+            'rate': 11.0,
+            'prefixes': {
+                'system_prompts': 8,
+                'system_tokens': 1000,
+                'followup': 0.5,
+                'open_sessions': 200,
+            },
+        }
+    },
+}
+_AZURE = {
+    'azure-conv': 'AzureLLMInferenceTrace_conv.csv',
+    'azure-code': 'AzureLLMInferenceTrace_code.csv',
+}
+NAMES = (*_AZURE, *_SYNTHETIC)
+"""The cases, in the benchmark's order."""
+
+
+def case(
+    *, name: str, policies: list[str], duration: float | None = None, traces: Path = TRACES
+) -> dict[str, Any]:
+    """The scenario document of case `name` running `policies` (module docstring); `duration`
+    None: the case's own."""
+    if duration is None:
+        duration = SHORT.get(name, DURATION)
+    if not (duration > 0 and math.isfinite(duration)):
+        raise ValueError(f'duration must be > 0 and finite, got {duration}')
+    settings: dict[str, Any] = {}
+    if name in _AZURE:
+        workload: dict[str, Any] = {
+            'trace': {
+                'path': str(traces / _AZURE[name]),
+                'rate_scale': AZURE_RATE_SCALES[name],
+                'duration': duration,
+            }
+        }
+    elif name in _SYNTHETIC:
+        workload = copy.deepcopy(_SYNTHETIC[name])
+        workload['synthetic']['duration'] = duration
+        if name == 'multi-turn':
+            settings = {'prefix_caching': True, 'router': 'prefix-aware'}
+    else:
+        raise KeyError(f'unknown case {name!r}; cases: {", ".join(NAMES)}')
+    return {
+        'name': name,
+        'variants': copy.deepcopy(_VARIANTS),
+        'workload': workload,
+        'policies': list(policies),
+        'settings': settings,
+        'warm_start': True,
+        'seed': 1,
+    }
