@@ -42,38 +42,43 @@ Results = Mapping[str, Sequence[PolicySummary]]
 
 WHY: Mapping[str, str] = {
     'default': (
-        'WVA V1 (saturation, percentage form) moves one replica per variant per cycle and scales '
-        'on KV usage and queue length, which stay low while the slow variant misses its ITL '
-        'target: it trails steps and bursts'
+        'WVA V1 (percentage saturation) adds replicas of one variant per cycle when KV usage or '
+        'the queue cross their thresholds; those stay under them while requests miss the ITL '
+        'target (a slow variant run past its SLO capacity, long prompts stalling decode steps), '
+        'so it trails the load and misses'
     ),
     'saturation-percentage': 'is `default` by its WVA name: the same decisions',
     'saturation-token': (
-        'WVA V2 (token-based saturation) sizes on token capacity estimates that move with every '
-        'scrape, so it scales up and down often and still sizes for saturation, not for the SLO'
+        'WVA V2 (token saturation) sizes on token-capacity estimates that move from scrape to '
+        'scrape: it scales often and sizes for saturation, not for the SLO, so it pays for '
+        'swings and still misses'
     ),
     'slo-queueing': (
-        'sizes each variant from a queueing model of TTFT and ITL, reactively: it meets the SLO '
-        'where the load moves slowly and trails a burst by its decision and start-up delays'
+        'sizes each variant from a queueing model of TTFT and ITL on what it observes: it '
+        'reacts, so it trails steps and bursts by its decision and start-up delays, and where '
+        "its model of a replica's time per request is off (long prompts) it buys too little"
     ),
     'keda-queue': (
-        'scales each variant on the waiting requests (⌈Σ waiting / 5⌉), so every variant grows '
-        'its own pool whatever its price and replicas stay for the 300 s window'
+        'scales each variant on the waiting requests (⌈Σ waiting / 5⌉): it reacts only once '
+        'requests wait, every variant grows its own pool whatever its price, and replicas stay '
+        'for the 300 s window, so it pays more and still misses the start of each burst'
     ),
     'hpa-kv': (
         'scales on mean KV usage, a late signal: queued prompts hold no KV blocks, so it reacts '
         'after TTFT has grown'
     ),
     'kaito-realtime': (
-        "runs Kaito's defaults: one replica per step, a scale-up at most every 600 s, so a step "
-        'in load takes many minutes to meet'
+        "runs Kaito's defaults: one replica per step, a scale-up at most every 600 s and a "
+        'scale-down every 1,800 s, so a step in load takes many minutes to meet and what it buys '
+        'stays'
     ),
     'static-best': (
-        'is a fixed fleet chosen in hindsight: it pays for the peak all the time, so it is '
-        'cheap only where the load is flat'
+        'is the cheapest fixed fleet that meets 99 %: it pays for the peak all the time, so it '
+        'is cheap only where the load is flat'
     ),
     'clairvoyant': (
-        'knows the trace; its cost is that of the cheapest plan its search found meeting 99 %, '
-        'not a proven optimum'
+        'knows every arrival; its cost is that of the cheapest plan its searches found meeting '
+        '99 % (a fixed fleet where that was cheaper), not a proven optimum'
     ),
 }
 
