@@ -19,6 +19,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llmscaler.analyze import kalman, slo_queueing
 from llmscaler.analyze.queue_model import PerfParams
@@ -324,3 +326,40 @@ def test_a_configured_seed_30_percent_off_converges_and_a_restart_starts_there(
         replica, config=moved, records=records, rate=0.0, ttft=50.0, itl=10.0, cycle=CYCLES
     )
     assert next(iter(again.values())).x == pytest.approx(truth.as_tuple(), rel=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    x=st.tuples(
+        st.floats(2.0, 40.0), st.floats(0.005, 0.5), st.floats(5.0, 300.0), st.floats(1e-5, 1e-3)
+    ),
+    load=st.floats(0.05, 0.9),
+    tokens=st.floats(50.0, 3000.0),
+    out=st.floats(2.0, 600.0),
+    n=st.integers(8, 256),
+)
+def test_the_chain_rule_jacobian_matches_differencing_each_parameter(
+    x: tuple[float, float, float, float], load: float, tokens: float, out: float, n: int
+) -> None:
+    # Four queue solutions (wait and service time in base and slope, then the chain rule)
+    # against WVA's eight (each of α, β, γ, δ differenced): the same derivatives, to the
+    # accuracy of a 1 % central difference.
+    probe = kalman.TunerObservation(
+        arrival_rate=1.0, ttft=1.0, itl=1.0, avg_input_tokens=tokens, avg_output_tokens=out,
+        max_batch_size=n,
+    )  # fmt: skip
+    top = n / (x[2] + (out - 1) * x[0] + (x[3] * tokens + (out - 1) * x[1]) * n) * 1000
+    obs = replace(probe, arrival_rate=load * top)
+    predicted = kalman.measure(x=x, obs=obs)
+    assert predicted is not None
+    fast = kalman._jacobian(x=x, obs=obs, memo=None, predicted=predicted)
+    plain = kalman._jacobian_plain(x=x, obs=obs, memo=None)
+    assert fast is not None
+    assert plain is not None
+    for row in range(2):
+        # Compare each parameter's effect on the figure (derivative × parameter), against
+        # the figure itself.
+        for j in range(4):
+            assert fast[row][j] * x[j] == pytest.approx(
+                plain[row][j] * x[j], rel=0.02, abs=1e-3 * predicted[row]
+            )

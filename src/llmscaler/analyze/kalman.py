@@ -8,7 +8,11 @@ four-parameter model:
 - state x = [α, β, γ, δ] (ms, ms, ms, ms); identity transition (parameters drift slowly);
 - measurement z = [TTFT, ITL] (ms) with h(x) = the queue's predicted (wait + prefill, ITL) at
   the observed arrival rate and token mix, max batch N and max queue 10·N (WVA's tuner sizes);
-- Jacobian H by central differences with step 0.01·|x_j| (0.01 when x_j = 0);
+- Jacobian H: the queue depends on α, β, γ, δ only through its service time base + slope·n,
+  so its wait and service time are differenced centrally in base and slope (step 1 %) and the
+  rest follows by the chain rule (four queue solutions; WVA differences each parameter, step
+  0.01·|x_j|, eight solutions, which `_jacobian_plain` keeps for requests without input tokens
+  and tests/unit/test_kalman.py compares with);
 - R = diag(((errorLevel / tPercentile)² / gammaFactor) · z_j²), WVA's 0.05, 1.96, 1.0 (a
   standard deviation of about 2.55 % of each observed figure);
 - Q = diag((percentChange · x_i)²), recomputed from the state each step;
@@ -42,7 +46,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from llmscaler.analyze.queue_model import PerfParams, QueueAnalyzer, QueueError
+from llmscaler.analyze.queue_model import (
+    EPSILON,
+    PerfParams,
+    QueueAnalyzer,
+    QueueError,
+    RateRange,
+)
 from llmscaler.model import KalmanRecord
 
 ERROR_LEVEL = 0.05
@@ -144,7 +154,101 @@ def measure(
     return solved[1], solved[2]
 
 
+def _queue_at(
+    *, base: float, slope: float, x: tuple[float, ...], obs: TunerObservation
+) -> tuple[float, float] | None:
+    """(wait W, service S) ms of the tuner's queue whose service time is base + slope·n."""
+    n = obs.max_batch_size
+    if not (base + slope > 0 and base + slope * n > 0):
+        return None
+    top = n / (base + slope * n)
+    analyzer = QueueAnalyzer(
+        params=PerfParams(*x),
+        max_batch_size=n,
+        max_queue_size=QUEUE_FACTOR * n,
+        avg_input_tokens=obs.avg_input_tokens,
+        avg_output_tokens=obs.avg_output_tokens,
+        rate_range=RateRange(min=EPSILON * 1000 / (base + slope), max=top * (1 - EPSILON) * 1000),
+        base=base,
+        slope=slope,
+        monotone=base >= 0,
+    )
+    if obs.arrival_rate > analyzer.rate_range.max:
+        return None
+    stats = analyzer.solve(lam=obs.arrival_rate / 1000)
+    return None if isinstance(stats, QueueError) else (stats.avg_wait_time, stats.avg_serv_time)
+
+
+def _queue_memo(
+    *,
+    base: float,
+    slope: float,
+    x: tuple[float, ...],
+    obs: TunerObservation,
+    memo: Measurements | None,
+) -> tuple[float, float] | None:
+    """`_queue_at` through the decision's memo (keyed by (base, slope), not by α..δ)."""
+    if memo is None:
+        return _queue_at(base=base, slope=slope, x=x, obs=obs)
+    key = ((base, slope), obs)
+    if key not in memo:
+        memo[key] = _queue_at(base=base, slope=slope, x=x, obs=obs)
+    return memo[key]
+
+
 def _jacobian(
+    *,
+    x: tuple[float, ...],
+    obs: TunerObservation,
+    memo: Measurements | None,
+    predicted: tuple[float, float],
+) -> _Matrix | None:
+    """2 × 4: TTFT = W + γ + δ·I·b̄ and ITL = α + β·b̄, where the queue (W, S) depends on the
+    parameters only through its service time base + slope·n (base = γ + (O − 1)·α, slope =
+    δ·I + (O − 1)·β) and b̄ = (S − base)/slope. The queue's derivatives in base and slope are
+    central differences (step 1 % of each), the rest is the chain rule: four queue solutions
+    where differencing each of α, β, γ, δ takes eight. Without input tokens (base and the
+    effective batch then differ in γ) each parameter is differenced."""
+    if obs.avg_input_tokens == 0 or obs.avg_output_tokens < 1:
+        return _jacobian_plain(x=x, obs=obs, memo=memo)
+    alpha, beta, gamma, delta = x
+    tokens, decodes = obs.avg_input_tokens, obs.avg_output_tokens - 1
+    base, slope = gamma + decodes * alpha, delta * tokens + decodes * beta
+    h_base, h_slope = 0.01 * abs(base) or 0.01, 0.01 * abs(slope) or 0.01
+    solved = [
+        _queue_memo(base=b, slope=s, x=x, obs=obs, memo=memo)
+        for b, s in (
+            (base + h_base, slope),
+            (base - h_base, slope),
+            (base, slope + h_slope),
+            (base, slope - h_slope),
+        )
+    ]
+    if any(q is None for q in solved):
+        return None
+    (w1, s1), (w2, s2), (w3, s3), (w4, s4) = (q for q in solved if q is not None)
+    dw_base, ds_base = (w1 - w2) / (2 * h_base), (s1 - s2) / (2 * h_base)
+    dw_slope, ds_slope = (w3 - w4) / (2 * h_slope), (s3 - s4) / (2 * h_slope)
+    batch = (predicted[1] - alpha) / beta
+    if 0 < batch < obs.max_batch_size:
+        db_base, db_slope = (ds_base - 1) / slope, (ds_slope - batch) / slope
+    else:  # the effective batch is clamped at 0 or N: it does not move
+        db_base = db_slope = 0.0
+        batch = min(max(batch, 0.0), float(obs.max_batch_size))
+    dt_base = dw_base + delta * tokens * db_base
+    dt_slope = dw_slope + delta * tokens * db_slope
+    return [
+        [dt_base * decodes, dt_slope * decodes, dt_base + 1, dt_slope * tokens + tokens * batch],
+        [
+            1 + beta * db_base * decodes,
+            batch + beta * db_slope * decodes,
+            beta * db_base,
+            beta * db_slope * tokens,
+        ],
+    ]
+
+
+def _jacobian_plain(
     *, x: tuple[float, ...], obs: TunerObservation, memo: Measurements | None
 ) -> _Matrix | None:
     """2 × 4 by central differences, step 0.01·|x_j| (0.01 at 0)."""
@@ -182,7 +286,7 @@ def step(
     for i, v in enumerate(x):
         p[i][i] += (PERCENT_CHANGE * v) ** 2 + ((INITIAL_UNCERTAINTY * v) ** 2 if widen else 0.0)
     predicted = measure(x=x, obs=obs, memo=memo)
-    jac = _jacobian(x=x, obs=obs, memo=memo)
+    jac = None if predicted is None else _jacobian(x=x, obs=obs, memo=memo, predicted=predicted)
     if predicted is None or jac is None:
         return _rejected(record, p=None, reason='observed rate above what the model can serve')
     z = (obs.ttft, obs.itl)
