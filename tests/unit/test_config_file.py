@@ -59,6 +59,33 @@ configMaps:
     assert config.model(model_id='m', namespace='other').scale_to_zero.enabled is None
 
 
+def test_service_classes_in_a_file_give_a_model_its_targets(tmp_path: Path) -> None:
+    text = """\
+configMaps:
+  - metadata: {name: wva-queueing-model-config}
+    data:
+      default: "sloMultiplier: 3"
+  - metadata: {name: service-classes-config}
+    data:
+      gold.yaml: |
+        name: Gold
+        priority: 1
+        data:
+          - model: m
+            slo-ttft: 400
+            slo-tpot: 30
+"""
+    config, errors = load_config_file(path=write(tmp_path, text), env={})
+    assert errors == ()
+    queueing = config.model(model_id='m', namespace='team').queueing
+    assert queueing is not None
+    assert (queueing.target_ttft, queueing.target_itl, queueing.service_class) == (
+        400.0,
+        30.0,
+        'Gold',
+    )
+
+
 def test_multi_document_configmap_stream(tmp_path: Path) -> None:
     text = (
         SATURATION_CM

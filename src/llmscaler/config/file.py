@@ -43,6 +43,7 @@ from llmscaler.config.configmaps import (
     ConfigMapSource,
 )
 from llmscaler.config.errors import ConfigError, ConfigFileError, show_setting, show_value
+from llmscaler.config.service_classes import SERVICE_CLASSES_CONFIGMAP
 from llmscaler.config.settings import load_settings
 from llmscaler.config.types import Config
 from llmscaler.config.yaml_loader import FILE_LIMITS, YamlProblem, load_yaml_documents
@@ -50,7 +51,12 @@ from llmscaler.config.yaml_loader import FILE_LIMITS, YamlProblem, load_yaml_doc
 MANAGER_CONFIGMAPS = ('wva-manager-config', 'llmscaler-config')
 """Manager-settings ConfigMaps, lowest precedence first."""
 
-_SCALING_CONFIGMAPS = (SATURATION_CONFIGMAP, SCALE_TO_ZERO_CONFIGMAP, QUEUEING_CONFIGMAP)
+_SCALING_CONFIGMAPS = (
+    SATURATION_CONFIGMAP,
+    SCALE_TO_ZERO_CONFIGMAP,
+    QUEUEING_CONFIGMAP,
+    SERVICE_CLASSES_CONFIGMAP,
+)
 _FORM_A_KEYS = frozenset({'settings', 'configMaps'})
 
 
