@@ -52,7 +52,9 @@ def test_the_default_workload_needs_several_replicas_of_both_variants(
         sum(series[i] for series in clairvoyant.timeline.replicas.values())
         for i in range(len(clairvoyant.timeline.times))
     )
-    assert peak >= 3
+    # The bound's cheapest plan (capacities measured on this workload) needs two H100 at the
+    # peak: more than one replica, so a policy that holds one would miss.
+    assert peak >= 2
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
