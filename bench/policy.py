@@ -18,6 +18,7 @@ four minutes on one core; the two searches take most of it).
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -151,9 +152,15 @@ def sentences(results: Results) -> list[str]:
 
 
 def plot(results: Results) -> None:
-    figure, axes = plt.subplots(1, len(results), figsize=(3.2 * len(results), 3.4), sharey=True)
-    axes_list = list(axes) if len(results) > 1 else [axes]
-    for ax, (case, rows) in zip(axes_list, results.items(), strict=True):
+    columns = min(4, len(results))
+    lines = math.ceil(len(results) / columns)
+    figure, axes = plt.subplots(
+        lines, columns, figsize=(3.6 * columns, 3.2 * lines), sharey=True, squeeze=False
+    )
+    axes_list = [ax for row in axes for ax in row]
+    for ax in axes_list[len(results) :]:
+        ax.set_visible(False)
+    for ax, (case, rows) in zip(axes_list, results.items(), strict=False):
         bound = _by(rows, 'clairvoyant')
         for row in rows:
             ratio = row.cost_usd / bound.cost_usd if bound is not None and bound.cost_usd else 0
@@ -162,7 +169,8 @@ def plot(results: Results) -> None:
         ax.axhline(99.0, color='grey', linewidth=0.6, linestyle='--')
         ax.set_title(case, fontsize=9)
         ax.set_xlabel('cost × clairvoyant', fontsize=8)
-    axes_list[0].set_ylabel('SLO attainment %', fontsize=8)
+    for row in axes:
+        row[0].set_ylabel('SLO attainment %', fontsize=8)
     figure.tight_layout()
     PLOT.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(PLOT, dpi=110, metadata={'Software': None})
