@@ -243,6 +243,16 @@ class Condition(_Wire):
     message: _Str = pydantic.Field(max_length=32768)
 
 
+def one_condition_per_type(value: tuple[Condition, ...]) -> tuple[Condition, ...]:
+    """`conditions` as the CRDs' listType map keyed by type allows: the API server rejects a
+    repeated type, and so does this (for a status model's field validator)."""
+    types = [c.type for c in value]
+    repeated = sorted({t for t in types if types.count(t) > 1})
+    if repeated:
+        raise PydanticCustomError('duplicate_type', 'repeated type {types}', {'types': repeated})
+    return value
+
+
 class Status(_Wire):
     desired_optimized_alloc: DesiredOptimizedAlloc | None = pydantic.Field(
         default=None, alias='desiredOptimizedAlloc'
@@ -254,14 +264,7 @@ class Status(_Wire):
     @pydantic.field_validator('conditions')
     @classmethod
     def _one_per_type(cls, value: tuple[Condition, ...]) -> tuple[Condition, ...]:
-        # The CRD's listType map keyed by type: the API server rejects a repeated type.
-        types = [c.type for c in value]
-        repeated = sorted({t for t in types if types.count(t) > 1})
-        if repeated:
-            raise PydanticCustomError(
-                'duplicate_type', 'repeated type {types}', {'types': repeated}
-            )
-        return value
+        return one_condition_per_type(value)
 
 
 class VariantAutoscaling(_Wire):

@@ -49,6 +49,7 @@ from llmscaler.kube.crd import (
     _Str,
     _Timestamp,
     _Wire,
+    one_condition_per_type,
 )
 
 GROUP: Final = 'kaito.sh'
@@ -245,13 +246,7 @@ class LLMAutoScalerStatus(_Wire):
     @pydantic.field_validator('conditions')
     @classmethod
     def _one_per_type(cls, value: tuple[Condition, ...]) -> tuple[Condition, ...]:
-        types = [c.type for c in value]
-        repeated = sorted({t for t in types if types.count(t) > 1})
-        if repeated:
-            raise PydanticCustomError(
-                'duplicate_type', 'repeated type {types}', {'types': repeated}
-            )
-        return value
+        return one_condition_per_type(value)
 
 
 class LLMAutoScaler(_Wire):
