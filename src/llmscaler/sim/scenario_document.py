@@ -30,7 +30,7 @@ import pydantic
 from llmscaler.config.yaml_loader import FILE_LIMITS, YamlProblem, load_yaml
 from llmscaler.sim import synthetic
 
-DEFAULT_POLICIES = ('default', 'keda-queue', 'hpa-kv', 'clairvoyant')
+DEFAULT_POLICIES = ('default', 'keda-queue', 'hpa-kv', 'kaito-realtime', 'clairvoyant')
 
 
 class ScenarioError(Exception):
