@@ -39,7 +39,9 @@ NOW = 100_000.0
 ACCELERATORS = (('h100', 3.90, 27_500), ('a100', 3.67, 27_500), ('l40s', 1.90, 11_500))
 
 
-def build(*, models: int, replicas: int, zero: str = '', slo: bool = False) -> Snapshot:
+def build(
+    *, models: int, replicas: int, zero: str = '', slo: bool = False, hot: bool = False
+) -> Snapshot:
     """The benchmark fleet; the variants on accelerator `zero` (if any) have no replicas; with
     `slo`, the replicas and pools also report what the SLO analyzer reads."""
     variants: list[Variant] = []
@@ -66,8 +68,10 @@ def build(*, models: int, replicas: int, zero: str = '', slo: bool = False) -> S
                 )
             )
             for r in range(count):
-                # Deterministic spread of load so every branch of the analyzers is exercised.
-                load = ((m * 7 + r * 13) % 100) / 100
+                # Deterministic spread of load so every branch of the analyzers is exercised;
+                # `hot`: 0.55 and up, so that most models want more replicas.
+                spread = (m * 7 + r * 13) % (45 if hot else 100)
+                load = (0.55 if hot else 0.0) + spread / 100
                 metrics.append(
                     ReplicaMetrics(
                         pod=f'{name}-{r:02d}',

@@ -23,88 +23,35 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import statistics
-import time
-from collections.abc import Callable
 
+import decide as decide_bench
 from llmscaler.analyze.types import AnalyzerSignal, RoleSignal, ScalingRequest, VariantCapacity
 from llmscaler.config.types import Config, ModelConfig, SaturationConfig
 from llmscaler.engine import decide
 from llmscaler.model import (
     EMPTY_STATE,
-    EngineParams,
     GpuLimit,
-    PoolMetrics,
-    ReplicaMetrics,
     Snapshot,
-    Variant,
 )
 from llmscaler.optimize import limiter
 from llmscaler.optimize.constraints import merge_constraints
 from llmscaler.optimize.limited import optimize_limited
 
-NOW = 100_000.0
-ACCELERATORS = (('h100', 3.90, 27_500), ('a100', 3.67, 27_500), ('l40s', 1.90, 11_500))
+NOW = decide_bench.NOW
+ACCELERATORS = decide_bench.ACCELERATORS
+timed = decide_bench.timed
 ROOM = 300
 """GPUs of each type free beyond the current replicas: far fewer than are asked for."""
 
 
 def build(*, models: int, replicas: int) -> Snapshot:
     """The fleet of bench/decide.py, hot enough that most models want more, with budgets."""
-    variants: list[Variant] = []
-    metrics: list[ReplicaMetrics] = []
-    pools: list[PoolMetrics] = []
-    for m in range(models):
-        model = f'model-{m:04d}'
-        namespace = f'ns-{m % 20:02d}'
-        for accelerator, cost, blocks in ACCELERATORS:
-            name = f'{model}-{accelerator}'
-            variants.append(
-                Variant(
-                    name=name,
-                    namespace=namespace,
-                    model_id=model,
-                    cost=cost,
-                    accelerator=accelerator.upper(),
-                    min_replicas=1,
-                    max_replicas=40,
-                    current_replicas=replicas,
-                    ready_replicas=replicas,
-                    engine=EngineParams(),
-                )
-            )
-            for r in range(replicas):
-                load = 0.55 + ((m * 7 + r * 13) % 45) / 100
-                metrics.append(
-                    ReplicaMetrics(
-                        pod=f'{name}-{r:02d}',
-                        variant=name,
-                        namespace=namespace,
-                        observed_at=NOW - 5,
-                        kv_usage=load,
-                        queue_length=float((m + r) % 8),
-                        num_gpu_blocks=blocks,
-                        block_size=16,
-                        avg_input_tokens=800.0 + 10 * (r % 5),
-                        avg_output_tokens=200.0 + 40 * (m % 4),
-                    )
-                )
-        pools.append(
-            PoolMetrics(
-                model_id=model,
-                namespace=namespace,
-                observed_at=NOW,
-                queue_size=float(m % 3),
-                request_count=100.0,
-            )
-        )
+    fleet = decide_bench.build(models=models, replicas=replicas, hot=True)
     limits = tuple(
         GpuLimit(provider='inventory', accelerator=acc.upper(), limit=models * replicas + ROOM)
         for acc, _, _ in ACCELERATORS
     )
-    return Snapshot(
-        variants=tuple(variants), replicas=tuple(metrics), pools=tuple(pools), gpu_limits=limits
-    )
+    return dataclasses.replace(fleet, gpu_limits=limits)
 
 
 def requests(*, models: int, replicas: int) -> list[ScalingRequest]:
@@ -149,15 +96,6 @@ def requests(*, models: int, replicas: int) -> list[ScalingRequest]:
             )
         )
     return out
-
-
-def timed(fn: Callable[[], object], *, repeat: int) -> float:
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def main() -> None:
