@@ -123,7 +123,7 @@ def _score(signal: AnalyzerSignal) -> float:
     return score if math.isfinite(score) and score > 0 else 1.0
 
 
-def _ceil(value: float) -> int:
+def replica_ceil(value: float) -> int:
     """⌈value⌉ for a replica count; a ratio that overflowed reads as `_HUGE` (callers cap it)."""
     if math.isnan(value):
         return 0
@@ -132,7 +132,7 @@ def _ceil(value: float) -> int:
     return max(0, math.ceil(value - _EPSILON))
 
 
-def _floor(value: float) -> int:
+def replica_floor(value: float) -> int:
     """⌊value⌋ for a replica count; a ratio that overflowed reads as `_HUGE` (callers cap it)."""
     if math.isnan(value):
         return 0
@@ -226,7 +226,7 @@ def _scale_up(
         for role, (variant, headroom) in picks.items():
             binder = _binder(live, role, variant.variant)
             demand, prc = binder if binder is not None else (0.0, 0.0)
-            n = min(_ceil(demand / prc), headroom) if demand > 0 else 0
+            n = min(replica_ceil(demand / prc), headroom) if demand > 0 else 0
             util = n * prc / demand if demand > 0 else 1.0
             if n > 0 and not util > 0:
                 # n·PRC/demand underflowed: still a positive fraction, so the commit happens.
@@ -241,7 +241,7 @@ def _scale_up(
             n, demand, prc = sizes[role]
             if demand <= 0 or prc <= 0:
                 continue
-            k = min(max(_floor(delta * demand / prc), min(1, n)), n)
+            k = min(max(replica_floor(delta * demand / prc), min(1, n)), n)
             if k <= 0:
                 continue
             committed = True
@@ -268,7 +268,7 @@ def _removable(live: Sequence[_Signal], role: Role, variant: str) -> int:
     if not _down_allowed(live, role):
         return 0
     counts = [
-        _floor(signal.spare[role] / signal.prc(variant))
+        replica_floor(signal.spare[role] / signal.prc(variant))
         for signal in live
         if role in signal.spare and signal.prc(variant) > 0 and not math.isinf(signal.spare[role])
     ]

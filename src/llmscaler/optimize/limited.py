@@ -54,8 +54,6 @@ from llmscaler.optimize import cost_aware
 from llmscaler.optimize.constraints import Budgets, Ledger
 
 REASON = 'limited'
-_EPSILON = 1e-9
-_HUGE = 2**31
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,22 +85,6 @@ def _finite_positive(value: float) -> float:
 
 def _weight(value: float) -> float:
     return value if math.isfinite(value) and value >= 0 else 1.0
-
-
-def _ceil(value: float) -> int:
-    if math.isnan(value):
-        return 0
-    if value >= _HUGE:
-        return _HUGE
-    return max(0, math.ceil(value - _EPSILON))
-
-
-def _floor(value: float) -> int:
-    if math.isnan(value):
-        return 0
-    if value >= _HUGE:
-        return _HUGE
-    return max(0, math.floor(value + _EPSILON))
 
 
 def _cost(variant: VariantCapacity) -> float:
@@ -206,7 +188,7 @@ def _commit_round(*, model: _Model, cap_at: float, ledger: Ledger) -> None:
                     continue
                 if capped[index][role] / price > ratio:
                     demand, prc, ratio = capped[index][role], price, capped[index][role] / price
-            n = min(_ceil(demand / prc), cap) if demand > 0 and prc > 0 else 0
+            n = min(cost_aware.replica_ceil(demand / prc), cap) if demand > 0 and prc > 0 else 0
             util = n * prc / demand if demand > 0 else 1.0
             if n > 0 and not util > 0:
                 util = math.ulp(0.0)
@@ -219,7 +201,7 @@ def _commit_round(*, model: _Model, cap_at: float, ledger: Ledger) -> None:
             n, demand, prc = sizes[role]
             if demand <= 0 or prc <= 0:
                 continue
-            k = min(max(_floor(delta * demand / prc), min(1, n)), n)
+            k = min(max(cost_aware.replica_floor(delta * demand / prc), min(1, n)), n)
             # Roles were sized before any committed: another role may have taken the GPUs.
             fit = ledger.fits(
                 accelerator=variant.accelerator,
