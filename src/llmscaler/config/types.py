@@ -90,12 +90,40 @@ class QueueingModelConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class PredictiveConfig:
+    """`llmscaler-predictive-config`, one resolved entry: the `predictive` analyzer's settings.
+
+    `slo` holds the keys it shares with `wva-queueing-model-config` (targets, SLO multiplier,
+    tuner, `perfParms`, service class): the predictive analyzer sizes on the same tuned
+    performance model and targets. The rest are its own; durations are seconds.
+    """
+
+    slo: QueueingModelConfig = field(default_factory=QueueingModelConfig)
+    startup_seconds: float = 120.0
+    """`startupSeconds`: from a scale-up decision to a ready replica (scheduling, image pull,
+    weights load, warm-up). The forecast looks this far ahead, plus two cycles."""
+    quantile: float = 0.95
+    """`forecastQuantile` in (0.5, 1): the upper quantile of the arrival-rate forecast sized for."""
+    scale_down_delay: float = 180.0
+    """`scaleDownDelaySeconds` >= 0: a replica goes only when the forecast's upper bound over
+    this long has allowed it (hysteresis)."""
+    latency_margin: float = 0.7
+    """`latencyMargin` in (0, 1]: the share of each latency target the model's *mean* TTFT and
+    ITL may use; the rest is room for the tail, which the targets are about."""
+    history_seconds: float = 900.0
+    """`historySeconds` > 0: how much arrival-rate history the forecast keeps."""
+
+
+@dataclass(frozen=True, slots=True)
 class ModelConfig:
     """The effective configuration of one model (modelID + namespace)."""
 
     saturation: SaturationConfig = field(default_factory=SaturationConfig)
     scale_to_zero: ScaleToZeroConfig = field(default_factory=ScaleToZeroConfig)
     queueing: QueueingModelConfig | None = None
+    predictive: PredictiveConfig | None = None
+    """`llmscaler-predictive-config` applies: the `predictive` analyzer decides (it takes
+    precedence over the SLO path of `wva-queueing-model-config`)."""
     capacity_floors: tuple[CapacityFloor, ...] = ()
     """Scheduled floors on the model's capacity (`enforce.capacity_floors`); none by default."""
 
