@@ -17,6 +17,8 @@ That memory belongs to the Parser and so to its caller, who keeps one Parser for
 label sets are worth remembering; the module-level `parse` and `parse_families` build a throwaway
 Parser and remember nothing between calls. A Parser's memory is plain dicts, safe to share between
 threads under the GIL (parsing may run in `asyncio.to_thread`).
+The grammar of a line is in `collect.exposition_lines`; what a read gives back (`Page`,
+`Sample`, the owning family, the error account) in `collect.exposition_page`.
 
 What it reads: the text format 0.0.4, tolerating the OpenMetrics additions seen on vLLM and gateway
 pages: `# EOF` (parsing stops there), `_created` series, a timestamp after the value and an
@@ -47,8 +49,28 @@ import itertools
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TypeVar
+
+from llmscaler.collect.exposition_lines import (
+    KNOWN_TYPES,
+    NAME,
+    PAIRS,
+    PLAIN_LABELS,
+    PLAIN_PAIRS,
+    PLAIN_SAMPLE,
+    SAMPLE,
+    number,
+    sorted_labels,
+    unescape,
+)
+from llmscaler.collect.exposition_page import MAX_ERRORS as MAX_ERRORS
+from llmscaler.collect.exposition_page import Labels as Labels
+from llmscaler.collect.exposition_page import Page as Page
+from llmscaler.collect.exposition_page import PageState, excerpt
+from llmscaler.collect.exposition_page import Sample as Sample
+from llmscaler.collect.exposition_page import SeriesKey as SeriesKey
+from llmscaler.collect.exposition_page import family_of as family_of
+from llmscaler.collect.exposition_page import group_by_family as group_by_family
 
 VLLM_FAMILIES: frozenset[str] = frozenset(
     {
@@ -85,33 +107,10 @@ EPP_FAMILIES: frozenset[str] = frozenset(
 )
 """The gateway (EPP) families the collectors read."""
 
-MAX_ERRORS = 100
-"""How many errors one page reports line by line; a page of garbage must not flood the log."""
-
 DEFAULT_CACHE_SIZE = 16_384
 """How many `name{labels}` texts a Parser remembers: ~100 wanted series per pod page, so the
 label sets of a hundred-odd distinct pods (each pod's `engine` and model labels differ little)."""
 
-_OWNED_SUFFIXES = ('_bucket', '_sum', '_count', '_total', '_created')
-_KNOWN_TYPES = frozenset(
-    {'counter', 'gauge', 'histogram', 'summary', 'untyped', 'unknown', 'info', 'stateset'}
-    | {'gaugehistogram'}
-)
-
-_NAME = re.compile(r'[a-zA-Z_:][a-zA-Z0-9_:]*')
-_LABEL_NAME = r'[a-zA-Z_][a-zA-Z0-9_]*'
-# The general grammar: blanks around the label set, `=` and commas, escapes in values (written as
-# an unrolled loop so the regex engine never backtracks), a timestamp, an OpenMetrics exemplar.
-_QUOTED = r'"[^"\\]*(?:\\.[^"\\]*)*"'
-_PAIR = rf'{_LABEL_NAME}[ \t]*=[ \t]*{_QUOTED}'
-_LABELS = rf'[ \t]*(?:{_PAIR}(?:[ \t]*,[ \t]*{_PAIR})*[ \t]*,?[ \t]*)?'
-_SAMPLE = re.compile(
-    rf'({_NAME.pattern})(?:[ \t]*\{{({_LABELS})\}}[ \t]*|[ \t]+)'
-    r'([^\s#]\S*)(?:[ \t]+([^\s#]\S*))?(?:[ \t]+#.*)?[ \t]*'
-)
-_PAIRS = re.compile(rf'({_LABEL_NAME})[ \t]*=[ \t]*"([^"\\]*(?:\\.[^"\\]*)*)"')
-_ESCAPE = re.compile(r'\\[\\n"]')
-_ESCAPES = {'\\\\': '\\', '\\n': '\n', '\\"': '"'}
 # The scan of a page, one regex pass over '\n' + page for the wanted lines (the `{heads}` are
 # filled in per family set, see `Parser`). After a newline and any blanks, one of:
 #   1-3: a wanted sample line of the shape every exporter writes, `head value [timestamp]`, where
@@ -123,82 +122,15 @@ _ESCAPES = {'\\\\': '\\', '\\n': '\n', '\\"': '"'}
 # unterminated last line is the caller's. `[^\n]*\}` backtracks to the last brace at once.
 _SCAN = (
     r'\n[ \t]*(?:'
-    r'(?={heads})(?:([^\n]*\}|' + _NAME.pattern + r') ([^\s#]+)(?: ([^\s#]+))?\r*(?=\n)'
+    r'(?={heads})(?:([^\n]*\}|' + NAME.pattern + r') ([^\s#]+)(?: ([^\s#]+))?\r*(?=\n)'
     r'|([^\n]*)(?=\n))'
     r'|(# TYPE (?={heads})[^\n]*)(?=\n)'
     r'|(# EOF)[ \t]*\r*(?:\n|\Z))'
 )
-# A head not seen before, in the same shape: no blanks, no escapes (`[^"]` is a much cheaper
-# regex step than `[^"\\]`, and nearly every head fits; the others take the general grammar).
-_PLAIN_PAIR = rf'{_LABEL_NAME}="[^"]*"'
-_PLAIN_LIST = rf'(?:{_PLAIN_PAIR}(?:,{_PLAIN_PAIR})*,?)?'
-_PLAIN_LABELS = re.compile(_PLAIN_LIST + r'\}')
-_PLAIN_SAMPLE = re.compile(
-    rf'({_NAME.pattern})(?:\{{({_PLAIN_LIST})\}}|) ([^\s#]\S*)(?: ([^\s#]\S*))?'
-)
-_PLAIN_PAIRS = re.compile(rf'({_LABEL_NAME})="([^"]*)"')
 
-Labels = tuple[tuple[str, str], ...]
-SeriesKey = tuple[str, Labels]
 _T = TypeVar('_T')
 _UNWANTED: SeriesKey = ('', ())
 """What a Parser remembers for a head whose name no requested family owns."""
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One kept sample: its full name (with `_bucket`, `_total`, ...), sorted labels, value."""
-
-    name: str
-    labels: Labels
-    value: float
-
-    def label(self, name: str) -> str | None:
-        for key, value in self.labels:
-            if key == name:
-                return value
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """What one page held of the wanted families.
-
-    `samples` are in page order (a repeated series stays where it first appeared, with its last
-    value); `types` maps the name written on each wanted `# TYPE` line (for a 0.0.4 counter that
-    is the `_total` name) to its type, sorted by name.
-    """
-
-    samples: tuple[Sample, ...]
-    types: tuple[tuple[str, str], ...]
-    dropped_non_finite: int
-    errors: tuple[str, ...]
-
-
-def family_of(*, name: str, families: frozenset[str]) -> str | None:
-    """The requested family that owns sample `name`, or None (an exact name wins over a suffix)."""
-    if name in families:
-        return name
-    for suffix in _OWNED_SUFFIXES:
-        if name.endswith(suffix):
-            base = name[: -len(suffix)]
-            if base in families:
-                return base
-    return None
-
-
-def group_by_family(*, page: Page, families: frozenset[str]) -> dict[str, list[Sample]]:
-    """The page's samples grouped by the requested family that owns them.
-
-    Every requested family is a key (in sorted order), with an empty list when the page had none
-    of its samples.
-    """
-    groups: dict[str, list[Sample]] = {family: [] for family in sorted(families)}
-    for sample in page.samples:
-        family = family_of(name=sample.name, families=families)
-        if family is not None:
-            groups[family].append(sample)
-    return groups
 
 
 def parse(*, page: bytes | str, families: frozenset[str]) -> Page:
@@ -269,7 +201,7 @@ class Parser:
         self._families = frozenset(families)
         # Every prefix of a valid name is valid, so a valid name is owned by a valid family
         # only, and any name a valid family owns is valid: what the fast path relies on.
-        self._owning = frozenset(f for f in self._families if _NAME.fullmatch(f) is not None)
+        self._owning = frozenset(f for f in self._families if NAME.fullmatch(f) is not None)
         self._cache_size = cache_size
         # The pre-filter: every wanted line starts with `width` characters that are the first
         # `width` characters of some family (`width` is the shortest family name's length).
@@ -303,19 +235,19 @@ class Parser:
     def parse(self, *, page: bytes | str) -> Page:
         """Parse one exposition page, keeping only the samples the families own."""
         text = page if isinstance(page, str) else bytes(page).decode('utf-8', errors='replace')
-        state = _PageState('\n' + text)
+        state = PageState('\n' + text)
         if self._read(state):
             return state.page()
         # Whatever follows the last newline is an unterminated (truncated) line.
         newline = state.text.rfind('\n')
         tail = state.text[newline + 1 :].rstrip('\r').strip(' \t')
         if tail[: self._width] in self._heads:
-            match = _NAME.match(tail)
+            match = NAME.match(tail)
             if match is not None and self._owner(match.group()) is not None:
                 state.error(newline, 'truncated line at the end of the page, not kept')
         return state.page()
 
-    def _read(self, state: _PageState) -> bool:
+    def _read(self, state: PageState) -> bool:
         """Read the wanted lines of the page; whether it ended with `# EOF`.
 
         A line of the usual shape costs a lookup of its head once the head has been met; the
@@ -332,11 +264,11 @@ class Parser:
                     key = self._learn(head)
                 if key is _UNWANTED:
                     continue
-                value = _number(value_text)
+                value = number(value_text)
                 if (
                     key is not None
                     and value is not None
-                    and (stamp is None or _number(stamp) is not None)
+                    and (stamp is None or number(stamp) is not None)
                 ):
                     if not isfinite(value):
                         state.dropped += 1
@@ -359,7 +291,7 @@ class Parser:
         """The series of a head not met before in the usual shape; None for any other shape."""
         name, brace, label_text = head.partition('{')
         if self._owner(name) is None:
-            if _NAME.fullmatch(name) is None:
+            if NAME.fullmatch(name) is None:
                 return None  # the general grammar decides whether a wanted name starts it
             key = _UNWANTED
         elif not brace:
@@ -376,9 +308,9 @@ class Parser:
 
     def _parse_labels(self, text: str) -> Labels | None:
         """`a="x",b="y"}` (with its closing brace) as sorted pairs; None if not that shape."""
-        if '\\' in text or _PLAIN_LABELS.fullmatch(text) is None:
+        if '\\' in text or PLAIN_LABELS.fullmatch(text) is None:
             return None
-        labels = _sorted_labels(_PLAIN_PAIRS.findall(text))
+        labels = sorted_labels(PLAIN_PAIRS.findall(text))
         if labels is not None:  # else a label given twice: the general grammar reports it
             self._remember(self._labels, text, labels)
         return labels
@@ -398,33 +330,33 @@ class Parser:
             self._remember(self._owners, name, family)
             return family
 
-    def _sample(self, state: _PageState, at: int, line: str) -> None:
+    def _sample(self, state: PageState, at: int, line: str) -> None:
         """The general grammar, for a sample line of any other shape (`at`: its newline).
 
         A line without escapes is first read as the usual shape with any value, so that a line
         both grammars accept is read the one way whatever its value.
         """
         plain = '\\' not in line
-        match = _PLAIN_SAMPLE.fullmatch(line) if plain else None
+        match = PLAIN_SAMPLE.fullmatch(line) if plain else None
         if match is None:
             plain = False
-            match = _SAMPLE.fullmatch(line)
+            match = SAMPLE.fullmatch(line)
             if match is None:
-                name_match = _NAME.match(line)
+                name_match = NAME.match(line)
                 if name_match is not None and self._owner(name_match.group()) is not None:
-                    state.error(at, f'malformed sample line {_excerpt(line)}')
+                    state.error(at, f'malformed sample line {excerpt(line)}')
                 return
         name, label_text, value_text, timestamp = match.groups()
         key = _UNWANTED
         if self._owner(name) is not None:
             labels: Labels | None = ()
             if label_text:
-                pairs = (_PLAIN_PAIRS if plain else _PAIRS).findall(label_text)
+                pairs = (PLAIN_PAIRS if plain else PAIRS).findall(label_text)
                 if '\\' in label_text:
-                    pairs = [(k, _ESCAPE.sub(_unescape, text)) for k, text in pairs]
-                labels = _sorted_labels(pairs)
+                    pairs = [(k, unescape(text)) for k, text in pairs]
+                labels = sorted_labels(pairs)
             if labels is None:
-                state.error(at, f'a label is given twice in {_excerpt(line)}')
+                state.error(at, f'a label is given twice in {excerpt(line)}')
                 return
             key = (name, labels)
         # Remember the label set only when `name{...}` ends at the line's last brace, the head
@@ -434,11 +366,11 @@ class Parser:
             self._remember(self._known, line[: close + 1], key)
         if key is _UNWANTED:
             return
-        value = _number(value_text)
+        value = number(value_text)
         if value is None:
-            state.error(at, f'bad value {_excerpt(value_text)}')
-        elif timestamp is not None and _number(timestamp) is None:
-            state.error(at, f'bad timestamp {_excerpt(timestamp)}')
+            state.error(at, f'bad value {excerpt(value_text)}')
+        elif timestamp is not None and number(timestamp) is None:
+            state.error(at, f'bad timestamp {excerpt(timestamp)}')
         elif not math.isfinite(value):
             state.dropped += 1
         else:
@@ -447,87 +379,14 @@ class Parser:
             if len(state.series) == size:
                 state.duplicate(at, line)
 
-    def _type_line(self, state: _PageState, at: int, line: str) -> None:
+    def _type_line(self, state: PageState, at: int, line: str) -> None:
         parts = line.split()
         if len(parts) < 3 or self._owner(parts[2]) is None:
             return
         name = parts[2]
-        if len(parts) != 4 or parts[3] not in _KNOWN_TYPES:
-            state.error(at, f'bad TYPE line {_excerpt(line)}')
+        if len(parts) != 4 or parts[3] not in KNOWN_TYPES:
+            state.error(at, f'bad TYPE line {excerpt(line)}')
         elif name in state.types:
             state.error(at, f'second TYPE line for {name}; the first is kept')
         else:
             state.types[name] = parts[3]
-
-
-class _PageState:
-    """What one page parse has found so far: kept samples by series, types, errors."""
-
-    __slots__ = ('_counted', '_lines', 'dropped', 'errors', 'extra', 'series', 'text', 'types')
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        """The page after a newline, so that every line follows one; positions are in it."""
-        self.series: dict[SeriesKey, Sample] = {}
-        self.types: dict[str, str] = {}
-        self.errors: list[str] = []
-        self.extra = 0
-        """Errors beyond `MAX_ERRORS`, counted only."""
-        self.dropped = 0
-        self._counted = 0
-        self._lines = 0
-
-    def error(self, at: int, message: str) -> None:
-        """Report the line after the newline at `at` (reports come in page order)."""
-        if len(self.errors) >= MAX_ERRORS:
-            self.extra += 1
-            return
-        # Line numbers are counted only for errors, from where the last one was counted.
-        self._lines += self.text.count('\n', self._counted, at + 1)
-        self._counted = at + 1
-        self.errors.append(f'line {self._lines}: {message}')
-
-    def duplicate(self, at: int, line: str) -> None:
-        line = line.lstrip('\n \t').rstrip('\r')
-        self.error(at, f'duplicate series {_excerpt(line)}; the last value is kept')
-
-    def page(self) -> Page:
-        errors = self.errors
-        if self.extra:
-            errors = [*errors, f'{self.extra} more errors not listed']
-        return Page(
-            samples=tuple(self.series.values()),
-            types=tuple(sorted(self.types.items())),
-            dropped_non_finite=self.dropped,
-            errors=tuple(errors),
-        )
-
-
-def _sorted_labels(pairs: list[tuple[str, str]]) -> Labels | None:
-    """The (name, value) pairs sorted by name; None when a name is given twice."""
-    if len(pairs) > 1:
-        pairs.sort()
-        if len(dict(pairs)) != len(pairs):
-            return None
-    return tuple(pairs)
-
-
-def _number(text: str) -> float | None:
-    """`text` as a float, or None; Go's float syntax, so no `_` separators and ASCII only."""
-    if '_' in text or not text.isascii():
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def _unescape(match: re.Match[str]) -> str:
-    return _ESCAPES[match.group()]
-
-
-def _excerpt(text: str, limit: int = 80) -> str:
-    """A quoted, shortened copy of bad input for an error message."""
-    if len(text) > limit:
-        text = text[:limit] + '...'
-    return f'"{text}"'
