@@ -10,9 +10,10 @@ values. The layers, least to most specific (seed 000, reference/wva.md §9.2):
 
 Global ConfigMaps are those in the controller namespace; a ConfigMap in any other namespace is
 namespace-local and applies only to models of that namespace (its entries may omit `namespace`;
-naming another namespace is an error). A per-model entry without a namespace is stored in
-`by_model`, and `by_group` is also filled for that model in every namespace that has a
-namespace-local ConfigMap, so the most specific layer always wins the lookup.
+naming another namespace is an error; `llmscaler.config.layers` files the entries by layer).
+A per-model entry without a namespace is stored in `by_model`, and `by_group` is also filled
+for that model in every namespace that has a namespace-local ConfigMap, so the most specific
+layer always wins the lookup.
 
 Merging is field by field and an explicitly set field overrides even when it is 0 or false (see
 `llmscaler.config.configmaps`). Checks on merged values:
@@ -22,12 +23,15 @@ Merging is field by field and an explicitly set field overrides even when it is 
 - scale-to-zero `enabled`/`retention_period` stay None when no layer set them (the enforcer
   applies the rest of the chain: inline `scaleToZero.enabled` → this → `WVA_SCALE_TO_ZERO`);
 - `queueing` is None unless a `wva-queueing-model-config` applies (global, or local to the
-  model's namespace); then it starts from the built-in defaults;
+  model's namespace); then it starts from the built-in defaults; `predictive` likewise with
+  `llmscaler-predictive-config` (`llmscaler.config.predictive`), whose shared keys (targets,
+  `sloMultiplier`, `tuningEnabled`, `perfParms`) resolve into `predictive.slo` from its own
+  entries only, by the same function as the queueing map's;
 - `service-classes-config` (`llmscaler.config.service_classes`) gives a model explicit
-  targets when no per-model `wva-queueing-model-config` entry sets `targetTTFT`/`targetITL`:
-  per-model queueing entry > service class (namespace-local, then global) > the queueing
-  `default` entries' targets > inferred; it selects nothing by itself (`queueing` stays None
-  without a queueing-model ConfigMap), and `service_class` names the class used;
+  targets when no per-model entry of the map (queueing or predictive) sets
+  `targetTTFT`/`targetITL`: per-model entry > service class (namespace-local, then global) >
+  the map's `default` entries' targets > inferred; it selects nothing by itself (`queueing`
+  and `predictive` stay None without their ConfigMap), and `service_class` names the class used;
 - `capacity_floors` come whole from the most specific saturation entry that sets
   `capacityFloors` (lists are not merged; `[]` clears the floors of a less specific entry).
 
@@ -48,12 +52,19 @@ from llmscaler.config.configmaps import (
     SCALE_TO_ZERO_CONFIGMAP,
     ConfigMapSource,
     Entry,
+    QueueingOverrides,
     SaturationOverrides,
     parse_queueing_configmap,
     parse_saturation_configmap,
     parse_scale_to_zero_configmap,
 )
 from llmscaler.config.errors import ConfigError, sort_errors
+from llmscaler.config.layers import Layers, split_layers
+from llmscaler.config.predictive import (
+    PREDICTIVE_CONFIGMAP,
+    PredictiveOverrides,
+    parse_predictive_configmap,
+)
 from llmscaler.config.service_classes import (
     SERVICE_CLASSES_CONFIGMAP,
     ClassTarget,
@@ -63,6 +74,7 @@ from llmscaler.config.types import (
     Config,
     CoreSettings,
     ModelConfig,
+    PredictiveConfig,
     QueueingModelConfig,
     SaturationConfig,
     ScaleToZeroConfig,
@@ -88,87 +100,6 @@ def apply_overrides(*, base: _T, overrides: DataclassInstance) -> _T:
         if value is not None:
             changes[item.name] = value
     return replace(base, **changes) if changes else base
-
-
-@dataclass(frozen=True, slots=True)
-class _Layers:
-    """The accepted entries of one ConfigMap kind, split by layer."""
-
-    global_default: tuple[Entry[Any], ...] = ()
-    local_default: tuple[tuple[str, Entry[Any]], ...] = ()
-    global_models: tuple[Entry[Any], ...] = ()
-    local_models: tuple[tuple[str, Entry[Any]], ...] = ()
-
-    def chain(self, model_id: str | None, namespace: str | None) -> list[Entry[Any]]:
-        """The entries that apply to (model_id, namespace), least specific first."""
-        chain = list(self.global_default)
-        if namespace is not None:
-            chain += [entry for ns, entry in self.local_default if ns == namespace]
-        if model_id is None:
-            return chain
-        chain += [e for e in self.global_models if e.model_id == model_id and e.namespace is None]
-        if namespace is None:
-            return chain
-        chain += [
-            e for e in self.global_models if e.model_id == model_id and e.namespace == namespace
-        ]
-        chain += [e for ns, e in self.local_models if ns == namespace and e.model_id == model_id]
-        return chain
-
-
-def _split(
-    entries: Sequence[Entry[_O]], source: ConfigMapSource, is_global: bool
-) -> tuple[_Layers, list[ConfigError]]:
-    errors: list[ConfigError] = []
-    layers = _Layers()
-    for entry in entries:
-        if not is_global and getattr(entry.values, 'limiters', None) is not None:
-            # GPU limits are the cluster's: a tenant's own ConfigMap must not lift its quota.
-            message = 'limiters are read only from the global default entry; entry rejected'
-            errors.append(
-                ConfigError(source=source.source, key=entry.key, field='limiters', message=message)
-            )
-            continue
-        if entry.model_id is None:
-            if is_global:
-                layers = replace(layers, global_default=(*layers.global_default, entry))
-            else:
-                pair = (source.namespace, entry)
-                layers = replace(layers, local_default=(*layers.local_default, pair))
-        elif is_global:
-            layers = replace(layers, global_models=(*layers.global_models, entry))
-        elif entry.namespace not in (None, source.namespace):
-            message = f'a namespace-local ConfigMap applies only to namespace {source.namespace!r}'
-            errors.append(
-                ConfigError(
-                    source=source.source,
-                    key=entry.key,
-                    field='namespace',
-                    value=str(entry.namespace),
-                    message=message,
-                )
-            )
-        elif any(e.model_id == entry.model_id for _, e in layers.local_models):
-            first = next(e.key for _, e in layers.local_models if e.model_id == entry.model_id)
-            message = (
-                f'duplicate entry for model {entry.model_id!r} in namespace '
-                f'{source.namespace!r}; key {first!r} (first in sort order) is used'
-            )
-            errors.append(ConfigError(source=source.source, key=entry.key, message=message))
-        else:
-            local = replace(entry, namespace=source.namespace)
-            pair = (source.namespace, local)
-            layers = replace(layers, local_models=(*layers.local_models, pair))
-    return layers, errors
-
-
-def _merge(first: _Layers, second: _Layers) -> _Layers:
-    return _Layers(
-        global_default=first.global_default + second.global_default,
-        local_default=first.local_default + second.local_default,
-        global_models=first.global_models + second.global_models,
-        local_models=first.local_models + second.local_models,
-    )
 
 
 def _resolve_saturation(
@@ -222,13 +153,33 @@ def _resolve_saturation(
     return config
 
 
+def _resolve_slo(
+    chain: Sequence[tuple[bool, QueueingOverrides]], target: ClassTarget | None
+) -> QueueingModelConfig:
+    """The SLO keys of the queueing or the predictive map: their entries (is it a per-model
+    entry, its values), least specific first, then the model's service class."""
+    config = QueueingModelConfig()
+    for _, values in chain:
+        config = apply_overrides(base=config, overrides=values)
+    # Targets: a per-model entry > the model's service class > the `default` entries (a global
+    # SLO) > inferred by the analyzer.
+    own = any(per_model and values.target_ttft is not None for per_model, values in chain)
+    if target is not None and not own:
+        config = replace(
+            config,
+            target_ttft=target.ttft,
+            target_itl=target.itl,
+            service_class=target.service_class,
+        )
+    return config
+
+
 @dataclass(frozen=True, slots=True)
 class _AllLayers:
-    saturation: _Layers
-    scale_to_zero: _Layers
-    queueing: _Layers
-    queueing_global: bool
-    queueing_namespaces: frozenset[str]
+    saturation: Layers
+    scale_to_zero: Layers
+    queueing: Layers
+    predictive: Layers
     class_targets: tuple[tuple[str | None, ClassTarget], ...] = ()
     """Service-class targets by the namespace of their ConfigMap (None: global)."""
 
@@ -245,35 +196,35 @@ class _AllLayers:
     def resolve(
         self, model_id: str | None, namespace: str | None, errors: list[ConfigError]
     ) -> ModelConfig:
-        saturation = _resolve_saturation(self.saturation.chain(model_id, namespace), errors)
+        saturation = _resolve_saturation(
+            self.saturation.chain(model_id=model_id, namespace=namespace), errors
+        )
         scale_to_zero = ScaleToZeroConfig()
-        for stz in self.scale_to_zero.chain(model_id, namespace):
+        for stz in self.scale_to_zero.chain(model_id=model_id, namespace=namespace):
             scale_to_zero = apply_overrides(base=scale_to_zero, overrides=stz.values)
+        target = self.class_target(model_id, namespace)
         queueing: QueueingModelConfig | None = None
-        if self.queueing_global or namespace in self.queueing_namespaces:
-            queueing = QueueingModelConfig()
-            chain = self.queueing.chain(model_id, namespace)
-            for qm in chain:
-                queueing = apply_overrides(base=queueing, overrides=qm.values)
-            # Targets: a per-model queueing entry > the model's service class > the queueing
-            # `default` entries (a global SLO) > inferred by the analyzer.
-            own = any(e.model_id is not None and e.values.target_ttft is not None for e in chain)
-            target = self.class_target(model_id, namespace)
-            if target is not None and not own:
-                queueing = replace(
-                    queueing,
-                    target_ttft=target.ttft,
-                    target_itl=target.itl,
-                    service_class=target.service_class,
-                )
+        if self.queueing.applies(namespace=namespace):
+            chain = self.queueing.chain(model_id=model_id, namespace=namespace)
+            queueing = _resolve_slo([(e.model_id is not None, e.values) for e in chain], target)
+        predictive: PredictiveConfig | None = None
+        if self.predictive.applies(namespace=namespace):
+            entries: list[Entry[PredictiveOverrides]] = self.predictive.chain(
+                model_id=model_id, namespace=namespace
+            )
+            slo = _resolve_slo([(e.model_id is not None, e.values.slo) for e in entries], target)
+            predictive = PredictiveConfig(slo=slo)
+            for entry in entries:
+                predictive = entry.values.over(predictive)
         floors: tuple[CapacityFloor, ...] = ()
-        for sat in self.saturation.chain(model_id, namespace):
+        for sat in self.saturation.chain(model_id=model_id, namespace=namespace):
             if sat.values.capacity_floors is not None:  # the most specific entry wins whole
                 floors = sat.values.capacity_floors
         return ModelConfig(
             saturation=saturation,
             scale_to_zero=scale_to_zero,
             queueing=queueing,
+            predictive=predictive,
             capacity_floors=floors,
         )
 
@@ -285,6 +236,7 @@ def _unique_sources(
         SATURATION_CONFIGMAP,
         SCALE_TO_ZERO_CONFIGMAP,
         QUEUEING_CONFIGMAP,
+        PREDICTIVE_CONFIGMAP,
         SERVICE_CLASSES_CONFIGMAP,
     )
     ordered = sorted(
@@ -313,18 +265,16 @@ def build_config(
     settings: CoreSettings,
     controller_namespace: str,
 ) -> tuple[Config, tuple[ConfigError, ...]]:
-    """The resolved `Config` of the three WVA ConfigMaps, and every problem found in them."""
+    """The resolved `Config` of the scaling ConfigMaps, and every problem found in them."""
     sources, errors = _unique_sources(configmaps)
-    saturation, scale_to_zero, queueing = _Layers(), _Layers(), _Layers()
+    saturation, scale_to_zero, queueing, predictive = Layers(), Layers(), Layers(), Layers()
     local_namespaces: set[str] = set()
-    queueing_namespaces: set[str] = set()
-    queueing_global = False
     class_targets: list[tuple[str | None, ClassTarget]] = []
     for cm in sources:
         is_global = cm.namespace == controller_namespace
         if not is_global:
             local_namespaces.add(cm.namespace)
-        layers: _Layers
+        layers: Layers
         if cm.name == SERVICE_CLASSES_CONFIGMAP:
             targets, class_errors = parse_service_classes(source=cm)
             class_targets.extend((None if is_global else cm.namespace, t) for t in targets)
@@ -332,32 +282,34 @@ def build_config(
             continue
         if cm.name == SATURATION_CONFIGMAP:
             sat_entries, parse_errors = parse_saturation_configmap(source=cm)
-            layers, split_errors = _split(sat_entries, cm, is_global)
-            saturation = _merge(saturation, layers)
+            layers, split_errors = split_layers(entries=sat_entries, source=cm, is_global=is_global)
+            saturation = saturation.merge(layers)
         elif cm.name == SCALE_TO_ZERO_CONFIGMAP:
             stz_entries, parse_errors = parse_scale_to_zero_configmap(source=cm)
-            layers, split_errors = _split(stz_entries, cm, is_global)
-            scale_to_zero = _merge(scale_to_zero, layers)
+            layers, split_errors = split_layers(entries=stz_entries, source=cm, is_global=is_global)
+            scale_to_zero = scale_to_zero.merge(layers)
+        elif cm.name == PREDICTIVE_CONFIGMAP:
+            pred_entries, parse_errors = parse_predictive_configmap(source=cm)
+            layers, split_errors = split_layers(
+                entries=pred_entries, source=cm, is_global=is_global
+            )
+            predictive = predictive.merge(layers)
         else:
             qm_entries, parse_errors = parse_queueing_configmap(source=cm)
-            layers, split_errors = _split(qm_entries, cm, is_global)
-            queueing = _merge(queueing, layers)
-            queueing_global = queueing_global or is_global
-            if not is_global:
-                queueing_namespaces.add(cm.namespace)
+            layers, split_errors = split_layers(entries=qm_entries, source=cm, is_global=is_global)
+            queueing = queueing.merge(layers)
         errors.extend(parse_errors)
         errors.extend(split_errors)
     every = _AllLayers(
         saturation=saturation,
         scale_to_zero=scale_to_zero,
         queueing=queueing,
-        queueing_global=queueing_global,
-        queueing_namespaces=frozenset(queueing_namespaces),
+        predictive=predictive,
         class_targets=tuple(class_targets),
     )
     wildcard_models: set[str] = set()
     groups: set[tuple[str, str]] = set()
-    for layers in (saturation, scale_to_zero, queueing):
+    for layers in (saturation, scale_to_zero, queueing, predictive):
         for entry in layers.global_models:
             if entry.model_id is not None and entry.namespace is None:
                 wildcard_models.add(entry.model_id)

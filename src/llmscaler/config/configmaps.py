@@ -15,7 +15,9 @@ so we read them with their exact names, keys, field spellings and defaults:
   `perfParms` (either kind of entry) seeds the tuner per accelerator (`config.perf_parms`).
 
 Each entry keeps only the fields that were explicitly present (None = absent), so that
-`llmscaler.config.build` can merge layers field by field.
+`llmscaler.config.build` can merge layers field by field. `llmscaler-predictive-config`
+(`llmscaler.config.predictive`) is read by the same machinery (`MapSpec`, `parse_map`) with the
+queueing map's fields and check (`QUEUEING_FIELDS`, `check_queueing`) plus its own.
 
 Deliberate deviation from WVA: an explicitly set field overrides even when it is 0 or false.
 WVA merges an override only where the value is non-zero, so a per-model entry could never turn
@@ -81,15 +83,19 @@ from llmscaler.config.yaml_loader import (
 __all__ = [  # load_yaml and load_yaml_documents are imported from here by older callers
     'DEFAULT_KEY',
     'QUEUEING_CONFIGMAP',
+    'QUEUEING_FIELDS',
     'SATURATION_CONFIGMAP',
     'SCALE_TO_ZERO_CONFIGMAP',
     'ConfigMapSource',
     'Entry',
+    'MapSpec',
     'QueueingOverrides',
     'SaturationOverrides',
+    'check_queueing',
     'data_size',
     'load_yaml',
     'load_yaml_documents',
+    'parse_map',
     'parse_queueing_configmap',
     'parse_saturation_configmap',
     'parse_scale_to_zero_configmap',
@@ -189,7 +195,8 @@ _SCALE_TO_ZERO_FIELDS: _Fields = {
     'enable_scale_to_zero': ('enabled', boolean),
     'retention_period': ('retention_period', retention),
 }
-_QUEUEING_FIELDS: _Fields = {
+QUEUEING_FIELDS: _Fields = {
+    # Shared with `llmscaler-predictive-config` (`config.predictive`): one parser for both.
     'sloMultiplier': ('slo_multiplier', slo_multiplier),
     'tuningEnabled': ('tuning_enabled', boolean),
     'targetTTFT': ('target_ttft', latency_ms),
@@ -211,7 +218,7 @@ def _check_saturation(got: dict[str, object]) -> list[tuple[str, str, object]]:
     return problems
 
 
-def _check_queueing(got: dict[str, object]) -> list[tuple[str, str, object]]:
+def check_queueing(got: dict[str, object]) -> list[tuple[str, str, object]]:
     has_ttft, has_itl = 'target_ttft' in got, 'target_itl' in got
     if has_ttft != has_itl:
         present = 'targetTTFT' if has_ttft else 'targetITL'
@@ -221,12 +228,17 @@ def _check_queueing(got: dict[str, object]) -> list[tuple[str, str, object]]:
 
 
 @dataclass(frozen=True, slots=True)
-class _MapSpec(Generic[_O]):
+class MapSpec(Generic[_O]):
+    """A map's fields (key: (attribute, converter)), the empty overrides its values fill,
+    the checks across fields, and how an entry's converted fields become its values."""
+
     fields: _Fields
     empty: _O
     check: Callable[[dict[str, object]], list[tuple[str, str, object]]]
     default_only: frozenset[str] = frozenset()
     model_only: frozenset[str] = frozenset()
+    make: Callable[[dict[str, Any]], _O] | None = None
+    """None: `empty` with the converted fields set, by attribute."""
 
 
 def _identity(
@@ -268,7 +280,7 @@ def _identity(
 
 
 def _parse_entry(
-    spec: _MapSpec[_O], source: ConfigMapSource, key: str, text: object, budget: NodeBudget
+    spec: MapSpec[_O], source: ConfigMapSource, key: str, text: object, budget: NodeBudget
 ) -> tuple[Entry[_O] | None, list[ConfigError]]:
     def error(field: str, message: str, value: object = None, *, warning: bool = False) -> None:
         # A field name that looks secret keeps its value out of every message and log.
@@ -345,7 +357,7 @@ def _parse_entry(
         key=key,
         model_id=model_id,
         namespace=namespace,
-        values=replace(spec.empty, **got),
+        values=replace(spec.empty, **got) if spec.make is None else spec.make(got),
     )
     return entry, errors
 
@@ -362,9 +374,10 @@ def data_size(*, data: Mapping[str, object]) -> int:
     return size
 
 
-def _parse_map(
-    spec: _MapSpec[_O], source: ConfigMapSource
+def parse_map(
+    *, spec: MapSpec[_O], source: ConfigMapSource
 ) -> tuple[tuple[Entry[_O], ...], tuple[ConfigError, ...]]:
+    """A map's accepted entries, sorted by key, and the rejected ones (module docstring)."""
     entries: list[Entry[_O]] = []
     errors: list[ConfigError] = []
     size = data_size(data=source.data)
@@ -402,35 +415,35 @@ def _parse_map(
     return tuple(entries), tuple(errors)
 
 
-_SATURATION = _MapSpec(
+_SATURATION = MapSpec(
     fields=_SATURATION_FIELDS,
     empty=SaturationOverrides(),
     check=_check_saturation,
     default_only=frozenset({'limiters'}),
     model_only=frozenset({'capacityFloors'}),
 )
-_SCALE_TO_ZERO = _MapSpec(
+_SCALE_TO_ZERO = MapSpec(
     fields=_SCALE_TO_ZERO_FIELDS, empty=ScaleToZeroConfig(), check=lambda got: []
 )
-_QUEUEING = _MapSpec(fields=_QUEUEING_FIELDS, empty=QueueingOverrides(), check=_check_queueing)
+_QUEUEING = MapSpec(fields=QUEUEING_FIELDS, empty=QueueingOverrides(), check=check_queueing)
 
 
 def parse_saturation_configmap(
     *, source: ConfigMapSource
 ) -> tuple[tuple[Entry[SaturationOverrides], ...], tuple[ConfigError, ...]]:
     """Entries of a `wva-saturation-scaling-config`, sorted by key, and the rejected ones."""
-    return _parse_map(_SATURATION, source)
+    return parse_map(spec=_SATURATION, source=source)
 
 
 def parse_scale_to_zero_configmap(
     *, source: ConfigMapSource
 ) -> tuple[tuple[Entry[ScaleToZeroConfig], ...], tuple[ConfigError, ...]]:
     """Entries of a `wva-model-scale-to-zero-config` (None = not set at this entry)."""
-    return _parse_map(_SCALE_TO_ZERO, source)
+    return parse_map(spec=_SCALE_TO_ZERO, source=source)
 
 
 def parse_queueing_configmap(
     *, source: ConfigMapSource
 ) -> tuple[tuple[Entry[QueueingOverrides], ...], tuple[ConfigError, ...]]:
     """Entries of a `wva-queueing-model-config`, sorted by key, and the rejected ones."""
-    return _parse_map(_QUEUEING, source)
+    return parse_map(spec=_QUEUEING, source=source)

@@ -9,7 +9,8 @@ without a cluster. The file is parsed as YAML, which also covers JSON, and may t
     Settings then come from the environment only (plus the manager ConfigMap, below).
 
 A ConfigMap object has `metadata.name`, `metadata.namespace` (default: the controller namespace)
-and `data`. Only the three WVA ConfigMaps are used by `build_config`; `wva-manager-config` and
+and `data`. Only the scaling ConfigMaps (WVA's, `service-classes-config` and
+`llmscaler-predictive-config`) are used by `build_config`; `wva-manager-config` and
 `llmscaler-config` in the controller namespace feed the ConfigMap layer of `load_settings` (keys of
 `llmscaler-config` win over `wva-manager-config`), either as data keys or as a YAML file held
 under a `*.yaml` key (WVA mounts its manager ConfigMap as `config.yaml`); every other ConfigMap
@@ -43,6 +44,7 @@ from llmscaler.config.configmaps import (
     ConfigMapSource,
 )
 from llmscaler.config.errors import ConfigError, ConfigFileError, show_setting, show_value
+from llmscaler.config.predictive import PREDICTIVE_CONFIGMAP
 from llmscaler.config.service_classes import SERVICE_CLASSES_CONFIGMAP
 from llmscaler.config.settings import load_settings
 from llmscaler.config.types import Config
@@ -55,6 +57,7 @@ _SCALING_CONFIGMAPS = (
     SATURATION_CONFIGMAP,
     SCALE_TO_ZERO_CONFIGMAP,
     QUEUEING_CONFIGMAP,
+    PREDICTIVE_CONFIGMAP,
     SERVICE_CLASSES_CONFIGMAP,
 )
 _FORM_A_KEYS = frozenset({'settings', 'configMaps'})

@@ -4,10 +4,10 @@ Why: WVA watches its ConfigMaps and reloads them on every change (seed 000 "Conf
 and design.md §5 asks that a malformed ConfigMap never takes the configuration down: a typo in
 an edit must leave the previous settings in force, say why, and apply the next correct edit.
 
-What it does: `ConfigWatch.update` takes the ConfigMap objects the informer holds. Only the four
+What it does: `ConfigWatch.update` takes the ConfigMap objects the informer holds. Only the five
 scaling ConfigMaps (`wva-saturation-scaling-config`, `wva-model-scale-to-zero-config`,
-`wva-queueing-model-config`, `service-classes-config`, any namespace) matter; others are
-ignored. Each one is checked
+`wva-queueing-model-config`, `llmscaler-predictive-config`, `service-classes-config`, any
+namespace) matter; others are ignored. Each one is checked
 alone (`build_config` with just it): one with any error (warnings do not count) is rejected and
 its last good copy, same namespace and name, stays in force; without one it is left out. The
 accepted copies, laid over the config file's ConfigMaps (`base`; a cluster ConfigMap with the
@@ -47,6 +47,7 @@ from llmscaler.config.configmaps import (
     ConfigMapSource,
 )
 from llmscaler.config.errors import ConfigError, show_setting, show_value, sort_errors
+from llmscaler.config.predictive import PREDICTIVE_CONFIGMAP
 from llmscaler.config.service_classes import SERVICE_CLASSES_CONFIGMAP
 from llmscaler.config.types import Config, CoreSettings
 
@@ -54,6 +55,7 @@ SCALING_CONFIGMAPS = (
     SATURATION_CONFIGMAP,
     SCALE_TO_ZERO_CONFIGMAP,
     QUEUEING_CONFIGMAP,
+    PREDICTIVE_CONFIGMAP,
     SERVICE_CLASSES_CONFIGMAP,
 )
 """The ConfigMap names that feed `build_config`."""

@@ -1,0 +1,162 @@
+"""`llmscaler-predictive-config`: the settings of the `predictive` analyzer, per model.
+
+Why: the predictive analyzer sizes on the SLO path's tuned performance model and targets, so it
+takes the keys it shares with `wva-queueing-model-config` (`targetTTFT`, `targetITL`,
+`sloMultiplier`, `tuningEnabled`, `perfParms`) read by the very code that reads that map
+(`configmaps.QUEUEING_FIELDS`, `configmaps.check_queueing`, `configmaps.parse_map`), and adds
+its own:
+
+| key | default | range |
+|---|---|---|
+| `startupSeconds` | 120 | (0, 86400]: from a scale-up decision to a ready replica |
+| `forecastQuantile` | 0.95 | (0.5, 1): the upper quantile of the forecast sized for |
+| `scaleDownDelaySeconds` | 180 | [0, 86400]: hysteresis before a replica goes |
+| `latencyMargin` | 0.7 | (0, 1]: the share of each target the mean latency may use |
+| `historySeconds` | 900 | (0, 86400]: the arrival-rate history the forecast keeps |
+
+A duration is a number of seconds (the keys say so) or a Go duration string with a unit
+(`"2m"`, `"1m30s"`), as the other maps write durations. The layout and layering are the queueing
+map's: a `default` entry and per-model entries (`model_id` + optional `namespace`, or a
+`{modelID}#{namespace}` key), global in the controller namespace and namespace-local elsewhere
+(`config.build`, which also gives the service-class targets their place). The map's presence
+puts the models it applies to on the predictive analyzer, ahead of the SLO path.
+
+What fails: nothing raises for bad data. An entry with a value out of range (NaN and ±Inf are
+out of every range), a wrong type, an unknown field or the targets not set together is rejected
+whole with a `ConfigError` naming the map, key, field and value, as the other maps do.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Final
+
+from llmscaler.config.configmaps import (
+    QUEUEING_FIELDS,
+    ConfigMapSource,
+    Entry,
+    MapSpec,
+    QueueingOverrides,
+    check_queueing,
+    parse_map,
+)
+from llmscaler.config.durations import parse_duration
+from llmscaler.config.errors import ConfigError
+from llmscaler.config.fields import Invalid, type_name
+from llmscaler.config.types import PredictiveConfig
+
+PREDICTIVE_CONFIGMAP: Final = 'llmscaler-predictive-config'
+DURATION_MAX: Final = 24 * 3600.0
+"""Longest start-up, delay or history: a day; longer is a typo, and the history is kept in the
+decision state, so it must stay bounded."""
+
+_SHARED: Final = frozenset(item.name for item in fields(QueueingOverrides))
+
+
+@dataclass(frozen=True, slots=True)
+class PredictiveOverrides:
+    """The keys one entry set explicitly (None = not set): the shared ones in `slo`."""
+
+    slo: QueueingOverrides = field(default_factory=QueueingOverrides)
+    startup_seconds: float | None = None
+    quantile: float | None = None
+    scale_down_delay: float | None = None
+    latency_margin: float | None = None
+    history_seconds: float | None = None
+
+    def over(self, config: PredictiveConfig) -> PredictiveConfig:
+        """`config` with this entry's own keys set (the shared ones are merged apart, with the
+        service-class targets, by `config.build`)."""
+        changes = {
+            item.name: getattr(self, item.name)
+            for item in fields(self)
+            if item.name != 'slo' and getattr(self, item.name) is not None
+        }
+        return replace(config, **changes) if changes else config
+
+
+def _seconds(value: object, *, low_open: bool) -> float:
+    if isinstance(value, str):
+        try:
+            seconds = parse_duration(value)
+        except ValueError as exc:
+            raise Invalid(str(exc)) from None
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise Invalid(
+            f'must be a number of seconds or a Go duration string such as "2m", '
+            f'not {type_name(value)}'
+        )
+    else:
+        try:
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+    above_low = seconds > 0 if low_open else seconds >= 0
+    if not (above_low and seconds <= DURATION_MAX):  # NaN fails both, so it is refused too
+        opening = '(' if low_open else '['
+        raise Invalid(f'must be in {opening}0, {DURATION_MAX:.15g}] seconds (24h)')
+    return seconds
+
+
+def positive_seconds(value: object) -> float:
+    """startupSeconds, historySeconds: (0, 24 h]."""
+    return _seconds(value, low_open=True)
+
+
+def delay_seconds(value: object) -> float:
+    """scaleDownDelaySeconds: [0, 24 h]."""
+    return _seconds(value, low_open=False)
+
+
+def _number(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise Invalid(f'must be a number, not {type_name(value)}')
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
+def quantile(value: object) -> float:
+    """forecastQuantile: (0.5, 1), both ends open (1 would size for an unbounded forecast)."""
+    number = _number(value)
+    if not 0.5 < number < 1.0:
+        raise Invalid('must be in (0.5, 1)')
+    return number
+
+
+def margin(value: object) -> float:
+    """latencyMargin: (0, 1]."""
+    number = _number(value)
+    if not 0.0 < number <= 1.0:
+        raise Invalid('must be in (0, 1]')
+    return number
+
+
+PREDICTIVE_FIELDS: Final = {
+    **QUEUEING_FIELDS,
+    'startupSeconds': ('startup_seconds', positive_seconds),
+    'forecastQuantile': ('quantile', quantile),
+    'scaleDownDelaySeconds': ('scale_down_delay', delay_seconds),
+    'latencyMargin': ('latency_margin', margin),
+    'historySeconds': ('history_seconds', positive_seconds),
+}
+
+
+def _make(got: dict[str, Any]) -> PredictiveOverrides:
+    shared = {name: value for name, value in got.items() if name in _SHARED}
+    own = {name: value for name, value in got.items() if name not in _SHARED}
+    return PredictiveOverrides(slo=QueueingOverrides(**shared), **own)
+
+
+_PREDICTIVE: Final = MapSpec(
+    fields=PREDICTIVE_FIELDS, empty=PredictiveOverrides(), check=check_queueing, make=_make
+)
+
+
+def parse_predictive_configmap(
+    *, source: ConfigMapSource
+) -> tuple[tuple[Entry[PredictiveOverrides], ...], tuple[ConfigError, ...]]:
+    """Entries of a `llmscaler-predictive-config`, sorted by key, and the rejected ones."""
+    return parse_map(spec=_PREDICTIVE, source=source)
