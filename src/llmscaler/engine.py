@@ -12,6 +12,9 @@ stages of design.md §2 per model (variants grouped by modelID + namespace):
    takes the SLO path (`analyze.slo_path`: the queueing-model analyzer sized from needed vs
    current replicas, or WVA v0.4.2's hybrid arbitration with V1), whose tuner records are kept
    in `State.kalman`; missing SLO inputs (arrival rate, token mix) hold, naming what is missing;
+   a model that `llmscaler-predictive-config` applies to takes the predictive analyzer instead
+   (`analyze.predictive`: forecast, SLO model, exact variant mix, hysteresis), its forecast
+   samples and rate caps kept in `State.forecast` and `State.capacity_scales`;
 3. enforcement: scale-to-zero / minimum one replica, then the model's capacity floors
    (`enforce.capacity_floors`: scheduled floors bought in the cheapest variant mix, adding
    replicas only; none by default), then the safety rules, then [min, max];
@@ -66,6 +69,7 @@ from dataclasses import dataclass, field
 from llmscaler.analyze import (
     capacity_knowledge,
     k2_history,
+    predictive,
     saturation_percentage,
     saturation_tokens,
     slo_path,
@@ -81,6 +85,7 @@ from llmscaler.model import (
     Decision,
     K2Sample,
     KalmanRecord,
+    RateSample,
     ReplicaMetrics,
     Snapshot,
     State,
@@ -147,6 +152,8 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
         last_desired=state.last_desired_map(),
         last_informative=state.last_informative_map(),
         kalman=state.kalman_map(),
+        forecast=state.forecast_map(),
+        capacity_scales=state.capacity_scales_map(),
     )
     decisions: list[Decision] = []
     for group in sorted(by_group):
@@ -193,6 +200,12 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
         kalman=sorted_items(
             {v.key: memory.kalman[v.key] for v in snapshot.variants if v.key in memory.kalman}
         ),
+        forecast=sorted_items(
+            {g: memory.forecast[g] for g in sorted(by_group) if memory.forecast.get(g)}
+        ),
+        capacity_scales=sorted_items(
+            {v.key: memory.capacity_scales[v.key] for v in snapshot.variants if v.key in memory.capacity_scales}
+        ),
     )
     decisions.sort(key=lambda d: (d.namespace, d.variant))
     return Outcome(decisions=tuple(decisions), state=new_state)
@@ -206,6 +219,8 @@ class _Writes:
     knowledge: dict[str, CapacityRecord] = field(default_factory=dict)
     last_informative: dict[str, float] = field(default_factory=dict)
     kalman: dict[str, KalmanRecord] = field(default_factory=dict)
+    forecast: dict[str, tuple[RateSample, ...]] = field(default_factory=dict)
+    capacity_scales: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -219,10 +234,18 @@ class _Memory:
     last_desired: dict[str, int]
     last_informative: dict[str, float]
     kalman: dict[str, KalmanRecord]
+    forecast: dict[str, tuple[RateSample, ...]]
+    capacity_scales: dict[str, float]
 
     def apply(self, *, model_id: str, writes: _Writes) -> None:
         self.history.update(writes.history)
         self.kalman.update(writes.kalman)
+        self.forecast.update(writes.forecast)
+        for key, cap in sorted(writes.capacity_scales.items()):
+            if cap is None:
+                self.capacity_scales.pop(key, None)
+            else:
+                self.capacity_scales[key] = cap
         if writes.knowledge:
             self.knowledge.setdefault(model_id, {}).update(writes.knowledge)
         self.last_informative.update(writes.last_informative)
@@ -269,7 +292,26 @@ def _decide_model(
     model_figures: tuple[tuple[str, float], ...] = ()
     unsized: dict[str, list[tuple[str, Problem]]] = {}
     analyzer: str = saturation.analyzer_path
-    if model_config.queueing is not None:
+    if model_config.predictive is not None:
+        # `llmscaler-predictive-config` applies: the forecast-driven exact mix.
+        group = variants[0].group
+        ahead = predictive.predict(
+            variants=variants,
+            replicas=observed.fresh,
+            pool=observed.pool,
+            config=model_config.predictive,
+            records=memory.kalman,
+            samples=memory.forecast.get(group, ()),
+            capacity_scales=memory.capacity_scales,
+            interval=settings.interval,
+            desired=desired,
+            now=now,
+        )
+        writes.kalman.update(ahead.kalman_updates)
+        writes.forecast[group] = ahead.samples
+        writes.capacity_scales.update(ahead.capacity_scales)
+        targets, model_figures, analyzer = ahead.targets, ahead.figures, predictive.ANALYZER
+    elif model_config.queueing is not None:
         # `wva-queueing-model-config` applies: the SLO path (model-only or hybrid).
         live_key = f'{variants[0].group}|{slo_queueing.ANALYZER}'
         slo = slo_path.slo_path(

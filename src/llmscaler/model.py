@@ -377,6 +377,18 @@ class KalmanRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class RateSample:
+    """One cycle of a model's predictive analysis: the arrival rate observed (req/s) and the
+    capacity sized for then (`need`, req/s: forecast upper bound plus backlog), at `at`."""
+
+    __pydantic_config__ = _STRICT_KEYS
+
+    at: float
+    rate: NonNegative
+    need: NonNegative = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class State:
     """The decision core's memory between cycles (design.md §1), explicit so it can be persisted.
 
@@ -389,6 +401,10 @@ class State:
     - `kalman`: the SLO analyzer's tuner per variant key (`namespace/name`); variants gone from
       the snapshot are dropped, and a restart (an empty state) seeds each variant again from
       its first observation.
+    - `forecast`: the predictive analyzer's recent samples per group (`modelID|namespace`),
+      kept for its `historySeconds`.
+    - `capacity_scales`: per variant key, the factor κ by which the predictive analyzer scales
+      the modelled capacity at the SLO, learnt from the latencies the variant showed (absent: 1).
     """
 
     __pydantic_config__ = _STRICT_KEYS
@@ -398,6 +414,8 @@ class State:
     last_desired: tuple[tuple[str, Count], ...] = ()
     last_informative: tuple[tuple[str, float], ...] = ()
     kalman: tuple[tuple[str, KalmanRecord], ...] = ()
+    forecast: tuple[tuple[str, tuple[RateSample, ...]], ...] = ()
+    capacity_scales: tuple[tuple[str, Annotated[float, Gt(0.0)]], ...] = ()
 
     def k2_history_map(self) -> dict[str, tuple[K2Sample, ...]]:
         return dict(self.k2_history)
@@ -413,6 +431,12 @@ class State:
 
     def kalman_map(self) -> dict[str, KalmanRecord]:
         return dict(self.kalman)
+
+    def forecast_map(self) -> dict[str, tuple[RateSample, ...]]:
+        return dict(self.forecast)
+
+    def capacity_scales_map(self) -> dict[str, float]:
+        return dict(self.capacity_scales)
 
 
 def sorted_items(mapping: dict[str, _V]) -> tuple[tuple[str, _V], ...]:

@@ -14,14 +14,10 @@ What it computes (pure, `now` an argument):
 - `required_capacity`: the largest open floor, in the capacity unit of the per-replica
   capacities given (`replicas` × the reference variant's capacity per replica); a floor whose
   reference variant has no known capacity cannot be priced and is reported, not guessed;
-- `cover`: the cheapest targets, each at least its current target and at most the variant's
-  maximum, whose capacity reaches the floor: an exact branch and bound over the extra replicas
-  (variants tried cheapest capacity first, ties by name), so the mix is the cheapest, not a
-  greedy approximation. When even every variant at its maximum falls short, every variant is
-  raised to its maximum and the result says the floor was not met.
+- the floor is bought with `optimize.cover.cover`: the cheapest targets, each at least its
+  current target and at most the variant's maximum, whose capacity reaches the floor (exact).
 
-What fails: nothing raises for odd figures: a capacity that is not a positive finite number makes
-its variant unusable for the floor (it adds nothing), a cost that is not finite and >= 0 likewise.
+What fails: nothing raises for odd figures (see `optimize.cover`).
 """
 
 from __future__ import annotations
@@ -34,13 +30,11 @@ from typing import Final
 from llmscaler.analyze.capacity_knowledge import capacity_from_params
 from llmscaler.config.cron import Schedule
 from llmscaler.model import ReplicaMetrics, Variant
+from llmscaler.optimize.cover import Option, cover
 
 DEFAULT_MIX: Final = (1000.0, 200.0)
 """Input and output tokens of the request mix that sizes replicas when no replica reports its
 own (a model idle before its morning ramp, exactly when a floor matters)."""
-_MAX_NODES: Final = 200_000
-"""Search nodes before the best mix found so far is taken (never reached by fleets of a few
-variants with tens of replicas each)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,28 +47,6 @@ class CapacityFloor:
     duration: float
     reference: str
     replicas: int
-
-
-@dataclass(frozen=True, slots=True)
-class Option:
-    """A variant the floor may be bought on."""
-
-    variant: str
-    capacity: float
-    """Capacity of one replica, in the unit of the floor."""
-    cost: float
-    """Cost of one replica."""
-    target: int
-    """The target before the floor: the floor only adds replicas."""
-    max_replicas: int
-
-
-@dataclass(frozen=True, slots=True)
-class Cover:
-    targets: tuple[tuple[str, int], ...]
-    """Every option's target, sorted by variant."""
-    met: bool
-    added_cost: float
 
 
 def active(floors: Sequence[CapacityFloor], *, now: float) -> tuple[CapacityFloor, ...]:
@@ -102,77 +74,6 @@ def required_capacity(
             continue
         need = max(need, floor.replicas * per_replica)
     return need, tuple(unpriced)
-
-
-def _usable(option: Option) -> bool:
-    return (
-        math.isfinite(option.capacity)
-        and option.capacity > 0
-        and math.isfinite(option.cost)
-        and option.cost >= 0
-        and option.max_replicas > option.target
-    )
-
-
-def cover(*, options: Sequence[Option], need: float) -> Cover:
-    """The cheapest targets reaching `need` (see the module docstring)."""
-    base = {o.variant: o.target for o in options}
-    have = sum(
-        o.capacity * o.target for o in options if o.capacity > 0 and math.isfinite(o.capacity)
-    )
-    missing = need - have
-    if not math.isfinite(missing) or missing <= 1e-9:
-        return Cover(targets=tuple(sorted(base.items())), met=True, added_cost=0.0)
-    usable = sorted(
-        (o for o in options if _usable(o)), key=lambda o: (o.cost / o.capacity, o.variant)
-    )
-    room = sum(o.capacity * (o.max_replicas - o.target) for o in usable)
-    if room + 1e-9 < missing:
-        targets = {**base, **{o.variant: o.max_replicas for o in usable}}
-        added = sum(o.cost * (o.max_replicas - o.target) for o in usable)
-        return Cover(targets=tuple(sorted(targets.items())), met=False, added_cost=added)
-    best: list[tuple[float, tuple[int, ...]]] = []
-    nodes = 0
-
-    def search(index: int, left: float, cost: float, chosen: tuple[int, ...]) -> None:
-        nonlocal nodes
-        nodes += 1
-        if left <= 1e-9:
-            if not best or cost < best[0][0] - 1e-12:
-                best[:] = [(cost, chosen + (0,) * (len(usable) - len(chosen)))]
-            return
-        if index == len(usable) or nodes > _MAX_NODES:
-            return
-        option = usable[index]
-        # The cheapest possible completion: what is left at the best remaining price.
-        if best and cost + left * (option.cost / option.capacity) >= best[0][0] - 1e-12:
-            return
-        most = min(option.max_replicas - option.target, math.ceil(left / option.capacity - 1e-9))
-        for extra in range(most, -1, -1):
-            search(
-                index + 1,
-                left - extra * option.capacity,
-                cost + extra * option.cost,
-                (*chosen, extra),
-            )
-
-    search(0, missing, 0.0, ())
-    if not best:  # the node budget ran out before any cover: fill cheapest first
-        taken: list[int] = []
-        left = missing
-        for option in usable:
-            take = min(
-                option.max_replicas - option.target, max(0, math.ceil(left / option.capacity))
-            )
-            taken.append(take)
-            left -= take * option.capacity
-        spent = sum(e * o.cost for e, o in zip(taken, usable, strict=True))
-        best = [(spent, tuple(taken))]
-    cost, extras = best[0]
-    targets = dict(base)
-    for option, extra in zip(usable, extras, strict=True):
-        targets[option.variant] = option.target + extra
-    return Cover(targets=tuple(sorted(targets.items())), met=True, added_cost=cost)
 
 
 @dataclass(frozen=True, slots=True)

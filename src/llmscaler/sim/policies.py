@@ -15,6 +15,9 @@ controller would see at a control instant) into replica targets:
   LLMAutoScaler, the realtime and cron scalers of seed 001, one autoscaler per variant.
 - `slo-queueing` is `CorePolicy` on the SLO (queueing-model) path with the scenario's SLO as
   each model's explicit targets (`slo_queueing_config`).
+- `predictive` is `CorePolicy` on the predictive analyzer (`analyze.predictive`) with the same
+  targets and each model's start-up delay (`predictive_config`): what a user who states the
+  SLO and knows how long a replica takes to start puts in `llmscaler-predictive-config`.
 
 Every policy decides for every model of the fleet at once: the core's `decide()` groups the
 snapshot's variants by model, the KEDA baseline is one ScaledObject per variant, and a static
@@ -27,8 +30,9 @@ What fails: `parse_static` raises `ValueError` (naming the valid variants) on a 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
-from llmscaler.config.types import Config, ModelConfig, QueueingModelConfig
+from llmscaler.config.types import Config, ModelConfig, PredictiveConfig, QueueingModelConfig
 from llmscaler.enforce import scale_from_zero
 from llmscaler.engine import decide
 from llmscaler.model import EMPTY_STATE, Decision, State
@@ -68,6 +72,30 @@ def slo_queueing_config(*, targets: Mapping[str, tuple[float, float]] | None = N
         for model_id, (ttft, itl) in sorted((targets or {}).items())
     )
     return Config(default=ModelConfig(queueing=QueueingModelConfig()), by_model=by_model)
+
+
+PREDICTIVE = 'predictive'
+"""The core on the predictive analyzer, each model's SLO as explicit targets."""
+
+
+def predictive_config(*, slo: Config, startup: Mapping[str, float]) -> Config:
+    """The configuration `predictive` stands for: every queueing entry of `slo` (targets and
+    `perfParms`, as `slo_queueing_config` and the preset seeds made them) as the `slo` of a
+    predictive entry, with `startup[model_id]` (default: the entry's default) as its
+    `startupSeconds`."""
+
+    def convert(model_id: str, model: ModelConfig) -> ModelConfig:
+        settings = PredictiveConfig(slo=model.queueing or QueueingModelConfig())
+
+        if model_id in startup:
+            settings = replace(settings, startup_seconds=startup[model_id])
+        return replace(model, queueing=None, predictive=settings)
+
+    return replace(
+        slo,
+        default=convert('', slo.default),
+        by_model=tuple((key, convert(key, model)) for key, model in slo.by_model),
+    )
 
 
 class CorePolicy:

@@ -65,6 +65,7 @@ FIXED_POLICIES = (
     'saturation-percentage',
     'saturation-token',
     policies.SLO_QUEUEING,
+    policies.PREDICTIVE,
     'keda-queue',
     'hpa-kv',
     'clairvoyant',
@@ -450,7 +451,7 @@ def build_policies(
     built: list[Policy] = []
     fleet: bound.Fleet | None = None  # the best fixed fleet, searched once for both uses
     for name in scenario.policies:
-        if name == policies.SLO_QUEUEING:
+        if name in (policies.SLO_QUEUEING, policies.PREDICTIVE):
             targets = {m.model_id: (slos[m.name].ttft, slos[m.name].itl) for m in scenario.models}
             config = policies.slo_queueing_config(targets=targets)
             # The tuner starts from α, β, γ, δ fitted to each variant's preset (`sim.perf_seed`).
@@ -462,6 +463,11 @@ def build_policies(
             config = perf_seed.with_preset_seeds(
                 config=config, variants=scenario.variants, mixes=mixes
             )
+            if name == policies.PREDICTIVE:
+                startup = {
+                    m.model_id: max(v.startup_delay for v in m.variants) for m in scenario.models
+                }
+                config = policies.predictive_config(slo=config, startup=startup)
             built.append(policies.CorePolicy(name=name, config=config))
         elif name in ('default', 'saturation-percentage', 'saturation-token'):
             built.append(policies.CorePolicy(name=name, config=core_config(name=name)))

@@ -1,0 +1,358 @@
+"""The predictive analyzer: the cheapest variant mix that keeps the SLO over the start-up horizon.
+
+Why: the other analyzers size for the load of the last minute, with saturation signals that miss
+latency misses (a slow variant past its ITL target with a short queue), and move a replica or a
+variant at a time; a replica asked for now serves only after its start-up. This analyzer asks,
+per model and cycle, "which mix of variants, as cheap as possible, serves within the latency
+targets the load that may arrive before the replicas I ask for now are ready?" and answers it in
+one step:
+
+1. **SLO model** (`analyze.slo_queueing`, shared with the SLO path): the Kalman-tuned
+   α, β, γ, δ of each variant, the token mix, the latency targets (explicit, service class,
+   inferred, fallback) and the largest rate one replica sustains within them. The targets are
+   scaled by `latencyMargin`: the model predicts *mean* TTFT and ITL, the SLO is about each
+   request. Missing inputs hold (max(current, last desired)), with the reason.
+2. **Observed latency**: each loaded variant (busy at `LOADED_SHARE` or more of what it is
+   believed to sustain) is a measurement of the model's error: the rate r' at which the model
+   predicts the TTFT the variant shows, and the one at which it predicts its ITL, against the
+   rate r it shows them at. The smaller of r/r' (the more pessimistic reading) is the variant's
+   capacity scale κ for this cycle, smoothed over cycles in log space (`SCALE_WEIGHT`), kept in
+   [`SCALE_MIN`, `SCALE_MAX`] and remembered (`State.capacity_scales`); the variant's capacity is the
+   model's × κ. A variant missing the targets now is moreover held to what it shows
+   (`slo_queueing`'s observed-latency guard).
+3. **Forecast** (`analyze.rate_forecast`): the upper `forecastQuantile` of the model's arrival
+   rate over the horizon startupSeconds + 2 cycles; the requests already waiting (replicas'
+   queues and the gateway's) add backlog / horizon: load the arrival rate no longer shows.
+4. **Mix** (`optimize.exact_mix`): exact, over the variants' counts within [min, max], with the
+   capacities coupled as a least-loaded router couples them. Variants without a performance
+   model (no configured `perfParms`, never busy) keep their count.
+5. **Hysteresis**: when the fleet (pending replicas included) covers less than the need, it
+   scales up in one step: the cheapest additions to the current counts, or, when the cheapest
+   mix from scratch costs `SWITCH_SAVING` less, that mix added to the current counts (replicas
+   that serve now stay until a later scale-down finds them spare). Otherwise a scale-down takes
+   the cheapest part of the current fleet that still covers the largest need of the last
+   `scaleDownDelaySeconds` (no new replicas on the way down); else the counts hold.
+
+Every decision's reason says what it was sized for and what it bought (forecast, backlog, need,
+mix and its cost, capacity per replica per variant), and its figures carry the numbers
+(`forecast_*`, `need_rate`, `mix_cost`, `mix_capacity`, per variant `capacity_alone`,
+`capacity_coupled`, `rate_cap`).
+
+What fails: nothing raises for inputs within the snapshot's declared ranges; `rate_forecast`
+raises ValueError for a configuration outside its ranges (the config loaders reject those).
+Pure: the caller passes and keeps the samples, caps and tuner records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from llmscaler.analyze import kalman, rate_forecast, slo_queueing
+from llmscaler.analyze.queue_model import (
+    DEFAULT_MAX_QUEUE_SIZE,
+    PerfParams,
+    QueueAnalyzer,
+    QueueError,
+)
+from llmscaler.analyze.slo_search import SearchError, TargetPerf, size
+from llmscaler.analyze.types import VariantTarget
+from llmscaler.config.types import PredictiveConfig, QueueingModelConfig
+from llmscaler.model import KalmanRecord, PoolMetrics, RateSample, ReplicaMetrics, Variant
+from llmscaler.optimize import exact_mix
+
+ANALYZER: Final = 'predictive'
+LOADED_SHARE: Final = 0.3
+"""A variant busy at less than this share of its believed capacity says little of the model's
+error (latency hardly depends on load there): its scale is kept."""
+SCALE_WEIGHT: Final = 0.3
+"""Weight of one cycle's reading in the smoothed log scale."""
+SCALE_MIN: Final = 0.05
+SCALE_MAX: Final = 2.0
+SWITCH_SAVING: Final = 0.10
+"""A scale-up rebuilds the mix from scratch only when that costs at least this much less."""
+MAX_SAMPLES: Final = 256
+"""Forecast samples kept per model at most."""
+
+
+@dataclass(frozen=True, slots=True)
+class PredictivePath:
+    """One model's predictive targets and what the memory keeps of this cycle."""
+
+    targets: tuple[VariantTarget, ...]
+    figures: tuple[tuple[str, float], ...]
+    kalman_updates: dict[str, KalmanRecord] = field(default_factory=dict)
+    samples: tuple[RateSample, ...] = ()
+    capacity_scales: dict[str, float | None] = field(default_factory=dict)
+    """Per variant key: the new capacity scale κ, or None to drop it (κ = 1)."""
+
+
+def horizon(*, config: PredictiveConfig, interval: float) -> float:
+    """Seconds from a decision to replicas that serve and a cycle that has seen them."""
+    return config.startup_seconds + 2 * interval
+
+
+def _scaled(config: PredictiveConfig) -> QueueingModelConfig:
+    slo = config.slo
+    margin = config.latency_margin
+    return dataclasses.replace(
+        slo,
+        target_ttft=slo.target_ttft * margin if slo.target_ttft is not None else None,
+        target_itl=slo.target_itl * margin if slo.target_itl is not None else None,
+        slo_multiplier=slo.slo_multiplier * margin,
+    )
+
+
+def predict(
+    *,
+    variants: Sequence[Variant],
+    replicas: Sequence[ReplicaMetrics],
+    pool: PoolMetrics | None,
+    config: PredictiveConfig,
+    records: Mapping[str, KalmanRecord],
+    samples: Sequence[RateSample],
+    capacity_scales: Mapping[str, float],
+    interval: float,
+    desired: Mapping[str, int],
+    now: float,
+) -> PredictivePath:
+    """The targets of one model (see the module docstring)."""
+    analysis = slo_queueing.analyze(
+        variants=variants,
+        replicas=replicas,
+        pool=pool,
+        config=_scaled(config),
+        records=records,
+        now=now,
+        interval=interval,
+    )
+    kept = tuple(s for s in samples if s.at > now - config.history_seconds and s.at <= now)
+    if analysis.result is None or analysis.targets is None:
+        held = tuple(
+            VariantTarget(
+                variant=v.name,
+                target=max(v.current_replicas, desired.get(v.name, 0)),
+                reason=f'hold: {analysis.missing or "no SLO analysis"}; targets kept',
+            )
+            for v in variants
+        )
+        return PredictivePath(
+            targets=held,
+            figures=analysis.figures,
+            kalman_updates=analysis.kalman_updates,
+            samples=kept,
+        )
+    model_figures = dict(analysis.figures)
+    rate = model_figures.get('arrival_rate', 0.0)
+    backlog = model_figures.get('backlog_requests', 0.0)
+    ahead = horizon(config=config, interval=interval)
+    predicted = rate_forecast.forecast(
+        samples=(*kept, RateSample(at=now, rate=rate)),
+        now=now,
+        horizon=ahead,
+        quantile=config.quantile,
+    )
+    need = max(0.0, predicted.upper) + backlog / ahead
+
+    by_variant: dict[str, list[ReplicaMetrics]] = {}
+    for replica in replicas:
+        by_variant.setdefault(replica.variant, []).append(replica)
+    mix_load = slo_queueing.workload(replicas)
+    in_tokens = mix_load.avg_input_tokens or 0.0
+    out_tokens = max(1.0, mix_load.avg_output_tokens or 1.0)
+    capacities = {c.variant: c for c in analysis.result.variants}
+    caps: dict[str, float | None] = {}
+    options: list[exact_mix.MixOption] = []
+    for variant in variants:
+        sized = capacities.get(variant.name)
+        guarded = sized.per_replica_capacity if sized is not None else 0.0
+        modelled = dict(analysis.variant_figures.get(variant.name, ())).get(
+            'model_rate_per_replica', guarded
+        )
+        record = analysis.kalman_updates.get(variant.key)
+        scale = capacity_scales.get(variant.key, 1.0)
+        if record is not None and modelled > 0:
+            scale = _scale(
+                previous=scale,
+                load=slo_queueing.workload(by_variant.get(variant.name, ())),
+                params=kalman.params_of(record),
+                batch=slo_queueing.max_batch(
+                    variant=variant,
+                    replicas=by_variant.get(variant.name, ()),
+                    tokens_per_request=in_tokens + out_tokens / 2,
+                ),
+                modelled=modelled,
+            )
+        caps[variant.key] = None if abs(scale - 1.0) < 1e-6 else scale
+        alone = min(modelled * scale, guarded)
+        if record is None or alone <= 0:
+            # No performance model for it: it keeps its count, outside the mix.
+            options.append(
+                exact_mix.MixOption(
+                    variant=variant.name,
+                    rate=0.0,
+                    cost=variant.cost,
+                    low=variant.current_replicas,
+                    high=variant.current_replicas,
+                )
+            )
+            continue
+        alpha, beta, gamma, delta = kalman.params_of(record).as_tuple()
+        options.append(
+            exact_mix.MixOption(
+                variant=variant.name,
+                rate=alone,
+                cost=variant.cost,
+                low=min(variant.min_replicas, variant.max_replicas),
+                high=variant.max_replicas,
+                t0=gamma + out_tokens * alpha,
+                t1=delta * in_tokens + out_tokens * beta,
+            )
+        )
+    current = {v.name: v.current_replicas for v in variants}
+    have = exact_mix.capacity(options=options, counts=current)
+    recent_need = max(
+        [need, *(s.need for s in kept if s.at > now - config.scale_down_delay)], default=need
+    )
+    targets, action, mix = _choose(
+        options=options, current=current, need=need, recent_need=recent_need, have=have
+    )
+    coupled = exact_mix.coupled_rates([o for o in options if targets.get(o.variant, 0) > 0])
+    mix_text = ', '.join(f'{name}={count}' for name, count in mix.counts)
+    reason = (
+        f'predictive: forecast {predicted.upper:.3g} req/s over {ahead:.0f} s (now '
+        f'{predicted.newest:.3g}, trend {60 * predicted.trend:+.3g}/min, σ {predicted.sigma:.2g})'
+        f' + backlog {backlog:.0f} → need {need:.3g} req/s; mix {mix_text} costs '
+        f'{mix.cost:.4g} for {mix.capacity:.3g} req/s; {action}'
+    )
+    out = []
+    by_option = {o.variant: o for o in options}
+    for variant in variants:
+        option = by_option[variant.name]
+        kept_scale = caps.get(variant.key)
+        out.append(
+            VariantTarget(
+                variant=variant.name,
+                target=targets[variant.name],
+                reason=reason,
+                figures=(
+                    *analysis.variant_figures.get(variant.name, ()),
+                    ('capacity_alone', option.rate),
+                    ('capacity_coupled', coupled.get(variant.name, 0.0)),
+                    ('capacity_scale', kept_scale if kept_scale is not None else 1.0),
+                ),
+            )
+        )
+    figures = (
+        *analysis.figures,
+        ('forecast_rate', predicted.upper),
+        ('forecast_level', predicted.level),
+        ('forecast_trend', predicted.trend),
+        ('forecast_sigma', predicted.sigma),
+        ('forecast_horizon_s', ahead),
+        ('need_rate', need),
+        ('fleet_capacity', have),
+        ('mix_cost', mix.cost),
+        ('mix_capacity', mix.capacity),
+    )
+    new_samples = (*kept, RateSample(at=now, rate=rate, need=need))[-MAX_SAMPLES:]
+    return PredictivePath(
+        targets=tuple(out),
+        figures=figures,
+        kalman_updates=analysis.kalman_updates,
+        samples=new_samples,
+        capacity_scales=caps,
+    )
+
+
+def _choose(
+    *,
+    options: Sequence[exact_mix.MixOption],
+    current: Mapping[str, int],
+    need: float,
+    recent_need: float,
+    have: float,
+) -> tuple[dict[str, int], str, exact_mix.Mix]:
+    """(targets, what was done, the mix that was priced) — step 5 of the module docstring."""
+    if have + 1e-9 < need:
+        added = exact_mix.cheapest(
+            options=[
+                dataclasses.replace(o, low=max(o.low, min(current[o.variant], o.high)))
+                for o in options
+            ],
+            need=need,
+            prefer=current,
+        )
+        fresh = exact_mix.cheapest(options=options, need=need, prefer=current)
+        if fresh.met and fresh.cost < added.cost * (1 - SWITCH_SAVING):
+            counts = dict(fresh.counts)
+            targets = {name: max(count, current[name]) for name, count in counts.items()}
+            return targets, 'scale up to a cheaper mix (current replicas kept for now)', fresh
+        action = 'scale up' if added.met else 'scale up to every maximum (need not covered)'
+        return dict(added.counts), action, added
+    if recent_need < have:
+        trimmed = exact_mix.cheapest(
+            options=[
+                dataclasses.replace(o, low=min(o.low, current[o.variant]), high=current[o.variant])
+                for o in options
+            ],
+            need=recent_need,
+            prefer=current,
+        )
+        now_cost = math.fsum(o.cost * current[o.variant] for o in options)
+        if trimmed.met and trimmed.cost < now_cost - 1e-9:
+            return dict(trimmed.counts), 'scale down (the recent need allows it)', trimmed
+    held = exact_mix.Mix(
+        counts=tuple(sorted(current.items())),
+        capacity=have,
+        cost=math.fsum(o.cost * current[o.variant] for o in options),
+        met=have + 1e-9 >= need,
+    )
+    return dict(current), 'hold', held
+
+
+def _scale(
+    *,
+    previous: float,
+    load: slo_queueing.Workload,
+    params: PerfParams,
+    batch: int,
+    modelled: float,
+) -> float:
+    """The variant's capacity scale κ after this cycle (step 2 of the module docstring)."""
+    if (
+        not load.busy
+        or load.ttft_ms is None
+        or load.itl_ms is None
+        or load.avg_input_tokens is None
+        or load.avg_output_tokens is None
+    ):
+        return previous
+    rate = load.arrival_rate / load.busy
+    if rate < LOADED_SHARE * previous * modelled:
+        return previous
+    analyzer = QueueAnalyzer.build(
+        params=params,
+        max_batch_size=batch,
+        max_queue_size=DEFAULT_MAX_QUEUE_SIZE,
+        avg_input_tokens=load.avg_input_tokens,
+        avg_output_tokens=max(1.0, load.avg_output_tokens),
+    )
+    if isinstance(analyzer, QueueError):
+        return previous
+    readings = []
+    for target in (TargetPerf(ttft=load.ttft_ms), TargetPerf(itl=load.itl_ms)):
+        sized = size(analyzer=analyzer, targets=target)
+        if isinstance(sized, SearchError) or not sized.max_rate > 0:
+            continue
+        readings.append(rate / sized.max_rate)
+    if not readings:
+        return previous
+    reading = min(SCALE_MAX, max(SCALE_MIN, min(readings)))
+    smoothed = math.exp(
+        math.log(previous) + SCALE_WEIGHT * (math.log(reading) - math.log(previous))
+    )
+    return min(SCALE_MAX, max(SCALE_MIN, smoothed))

@@ -1,0 +1,107 @@
+"""An upper quantile of a model's arrival rate over the horizon a scale-up needs.
+
+Why: a replica asked for now serves only once it has started (scheduling, image pull, weights,
+warm-up) and the next cycle has seen it; sizing on the rate observed now is sizing for the past.
+The predictive analyzer (`analyze.predictive`) sizes instead for what the rate may be when the
+replicas it asks for are ready: an upper quantile of a short-term forecast.
+
+The forecast, from the samples of the last `trend_window` seconds (the newest included):
+
+- a least-squares line rate ≈ a + b·(t − now) through the samples (with fewer than
+  `MIN_TREND_SAMPLES`, or samples all at one instant, b = 0 and a = their mean);
+- level = max(newest rate, a): a line fitted through a step lags it, and the newest rate is
+  what the replicas see now;
+- trend = max(0, b): a falling trend never lowers the bound (the bound is what scale-down is
+  allowed to go to, and a fall that stops leaves a fleet sized for less than the load);
+- spread σ = √(residual variance + level / RATE_WINDOW): the scatter of the samples about their
+  line, and at least the Poisson noise of a rate counted over RATE_WINDOW seconds (a few
+  samples on a straight line are not proof that the next minute will be as quiet);
+- upper = level + trend · horizon + z_q · σ, with z_q the standard normal quantile of `quantile`.
+
+What fails: `forecast` raises ValueError on a quantile outside (0.5, 1), a negative or
+non-finite horizon, or a non-finite `now`; samples that are not finite or not in the past
+(at > now) are ignored. No samples: every figure is 0 (nothing is known to be arriving).
+Pure: no clock, no I/O; the caller keeps the samples (`State.forecast`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from llmscaler.model import RateSample
+
+RATE_WINDOW = 60.0
+"""Seconds over which an observed arrival rate is counted (`rate(...[1m])`)."""
+MIN_TREND_SAMPLES = 3
+"""Fewer samples give a level, not a line."""
+TREND_WINDOW = 300.0
+"""Seconds of samples the line is fitted to by default."""
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """The forecast's figures (req/s; `trend` in req/s per second)."""
+
+    newest: float
+    level: float
+    trend: float
+    sigma: float
+    horizon: float
+    upper: float
+
+
+def forecast(
+    *,
+    samples: Sequence[RateSample],
+    now: float,
+    horizon: float,
+    quantile: float,
+    trend_window: float = TREND_WINDOW,
+) -> Forecast:
+    """The upper `quantile` of the arrival rate up to `horizon` seconds after `now` (see the
+    module docstring); `samples` in any order."""
+    if not (0.5 < quantile < 1):
+        raise ValueError(f'quantile must be in (0.5, 1), got {quantile!r}')
+    if not (math.isfinite(horizon) and horizon >= 0):
+        raise ValueError(f'horizon must be a finite number >= 0, got {horizon!r}')
+    if not math.isfinite(now):
+        raise ValueError(f'now must be finite, got {now!r}')
+    usable = sorted(
+        (s for s in samples if math.isfinite(s.at) and math.isfinite(s.rate) and s.at <= now),
+        key=lambda s: (s.at, s.rate),
+    )
+    recent = [s for s in usable if s.at > now - trend_window]
+    if not recent:
+        return Forecast(newest=0.0, level=0.0, trend=0.0, sigma=0.0, horizon=horizon, upper=0.0)
+    newest = recent[-1].rate
+    intercept, slope, residual = _line(recent, now=now)
+    level = max(newest, intercept)
+    trend = max(0.0, slope)
+    sigma = math.sqrt(residual + level / RATE_WINDOW)
+    z = NormalDist().inv_cdf(quantile)
+    upper = level + trend * horizon + z * sigma
+    return Forecast(
+        newest=newest, level=level, trend=trend, sigma=sigma, horizon=horizon, upper=upper
+    )
+
+
+def _line(samples: Sequence[RateSample], *, now: float) -> tuple[float, float, float]:
+    """(intercept at `now`, slope, residual variance) of the least-squares line."""
+    n = len(samples)
+    xs = [s.at - now for s in samples]
+    ys = [s.rate for s in samples]
+    mean_x = math.fsum(xs) / n
+    mean_y = math.fsum(ys) / n
+    sxx = math.fsum((x - mean_x) ** 2 for x in xs)
+    if n < MIN_TREND_SAMPLES or sxx <= 0:
+        spread = math.fsum((y - mean_y) ** 2 for y in ys) / n if n > 1 else 0.0
+        return mean_y, 0.0, spread
+    slope = math.fsum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sxx
+    intercept = mean_y - slope * mean_x
+    residual = math.fsum(
+        (y - intercept - slope * x) ** 2 for x, y in zip(xs, ys, strict=True)
+    ) / max(1, n - 2)
+    return intercept, slope, residual

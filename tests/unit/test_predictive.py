@@ -1,0 +1,142 @@
+"""`analyze.predictive` through `engine.decide()`: forecast, exact mix, one-step scale-up,
+hysteresis on the way down, observed-latency caps, holds on missing inputs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from llmscaler.config.types import Config, ModelConfig, PredictiveConfig, QueueingModelConfig
+from llmscaler.engine import decide
+from llmscaler.model import EMPTY_STATE, Decision, PoolMetrics, ReplicaMetrics, Snapshot, State
+from tests.unit.test_engine import MODEL, NS, by_name, replica, variant
+
+NOW = 100_000.0
+PARAMS = (
+    ('H100', (8.0, 0.05, 20.0, 0.0006)),
+    ('L40S', (20.0, 0.15, 50.0, 0.0015)),
+)
+SETTINGS = PredictiveConfig(
+    slo=QueueingModelConfig(target_ttft=2000.0, target_itl=60.0, perf_parms=PARAMS),
+    startup_seconds=90.0,
+    scale_down_delay=120.0,
+)
+CONFIG = Config(default=ModelConfig(predictive=SETTINGS))
+
+
+def fleet(*, h100: int, l40s: int, rate: float, itl: float = 0.02, ttft: float = 0.2) -> Snapshot:
+    """Two variants at the given counts, each replica busy at an even share of `rate`."""
+    variants = (
+        variant('h100', accelerator='H100', cost=3.9, current_replicas=h100, ready_replicas=h100),
+        variant('l40s', accelerator='L40S', cost=1.9, current_replicas=l40s, ready_replicas=l40s),
+    )
+    share = rate / max(1, h100 + l40s)
+    replicas: list[ReplicaMetrics] = []
+    for name, count in (('h100', h100), ('l40s', l40s)):
+        for pod in range(count):
+            replicas.append(
+                replica(
+                    name,
+                    pod,
+                    arrival_rate=share,
+                    avg_ttft=ttft,
+                    avg_itl=itl,
+                    running_requests=4.0,
+                )
+            )
+    pool = PoolMetrics(model_id=MODEL, namespace=NS, observed_at=NOW - 5, arrival_rate=rate)
+    return Snapshot(variants=variants, replicas=tuple(replicas), pools=(pool,))
+
+
+def cycle(snapshot: Snapshot, state: State, now: float) -> tuple[dict[str, Decision], State]:
+    shifted = dataclasses.replace(
+        snapshot,
+        replicas=tuple(dataclasses.replace(r, observed_at=now - 5) for r in snapshot.replicas),
+        pools=tuple(dataclasses.replace(p, observed_at=now - 5) for p in snapshot.pools),
+    )
+    outcome = decide(snapshot=shifted, config=CONFIG, state=state, now=now)
+    return by_name(outcome.decisions), outcome.state
+
+
+def capacity_of(decisions: dict[str, Decision]) -> float:
+    figures = dict(next(iter(decisions.values())).figures)
+    return figures['mix_capacity']
+
+
+def test_a_load_step_is_met_in_one_step_and_explained() -> None:
+    decisions, state = cycle(fleet(h100=1, l40s=0, rate=1.0), EMPTY_STATE, NOW)
+    decisions, state = cycle(fleet(h100=1, l40s=0, rate=30.0), state, NOW + 30)
+    added = sum(d.target - d.current for d in decisions.values())
+    assert added >= 2, decisions
+    decision = decisions['h100']
+    assert decision.analyzer == 'predictive'
+    assert 'forecast' in decision.reason and 'mix' in decision.reason and 'need' in decision.reason
+    figures = dict(decision.figures)
+    assert figures['mix_capacity'] >= figures['need_rate'] > 30.0
+    assert figures['forecast_horizon_s'] == 90.0 + 2 * 30.0
+
+
+def test_the_chosen_mix_is_the_cheapest_that_covers_the_need() -> None:
+    decisions, _ = cycle(fleet(h100=0, l40s=1, rate=20.0), EMPTY_STATE, NOW)
+    figures = dict(decisions['h100'].figures)
+    cost = sum(d.target * (3.9 if d.variant == 'h100' else 1.9) for d in decisions.values())
+    assert cost == figures['mix_cost'] or figures['mix_cost'] <= cost
+    assert figures['mix_capacity'] >= figures['need_rate']
+
+
+def test_scale_down_waits_for_the_recent_need_and_then_trims() -> None:
+    state = EMPTY_STATE
+    for k in range(6):
+        decisions, state = cycle(fleet(h100=4, l40s=0, rate=30.0), state, NOW + 30 * k)
+    assert all(d.target >= d.current for d in decisions.values())
+    t = NOW + 180
+    decisions, state = cycle(fleet(h100=4, l40s=0, rate=2.0), state, t)
+    # The need of the last scaleDownDelaySeconds still holds the fleet.
+    assert decisions['h100'].target == 4, decisions['h100'].reason
+    for k in range(1, 10):
+        decisions, state = cycle(fleet(h100=4, l40s=0, rate=2.0), state, t + 30 * k)
+        if decisions['h100'].target < 4:
+            break
+    assert decisions['h100'].target < 4
+    assert 'scale down' in decisions['h100'].reason
+    assert 30 * k >= SETTINGS.scale_down_delay
+
+
+def test_a_variant_slower_than_modelled_is_scaled_down_and_remembered() -> None:
+    # Busy L40S replicas showing 10x the ITL the model predicts at their rate.
+    decisions, state = cycle(fleet(h100=0, l40s=2, rate=2.0, itl=0.5), EMPTY_STATE, NOW)
+    scales = state.capacity_scales_map()
+    assert scales[f'{NS}/l40s'] < 1.0
+    figures = dict(decisions['l40s'].figures)
+    assert figures['capacity_scale'] == scales[f'{NS}/l40s']
+    assert figures['capacity_alone'] < figures['model_rate_per_replica']
+    # An idle cycle says nothing of the model's error: the scale stays.
+    _, again = cycle(fleet(h100=0, l40s=2, rate=0.01), state, NOW + 30)
+    assert again.capacity_scales_map()[f'{NS}/l40s'] == scales[f'{NS}/l40s']
+
+
+def test_without_an_arrival_rate_the_model_holds() -> None:
+    snap = fleet(h100=2, l40s=1, rate=5.0)
+    snap = dataclasses.replace(
+        snap,
+        replicas=tuple(dataclasses.replace(r, arrival_rate=None) for r in snap.replicas),
+        pools=tuple(dataclasses.replace(p, arrival_rate=None) for p in snap.pools),
+    )
+    decisions, _ = cycle(snap, EMPTY_STATE, NOW)
+    assert {v: d.target for v, d in decisions.items()} == {'h100': 2, 'l40s': 1}
+    assert all(d.reason.startswith('hold: missing arrival_rate') for d in decisions.values())
+
+
+def test_forecast_samples_are_kept_and_bounded_by_history() -> None:
+    state = EMPTY_STATE
+    for k in range(50):
+        _, state = cycle(fleet(h100=2, l40s=0, rate=5.0), state, NOW + 30 * k)
+    samples = state.forecast_map()[f'{MODEL}|{NS}']
+    assert len(samples) == SETTINGS.history_seconds // 30
+    assert samples[-1].at == NOW + 30 * 49
+
+
+def test_decisions_are_deterministic() -> None:
+    snap = fleet(h100=1, l40s=2, rate=12.0)
+    first = cycle(snap, EMPTY_STATE, NOW)
+    again = cycle(snap, EMPTY_STATE, NOW)
+    assert first == again

@@ -1,0 +1,92 @@
+"""`analyze.rate_forecast`: the upper quantile of the arrival rate over a horizon."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llmscaler.analyze.rate_forecast import RATE_WINDOW, forecast
+from llmscaler.model import RateSample
+
+NOW = 10_000.0
+
+
+def series(rates: list[float], *, step: float = 30.0) -> list[RateSample]:
+    """`rates` at `step` seconds apart, the last at NOW."""
+    n = len(rates)
+    return [RateSample(at=NOW - (n - 1 - i) * step, rate=r) for i, r in enumerate(rates)]
+
+
+def test_no_samples_forecasts_nothing() -> None:
+    got = forecast(samples=[], now=NOW, horizon=150, quantile=0.95)
+    assert (got.upper, got.level, got.trend, got.sigma) == (0.0, 0.0, 0.0, 0.0)
+
+
+def test_flat_load_bound_is_poisson_noise_above_the_level() -> None:
+    got = forecast(samples=series([10.0] * 10), now=NOW, horizon=150, quantile=0.95)
+    assert got.trend == pytest.approx(0.0, abs=1e-12)
+    assert got.level == pytest.approx(10.0)
+    assert got.sigma == pytest.approx(math.sqrt(10.0 / RATE_WINDOW))
+    assert got.upper == pytest.approx(10.0 + 1.6448536 * math.sqrt(10.0 / RATE_WINDOW), rel=1e-6)
+
+
+def test_rising_load_is_extrapolated_over_the_horizon() -> None:
+    # +1 req/s every 30 s: the trend is 1/30 req/s per second.
+    got = forecast(
+        samples=series([float(r) for r in range(1, 11)]), now=NOW, horizon=150, quantile=0.95
+    )
+    assert got.trend == pytest.approx(1 / 30)
+    assert got.level == pytest.approx(10.0)
+    assert got.upper > 10.0 + 150 / 30
+
+
+def test_falling_load_never_lowers_the_bound_below_the_newest_rate() -> None:
+    got = forecast(
+        samples=series([float(r) for r in range(20, 10, -1)]), now=NOW, horizon=150, quantile=0.95
+    )
+    assert got.trend == 0.0
+    assert got.level >= 11.0
+    assert got.upper >= got.newest
+
+
+def test_a_step_up_is_seen_at_once() -> None:
+    got = forecast(samples=series([5.0] * 9 + [20.0]), now=NOW, horizon=150, quantile=0.95)
+    assert got.level == 20.0
+    assert got.upper > 20.0
+
+
+def test_old_and_future_samples_are_ignored() -> None:
+    old = [RateSample(at=NOW - 5000, rate=1000.0), RateSample(at=NOW + 10, rate=1000.0)]
+    got = forecast(samples=[*old, *series([4.0] * 5)], now=NOW, horizon=60, quantile=0.9)
+    assert got.level == pytest.approx(4.0)
+
+
+def test_higher_quantile_gives_a_higher_bound() -> None:
+    samples = series([10.0, 12.0, 9.0, 11.0, 13.0, 10.0])
+    low = forecast(samples=samples, now=NOW, horizon=60, quantile=0.6)
+    high = forecast(samples=samples, now=NOW, horizon=60, quantile=0.99)
+    assert high.upper > low.upper
+
+
+@pytest.mark.parametrize(
+    ('quantile', 'horizon'), [(0.5, 10.0), (1.0, 10.0), (0.9, -1.0), (0.9, math.inf)]
+)
+def test_bad_arguments_raise(quantile: float, horizon: float) -> None:
+    with pytest.raises(ValueError):
+        forecast(samples=[], now=NOW, horizon=horizon, quantile=quantile)
+
+
+@given(
+    rates=st.lists(st.floats(min_value=0, max_value=1e4), min_size=1, max_size=40),
+    horizon=st.floats(min_value=0, max_value=3600),
+)
+def test_bound_is_finite_and_at_least_the_newest_rate(rates: list[float], horizon: float) -> None:
+    got = forecast(samples=series(rates), now=NOW, horizon=horizon, quantile=0.95)
+    assert math.isfinite(got.upper)
+    assert got.upper >= rates[-1] - 1e-6
+    # Order of the samples does not matter.
+    again = forecast(samples=list(reversed(series(rates))), now=NOW, horizon=horizon, quantile=0.95)
+    assert again == got
