@@ -8,6 +8,8 @@ scrapes the same endpoints itself. Then:
 |---|---|
 | every registered query, through Prometheus | no error; the emulator's pods, its KV blocks, fresh |
 | Prometheus source vs pod-scraping source | same pods and KV capacity; gauges, averages close |
+| the predictive analyzer's inputs, both sources | per replica arrival rate, token mix, TTFT, ITL, |
+|   | running and queue; per model arrival rate (the sum of the replicas') and gateway queue |
 | both readings attributed and decided | the same decisions from `engine.decide` |
 | replicas scaled to 0 while requests arrive | both see the EPP queue; scale-from-zero wakes h100 |
 """
@@ -137,7 +139,9 @@ async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path) -> Non
             await prom.wait_for(
                 url=url, query='inference_extension_flow_control_queue_size', count=1
             )
-            await asyncio.sleep(15)  # samples for the 1-minute rates and the whole 15 s count
+            # A whole minute of load: the 1-minute rates (arrivals) measure a steady load, not
+            # the minute in which it began.
+            await asyncio.sleep(62)
             source = PrometheusSource(config=PrometheusConfig(base_url=url, timeout=5.0))
             now = time.time()
             through_prometheus = await source.read(scope=SCOPE, now=now)
@@ -156,6 +160,20 @@ async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path) -> Non
             (model_p,) = through_prometheus.models
             (model_s,) = scraped.models
             assert model_p.queue_size == model_s.queue_size == 0
+            for reading, model in ((through_prometheus, model_p), (scraped, model_s)):
+                # The EPP's dispatches, per pod and per model: the same series summed two ways.
+                assert model.arrival_rate is not None
+                assert 4.5 < model.arrival_rate < 7.5  # the emulator's Poisson rate is 6/s
+                per_pod = [p.arrival_rate for p in reading.pods]
+                assert all(rate is not None and rate > 0 for rate in per_pod), per_pod
+                assert math.isclose(math.fsum(r or 0.0 for r in per_pod), model.arrival_rate)
+                snapshot = snapshot_of(reading, running)
+                (pool,) = snapshot.pools
+                assert (pool.arrival_rate, pool.queue_size) == (model.arrival_rate, 0.0)
+                assert sorted((r.pod, r.arrival_rate, r.avg_itl) for r in snapshot.replicas) == (
+                    sorted((p.pod, p.arrival_rate, p.avg_itl) for p in reading.pods)
+                )
+            assert close(model_p.arrival_rate, model_s.arrival_rate, rel=0.15)
             assert model_p.request_count is not None
             assert model_p.request_count > 0
             assert close(model_p.request_count, model_s.request_count, rel=0.35, abs_=5)
@@ -211,6 +229,13 @@ def compare_pods(p: PodReading, s: PodReading, *, now: float) -> None:
         assert reading.queue_length >= 0
         assert reading.avg_input_tokens is not None
         assert reading.avg_input_tokens > 1
+        # Every input of the predictive analyzer is there, not only comparable when absent.
+        for figure in ('avg_output_tokens', 'avg_ttft', 'avg_itl', 'arrival_rate'):
+            value = getattr(reading, figure)
+            assert value is not None, (figure, reading)
+            assert value > 0, (figure, reading)
+        assert reading.running_requests is not None
+        assert reading.running_requests >= 0
     # 1-minute maxima sampled at different instants: close, not equal.
     assert close(p.kv_usage, s.kv_usage, rel=0.5, abs_=0.05)
     assert close(p.queue_length, s.queue_length, rel=0.5, abs_=2)
@@ -218,3 +243,5 @@ def compare_pods(p: PodReading, s: PodReading, *, now: float) -> None:
     assert close(p.avg_output_tokens, s.avg_output_tokens, rel=0.25)
     assert close(p.avg_ttft, s.avg_ttft, rel=0.5, abs_=0.05)
     assert close(p.avg_itl, s.avg_itl, rel=0.5, abs_=0.01)
+    assert close(p.arrival_rate, s.arrival_rate, rel=0.2)
+    assert close(p.running_requests, s.running_requests, rel=0.5, abs_=4)

@@ -349,6 +349,43 @@ def test_gateway_figures() -> None:
     check_gateway_figures(read(pods, now=1045.0))
 
 
+def test_arrival_rates_are_unknown_until_measured_over_a_whole_minute() -> None:
+    """The scraper starts at 1000 on a gateway that had long been counting: p1 at 3600 (+30
+    per 15 s, 2/s), p2 at 1800 (+15, 1/s); p3 starts at 1030 from 0 (+15, 1/s). Prometheus'
+    rule reads p1 at 1030 as 60 × (30 + 7.5) / 30 / 60 = 1.25/s, its start taken inside the
+    minute; here it is unknown, and so is every sum it is part of, until the first sample is
+    within 1.1 steps of the minute's start (1045: 2/s, extrapolated in full)."""
+    pods: Pods = {}
+    for i, now in enumerate((1000.0, 1015.0, 1030.0, 1045.0, 1060.0)):
+        attempts = [
+            ('success', MODEL, 'p1', 3600.0 + 30 * i),
+            ('success', MODEL, 'p2', 1800.0 + 15 * i),
+        ]
+        if now >= 1030:
+            attempts.append(('success', MODEL, 'p3', 15.0 * (i - 2)))
+        feed(pods, 'epp', epp_page(queue=[], attempts=attempts), now=now, kind='epp')
+        for pod in ('p1', 'p2', 'p3'):
+            feed(pods, pod, example_page(scrape_values(min(i, 3))), now=now)
+        reading = read(pods, now=now)
+        rates = {p.pod: p.arrival_rate for p in reading.pods}
+        model = [m.arrival_rate for m in reading.models]
+        if now <= 1030:  # at 1000 one sample: no rate at all, and no model reading
+            assert (rates['p1'], rates['p2'], model) == (None, None, [None] if i else []), now
+        else:
+            assert rates['p1'] == pytest.approx(2.0)
+            assert rates['p2'] == pytest.approx(1.0)
+            assert model == [pytest.approx(math.fsum(r or 0.0 for r in rates.values()))]
+        if now == 1045:
+            # p3 counted from 0 inside the minute: measured, 15 requests in the minute.
+            assert rates['p3'] == pytest.approx(15 / 60)
+    # A gateway that did not answer for over a minute is unknown again once it is back.
+    for now in (1200.0, 1215.0):
+        attempts = [('success', MODEL, pod, 9000.0 + now) for pod in ('p1', 'p2', 'p3')]
+        feed(pods, 'epp', epp_page(queue=[], attempts=attempts), now=now, kind='epp')
+    assert [m.arrival_rate for m in read(pods, now=1215.0).models] == [None]
+    # Prometheus' figure at 1215 would be 15 × (15 + 7.5) / 15 / 60 = 0.375/s per pod (1/s real).
+
+
 def test_gateway_queue_applies_to_the_model_in_every_namespace_in_scope() -> None:
     pods: Pods = {}
     feed(pods, 'epp', epp_page(queue=[('0', MODEL, 4.0)], attempts=[]), now=1000.0, kind='epp')

@@ -89,6 +89,20 @@ def test_zero_cap_applies_after_the_half_step_rule() -> None:
     assert series.increase(now=120, seconds=120) == pytest.approx(90.0)
 
 
+def test_reaches_start_is_prometheus_full_extrapolation_test() -> None:
+    series = window([(t, t) for t in range(15, 91, 15)])  # scraped from 15 on
+    # (−45, 15]: one sample; (−15, 45]: the first 30 s after the start, over 1.1 steps.
+    assert not series.reaches_start(now=15.0, seconds=60.0)
+    assert not series.reaches_start(now=45.0, seconds=60.0)
+    # (0, 60]: the first sample 15 s after the start, within 1.1 × 15 s: extrapolated in full.
+    assert series.reaches_start(now=60.0, seconds=60.0)
+    assert series.rate(now=60.0, seconds=60.0) == pytest.approx(1.0)
+    assert not SeriesWindow(horizon=600.0).reaches_start(now=0.0, seconds=60.0)
+    # A gap of a minute and more: samples before it do not make the range reach its start.
+    gap = window([(0.0, 0.0), (15.0, 15.0), (150.0, 150.0), (165.0, 165.0)])
+    assert not gap.reaches_start(now=165.0, seconds=60.0)
+
+
 def test_fewer_than_two_samples_give_none() -> None:
     assert SeriesWindow(horizon=60).increase(now=10, seconds=60) is None
     one = window([(5, 3.0)])

@@ -25,7 +25,8 @@ avg_ttft / avg_itl      the ratio over 1 min; ITL from inter_token_latency_secon
                         time_per_output_token_seconds
 pod_arrival_rate        EPP pages: sum by (namespace, pod_name) of the 1-min rate of
                         inference_extension_scheduler_attempts_total{status="success"} whose
-                        namespace and target_model_name are in scope
+                        namespace and target_model_name are in scope; None where only part
+                        of the minute of a counting series was seen (below)
 scheduler_queue_size /  EPP pages: sum of the present inference_extension_flow_control_queue_size
   _bytes                (/_bytes) series of target_model_name = m; no namespace label exists, so
                         the figure applies to m in every namespace in scope
@@ -43,9 +44,13 @@ only KV and queue samples were NaN is not kept, where Prometheus would keep it w
 What Prometheus has and a young scraper has not is history, so the request count is None (which
 forbids scale-to-zero) until targets have been scraped for the whole retention period, and None
 with a PARTIAL_DATA error when the retention exceeds `history`, the seconds of counter history
-kept. Scope entries without a model or a namespace are ignored; of two entries for one model the
-longest valid retention counts; a retention that is not a positive finite number gives no count.
-Nothing raises.
+kept. Likewise an arrival rate (pod or model) is None, not the part-minute figure Prometheus
+would give for a series it only just began to scrape (a gateway that had counted 6 dispatches/s
+for an hour read as 1.6/s 18 s into scraping it), during the first minute after the scraper
+starts or a gateway comes back from a gap (`collect.scrape_gateway`). A low arrival rate would
+invite a scale-down; a missing one holds. Scope entries without a model or a namespace are
+ignored; of two entries for one model the longest valid retention counts; a retention that is
+not a positive finite number gives no count. Nothing raises.
 """
 
 from __future__ import annotations
@@ -55,9 +60,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from llmscaler.collect.scrape_gateway import (
+    LOOKBACK,
+    AttemptRates,
+    SeriesView,
+    attempt_rates,
+    model_reading,
+    newest_time,
+    sum_rates,
+)
 from llmscaler.collect.types import (
     ErrorReason,
-    ModelReading,
     ModelScope,
     PodReading,
     Reading,
@@ -65,19 +78,14 @@ from llmscaler.collect.types import (
 )
 from llmscaler.collect.windows import SeriesWindow
 
+__all__ = ['LOOKBACK', 'REQUEST_SUCCESS', 'Kind', 'PodSeries', 'compute_reading']
+
 Kind = Literal['vllm', 'epp']
 Labels = tuple[tuple[str, str], ...]
 SeriesKey = tuple[str, Labels]
 
-LOOKBACK = 300.0
-"""Prometheus' instant-query lookback: a present series older than this is not returned."""
 REQUEST_SUCCESS = 'vllm:request_success_total'
 """The counter of the request count, the one series kept for longer than the others."""
-_QUEUE_FIELDS = {
-    'inference_extension_flow_control_queue_size': 'queue_size',
-    'inference_extension_flow_control_queue_bytes': 'queue_bytes',
-}
-_ATTEMPTS = 'inference_extension_scheduler_attempts_total'
 
 
 @dataclass(slots=True)
@@ -112,7 +120,7 @@ def compute_reading(
     """
     models = _normalize(scope)
     in_scope = {(entry.namespace, entry.model_id) for entry in models}
-    views: dict[Kind, list[_View]] = {'vllm': [], 'epp': []}
+    views: dict[Kind, list[SeriesView]] = {'vllm': [], 'epp': []}
     counters: dict[tuple[str, str], list[SeriesWindow]] = {}
     for key in sorted(pods):
         pod = pods[key]
@@ -122,8 +130,8 @@ def compute_reading(
                 counters.setdefault((key[0], model), []).append(window)
                 continue
             present = (name, labels) in pod.present
-            views[pod.kind].append(_View(*key, model, name, labels, window, present))
-    attempts = _attempt_rates(views=views['epp'], in_scope=in_scope, now=now)
+            views[pod.kind].append(SeriesView(*key, model, name, labels, window, present))
+    attempts = attempt_rates(views=views['epp'], in_scope=in_scope, now=now)
     found_errors = list(errors)
     readings = []
     for entry in models:
@@ -135,7 +143,7 @@ def compute_reading(
             since=scraping_since,
         )
         found_errors.extend([error] if error is not None else [])
-        reading = _model_reading(
+        reading = model_reading(
             entry=entry, views=views['epp'], attempts=attempts, count=count, now=now
         )
         readings.extend([reading] if reading is not None else [])
@@ -165,7 +173,7 @@ def _request_count(
     if since is None or now - since < retention:
         return None, None
     found = [
-        (increase, _newest(window, now))
+        (increase, newest_time(window=window, now=now))
         for window in windows
         if (increase := window.increase(now=now, seconds=retention)) is not None
     ]
@@ -189,87 +197,14 @@ def _normalize(scope: tuple[ModelScope, ...]) -> tuple[ModelScope, ...]:
     return tuple(kept[key] for key in sorted(kept))
 
 
-@dataclass(frozen=True, slots=True)
-class _View:
-    """One kept series as `compute_reading` sees it; `model`: its model_name label or the hint."""
-
-    namespace: str
-    pod: str
-    model: str
-    name: str
-    labels: Labels
-    window: SeriesWindow
-    present: bool
-
-    def label(self, name: str) -> str:
-        return dict(self.labels).get(name, '')
-
-    def instant(self, now: float) -> tuple[float, float] | None:
-        """What an instant query returns: only series on the last good page, 5-min lookback."""
-        return self.window.latest(now=now, seconds=LOOKBACK) if self.present else None
-
-
-_Windows = dict[Labels, _View]
-_AttemptRates = dict[tuple[str, str, str], tuple[float, float]]
-
-
-def _attempt_rates(
-    *, views: list[_View], in_scope: set[tuple[str, str]], now: float
-) -> _AttemptRates:
-    """(namespace, pod_name, target model) → (1-min rate of successful attempts, newest time)."""
-    namespaces = {ns for ns, _ in in_scope}
-    models = {model for _, model in in_scope}
-    rates: _AttemptRates = {}
-    for view in views:
-        key = (view.label('namespace'), view.label('pod_name'), view.label('target_model_name'))
-        if view.name != _ATTEMPTS or view.label('status') != 'success':
-            continue
-        rate = view.window.rate(now=now, seconds=60.0)
-        if key[0] in namespaces and key[2] in models and rate is not None:
-            total, newest = rates.get(key, (0.0, -math.inf))
-            rates[key] = (total + rate, max(newest, _newest(view.window, now)))
-    return rates
-
-
-def _model_reading(
-    *,
-    entry: ModelScope,
-    views: list[_View],
-    attempts: _AttemptRates,
-    count: tuple[float, float] | None,
-    now: float,
-) -> ModelReading | None:
-    figures: dict[str, tuple[float, float]] = {}
-
-    def add(name: str, value: float, t: float) -> None:
-        total, newest = figures.get(name, (0.0, -math.inf))
-        figures[name] = (total + value, max(newest, t))
-
-    for view in views:
-        field_name = _QUEUE_FIELDS.get(view.name)
-        found = view.instant(now)
-        if field_name and found and view.label('target_model_name') == entry.model_id:
-            add(field_name, found[1], found[0])
-    for (namespace, _, model), (rate, newest) in sorted(attempts.items()):
-        if (namespace, model) == (entry.namespace, entry.model_id):
-            add('arrival_rate', rate, newest)
-    if count is not None:
-        add('request_count', *count)
-    if not figures:
-        return None
-    return ModelReading(
-        model_id=entry.model_id,
-        namespace=entry.namespace,
-        observed_at=max(t for _, t in figures.values()),
-        **{name: value for name, (value, _) in sorted(figures.items())},
-    )
+_Windows = dict[Labels, SeriesView]
 
 
 def _pod_readings(
-    *, views: list[_View], in_scope: set[tuple[str, str]], attempts: _AttemptRates, now: float
+    *, views: list[SeriesView], in_scope: set[tuple[str, str]], attempts: AttemptRates, now: float
 ) -> tuple[PodReading, ...]:
     pods: dict[tuple[str, str], dict[str, dict[str, _Windows]]] = {}
-    configs: dict[tuple[str, str], list[_View]] = {}
+    configs: dict[tuple[str, str], list[SeriesView]] = {}
     for view in views:
         key = (view.namespace, view.pod)
         if view.name == 'vllm:cache_config_info':
@@ -277,10 +212,11 @@ def _pod_readings(
         elif (view.namespace, view.model) in in_scope:
             by_name = pods.setdefault(key, {}).setdefault(view.model, {})
             by_name.setdefault(view.name, {})[view.labels] = view
-    arrivals: dict[tuple[str, str], float] = {}
+    parts: dict[tuple[str, str], list[float | None]] = {}
     for (namespace, pod, _), (rate, _) in sorted(attempts.items()):
         if pod:
-            arrivals[(namespace, pod)] = arrivals.get((namespace, pod), 0.0) + rate
+            parts.setdefault((namespace, pod), []).append(rate)
+    arrivals = {key: sum_rates(rates=rates) for key, rates in parts.items()}
     readings = []
     for key in sorted(pods):
         figures: dict[str, float] = {}
@@ -294,7 +230,7 @@ def _pod_readings(
             continue
         blocks, size, seen = _cache_config(configs.get(key, []), now)
         newest = max(
-            _newest(view.window, now)
+            newest_time(window=view.window, now=now)
             for model in kept
             for by_labels in pods[key][model].values()
             for view in by_labels.values()
@@ -390,7 +326,7 @@ def _either(first: tuple[bool, float | None], second: tuple[bool, float | None])
     return first[1] if first[0] else second[1]
 
 
-def _cache_config(views: list[_View], now: float) -> tuple[int | None, int | None, float]:
+def _cache_config(views: list[SeriesView], now: float) -> tuple[int | None, int | None, float]:
     """(num_gpu_blocks, block_size, sample time) of the smallest present capacity."""
     best: tuple[int, int] | None = None
     seen = -math.inf
@@ -412,8 +348,3 @@ def _positive_int(text: str) -> int | None:
     except ValueError:
         return None
     return value if value > 0 else None
-
-
-def _newest(window: SeriesWindow, now: float) -> float:
-    found = window.latest(now=now, seconds=window.horizon)
-    return found[0] if found is not None else -math.inf

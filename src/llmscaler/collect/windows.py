@@ -118,6 +118,17 @@ class SeriesWindow:
             to_end = step / 2
         return raw * (sampled + to_start + to_end) / sampled
 
+    def reaches_start(self, *, now: float, seconds: float) -> bool:
+        """Whether `increase` over `(now − seconds, now]` extrapolates to the range's start in
+        full: two samples in range, the first within 1.1 average steps of the start (step 4).
+        Otherwise the series seems to start inside the range, and for a counter that was already
+        counting when its scraping began (or after a gap) the increase is only the part seen."""
+        found = self.in_range(now=now, seconds=seconds)
+        if len(found) < 2:
+            return False
+        step = (found[-1][0] - found[0][0]) / (len(found) - 1)
+        return found[0][0] - (now - seconds) < 1.1 * step
+
     def rate(self, *, now: float, seconds: float) -> float | None:
         """`rate(series[seconds])` at `now`: the increase per second of the whole range."""
         increase = self.increase(now=now, seconds=seconds)
