@@ -69,7 +69,9 @@ def test_a_load_step_is_met_in_one_step_and_explained() -> None:
     assert added >= 2, decisions
     decision = decisions['h100']
     assert decision.analyzer == 'predictive'
-    assert 'forecast' in decision.reason and 'mix' in decision.reason and 'need' in decision.reason
+    assert 'forecast' in decision.reason
+    assert 'mix' in decision.reason
+    assert 'need' in decision.reason
     figures = dict(decision.figures)
     assert figures['mix_capacity'] >= figures['need_rate'] > 30.0
     assert figures['forecast_horizon_s'] == 90.0 + 2 * 30.0

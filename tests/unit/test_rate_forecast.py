@@ -75,7 +75,7 @@ def test_higher_quantile_gives_a_higher_bound() -> None:
     ('quantile', 'horizon'), [(0.5, 10.0), (1.0, 10.0), (0.9, -1.0), (0.9, math.inf)]
 )
 def test_bad_arguments_raise(quantile: float, horizon: float) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r'quantile|horizon'):
         forecast(samples=[], now=NOW, horizon=horizon, quantile=quantile)
 
 
