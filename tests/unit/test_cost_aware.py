@@ -255,6 +255,25 @@ def test_cheapest_may_reach_zero_while_a_dearer_variant_holds_replicas() -> None
     assert run(variants, sig(variants, roles=both(0.0, 1000.0))) == {'a': 0, 'h': 1}
 
 
+def test_a_cheaper_variant_at_zero_does_not_lift_the_last_replica_protection() -> None:
+    # WVA never sees a variant at zero (§2), so h, the only one holding replicas, is its last
+    # variant and keeps one. Eligible here, a at zero must not let h go: the model would be left
+    # with no replica while the minimum-one rule starts one of a (a swap, and a gap).
+    variants = [vc('a', cost=5.0, current=0), vc('h', cost=20.0, current=1)]
+    assert run(variants, sig(variants, roles=both(0.0, 1000.0))) == {'a': 0, 'h': 1}
+
+
+def test_the_protection_keeps_one_of_the_cheapest_variant_holding_replicas() -> None:
+    # h: ⌊1000/100⌋ = 10, removable 2, a cheaper m still holds → h = 0; m is then the cheapest
+    # holding replicas (a is at zero) and keeps one.
+    variants = [
+        vc('a', cost=5.0, current=0),
+        vc('m', cost=10.0, current=2),
+        vc('h', cost=20.0, current=2),
+    ]
+    assert run(variants, sig(variants, roles=both(0.0, 1000.0))) == {'a': 0, 'm': 1, 'h': 0}
+
+
 def test_scale_down_respects_min_replicas() -> None:
     variants = [vc('a', current=5, min_replicas=2)]
     assert run(variants, sig(variants, roles=both(0.0, 10_000.0))) == {'a': 2}

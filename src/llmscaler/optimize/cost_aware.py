@@ -27,8 +27,9 @@ What it computes (`optimize`), starting from every variant's `current_replicas`:
   (and at least one does): variants by cost descending, then score-weighted PRC ascending
   (Σ over live signals of score_i · PRC_i; a score that is not a positive number counts as 1),
   then name. For each variant with PRC > 0: `removable = target − min_replicas`,
-  `n = min(min_i ⌊spare_i / PRC_i⌋, removable)`; the last (cheapest) variant is kept at 1 when
-  no more expensive variant of the role still holds replicas; commit and subtract `n · PRC_i`
+  `n = min(min_i ⌊spare_i / PRC_i⌋, removable)`; the last (cheapest) variant holding replicas
+  is kept at 1 when no more expensive variant of the role still holds replicas (variants at
+  zero do not count: WVA never sees them, see defect fix 1); commit and subtract `n · PRC_i`
   from every signal's spare. Only whole replicas go, so a spare smaller than one expensive
   replica can remove a cheaper one instead (case ca-09). A role no live signal carries is never
   touched (case ca-14).
@@ -292,7 +293,6 @@ def _scale_down(
             by_role[role],
             key=lambda v: (-_cost(v), _weighted_prc(live, v.variant), v.variant),
         )
-        last = len(ordered) - 1
         for index, variant in enumerate(ordered):
             if _positive(variant.per_replica_capacity) <= 0:
                 continue
@@ -301,8 +301,11 @@ def _scale_down(
             if removable <= 0:
                 continue
             n = min(_removable(live, role, variant.variant), removable)
-            dearer_hold = any(targets[v.variant] > 0 for v in ordered[:index])
-            if index == last and current - n < 1 and not dearer_hold:
+            # WVA's "last variant" is the cheapest one holding replicas: it never sees a variant
+            # at zero. Counting those would let the only running variant go while the
+            # minimum-one rule starts a cheaper one: a swap, with no replica in between.
+            others_hold = any(targets[v.variant] > 0 for i, v in enumerate(ordered) if i != index)
+            if current - n < 1 and not others_hold:
                 n = current - 1
             if n <= 0:
                 continue
