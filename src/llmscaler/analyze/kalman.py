@@ -16,9 +16,11 @@ four-parameter model:
 - R = diag(((errorLevel / tPercentile)² / gammaFactor) · z_j²), WVA's 0.05, 1.96, 1.0 (a
   standard deviation of about 2.55 % of each observed figure);
 - Q = diag((percentChange · x_i)²), recomputed from the state each step;
-- update x += K·y clamped to the bounds, P = (I − K·H)·P (symmetrised), then validated: every
-  parameter > 0 and the normalised innovation squared yᵀS⁻¹y < 7.378 (χ², 2 degrees of freedom,
-  WVA's gate). A failed step keeps the previous (x, P).
+- update x += s·K·y clamped to the bounds, s ≤ 1 the largest factor that moves no parameter by
+  more than 10 % of its value (`MAX_STEP`), P = (I − sK·H)·P·(I − sK·H)ᵀ + sK·R·(sK)ᵀ (Joseph's
+  form, right for the gain applied; symmetrised), then validated: every parameter > 0 and the
+  normalised innovation squared yᵀS⁻¹y < 7.378 (χ², 2 degrees of freedom, WVA's gate). A failed
+  step keeps the previous (x, P).
 
 Deliberate differences from WVA (each fixes a defect of reference/wva.md §6.3 / §10):
 
@@ -31,6 +33,12 @@ Deliberate differences from WVA (each fixes a defect of reference/wva.md §6.3 /
 - percentChange is 0.01 per cycle, not WVA's 0.05: with 5 % of random walk per cycle the
   filter follows measurement noise of 2 % about as much as the signal and the parameters wander
   5-6 % around their values under a steady load (tests/unit/test_kalman.py measures both);
+- a step moves no parameter by more than 10 % (WVA applies K·y whole): one observation is two
+  equations for four unknowns, and a 1-minute window that straddles a load change is biased (its
+  ITL is token-weighted toward the busier part, its rate is the window's mean). On the
+  event-driven simulator under abrupt load steps, with the 50 % prior below, a full step moved β
+  by more than 100 % on the first window of a step, and the widened prior after three
+  rejections let later ones move α by tens of percent: the filter did not come back;
 - one step per variant per cycle on the arrival-weighted means of its busy replicas (WVA steps
   once per pod, which counts one cycle's evidence as many times as there are pods);
 - the tuner's TTFT is the sizing TTFT (wait + prefill): they cannot disagree;
@@ -66,6 +74,8 @@ INITIAL_UNCERTAINTY = 0.5
 BOUND_FACTOR = 100.0
 """Parameters stay within [seed / 100, seed × 100]."""
 REJECTIONS_BEFORE_WIDENING = 3
+MAX_STEP = 0.1
+"""No parameter moves by more than 10 % of its value in one step."""
 QUEUE_FACTOR = 10
 """The tuner's max queue: 10 × max batch (WVA)."""
 
@@ -301,14 +311,25 @@ def step(
         return _rejected(record, p=p, reason='singular innovation covariance')
     s_inv = [[s[1][1] / det, -s[0][1] / det], [-s[1][0] / det, s[0][0] / det]]
     gain = _matmul(pht, s_inv)  # 4 × 2
+    moves = [gain[i][0] * y[0] + gain[i][1] * y[1] for i in range(size)]
+    # One observation is two equations for four unknowns: where the prior is wide, a biased
+    # window (a load step inside it) moves the state by tens of percent. The step is shrunk
+    # so that no parameter moves by more than MAX_STEP of its value per cycle.
+    shrink = min([1.0] + [MAX_STEP * v / abs(m) for v, m in zip(x, moves, strict=True) if m])
+    gain = [[shrink * g for g in row] for row in gain]
     x_new = tuple(
-        min(
-            max(v + gain[i][0] * y[0] + gain[i][1] * y[1], seed / BOUND_FACTOR), seed * BOUND_FACTOR
-        )
-        for i, (v, seed) in enumerate(zip(x, record.seed, strict=True))
+        min(max(v + shrink * m, seed / BOUND_FACTOR), seed * BOUND_FACTOR)
+        for v, m, seed in zip(x, moves, record.seed, strict=True)
     )
+    # Joseph form: the covariance of the gain actually applied, shrunk or not.
     kh = _matmul(gain, jac)
-    p_new = _matmul([[(i == j) - kh[i][j] for j in range(size)] for i in range(size)], p)
+    a = [[(i == j) - kh[i][j] for j in range(size)] for i in range(size)]
+    p_new = _matmul(_matmul(a, p), _transpose(a))
+    for i in range(size):
+        for j in range(size):
+            p_new[i][j] += noise * (
+                gain[i][0] * gain[j][0] * z[0] ** 2 + gain[i][1] * gain[j][1] * z[1] ** 2
+            )
     p_new = [[0.5 * (p_new[i][j] + p_new[j][i]) for j in range(size)] for i in range(size)]
     nis = sum(y[i] * s_inv[i][j] * y[j] for i in range(2) for j in range(2))
     if not (all(v > 0 and math.isfinite(v) for v in x_new) and nis < NIS_GATE):
