@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,14 @@ from llmscaler.config.configmaps import (
     SCALE_TO_ZERO_CONFIGMAP,
     ConfigMapSource,
 )
-from llmscaler.config.types import CoreSettings, SaturationConfig, ScaleToZeroConfig
+from llmscaler.config.predictive import PREDICTIVE_CONFIGMAP
+from llmscaler.config.types import (
+    CoreSettings,
+    PredictiveConfig,
+    QueueingModelConfig,
+    SaturationConfig,
+    ScaleToZeroConfig,
+)
 from llmscaler.controller.options import resolve_options
 from llmscaler.kube.crd import InvalidObject, parse_va
 from llmscaler.kube.targets import ScaleTarget, accessor
@@ -46,6 +54,7 @@ KUSTOMIZATIONS = (
     'deploy/base',
     'deploy/samples',
     'deploy/samples/hpa',
+    'deploy/samples/predictive',
     'deploy/overlays/metrics-actuation',
     'deploy/overlays/no-prometheus-operator',
 )
@@ -596,6 +605,39 @@ def test_podmonitor_scrapes_every_variant(renders: dict[str, list[Doc]]) -> None
     lws = one(docs, 'LeaderWorkerSet', 'llama-70b-l40s')
     worker = lws['spec']['leaderWorkerTemplate']['workerTemplate']['metadata']['labels']
     assert not selector.items() <= worker.items()
+
+
+def test_sample_predictive_config_puts_the_sample_models_on_the_predictive_analyzer(
+    renders: dict[str, list[Doc]],
+) -> None:
+    (cm,) = of_kind(renders['deploy/samples/predictive'], 'ConfigMap')
+    assert cm['metadata']['name'] == PREDICTIVE_CONFIGMAP
+    assert cm['metadata']['labels']['app.kubernetes.io/name'] == 'workload-variant-autoscaler'
+    namespace = cm['metadata']['namespace']
+    assert namespace == 'llm-inference' != NS  # namespace-local: the samples' namespace only
+    source = ConfigMapSource(name=PREDICTIVE_CONFIGMAP, namespace=namespace, data=cm['data'])
+    config, errors = build_config(
+        configmaps=[source], settings=CoreSettings(), controller_namespace=NS
+    )
+    assert errors == ()
+    models = {
+        v['spec']['modelID']
+        for v in of_kind(renders['deploy/samples'], 'VariantAutoscaling')
+        if v['metadata']['namespace'] == namespace
+    }
+    assert models == {'meta-llama/Llama-3.1-8B-Instruct', 'meta-llama/Llama-3.1-70B-Instruct'}
+    common = PredictiveConfig(scale_down_delay=180.0, history_seconds=900.0)
+    assert config.model(
+        model_id='meta-llama/Llama-3.1-8B-Instruct', namespace=namespace
+    ).predictive == replace(common, slo=QueueingModelConfig(target_ttft=1000.0, target_itl=50.0))
+    assert config.model(
+        model_id='meta-llama/Llama-3.1-70B-Instruct', namespace=namespace
+    ).predictive == replace(
+        common,
+        slo=QueueingModelConfig(target_ttft=2000.0, target_itl=80.0),
+        startup_seconds=300.0,
+    )
+    assert config.model(model_id='other', namespace='prod').predictive is None
 
 
 def test_sample_hpas_follow_the_desired_replicas_gauge(renders: dict[str, list[Doc]]) -> None:
