@@ -11,6 +11,7 @@ from llmscaler.analyze.slo_search import (
     SearchError,
     TargetPerf,
     binary_search,
+    max_rate,
     size,
     within_tolerance,
 )
@@ -193,3 +194,79 @@ def test_fast_size_equals_wva_bisection(
             continue
         assert met[0]
         assert a == pytest.approx(b, rel=1e-3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    params=st.builds(
+        PerfParams,
+        alpha=st.floats(1.0, 40.0),
+        beta=st.floats(1e-3, 1.0),
+        gamma=st.floats(1.0, 300.0),
+        delta=st.floats(1e-6, 0.02),
+    ),
+    n=st.integers(1, 512),
+    i=st.one_of(st.just(0.0), st.floats(1.0, 4000.0)),
+    o=st.floats(1.0, 800.0),
+    ttft_factor=st.one_of(st.just(0.0), st.floats(0.5, 50.0)),
+    itl_factor=st.one_of(st.just(0.0), st.floats(0.9, 10.0)),
+    tps=st.sampled_from([0.0, 100.0]),
+)
+def test_max_rate_equals_the_rate_of_wva_bisection(
+    params: PerfParams,
+    n: int,
+    i: float,
+    o: float,
+    ttft_factor: float,
+    itl_factor: float,
+    tps: float,
+) -> None:
+    # The analyzer's sizing looks for the binding target only, from the unqueued model's rate:
+    # the same errors as WVA's `Size`, and the same rate one replica sustains wherever WVA's
+    # bisection meets its own tolerance test.
+    qa = QueueAnalyzer.build(
+        params=params, max_batch_size=n, max_queue_size=100, avg_input_tokens=i, avg_output_tokens=o
+    )
+    assert not isinstance(qa, QueueError)
+    idle = qa.latencies(lam=qa.rate_range.min / 1000)
+    assert not isinstance(idle, QueueError)
+    targets = TargetPerf(ttft=ttft_factor * (idle[1] or 1.0), itl=itl_factor * idle[2], tps=tps)
+    fast = max_rate(analyzer=qa, targets=targets)
+    slow = size(analyzer=qa, targets=targets, bisection=True)
+    assert isinstance(fast, SearchError) == isinstance(slow, SearchError)
+    if isinstance(fast, SearchError) or isinstance(slow, SearchError):
+        assert str(fast).split(':')[0] == str(slow).split(':')[0]
+        return
+    binding = min(slow.target_rate.rate_ttft, slow.target_rate.rate_itl, slow.target_rate.rate_tps)
+    solved = qa.latencies(lam=binding / 1000)
+    assert not isinstance(solved, QueueError)
+    met = [
+        target == 0 or figure <= target or within_tolerance(x=figure, value=target, tolerance=1e-6)
+        for figure, target in ((solved[1], targets.ttft), (solved[2], targets.itl))
+    ]
+    if not all(met):
+        # WVA's bisection ended on its last midpoint (a latency of rounding noise, or a jump
+        # across the target): nothing to match.
+        return
+    assert fast == pytest.approx(slow.max_rate, rel=1e-3)
+
+
+def test_max_rate_solves_the_queue_once_where_the_batch_seldom_fills(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Light targets on a large batch: the first rate tried (the unqueued model's) is the answer.
+    qa = analyzer(n=256)
+    targets = TargetPerf(ttft=5000.0, itl=9.0)
+    slow = size(analyzer=qa, targets=targets, bisection=True)
+    calls: list[float] = []
+    original = QueueAnalyzer.latencies
+
+    def counting(self: QueueAnalyzer, *, lam: float) -> object:
+        calls.append(lam)
+        return original(self, lam=lam)
+
+    monkeypatch.setattr(QueueAnalyzer, 'latencies', counting)
+    fast = max_rate(analyzer=qa, targets=targets)
+    assert not isinstance(slow, SearchError)
+    assert fast == pytest.approx(slow.max_rate, rel=1e-6)
+    assert len(calls) == 2  # the smallest rate (the error rules) and the answer

@@ -17,6 +17,10 @@ tests can be replayed against it:
   products without their overflow loop;
 - throughput X = λ(1 − p_K), N̄ = Σ n·p_n, servers = Σ_{n≤N} n·p_n + N·(1 − Σ_{n≤N} p_n),
   response R = N̄/X, service S = servers/X, wait W = max(0, R − S), queue length X·W;
+- while the chain (almost) never reaches the full batch, it is a negative binomial over
+  0..N with closed-form sums (no waiting, X = λ, S = (base + slope)/(1 − λ·slope)); `solve`
+  uses that form when the states from N on hold less than 1e-18 of the mass, and walks the
+  chain otherwise;
 - the effective batch b̄ solves prefill(I, b̄) + (O − 1)·ITL(b̄) = S, clamped to [0, N]; the
   predicted TTFT is W + prefill(I, b̄) and the predicted ITL is ITL(b̄).
 
@@ -57,6 +61,10 @@ DEFAULT_MAX_QUEUE_SIZE = 100
 """WVA's `DefaultMaxQueueSize` for sizing (the tuner uses 10 × max batch)."""
 _TAIL = 1e-18
 """A walk away from the mode stops when the rest of the chain is below this share of the sum."""
+_LOG_TAIL = math.log(_TAIL)
+_LARGE_SHAPE = 1e12
+"""Above this a = base/slope (a slope of almost 0) the closed form's log-gammas lose their
+digits; the walk takes over."""
 _CHUNK = 32
 """States multiplied out per step of a walk (C-level products; the tail test runs per chunk)."""
 DEFAULT_MAX_BATCH_SIZE = 256
@@ -236,6 +244,10 @@ class QueueAnalyzer:
         """The chain at λ requests per ms (WVA `MM1ModelStateDependent.Solve(λ, 1)`)."""
         if not state_dependent_valid(lam=lam, k=self.k):
             return QueueError(f'invalid state-dependent model: lambda={lam}')
+        if lam > 0 and self.monotone:
+            unqueued = self._unqueued(lam)
+            if unqueued is not None:
+                return unqueued
         nb = self.max_batch_size
         p0, pk, total, first, total_n, first_n = (
             (1.0, 0.0, 1.0, 0.0, 1.0, 0.0)
@@ -260,6 +272,48 @@ class QueueAnalyzer:
             avg_wait_time=wait,
             avg_queue_length=throughput * wait,
             rho=1.0 - p0,
+        )
+
+    def _unqueued(self, lam: float) -> QueueStats | None:
+        """The chain in closed form while it (almost) never reaches the full batch, else None.
+
+        With a = base/slope and q = λ·slope, p_{n+1}/p_n = q·(n + 1 + a)/(n + 1): over 0..N
+        the chain is a negative binomial of r = a + 1 and q, whose sums over all n ≥ 0 are
+        closed: Σ = (1 − q)^−r, mean r·q/(1 − q). When the states from N on (the batch limit
+        and the queue) hold less than 1e-18 of the mass and of the mean (bounded by a
+        geometric series from p_N, whose ratio λ/μ_N exceeds every later one), they are the
+        chain's sums to rounding: nothing waits, X = λ and R = S = (base + slope)/(1 − q).
+        That is every rate a replica serves without filling its batch, where the walk would
+        multiply out several hundred states."""
+        slope, nb = self.slope, self.max_batch_size
+        q = lam * slope
+        if not (0 < q < 1):
+            return None
+        r = self.base / slope + 1
+        top = q * (r - 1 + nb) / nb  # λ/μ_N
+        if not (top < 1 and r < _LARGE_SHAPE):
+            return None
+        log_total = -r * math.log1p(-q)
+        mean = r * q / (1 - q)
+        log_at_n = math.lgamma(nb + r) - math.lgamma(r) - math.lgamma(nb + 1) + nb * math.log(q)
+        tail = top / (1 - top)  # Σ_{i≥1} top^i
+        # Σ_{n>N} p_n ≤ p_N·tail and Σ_{n>N} n·p_n ≤ p_N·(N·tail + tail/(1 − top)).
+        if (
+            log_at_n + math.log(tail) - log_total > _LOG_TAIL
+            or log_at_n + math.log(nb * tail + tail / (1 - top)) - log_total - math.log(mean)
+            > _LOG_TAIL
+        ):
+            return None
+        serv = (self.base + slope) / (1 - q)
+        return QueueStats(
+            throughput=lam,
+            avg_num_in_system=mean,
+            avg_num_in_servers=mean,
+            avg_resp_time=serv,
+            avg_serv_time=serv,
+            avg_wait_time=0.0,
+            avg_queue_length=0.0,
+            rho=-math.expm1(-log_total),
         )
 
     def _walk(self, lam: float) -> tuple[float, float, float, float, float, float]:
@@ -363,6 +417,32 @@ class QueueAnalyzer:
             math.fsum(p[: nb + 1]),
             math.fsum(n * v for n, v in enumerate(p[: nb + 1])),
         )
+
+    def unqueued_rate(self, *, ttft: float = 0.0, itl: float = 0.0) -> float | None:
+        """λ (per ms) at which the closed form of `_unqueued` (no waiting, S = (base + slope)
+        / (1 − λ·slope)) predicts a TTFT of `ttft` or an ITL of `itl` ms (the one given > 0):
+        the target's effective batch, its service time, and λ from S. Exact wherever that
+        closed form holds, a first guess elsewhere; None when the target is not reached that
+        way (no prefill or decode slope, a batch outside (0, N), a service time at or below
+        one request's)."""
+        params, tokens = self.params, self.avg_output_tokens - 1
+        if ttft > 0:
+            per_batch = params.delta * self.avg_input_tokens
+            batch = (ttft - params.gamma) / per_batch if per_batch else 0.0
+        else:
+            batch = (itl - params.alpha) / params.beta if params.beta else 0.0
+        if not 0 < batch < self.max_batch_size or self.slope <= 0:
+            return None
+        # effective_concurrency inverted: S = γ + α·(O − 1) + (δ·I + β·(O − 1))·b̄.
+        service = (
+            params.gamma
+            + params.alpha * tokens
+            + (params.delta * self.avg_input_tokens + params.beta * tokens) * batch
+        )
+        single = self.base + self.slope
+        if not service > single:
+            return None
+        return (1 - single / service) / self.slope
 
     def effective_concurrency(self, *, avg_service_time: float) -> float:
         """b̄ with prefill(I, b̄) + (O − 1)·ITL(b̄) = S, clamped to [0, N] (WVA)."""

@@ -50,7 +50,7 @@ from llmscaler.analyze.queue_model import (
     QueueAnalyzer,
     QueueError,
 )
-from llmscaler.analyze.slo_search import SearchError, TargetPerf, size
+from llmscaler.analyze.slo_search import SearchError, TargetPerf, max_rate
 from llmscaler.analyze.types import AnalyzerResult, Totals, VariantCapacity
 from llmscaler.config.types import QueueingModelConfig
 from llmscaler.model import KalmanRecord, PoolMetrics, ReplicaMetrics, Variant
@@ -244,7 +244,7 @@ def analyze(
     capacities: list[VariantCapacity] = []
     variant_figures: dict[str, tuple[tuple[str, float], ...]] = {}
     for variant in variants:
-        rate, reason = 0.0, 'no-data'
+        rate, reason, modelled = 0.0, 'no-data', 0.0
         if variant.name in params:
             batch = max_batch(
                 variant=variant,
@@ -265,7 +265,7 @@ def analyze(
                 reason = 'error'
                 notes[variant.name] = f'sizing failed: {sized}'
             else:
-                rate, reason = sized, 'slo'
+                rate, reason, modelled = sized, 'slo', sized
                 guard = _observed_cap(load=loads[variant.name], targets=targets)
                 if guard is not None and guard < rate:
                     rate = guard
@@ -276,6 +276,7 @@ def analyze(
         needed = math.ceil(variant_load / rate - 1e-9) if rate > 0 else 0
         variant_figures[variant.name] = (
             ('max_rate_per_replica', rate),
+            ('model_rate_per_replica', modelled),
             ('needed_replicas', float(needed)),
             *(
                 (f'perf_{name}', value)
@@ -411,7 +412,5 @@ def _size(
     )
     if isinstance(analyzer, QueueError):
         return analyzer.message
-    sized = size(analyzer=analyzer, targets=TargetPerf(ttft=targets.ttft, itl=targets.itl))
-    if isinstance(sized, SearchError):
-        return sized.message
-    return sized.max_rate
+    sized = max_rate(analyzer=analyzer, targets=TargetPerf(ttft=targets.ttft, itl=targets.itl))
+    return sized.message if isinstance(sized, SearchError) else sized

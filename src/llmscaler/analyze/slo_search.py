@@ -19,6 +19,12 @@ WVA's queue analyzer does, so its unit tests can be replayed:
   the Illinois correction: the same end rules and the same acceptance test (predicted latency
   within 1e-6 of the target), in 4-8 queue solutions instead of 20-25 per target. The two
   answers differ by less than the tolerance allows (a property test compares them).
+- `max_rate(analyzer, targets)`: `size(...).max_rate` alone, what the analyzer sizes with.
+  Both latencies rise with the rate, so only the target reached first is searched, from the
+  rate at which the queue without waiting meets it (exact while the batch seldom fills, where
+  the queue has a closed form): one queue solution besides the smallest rate for most sizings,
+  secant steps from there otherwise. Same errors and end rules as `size`; the same rate within
+  the search's tolerance (a property test compares it with WVA's bisection).
 
 Units: targets in ms (TTFT, ITL) and tokens/s (TPS); λ in requests per ms inside the search
 (as WVA's eval functions), every rate returned in requests per second.
@@ -42,6 +48,7 @@ from llmscaler.analyze.queue_model import (
     AnalysisMetrics,
     QueueAnalyzer,
     QueueError,
+    QueueStats,
 )
 
 TOLERANCE = 1e-6
@@ -270,3 +277,133 @@ def size(
             tps=metrics.throughput * analyzer.avg_output_tokens,
         ),
     )
+
+
+_Point = tuple[QueueStats, tuple[float, float]]
+"""One solution: the queue's statistics and (TTFT, ITL) in ms."""
+
+
+def max_rate(*, analyzer: QueueAnalyzer, targets: TargetPerf) -> float | SearchError:
+    """`size(...).max_rate` (requests/s) without locating a target's rate that does not bind.
+
+    Both latencies rise with the rate, so the smallest of the targets' rates is where the
+    first of them reaches its target: the rate is searched once, on the larger of TTFT/target
+    and ITL/target, and accepted when that figure is within the search's tolerance of its
+    target (the others are then within it or below). The ends keep `size`'s rules (a target
+    below the curve at the smallest rate is the same error, a target above it at the largest
+    rate gives that rate, a TPS target caps it at 90 %). The first rate tried is the one at
+    which the queue without waiting meets the first target (`QueueAnalyzer.unqueued_rate`),
+    exact wherever the batch seldom fills: one queue solution for most sizings, regula falsi
+    on the log ratio from there otherwise. A queue whose figures do not rise (μ falling with
+    the batch, a latency of 0) is sized by `size` itself."""
+    if targets.ttft < 0 or targets.itl < 0 or targets.tps < 0:
+        return SearchError(f'invalid target values {targets}')
+    if not analyzer.monotone:
+        return _sized(analyzer=analyzer, targets=targets)
+    lam_min = analyzer.rate_range.min / 1000
+    lam_max = analyzer.rate_range.max / 1000
+    top = lam_max * (1 - STABILITY_SAFETY_FRACTION) if targets.tps > 0 else lam_max
+    active = tuple(
+        (name, index, target)
+        for index, (name, target) in enumerate((('TTFT', targets.ttft), ('ITL', targets.itl)))
+        if target > 0
+    )
+    low = _at(analyzer, lam_min)
+    if low is None:
+        return SearchError(f'invalid function evaluation at {lam_min}')
+    targets_by_index = (targets.ttft, targets.itl)
+    pinned = False
+    for name, index, target in active:
+        figure = low[1][index]
+        if within_tolerance(x=figure, value=target, tolerance=TOLERANCE):
+            pinned = True
+        elif target < figure:
+            return SearchError(
+                f'target {name}={target:g} ms is below the bounded region '
+                f'(rates {analyzer.rate_range.min:g}..{analyzer.rate_range.max:g}/s)'
+            )
+        elif not figure > 0:
+            return _sized(analyzer=analyzer, targets=targets)
+    if pinned:
+        return low[0].throughput * 1000
+    if not active or top <= lam_min:
+        point = _at(analyzer, top)
+        return (
+            SearchError(f'invalid function evaluation at {top}')
+            if point is None
+            else (point[0].throughput * 1000)
+        )
+
+    def excess(point: _Point) -> tuple[float, bool, int]:
+        """(log of the largest figure/target ratio, whether that figure is within tolerance,
+        which figure); NaN when a figure did not rise above its value at the smallest rate
+        (`size` decides then)."""
+        if not all(point[1][i] > low[1][i] for _, i, _ in active):
+            return math.nan, False, 0
+        ratio, index, target = max((point[1][i] / t, i, t) for _, i, t in active)
+        met = within_tolerance(x=point[1][index], value=target, tolerance=TOLERANCE)
+        return math.log(ratio), met, index
+
+    guesses = [unqueued(analyzer, index, target) for _, index, target in active]
+    x = min((g for g in guesses if g is not None and lam_min < g < top), default=top)
+    lo, f_lo = lam_min, max(math.log(low[1][i] / t) for _, i, t in active)
+    hi, f_hi = top, math.nan  # f at the top rate: not known until solved
+    last: tuple[float, float] | None = None
+    side = 0
+    point = low
+    for _ in range(MAX_ITERATIONS):
+        solved = _at(analyzer, x)
+        if solved is None:
+            return SearchError(f'invalid function evaluation at {x}')
+        point = solved
+        f, done, index = excess(point)
+        if math.isnan(f):
+            return _sized(analyzer=analyzer, targets=targets)
+        if done or (f < 0 and x == top):
+            break
+        if f > 0:
+            hi, f_hi = x, f
+            if side == -1:
+                f_lo *= 0.5
+            side = -1
+        else:
+            lo, f_lo = x, f
+            if side == 1 and not math.isnan(f_hi):
+                f_hi *= 0.5
+            side = 1
+        # Next: the unqueued model's rate for the target scaled by what this solution missed
+        # by (a Newton step on the model's slope), then secant steps through the last two
+        # solutions; regula falsi on the bracket when a step would leave it.
+        if last is None:
+            step = unqueued(analyzer, index, targets_by_index[index] * math.exp(-f))
+        elif f != last[1]:
+            step = x - f * (x - last[0]) / (f - last[1])
+        else:
+            step = None
+        last = (x, f)
+        if step is not None and lo < step < hi:
+            x = step
+        elif math.isnan(f_hi):
+            x = top
+        else:
+            x = hi - f_hi * (hi - lo) / (f_hi - f_lo)
+            if not lo < x < hi:
+                x = 0.5 * (lo + hi)
+    return point[0].throughput * 1000
+
+
+def unqueued(analyzer: QueueAnalyzer, index: int, target: float) -> float | None:
+    """`QueueAnalyzer.unqueued_rate` for a TTFT (index 0) or ITL (index 1) target."""
+    if index == 0:
+        return analyzer.unqueued_rate(ttft=target)
+    return analyzer.unqueued_rate(itl=target)
+
+
+def _at(analyzer: QueueAnalyzer, lam: float) -> _Point | None:
+    solved = analyzer.latencies(lam=lam)
+    return None if isinstance(solved, QueueError) else (solved[0], (solved[1], solved[2]))
+
+
+def _sized(*, analyzer: QueueAnalyzer, targets: TargetPerf) -> float | SearchError:
+    sized = size(analyzer=analyzer, targets=targets)
+    return sized if isinstance(sized, SearchError) else sized.max_rate
