@@ -6,7 +6,7 @@ stages of design.md §2 per model (variants grouped by modelID + namespace):
 1. validity and freshness (`analyze.observation`): every replica's and pool's figures are checked
    against the ranges the model declares (`analyze.validity`), and every replica's metrics are
    classified fresh / stale / unavailable against `now`; only fresh, valid metrics are analysed;
-2. analysis: `saturation-percentage` (WVA V1, the default) produces targets directly;
+2. analysis (`analyze.paths` picks the path): `saturation-percentage` (WVA V1, the default) produces targets directly;
    `saturation-token` (WVA V2) produces capacities that go through the threshold post-step, the
    ballot and the cost-aware optimizer; a model that `wva-queueing-model-config` applies to
    takes the SLO path (`analyze.slo_path`: the queueing-model analyzer sized from needed vs
@@ -64,28 +64,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from llmscaler.analyze import (
-    capacity_knowledge,
-    k2_history,
-    predictive,
-    saturation_percentage,
-    saturation_tokens,
-    slo_path,
-    slo_queueing,
-)
+from llmscaler.analyze import capacity_knowledge, k2_history, paths
 from llmscaler.analyze.observation import Observation, observe
 from llmscaler.analyze.observation import freshness as freshness
-from llmscaler.analyze.validity import MetricsStatus, Problem
+from llmscaler.analyze.validity import MetricsStatus
 from llmscaler.config.types import Config, CoreSettings, ModelConfig
 from llmscaler.enforce import bounds, capacity_floors, scale_to_zero
 from llmscaler.model import (
     CapacityRecord,
     Decision,
-    K2Sample,
-    KalmanRecord,
-    RateSample,
     ReplicaMetrics,
     Snapshot,
     State,
@@ -94,9 +83,6 @@ from llmscaler.model import (
     sorted_items,
 )
 from llmscaler.optimize import limiter
-from llmscaler.optimize.token_path import token_targets
-
-SATURATION_PERCENTAGE = 'saturation-percentage'
 
 HOLD_REASON = 'metrics unavailable: holding (never down on missing, invalid or stale metrics)'
 
@@ -140,7 +126,7 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
     pools = {pool.group: pool for pool in snapshot.pools}
 
     # Expired once per cycle, not per model: the analyzers read the memory as given.
-    memory = _Memory(
+    memory = paths.Memory(
         history=k2_history.expire(
             history=state.k2_history_map(), now=now, ttl=settings.k2_history_ttl
         ),
@@ -182,7 +168,7 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
                 analyzer=model_config.saturation.analyzer_path,
                 error=error,
             )
-            writes = _Writes()
+            writes = paths.Writes()
         memory.apply(model_id=variants[0].model_id, writes=writes)
         decisions.extend(decided)
     # --- GPU limiter (`optimize.limiter`): with `enableLimiter`, the models' scale-ups are
@@ -204,51 +190,15 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
             {g: memory.forecast[g] for g in sorted(by_group) if memory.forecast.get(g)}
         ),
         capacity_scales=sorted_items(
-            {v.key: memory.capacity_scales[v.key] for v in snapshot.variants if v.key in memory.capacity_scales}
+            {
+                v.key: memory.capacity_scales[v.key]
+                for v in snapshot.variants
+                if v.key in memory.capacity_scales
+            }
         ),
     )
     decisions.sort(key=lambda d: (d.namespace, d.variant))
     return Outcome(decisions=tuple(decisions), state=new_state)
-
-
-@dataclass(slots=True)
-class _Writes:
-    """What one model's decision adds to the memory, applied only once it succeeded."""
-
-    history: dict[str, tuple[K2Sample, ...]] = field(default_factory=dict)
-    knowledge: dict[str, CapacityRecord] = field(default_factory=dict)
-    last_informative: dict[str, float] = field(default_factory=dict)
-    kalman: dict[str, KalmanRecord] = field(default_factory=dict)
-    forecast: dict[str, tuple[RateSample, ...]] = field(default_factory=dict)
-    capacity_scales: dict[str, float | None] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class _Memory:
-    """Mutable working copy of `State` for one `decide()` call; it never escapes the call."""
-
-    history: dict[str, tuple[K2Sample, ...]]
-    knowledge: dict[str, dict[str, CapacityRecord]]
-    """Capacity records by modelID: an analysis only ever reads records of its own model (its
-    variants' and compatible siblings' in other namespaces), so it is handed just that slice."""
-    last_desired: dict[str, int]
-    last_informative: dict[str, float]
-    kalman: dict[str, KalmanRecord]
-    forecast: dict[str, tuple[RateSample, ...]]
-    capacity_scales: dict[str, float]
-
-    def apply(self, *, model_id: str, writes: _Writes) -> None:
-        self.history.update(writes.history)
-        self.kalman.update(writes.kalman)
-        self.forecast.update(writes.forecast)
-        for key, cap in sorted(writes.capacity_scales.items()):
-            if cap is None:
-                self.capacity_scales.pop(key, None)
-            else:
-                self.capacity_scales[key] = cap
-        if writes.knowledge:
-            self.knowledge.setdefault(model_id, {}).update(writes.knowledge)
-        self.last_informative.update(writes.last_informative)
 
 
 def _seeded_desired(variant: Variant) -> int | None:
@@ -279,93 +229,25 @@ def _decide_model(
     observed: Observation,
     model_config: ModelConfig,
     settings: CoreSettings,
-    memory: _Memory,
+    memory: paths.Memory,
     now: float,
-) -> tuple[list[Decision], _Writes]:
+) -> tuple[list[Decision], paths.Writes]:
     desired = {
         v.name: d
         for v in variants
         if (d := memory.last_desired.get(v.key, _seeded_desired(v))) is not None
     }
-    writes = _Writes()
-    saturation = model_config.saturation
-    model_figures: tuple[tuple[str, float], ...] = ()
-    unsized: dict[str, list[tuple[str, Problem]]] = {}
-    analyzer: str = saturation.analyzer_path
-    if model_config.predictive is not None:
-        # `llmscaler-predictive-config` applies: the forecast-driven exact mix.
-        group = variants[0].group
-        ahead = predictive.predict(
-            variants=variants,
-            replicas=observed.fresh,
-            pool=observed.pool,
-            config=model_config.predictive,
-            records=memory.kalman,
-            samples=memory.forecast.get(group, ()),
-            capacity_scales=memory.capacity_scales,
-            interval=settings.interval,
-            desired=desired,
-            now=now,
-        )
-        writes.kalman.update(ahead.kalman_updates)
-        writes.forecast[group] = ahead.samples
-        writes.capacity_scales.update(ahead.capacity_scales)
-        targets, model_figures, analyzer = ahead.targets, ahead.figures, predictive.ANALYZER
-    elif model_config.queueing is not None:
-        # `wva-queueing-model-config` applies: the SLO path (model-only or hybrid).
-        live_key = f'{variants[0].group}|{slo_queueing.ANALYZER}'
-        slo = slo_path.slo_path(
-            variants=variants,
-            replicas=observed.fresh,
-            pool=observed.pool,
-            model_config=model_config,
-            records=memory.kalman,
-            last_informative=memory.last_informative.get(live_key),
-            interval=settings.interval,
-            desired=desired,
-            now=now,
-        )
-        writes.kalman.update(slo.kalman_updates)
-        if slo.informative_at is not None:
-            writes.last_informative[live_key] = slo.informative_at
-        targets, model_figures, analyzer = slo.targets, slo.figures, slo.analyzer
-    elif analyzer == SATURATION_PERCENTAGE:
-        targets = saturation_percentage.decide_percentage(
-            variants=variants, replicas=observed.fresh, config=saturation, desired=desired
-        )
-    else:
-        model_id = variants[0].model_id
-        analysis = saturation_tokens.analyze(
-            model_id=model_id,
-            namespace=variants[0].namespace,
-            variants=variants,
-            replicas=observed.fresh,
-            pool=observed.pool,
-            config=saturation,
-            settings=settings,
-            history=memory.history,
-            knowledge=memory.knowledge.get(model_id, {}),
-            now=now,
-        )
-        writes.history.update(analysis.history_updates)
-        writes.knowledge.update(analysis.knowledge_updates)
-        # An instance the analyzer could not size is left out of supply and demand alike: it
-        # is not reporting, as a replica without KV usage is.
-        for replica in analysis.unsized:
-            unsized.setdefault(replica.variant, []).append((replica.pod, _UNSIZED))
-        live_key = f'{variants[0].group}|{analysis.result.analyzer}'
-        path = token_targets(
-            result=analysis.result,
-            variants=variants,
-            model_config=model_config,
-            last_informative=memory.last_informative.get(live_key),
-            interval=settings.interval,
-            desired=desired,
-            now=now,
-        )
-        if path.informative_at is not None:
-            writes.last_informative[live_key] = path.informative_at
-        targets, model_figures = path.targets, path.figures
+    analysed = paths.analyze_model(
+        variants=variants,
+        observed=observed,
+        model_config=model_config,
+        settings=settings,
+        memory=memory,
+        desired=desired,
+        now=now,
+    )
+    writes, targets, model_figures = analysed.writes, analysed.targets, analysed.figures
+    analyzer, unsized = analysed.analyzer, analysed.unsized
 
     status = {v.name: observed.status(v, unsized.get(v.name, ())) for v in variants}
     complete = all(s.available for s in status.values())
@@ -478,13 +360,6 @@ def _analysis_failed(
         )
         for variant in variants
     ]
-
-
-_UNSIZED = Problem(
-    metric='num_gpu_blocks',
-    what='missing (no cache_config_info and no stored capacity for the variant)',
-    missing=True,
-)
 
 
 def _safe_target(*, target: int, current: int, complete: bool) -> int:
