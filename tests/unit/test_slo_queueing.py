@@ -230,3 +230,71 @@ def test_replicas_that_miss_a_target_cap_their_capacity_at_what_they_carry() -> 
     assert figures['max_rate_per_replica'] == pytest.approx(5.0 * 0.5)
     assert 'observed latency over target' in slow.reason
     assert slow.target == 4
+
+
+def test_variants_on_the_same_figures_share_one_tuner_step() -> None:
+    # Two variants of one model whose filters stand at the same place and see the same figures
+    # take the step once within an analysis; each keeps its own fingerprint, and the step is
+    # the one each would have taken alone.
+    from llmscaler.analyze import kalman
+    from llmscaler.analyze.queue_model import PerfParams
+
+    variants = tuple(
+        Variant(
+            name=f'v-{acc}',
+            namespace='ns',
+            model_id='m',
+            accelerator=acc,
+            current_replicas=2,
+            ready_replicas=2,
+            min_replicas=1,
+            max_replicas=30,
+            engine=EngineParams(max_num_seqs=64),
+        )
+        for acc in ('A100', 'H100')
+    )
+    replicas = tuple(
+        ReplicaMetrics(
+            pod=f'{v.name}-{i}',
+            variant=v.name,
+            namespace='ns',
+            observed_at=NOW - 5,
+            arrival_rate=3.0,
+            avg_input_tokens=500.0,
+            avg_output_tokens=100.0,
+            avg_ttft=0.06,
+            avg_itl=0.011,
+        )
+        for v in variants
+        for i in range(2)
+    )
+    seed = PerfParams(alpha=8.0, beta=0.1, gamma=40.0, delta=5e-05)
+    records = {
+        v.key: kalman.seed_record(
+            seed=seed, engine=slo_queueing.engine_fingerprint(v), now=NOW - 30
+        )
+        for v in variants
+    }
+    config = QueueingModelConfig(target_ttft=300.0, target_itl=25.0)
+    analysis = slo_queueing.analyze(
+        variants=variants,
+        replicas=replicas,
+        pool=None,
+        config=config,
+        records=records,
+        now=NOW,
+        interval=30.0,
+    )
+    for v in variants:
+        alone = slo_queueing.analyze(
+            variants=(v,),
+            replicas=tuple(r for r in replicas if r.variant == v.name),
+            pool=None,
+            config=config,
+            records={v.key: records[v.key]},
+            now=NOW,
+            interval=30.0,
+        )
+        assert analysis.kalman_updates[v.key] == alone.kalman_updates[v.key]
+        assert analysis.kalman_updates[v.key].engine == slo_queueing.engine_fingerprint(v)
+        assert analysis.kalman_updates[v.key].x != records[v.key].x

@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from operator import mul
+from typing import cast
 
 from llmscaler.analyze import kalman, slo_targets
 from llmscaler.analyze.queue_model import (
@@ -92,24 +94,33 @@ class SloAnalysis:
 def workload(replicas: Sequence[ReplicaMetrics]) -> Workload:
     """WVA's per-variant workload: means weighted by arrival rate over replicas with rate > 0."""
     busy = [r for r in replicas if r.arrival_rate is not None and r.arrival_rate > 0]
-    total = math.fsum(r.arrival_rate or 0.0 for r in busy)
-
-    def mean(get: str, scale: float = 1.0) -> float | None:
-        pairs = [(r.arrival_rate or 0.0, v) for r in busy if (v := getattr(r, get)) is not None]
-        weight = math.fsum(w for w, _ in pairs)
-        if weight <= 0:
-            return None
-        return scale * math.fsum(w * v for w, v in pairs) / weight
-
+    rates = [r.arrival_rate or 0.0 for r in busy]
+    total = math.fsum(rates)
     return Workload(
         arrival_rate=total,
         busy=len(busy),
-        avg_input_tokens=mean('avg_input_tokens'),
-        avg_output_tokens=mean('avg_output_tokens'),
-        ttft_ms=mean('avg_ttft', MS),
-        itl_ms=mean('avg_itl', MS),
-        running=mean('running_requests'),
+        avg_input_tokens=_weighted(rates, [r.avg_input_tokens for r in busy], total),
+        avg_output_tokens=_weighted(rates, [r.avg_output_tokens for r in busy], total),
+        ttft_ms=_weighted(rates, [r.avg_ttft for r in busy], total, MS),
+        itl_ms=_weighted(rates, [r.avg_itl for r in busy], total, MS),
+        running=_weighted(rates, [r.running_requests for r in busy], total),
     )
+
+
+def _weighted(
+    rates: list[float], values: list[float | None], total: float, scale: float = 1.0
+) -> float | None:
+    """scale × Σ w·v / Σ w over the replicas that report v (exact sums: order-independent)."""
+    if any(v is None for v in values):
+        pairs = [(w, v) for w, v in zip(rates, values, strict=True) if v is not None]
+        weight = math.fsum(w for w, _ in pairs)
+        weighted = math.fsum(w * v for w, v in pairs)
+    else:
+        weight = total
+        weighted = math.fsum(map(mul, rates, cast('list[float]', values)))
+    if weight <= 0:
+        return None
+    return scale * weighted / weight
 
 
 def configured_seed(*, config: QueueingModelConfig, accelerator: str) -> PerfParams | None:
@@ -132,10 +143,19 @@ def max_batch(
     the mix's mean occupancy (I + O/2 tokens each), the smallest cache of the variant's
     replicas. vLLM cannot batch more than its cache holds, and a queue that believes it can
     (1,024 sequences where 290 fit) promises several times the rate a replica sustains."""
+    return _batch_limit(variant, _smallest_cache(replicas), tokens_per_request)
+
+
+def _smallest_cache(replicas: Sequence[ReplicaMetrics]) -> float | None:
+    """The smallest KV cache (tokens) the replicas report, None when none does."""
+    caches = [c for r in replicas if (c := r.kv_capacity_tokens) > 0]
+    return min(caches) if caches else None
+
+
+def _batch_limit(variant: Variant, cache: float | None, tokens_per_request: float | None) -> int:
     seqs = variant.engine.max_num_seqs if variant.engine is not None else DEFAULT_MAX_BATCH_SIZE
-    caches = [r.kv_capacity_tokens for r in replicas if r.kv_capacity_tokens > 0]
-    if caches and tokens_per_request is not None and tokens_per_request > 0:
-        return max(1, min(seqs, int(min(caches) // tokens_per_request)))
+    if cache is not None and tokens_per_request is not None and tokens_per_request > 0:
+        return max(1, min(seqs, int(cache // tokens_per_request)))
     return seqs
 
 
@@ -155,6 +175,8 @@ def analyze(
     for replica in replicas:
         by_variant.setdefault(replica.variant, []).append(replica)
     loads = {v.name: workload(by_variant.get(v.name, ())) for v in variants}
+    # Each variant's smallest KV cache bounds its batch for the tuner and for the sizing.
+    caches = {v.name: _smallest_cache(by_variant.get(v.name, ())) for v in variants}
     model_load = workload(replicas)
     updates: dict[str, KalmanRecord] = {}
     notes: dict[str, str] = {}
@@ -162,6 +184,7 @@ def analyze(
     # Variants of one model often share a tuner state and figures (same engine on several
     # pools): their queue solves and sizings are computed once per analysis.
     measured: kalman.Measurements = {}
+    steps: dict[tuple[KalmanRecord, kalman.TunerObservation], kalman.TunerResult] = {}
     sizings: dict[tuple[object, ...], float | str] = {}
     for variant in variants:
         load = loads[variant.name]
@@ -196,24 +219,21 @@ def analyze(
             and None not in (load.ttft_ms, load.itl_ms, load.avg_input_tokens)
             and load.avg_output_tokens is not None
         ):
-            step = kalman.step(
-                record=record,
-                obs=kalman.TunerObservation(
-                    arrival_rate=load.arrival_rate / max(1, load.busy),
-                    ttft=load.ttft_ms or 0.0,
-                    itl=load.itl_ms or 0.0,
-                    avg_input_tokens=load.avg_input_tokens or 0.0,
-                    avg_output_tokens=load.avg_output_tokens,
-                    max_batch_size=max_batch(
-                        variant=variant,
-                        replicas=by_variant.get(variant.name, ()),
-                        tokens_per_request=_occupancy(load),
-                    ),
-                ),
-                now=now,
-                memo=measured,
+            obs = kalman.TunerObservation(
+                arrival_rate=load.arrival_rate / max(1, load.busy),
+                ttft=load.ttft_ms or 0.0,
+                itl=load.itl_ms or 0.0,
+                avg_input_tokens=load.avg_input_tokens or 0.0,
+                avg_output_tokens=load.avg_output_tokens,
+                max_batch_size=_batch_limit(variant, caches[variant.name], _occupancy(load)),
             )
-            record = step.record
+            # The step does not read the fingerprint: variants whose filters stand at the same
+            # place and see the same figures take the same step, computed once.
+            same = (replace(record, engine=''), obs)
+            if same not in steps:
+                steps[same] = kalman.step(record=same[0], obs=obs, now=now, memo=measured)
+            step = steps[same]
+            record = replace(step.record, engine=record.engine)
             if not step.accepted:
                 notes.setdefault(variant.name, f'tuner: {step.reason}')
         updates[variant.key] = record
@@ -246,11 +266,7 @@ def analyze(
     for variant in variants:
         rate, reason, modelled = 0.0, 'no-data', 0.0
         if variant.name in params:
-            batch = max_batch(
-                variant=variant,
-                replicas=by_variant.get(variant.name, ()),
-                tokens_per_request=_occupancy(model_load),
-            )
+            batch = _batch_limit(variant, caches[variant.name], _occupancy(model_load))
             key = (params[variant.name], batch)
             if key not in sizings:
                 sizings[key] = _size(
