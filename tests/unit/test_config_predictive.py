@@ -9,6 +9,7 @@ scaleDownDelaySeconds 180, latencyMargin 0.7, historySeconds 900.
 from __future__ import annotations
 
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -345,6 +346,73 @@ def test_namespace_local_map_cannot_name_another_namespace() -> None:
     assert config.model(model_id='m', namespace='team').predictive == PredictiveConfig()
 
 
+NAMESPACES = (CTRL, 'a', 'b')
+STARTUPS = (10.0, 20.0, 30.0, 40.0)
+
+
+@st.composite
+def predictive_maps(draw: st.DrawFn) -> list[ConfigMapSource]:
+    """Predictive maps in some of three namespaces; entries `default`, `m1` (every namespace)
+    and `m1@a` (namespace a), each setting startupSeconds."""
+    maps = []
+    for namespace in NAMESPACES:
+        if not draw(st.booleans()):
+            continue
+        data: dict[str, str] = {}
+        for key in draw(st.lists(st.sampled_from(['default', 'm1', 'm1@a', 'm2']), unique=True)):
+            model, _, ns = key.partition('@')
+            head = '' if key == 'default' else f'model_id: {model}\n'
+            head += f'namespace: {ns}\n' if ns else ''
+            data[key] = f'{head}startupSeconds: {draw(st.sampled_from(STARTUPS))}'
+        maps.append(source(data, namespace=namespace))
+    return maps
+
+
+def expected_startup(maps: list[ConfigMapSource], model: str, namespace: str) -> float | None:
+    """Brute force: the five layers in order, the last startupSeconds that applies."""
+    glob = [c for c in maps if c.namespace == CTRL]
+    local = [c for c in maps if c.namespace == namespace and namespace != CTRL]
+    if not glob and not local:
+        return None
+
+    def startup(c: ConfigMapSource, key: str) -> float | None:
+        text = c.data.get(key)
+        return None if text is None else float(text.rsplit(' ', 1)[1])
+
+    layers = [startup(c, 'default') for c in glob] + [startup(c, 'default') for c in local]
+    layers += [startup(c, model) for c in glob] + [startup(c, f'{model}@{namespace}') for c in glob]
+    for c in local:  # one layer: with or without the namespace, the first key in sort order
+        found = [v for v in (startup(c, model), startup(c, f'{model}@{namespace}')) if v]
+        layers.append(found[0] if found else None)
+    value = PredictiveConfig().startup_seconds
+    for item in layers:
+        if item is not None:
+            value = item
+    return value
+
+
+@settings(max_examples=80, deadline=None)
+@given(predictive_maps(), st.randoms(use_true_random=False))
+def test_lookup_equals_the_brute_force_chain_whatever_the_order(
+    maps: list[ConfigMapSource], rnd: random.Random
+) -> None:
+    config, errors = build(*maps)
+    # In a namespace's own map, `m1@a` is refused outside namespace a and a duplicate of `m1`
+    # in it; nothing else is wrong.
+    assert all(
+        'applies only to namespace' in error or "duplicate entry for model 'm1'" in error
+        for error in errors
+    ), errors
+    shuffled = list(maps)
+    rnd.shuffle(shuffled)
+    assert build(*shuffled)[0] == config
+    for model in ('m1', 'm2', 'x'):
+        for namespace in (*NAMESPACES, 'c'):
+            got = config.model(model_id=model, namespace=namespace).predictive
+            want = expected_startup(maps, model, namespace)
+            assert (got.startup_seconds if got is not None else None) == want, (model, namespace)
+
+
 # --- live reload and the config file ------------------------------------------------------------
 
 
@@ -387,6 +455,39 @@ def test_a_bad_edit_is_reported_and_the_last_good_copy_stays() -> None:
     )
     gone = watch.update(configmaps=[])
     assert gone.config.model(model_id='m', namespace='ns').predictive is None
+
+
+VALID = 'startupSeconds: 60\nforecastQuantile: 0.9\ntargetTTFT: 900\ntargetITL: 60'
+PIECES = ['.nan', '-.inf', '1e999', '"7x"', '!!int "x"', '&a', '*a', '[', '{', ':', '- ', '0']
+PIECES += ['2001-13-45', '~', 'yes', '"2m"', '-1', '1.5', '\n  x: 1', '\nbogus: 1', '9' * 80]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.one_of(
+        st.text(max_size=120),
+        st.builds(
+            lambda at, piece: (
+                VALID[: at % (len(VALID) + 1)] + piece + VALID[at % (len(VALID) + 1) :]
+            ),
+            st.integers(0, 200),
+            st.sampled_from(PIECES) | st.text(max_size=8),
+        ),
+    ),
+    st.booleans(),
+)
+def test_a_mutated_map_never_raises_nor_replaces_the_last_good_copy(text: str, local: bool) -> None:
+    namespace = 'team' if local else CTRL
+    watch = ConfigWatch(settings=SETTINGS, controller_namespace=CTRL)
+    before = watch.update(configmaps=[obj({'default': VALID}, namespace)]).config
+    update = watch.update(configmaps=[obj({'default': text}, namespace)])
+    if update.problems:
+        (problem,) = update.problems
+        assert (problem.namespace, problem.name) == (namespace, PREDICTIVE_CONFIGMAP)
+        assert '\n' not in problem.message
+        assert update.config == before
+    else:
+        assert update.config == build(source({'default': text}, namespace=namespace))[0]
 
 
 def test_config_file_reads_the_map(tmp_path: Path) -> None:
