@@ -16,10 +16,13 @@ one step:
    believed to sustain) is a measurement of the model's error: the rate r' at which the model
    predicts the TTFT the variant shows, and the one at which it predicts its ITL, against the
    rate r it shows them at. The smaller of r/r' (the more pessimistic reading) is the variant's
-   capacity scale κ for this cycle, smoothed over cycles in log space (`SCALE_WEIGHT`), kept in
-   [`SCALE_MIN`, `SCALE_MAX`] and remembered (`State.capacity_scales`); the variant's capacity is the
-   model's × κ. A variant missing the targets now is moreover held to what it shows
-   (`slo_queueing`'s observed-latency guard).
+   capacity scale κ for this cycle, smoothed over cycles in log space (`SCALE_WEIGHT`), kept
+   in [`SCALE_MIN`, `SCALE_MAX`] and remembered (`State.capacity_scales`); the variant's
+   capacity is the model's × κ. A cycle with requests queued at the gateway or more than
+   `QUEUED_READING` waiting per replica is no reading: the TTFT of a backlog being drained says
+   how long the backlog was, not what a replica sustains (the SLO path's observed-latency guard
+   is not used here for the same reason: after a burst it would report the fleet worth a
+   fraction of itself and buy every maximum).
 3. **Forecast** (`analyze.rate_forecast`): the upper `forecastQuantile` of the model's arrival
    rate over the horizon startupSeconds + 2 cycles; the requests already waiting (replicas'
    queues and the gateway's) add backlog / horizon: load the arrival rate no longer shows.
@@ -31,7 +34,9 @@ one step:
    mix from scratch costs `SWITCH_SAVING` less, that mix added to the current counts (replicas
    that serve now stay until a later scale-down finds them spare). Otherwise a scale-down takes
    the cheapest part of the current fleet that still covers the largest need of the last
-   `scaleDownDelaySeconds` (no new replicas on the way down); else the counts hold.
+   `scaleDownDelaySeconds` (no new replicas on the way down), and only once the memory holds
+   that long a history (a restarted controller, or the first cycles, never scale down on one
+   sample); else the counts hold.
 
 Every decision's reason says what it was sized for and what it bought (forecast, backlog, need,
 mix and its cost, capacity per replica per variant), and its figures carry the numbers
@@ -70,6 +75,8 @@ LOADED_SHARE: Final = 0.3
 error (latency hardly depends on load there): its scale is kept."""
 SCALE_WEIGHT: Final = 0.3
 """Weight of one cycle's reading in the smoothed log scale."""
+QUEUED_READING: Final = 5.0
+"""Waiting requests per replica above which a cycle is no reading of the model's error."""
 SCALE_MIN: Final = 0.05
 SCALE_MAX: Final = 2.0
 SWITCH_SAVING: Final = 0.10
@@ -172,22 +179,23 @@ def predict(
         modelled = dict(analysis.variant_figures.get(variant.name, ())).get(
             'model_rate_per_replica', guarded
         )
+        mine = by_variant.get(variant.name, ())
         record = analysis.kalman_updates.get(variant.key)
         scale = capacity_scales.get(variant.key, 1.0)
-        if record is not None and modelled > 0:
+        if record is not None and modelled > 0 and not _draining(replicas=mine, pool=pool):
             scale = _scale(
                 previous=scale,
-                load=slo_queueing.workload(by_variant.get(variant.name, ())),
+                load=slo_queueing.workload(mine),
                 params=kalman.params_of(record),
                 batch=slo_queueing.max_batch(
                     variant=variant,
-                    replicas=by_variant.get(variant.name, ()),
+                    replicas=mine,
                     tokens_per_request=in_tokens + out_tokens / 2,
                 ),
                 modelled=modelled,
             )
         caps[variant.key] = None if abs(scale - 1.0) < 1e-6 else scale
-        alone = min(modelled * scale, guarded)
+        alone = modelled * scale
         if record is None or alone <= 0:
             # No performance model for it: it keeps its count, outside the mix.
             options.append(
@@ -217,8 +225,14 @@ def predict(
     recent_need = max(
         [need, *(s.need for s in kept if s.at > now - config.scale_down_delay)], default=need
     )
+    # Scale-down needs the whole window behind it: no history is no evidence of a lull.
+    settled = any(s.at <= now - config.scale_down_delay for s in kept)
     targets, action, mix = _choose(
-        options=options, current=current, need=need, recent_need=recent_need, have=have
+        options=options,
+        current=current,
+        need=need,
+        recent_need=recent_need if settled else math.inf,
+        have=have,
     )
     coupled = exact_mix.coupled_rates([o for o in options if targets.get(o.variant, 0) > 0])
     mix_text = ', '.join(f'{name}={count}' for name, count in mix.counts)
@@ -312,6 +326,14 @@ def _choose(
         met=have + 1e-9 >= need,
     )
     return dict(current), 'hold', held
+
+
+def _draining(*, replicas: Sequence[ReplicaMetrics], pool: PoolMetrics | None) -> bool:
+    """A backlog is being drained: requests queued at the gateway, or many per replica."""
+    if pool is not None and pool.queue_size > 0:
+        return True
+    waiting = [r.queue_length for r in replicas if r.queue_length is not None]
+    return bool(waiting) and math.fsum(waiting) / len(waiting) > QUEUED_READING
 
 
 def _scale(

@@ -104,9 +104,9 @@ class PredictiveConfig:
     weights load, warm-up). The forecast looks this far ahead, plus two cycles."""
     quantile: float = 0.95
     """`forecastQuantile` in (0.5, 1): the upper quantile of the arrival-rate forecast sized for."""
-    scale_down_delay: float = 180.0
+    scale_down_delay: float = 300.0
     """`scaleDownDelaySeconds` >= 0: a replica goes only when the forecast's upper bound over
-    this long has allowed it (hysteresis)."""
+    this long has allowed it (hysteresis; the HPA's default scale-down stabilization)."""
     latency_margin: float = 0.7
     """`latencyMargin` in (0, 1]: the share of each latency target the model's *mean* TTFT and
     ITL may use; the rest is room for the tail, which the targets are about."""
