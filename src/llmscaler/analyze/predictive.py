@@ -137,12 +137,13 @@ def predict(
         interval=interval,
     )
     kept = tuple(s for s in samples if s.at > now - config.history_seconds and s.at <= now)
-    if analysis.result is None or analysis.targets is None:
+    unreported = _unreported(replicas)
+    if analysis.result is None or analysis.targets is None or unreported:
         held = tuple(
             VariantTarget(
                 variant=v.name,
                 target=max(v.current_replicas, desired.get(v.name, 0)),
-                reason=f'hold: {analysis.missing or "no SLO analysis"}; targets kept',
+                reason=f'hold: {unreported or analysis.missing or "no SLO analysis"}; targets kept',
             )
             for v in variants
         )
@@ -303,6 +304,10 @@ def _choose(
         fresh = exact_mix.cheapest(options=options, need=need, prefer=current)
         if fresh.met and fresh.cost < added.cost * (1 - SWITCH_SAVING):
             counts = dict(fresh.counts)
+            if all(count <= current[name] for name, count in counts.items()):
+                # The current fleet holds the cheaper mix and more: the surplus drags it down
+                # behind the router (the coupling), so the mix alone is the scale-up.
+                return counts, 'switch to a cheaper mix the current replicas already hold', fresh
             targets = {name: max(count, current[name]) for name, count in counts.items()}
             return targets, 'scale up to a cheaper mix (current replicas kept for now)', fresh
         action = 'scale up' if added.met else 'scale up to every maximum (need not covered)'
@@ -326,6 +331,25 @@ def _choose(
         met=have + 1e-9 >= need,
     )
     return dict(current), 'hold', held
+
+
+BUSY_FIGURES: Final = ('avg_ttft', 'avg_itl', 'avg_input_tokens', 'avg_output_tokens')
+"""What every busy replica must report: a mean over the others would hide the one that misses."""
+
+
+def _unreported(replicas: Sequence[ReplicaMetrics]) -> str:
+    """'missing avg_itl on pod-a, ...' for busy replicas lacking a figure; '' when none do."""
+    gaps = []
+    for replica in sorted(replicas, key=lambda r: r.pod):
+        if replica.arrival_rate is None or replica.arrival_rate <= 0:
+            continue
+        absent = [name for name in BUSY_FIGURES if getattr(replica, name) is None]
+        if absent:
+            gaps.append(f'{"/".join(absent)} on {replica.pod}')
+    if not gaps:
+        return ''
+    more = f' and {len(gaps) - 3} more' if len(gaps) > 3 else ''
+    return f'missing {", ".join(gaps[:3])}{more} (a busy replica must report its latency)'
 
 
 def _draining(*, replicas: Sequence[ReplicaMetrics], pool: PoolMetrics | None) -> bool:
