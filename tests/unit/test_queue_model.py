@@ -239,3 +239,36 @@ def test_fast_walk_equals_the_state_by_state_chain(
     assert stats.avg_num_in_system == pytest.approx(in_system, rel=1e-8, abs=1e-12)
     assert stats.avg_num_in_servers == pytest.approx(in_servers, rel=1e-8, abs=1e-12)
     assert stats.rho == pytest.approx(1 - p[0], abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ('n', 'load', 'path'),
+    [(256, 0.4, 'closed'), (200, 0.85, 'sums'), (256, 0.88, 'sums'), (256, 0.95, 'walk')],
+)
+def test_closed_form_and_its_truncation_equal_the_chain(n: int, load: float, path: str) -> None:
+    # A replica that seldom fills its batch is the negative binomial's closed form; one that
+    # fills it now and then is that form less the states beyond N plus the queue; near the top
+    # rate the chain is walked. Each against WVA's product loop.
+    params = PerfParams(alpha=15.0, beta=0.57, gamma=71.0, delta=0.0033)
+    qa = build(params, n=n, q=100, i=820, o=200)
+    lam = load * qa.rate_range.max / 1000
+    closed = qa._closed(lam)
+    taken = 'walk' if closed is None else 'sums' if isinstance(closed, tuple) else 'closed'
+    assert taken == path
+    stats = qa.solve(lam=lam)
+    assert not isinstance(stats, QueueError)
+    rates = list(
+        service_rates(params=params, max_batch_size=n, avg_input_tokens=820, avg_output_tokens=200)
+    )
+    p = _log_oracle(lam, rates, n + 100)
+    in_system = math.fsum(j * v for j, v in enumerate(p))
+    in_servers = math.fsum(j * v for j, v in enumerate(p[: n + 1])) + n * (
+        1 - math.fsum(p[: n + 1])
+    )
+    assert stats.throughput == pytest.approx(lam * (1 - p[-1]), rel=1e-12)
+    assert stats.avg_num_in_system == pytest.approx(in_system, rel=1e-11)
+    assert stats.avg_num_in_servers == pytest.approx(in_servers, rel=1e-11)
+    assert stats.avg_wait_time == pytest.approx(
+        (in_system - in_servers) / (lam * (1 - p[-1])), rel=1e-6, abs=1e-9
+    )
+    assert stats.rho == pytest.approx(1 - p[0], abs=1e-12)

@@ -19,8 +19,9 @@ tests can be replayed against it:
   response R = N̄/X, service S = servers/X, wait W = max(0, R − S), queue length X·W;
 - while the chain (almost) never reaches the full batch, it is a negative binomial over
   0..N with closed-form sums (no waiting, X = λ, S = (base + slope)/(1 − λ·slope)); `solve`
-  uses that form when the states from N on hold less than 1e-18 of the mass, and walks the
-  chain otherwise;
+  uses that form when the states from N on hold less than 1e-18 of the mass, the same form
+  less its states beyond N (plus the queue's geometric series) when those are few to walk,
+  and walks the chain otherwise;
 - the effective batch b̄ solves prefill(I, b̄) + (O − 1)·ITL(b̄) = S, clamped to [0, N]; the
   predicted TTFT is W + prefill(I, b̄) and the predicted ITL is ITL(b̄).
 
@@ -62,6 +63,8 @@ DEFAULT_MAX_QUEUE_SIZE = 100
 _TAIL = 1e-18
 """A walk away from the mode stops when the rest of the chain is below this share of the sum."""
 _LOG_TAIL = math.log(_TAIL)
+_Sums = tuple[float, float, float, float, float, float]
+"""Unnormalised (p_0, p_K, Σp, Σn·p, Σ_{n≤N} p, Σ_{n≤N} n·p) of the chain."""
 _LARGE_SHAPE = 1e12
 """Above this a = base/slope (a slope of almost 0) the closed form's log-gammas lose their
 digits; the walk takes over."""
@@ -244,13 +247,14 @@ class QueueAnalyzer:
         """The chain at λ requests per ms (WVA `MM1ModelStateDependent.Solve(λ, 1)`)."""
         if not state_dependent_valid(lam=lam, k=self.k):
             return QueueError(f'invalid state-dependent model: lambda={lam}')
-        if lam > 0 and self.monotone:
-            unqueued = self._unqueued(lam)
-            if unqueued is not None:
-                return unqueued
+        closed = self._closed(lam) if lam > 0 and self.monotone else None
+        if isinstance(closed, QueueStats):
+            return closed
         nb = self.max_batch_size
         p0, pk, total, first, total_n, first_n = (
-            (1.0, 0.0, 1.0, 0.0, 1.0, 0.0)
+            closed
+            if closed is not None
+            else (1.0, 0.0, 1.0, 0.0, 1.0, 0.0)
             if lam == 0
             else self._walk(lam)
             if self.monotone
@@ -274,17 +278,21 @@ class QueueAnalyzer:
             rho=1.0 - p0,
         )
 
-    def _unqueued(self, lam: float) -> QueueStats | None:
-        """The chain in closed form while it (almost) never reaches the full batch, else None.
+    def _closed(self, lam: float) -> QueueStats | _Sums | None:
+        """The chain from the closed form of its batch states where that is cheaper than the
+        walk: the statistics while it (almost) never reaches the full batch, its sums when it
+        does now and then, None otherwise (the walk then).
 
         With a = base/slope and q = λ·slope, p_{n+1}/p_n = q·(n + 1 + a)/(n + 1): over 0..N
-        the chain is a negative binomial of r = a + 1 and q, whose sums over all n ≥ 0 are
-        closed: Σ = (1 − q)^−r, mean r·q/(1 − q). When the states from N on (the batch limit
-        and the queue) hold less than 1e-18 of the mass and of the mean (bounded by a
-        geometric series from p_N, whose ratio λ/μ_N exceeds every later one), they are the
-        chain's sums to rounding: nothing waits, X = λ and R = S = (base + slope)/(1 − q).
-        That is every rate a replica serves without filling its batch, where the walk would
-        multiply out several hundred states."""
+        the chain is a negative binomial of r = a + 1 and q (while q < 1), whose sums over all
+        n ≥ 0 are closed: Σ = (1 − q)^−r, mean r·q/(1 − q). When the states from N on (the
+        batch limit and the queue) hold less than 1e-18 of the mass and of the mean (bounded
+        by a geometric series from p_N, whose ratio λ/μ_N exceeds every later one), they are
+        the chain's sums to rounding: nothing waits, X = λ and R = S = (base + slope)/(1 − q).
+        When they hold more, the batch states' sums are the closed ones less the negative
+        binomial's states beyond N (walked up from p_N until negligible, fewer states than a
+        walk of the batch when p_N is small) and the queue states are the geometric series
+        from p_N; every term is taken relative to the closed Σ."""
         slope, nb = self.slope, self.max_batch_size
         q = lam * slope
         if not (0 < q < 1):
@@ -295,26 +303,66 @@ class QueueAnalyzer:
             return None
         log_total = -r * math.log1p(-q)
         mean = r * q / (1 - q)
+        # p_N / Σ: the negative binomial's probability of N.
         log_at_n = math.lgamma(nb + r) - math.lgamma(r) - math.lgamma(nb + 1) + nb * math.log(q)
+        log_at_n -= log_total
         tail = top / (1 - top)  # Σ_{i≥1} top^i
         # Σ_{n>N} p_n ≤ p_N·tail and Σ_{n>N} n·p_n ≤ p_N·(N·tail + tail/(1 − top)).
         if (
-            log_at_n + math.log(tail) - log_total > _LOG_TAIL
-            or log_at_n + math.log(nb * tail + tail / (1 - top)) - log_total - math.log(mean)
-            > _LOG_TAIL
+            log_at_n + math.log(tail) <= _LOG_TAIL
+            and log_at_n + math.log(nb * tail + tail / (1 - top)) - math.log(mean) <= _LOG_TAIL
         ):
+            serv = (self.base + slope) / (1 - q)
+            return QueueStats(
+                throughput=lam,
+                avg_num_in_system=mean,
+                avg_num_in_servers=mean,
+                avg_resp_time=serv,
+                avg_serv_time=serv,
+                avg_wait_time=0.0,
+                avg_queue_length=0.0,
+                rho=-math.expm1(-log_total),
+            )
+        # States past N until the terms fall below 1e-18 (ratios ≤ λ/μ_N): walking them costs
+        # about what walking the batch does at 0.8·N (timed).
+        if (_LOG_TAIL - log_at_n) / math.log(top) > 0.8 * nb:
             return None
-        serv = (self.base + slope) / (1 - q)
-        return QueueStats(
-            throughput=lam,
-            avg_num_in_system=mean,
-            avg_num_in_servers=mean,
-            avg_resp_time=serv,
-            avg_serv_time=serv,
-            avg_wait_time=0.0,
-            avg_queue_length=0.0,
-            rho=-math.expm1(-log_total),
+        at_n = math.exp(log_at_n)
+        beyond, beyond_first = self._beyond(lam, start=nb, term=at_n)
+        total_n, first_n = 1.0 - beyond, mean - beyond_first
+        k = self.k
+        if k > nb:
+            queue, queue_first, last = _tail(top, k - nb, low=nb)
+            queue, queue_first, pk = at_n * queue, at_n * queue_first, at_n * last
+        else:
+            queue, queue_first, pk = 0.0, 0.0, at_n
+        return (
+            math.exp(-log_total),
+            pk,
+            total_n + queue,
+            first_n + queue_first,
+            total_n,
+            first_n,
         )
+
+    def _beyond(self, lam: float, *, start: int, term: float) -> tuple[float, float]:
+        """Σp and Σn·p of the negative binomial over start+1, start+2, … from p_start = `term`
+        (relative to the whole distribution's 1), until the rest is below 1e-18."""
+        lb, ls = lam * self.base, lam * self.slope
+        total = first = 0.0
+        j0 = start
+        while True:  # p_{j+1} = p_j·(λ·base/(j + 1) + λ·slope)
+            j1 = j0 + _CHUNK
+            ratios = map(add, map(truediv, repeat(lb), range(j0 + 1, j1 + 1)), repeat(ls))
+            terms = list(accumulate(ratios, mul, initial=term))
+            del terms[0]
+            term = terms[-1]
+            total += sum(terms)
+            first += sum(map(mul, range(j0 + 1, j1 + 1), terms))
+            ratio = lb / j1 + ls  # the ratios fall: the rest is below a geometric series
+            if term * ratio < _TAIL * (1 - ratio):
+                return total, first
+            j0 = j1
 
     def _walk(self, lam: float) -> tuple[float, float, float, float, float, float]:
         """Unnormalised (p_0, p_K, Σp, Σn·p, Σ_{n≤N} p, Σ_{n≤N} n·p), the mode's term 1.
