@@ -132,10 +132,22 @@ async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path) -> Non
     prom.binary()
     async with emulator(replicas=2) as running:
         scraper = PodScrapeSource(config=ScrapeConfig(), targets_fn=lambda: scrape_targets(running))
+        # The same pods read by a second Prometheus and a second scraper without the gateway.
+        bare = PodScrapeSource(
+            config=ScrapeConfig(), targets_fn=lambda: scrape_targets(running)[:-1]
+        )
         stop = asyncio.Event()
         scraping = asyncio.create_task(scrape_every_second(scraper, stop))
-        async with prom.running(targets=prometheus_targets(running), workdir=tmp_path) as url:
+        bare_scraping = asyncio.create_task(scrape_every_second(bare, stop))
+        (tmp_path / 'bare').mkdir()
+        async with (
+            prom.running(targets=prometheus_targets(running), workdir=tmp_path) as url,
+            prom.running(
+                targets=prometheus_targets(running)[:-1], workdir=tmp_path / 'bare'
+            ) as bare_url,
+        ):
             await prom.wait_for(url=url, query='vllm:num_requests_running', count=2)
+            await prom.wait_for(url=bare_url, query='vllm:num_requests_running', count=2)
             await prom.wait_for(
                 url=url, query='inference_extension_flow_control_queue_size', count=1
             )
@@ -147,6 +159,12 @@ async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path) -> Non
             through_prometheus = await source.read(scope=SCOPE, now=now)
             scraped = await scraper.read(scope=SCOPE, now=now)
             await source.aclose()
+            bare_source = PrometheusSource(config=PrometheusConfig(base_url=bare_url, timeout=5.0))
+            without_gateway = (
+                await bare_source.read(scope=SCOPE, now=now),
+                await bare.read(scope=SCOPE, now=now),
+            )
+            await bare_source.aclose()
 
             assert through_prometheus.errors == ()
             assert through_prometheus.dropped_non_finite == 0
@@ -174,6 +192,20 @@ async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path) -> Non
                     sorted((p.pod, p.arrival_rate, p.avg_itl) for p in reading.pods)
                 )
             assert close(model_p.arrival_rate, model_s.arrival_rate, rel=0.15)
+
+            # Without a gateway, a pod's arrival rate is its own admissions (first tokens per
+            # second): about its share of the gateway's dispatches, the queues being short.
+            for reading in without_gateway:
+                assert reading.errors == ()
+                (model,) = reading.models  # the request count, from vLLM
+                assert (model.arrival_rate, model.queue_size) == (None, None)
+                assert model.request_count is not None
+                assert {p.pod for p in reading.pods} == pods
+                for one in reading.pods:
+                    dispatched = by_prometheus[one.pod].arrival_rate
+                    assert one.arrival_rate is not None
+                    assert close(one.arrival_rate, dispatched, rel=0.25), (one, dispatched)
+                assert 4.5 < math.fsum(p.arrival_rate or 0.0 for p in reading.pods) < 7.5
             assert model_p.request_count is not None
             assert model_p.request_count > 0
             assert close(model_p.request_count, model_s.request_count, rel=0.35, abs_=5)
@@ -201,8 +233,9 @@ async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path) -> Non
             queued_s = await scraper.read(scope=SCOPE, now=now)
             await source.aclose()
         stop.set()
-        await scraping
+        await asyncio.gather(scraping, bare_scraping)
         await scraper.aclose()
+        await bare.aclose()
     for reading in (queued_p, queued_s):
         (model,) = reading.models
         assert model.queue_size is not None

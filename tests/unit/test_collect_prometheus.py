@@ -253,6 +253,9 @@ def answer_full_fleet(prom: FakePrometheus) -> None:
             sample('1.5', namespace='ns-a', pod_name='llama-1'),
         ),
     )
+    # The pods' own admissions: llama-0's gateway figure wins; qwen-0, which no gateway series
+    # names, takes its own.
+    prom.answer('first_token_rate', vector(sample('2.4', **a0), sample('0.4', **b0)))
     prom.answer('scheduler_queue_size', vector(sample('4', target_model_name=LLAMA)))
     prom.answer('scheduler_queue_bytes', vector(sample('4096', target_model_name=LLAMA)))
     prom.answer(
@@ -322,6 +325,7 @@ async def test_every_query_lands_in_the_right_reading(prom: FakePrometheus) -> N
             block_size=32,
             avg_output_tokens=80.0,
             running_requests=2.0,
+            arrival_rate=0.4,
         ),
     )
     assert reading.models == (

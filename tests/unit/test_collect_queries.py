@@ -29,6 +29,7 @@ POD_FAMILIES = (
     'avg_ttft',
     'avg_itl',
     'pod_arrival_rate',
+    'first_token_rate',
 )
 MODEL_FAMILIES = ('scheduler_queue_size', 'scheduler_queue_bytes', 'model_arrival_rate')
 REGISTRY = POD_FAMILIES + MODEL_FAMILIES
@@ -123,6 +124,12 @@ def test_both_vllm_generations_new_name_first() -> None:
     assert 'vllm:gpu_prefix_cache_queries_total' in hit
     kv = queries['kv_cache_usage'].promql
     assert kv.index('kv_cache_usage_perc') < kv.index(' or ') < kv.index('gpu_cache_usage_perc')
+
+
+def test_first_token_rate_counts_the_pods_own_admissions() -> None:
+    assert by_name((LLAMA,))['first_token_rate'].promql == (
+        f'sum by ({G}) (rate(vllm:time_to_first_token_seconds_count{M}[1m]))'
+    )
 
 
 def test_epp_queries() -> None:

@@ -207,7 +207,9 @@ def test_window_figures_match_the_registry_queries() -> None:
     # 1-min rates at 1045: range (985, 1045], the 15 s gap to the start is kept in full
     assert pod.avg_ttft == pytest.approx(4.0 / 30.0)  # (14 − 10) / (130 − 100)
     assert pod.avg_itl == pytest.approx(6.0 / 300.0)
-    assert pod.arrival_rate is None  # no gateway scraped
+    # No gateway scraped: the pod's own admissions, TTFT count 100 → 130 over 45 s of the
+    # minute, extrapolated in full (the counter's first sample is within 1.1 steps of 985).
+    assert pod.arrival_rate == pytest.approx(30 * 60 / 45 / 60)
     assert reading.errors == ()
     assert reading.models == ()  # 45 s of scraping < the 60 s retention, and no gateway
 
@@ -220,6 +222,18 @@ def test_window_figures_match_the_registry_queries() -> None:
 
     # nothing in the last minute: no KV or queue series, so the pod is not reported
     assert read(pods, now=1106.0).pods == ()
+
+
+def test_without_a_gateway_the_arrival_rate_is_the_pods_admissions_once_measured() -> None:
+    """TTFT count 100, 110, 120, 130 at 1000..1045, counting before scraping began: at 1030
+    the minute (970, 1030] is seen from 1000 on only (Prometheus' rule: 20 × 37.5 / 30 / 60 =
+    0.42/s for 0.67/s), so it is unknown; at 1045 the first sample is within 1.1 steps of the
+    minute's start and the rate is measured."""
+    pods = scraped(lambda i: {'p1': example_page(scrape_values(i))})
+    assert [p.arrival_rate for p in read(pods, now=1030.0).pods] == [None]
+    assert [p.arrival_rate for p in read(pods, now=1045.0).pods] == [pytest.approx(2 / 3)]
+    # With a gateway scraped as well, its dispatches are the pods' arrival rates (1.5, 0.75).
+    check_gateway_figures(read(scraped(epp_pages, kinds={'epp': 'epp'}), now=1045.0))
 
 
 def test_instant_figures_need_the_last_page_and_the_lookback() -> None:

@@ -21,10 +21,11 @@ Rules:
   pod without a KV or queue series gets None there, not 0: WVA treats a missing series as 0, but
   our core reads None as "unknown" and holds instead of scaling on an invented idle figure.
 - Only series of a (namespace, model) in scope are used; `cache_config_info` (no model label) and
-  the EPP's per-pod arrival rate are matched by pod. Several series for one pod or model (two
-  `model_name`s on one pod, say) combine by max; for `cache_config_info` the smallest capacity
-  (num_gpu_blocks × block_size) wins, the conservative figure. No order of the series in an
-  answer changes the reading.
+  the EPP's per-pod arrival rate are matched by pod. A pod without an EPP arrival series takes
+  its `first_token_rate` as its arrival rate (`collect.queries`). Several series for one pod or
+  model (two `model_name`s on one pod, say) combine by max; for `cache_config_info` the
+  smallest capacity (num_gpu_blocks × block_size) wins, the conservative figure. No order of the
+  series in an answer changes the reading.
 - PARTIAL_DATA: a kept pod has no series in one of the families every running vLLM pod exposes at
   all times: `kv_cache_usage`, `queue_length`, `running`, `cache_config_info` (a usable one, with
   integer labels). The rate-based families and the EPP ones may lack a pod for ordinary reasons
@@ -61,6 +62,7 @@ _POD_FIELDS = {
     q.AVG_TTFT: 'avg_ttft',
     q.AVG_ITL: 'avg_itl',
     q.POD_ARRIVAL_RATE: 'arrival_rate',
+    q.FIRST_TOKEN_RATE: 'first_token_rate',
 }
 _MODEL_FIELDS = {
     q.SCHEDULER_QUEUE_SIZE: 'queue_size',
@@ -312,7 +314,8 @@ def _pod_reading(key: tuple[str, str], acc: _Acc) -> PodReading:
         avg_ttft=get('avg_ttft'),
         avg_itl=get('avg_itl'),
         running_requests=get('running_requests'),
-        arrival_rate=get('arrival_rate'),
+        # The gateway's dispatches; without a gateway series for the pod, its own admissions.
+        arrival_rate=get('arrival_rate', get('first_token_rate')),
     )
 
 

@@ -46,6 +46,9 @@ avg_itl                pod    (ratio(vllm:inter_token_latency_seconds, 1m))
 pod_arrival_rate       pod    sum by (namespace, pod_name)
                                 (rate(inference_extension_scheduler_attempts_total{E}[1m]))
                               EPP dispatches per pod (WVA's scheduler_dispatch_rate)
+first_token_rate       pod    sum by (G) (rate(vllm:time_to_first_token_seconds_count{M}[1m]))
+                              requests the pod admitted (first token out) per second: its
+                              arrival rate where the gateway has no series for it (below)
 scheduler_queue_size   model  sum by (target_model_name)
                                 (inference_extension_flow_control_queue_size{T})
 scheduler_queue_bytes  model  sum by (target_model_name)
@@ -77,6 +80,12 @@ Notes that matter for reading the results:
   namespace instead; with the EPP beside its model servers both name the same namespace.
 - `scheduler_queue_*` cannot tell namespaces apart (upstream gateway issue #2309): the figure of a
   model name applies to that model in every namespace in scope.
+- A pod's arrival rate is the gateway's dispatch rate to it; where the gateway has no series for
+  the pod (no llm-d gateway in front of the model, or a pod it does not route to) it is the rate
+  at which the pod's requests got their first token (`first_token_rate`), which vLLM counts
+  whatever routes to it: the arrivals it admitted, short of the ones still waiting in its queue
+  (`queue_length` shows those). WVA has no such fallback: without a gateway its SLO path has no
+  arrival rate at all.
 
 Bad input: scope entries with an empty model name or namespace are ignored (an empty alternative
 would match series without the label). A retention period that is not a finite positive number of
@@ -107,6 +116,7 @@ PREFIX_CACHE_HIT_RATE = 'prefix_cache_hit_rate'
 AVG_TTFT = 'avg_ttft'
 AVG_ITL = 'avg_itl'
 POD_ARRIVAL_RATE = 'pod_arrival_rate'
+FIRST_TOKEN_RATE = 'first_token_rate'
 SCHEDULER_QUEUE_SIZE = 'scheduler_queue_size'
 SCHEDULER_QUEUE_BYTES = 'scheduler_queue_bytes'
 MODEL_ARRIVAL_RATE = 'model_arrival_rate'
@@ -259,6 +269,10 @@ def build(*, scope: tuple[ModelScope, ...]) -> tuple[Query, ...]:
             f' or ({_ratio("vllm:time_per_output_token_seconds", m, "1m")})',
         ),
         pod(POD_ARRIVAL_RATE, f'sum by (namespace, pod_name) ({attempts})'),
+        pod(
+            FIRST_TOKEN_RATE,
+            f'sum by ({POD_GROUP}) (rate(vllm:time_to_first_token_seconds_count{m}[1m]))',
+        ),
         model(
             SCHEDULER_QUEUE_SIZE,
             f'sum by (target_model_name) (inference_extension_flow_control_queue_size{target})',

@@ -27,6 +27,9 @@ pod_arrival_rate        EPP pages: sum by (namespace, pod_name) of the 1-min rat
                         inference_extension_scheduler_attempts_total{status="success"} whose
                         namespace and target_model_name are in scope; None where only part
                         of the minute of a counting series was seen (below)
+first_token_rate        sum over engines of the 1-min rate of
+                        vllm:time_to_first_token_seconds_count, same rule: the arrival rate of
+                        a pod without a gateway series
 scheduler_queue_size /  EPP pages: sum of the present inference_extension_flow_control_queue_size
   _bytes                (/_bytes) series of target_model_name = m; no namespace label exists, so
                         the figure applies to m in every namespace in scope
@@ -61,10 +64,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from llmscaler.collect.scrape_gateway import (
+    ATTEMPT_WINDOW,
     LOOKBACK,
     AttemptRates,
     SeriesView,
     attempt_rates,
+    measured_rate,
     model_reading,
     newest_time,
     sum_rates,
@@ -228,6 +233,7 @@ def _pod_readings(
                 figures[name] = max(value, figures.get(name, -math.inf))
         if not kept:
             continue
+        admitted = figures.pop('first_token_rate', None)
         blocks, size, seen = _cache_config(configs.get(key, []), now)
         newest = max(
             newest_time(window=view.window, now=now)
@@ -244,7 +250,9 @@ def _pod_readings(
                 labels=(('model_name', kept[0]),),
                 num_gpu_blocks=blocks,
                 block_size=size,
-                arrival_rate=arrivals.get(key),
+                # The gateway's dispatches (None: not measured yet); without a gateway series
+                # for the pod, its own admissions.
+                arrival_rate=arrivals.get(key, admitted),
                 **figures,
             )
         )
@@ -275,6 +283,9 @@ def _model_figures(names: dict[str, _Windows], now: float) -> dict[str, float]:
             _ratio(names, 'vllm:gpu_prefix_cache', 300.0, now, parts=hits),
         ),
         'avg_ttft': _ratio(names, 'vllm:time_to_first_token_seconds', 60.0, now)[1],
+        'first_token_rate': _counter_rate(
+            names.get('vllm:time_to_first_token_seconds_count', {}), now
+        ),
         'avg_itl': _either(
             _ratio(names, 'vllm:inter_token_latency_seconds', 60.0, now),
             _ratio(names, 'vllm:time_per_output_token_seconds', 60.0, now),
@@ -319,6 +330,17 @@ def _ratio(
             return False, None
         sums.append(sum(known))
     return True, (sums[0] / sums[1] if sums[1] else None)
+
+
+def _counter_rate(engines: _Windows, now: float) -> float | None:
+    """sum over engines of rate(counter[1m]), measured over the whole minute (as the gateway's
+    arrival rates are); None where an engine's rate is not, or no engine has one."""
+    rates = [
+        measured_rate(window=view.window, now=now)
+        for view in engines.values()
+        if len(view.window.in_range(now=now, seconds=ATTEMPT_WINDOW)) >= 2
+    ]
+    return sum_rates(rates=rates) if rates else None
 
 
 def _either(first: tuple[bool, float | None], second: tuple[bool, float | None]) -> float | None:
