@@ -2,8 +2,7 @@
 
 The shared keys (targets, sloMultiplier, tuningEnabled, perfParms) must behave exactly as in
 `wva-queueing-model-config`, since one parser reads both; the predictive keys have their own
-ranges. Worked numbers: the built-in settings are startupSeconds 120, forecastQuantile 0.95,
-scaleDownDelaySeconds 180, latencyMargin 0.7, historySeconds 900.
+ranges. A key an entry does not set keeps the built-in default (`PredictiveConfig()`).
 """
 
 from __future__ import annotations

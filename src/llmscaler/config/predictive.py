@@ -4,15 +4,15 @@ Why: the predictive analyzer sizes on the SLO path's tuned performance model and
 takes the keys it shares with `wva-queueing-model-config` (`targetTTFT`, `targetITL`,
 `sloMultiplier`, `tuningEnabled`, `perfParms`) read by the very code that reads that map
 (`configmaps.QUEUEING_FIELDS`, `configmaps.check_queueing`, `configmaps.parse_map`), and adds
-its own:
+its own (defaults: `config.types.PredictiveConfig`):
 
-| key | default | range |
-|---|---|---|
-| `startupSeconds` | 120 | (0, 86400]: from a scale-up decision to a ready replica |
-| `forecastQuantile` | 0.95 | (0.5, 1): the upper quantile of the forecast sized for |
-| `scaleDownDelaySeconds` | 180 | [0, 86400]: hysteresis before a replica goes |
-| `latencyMargin` | 0.7 | (0, 1]: the share of each target the mean latency may use |
-| `historySeconds` | 900 | (0, 86400]: the arrival-rate history the forecast keeps |
+| key | range |
+|---|---|
+| `startupSeconds` | (0, 86400]: from a scale-up decision to a ready replica |
+| `forecastQuantile` | (0.5, 1): the upper quantile of the forecast sized for |
+| `scaleDownDelaySeconds` | [0, 86400]: hysteresis before a replica goes |
+| `latencyMargin` | (0, 1]: the share of each target the mean latency may use |
+| `historySeconds` | (0, 86400]: the arrival-rate history the forecast keeps |
 
 A duration is a number of seconds (the keys say so) or a Go duration string with a unit
 (`"2m"`, `"1m30s"`), as the other maps write durations. The layout and layering are the queueing
