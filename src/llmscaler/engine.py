@@ -6,15 +6,16 @@ stages of design.md §2 per model (variants grouped by modelID + namespace):
 1. validity and freshness (`analyze.observation`): every replica's and pool's figures are checked
    against the ranges the model declares (`analyze.validity`), and every replica's metrics are
    classified fresh / stale / unavailable against `now`; only fresh, valid metrics are analysed;
-2. analysis (`analyze.paths` picks the path): `saturation-percentage` (WVA V1, the default) produces targets directly;
-   `saturation-token` (WVA V2) produces capacities that go through the threshold post-step, the
-   ballot and the cost-aware optimizer; a model that `wva-queueing-model-config` applies to
-   takes the SLO path (`analyze.slo_path`: the queueing-model analyzer sized from needed vs
-   current replicas, or WVA v0.4.2's hybrid arbitration with V1), whose tuner records are kept
-   in `State.kalman`; missing SLO inputs (arrival rate, token mix) hold, naming what is missing;
-   a model that `llmscaler-predictive-config` applies to takes the predictive analyzer instead
+2. analysis (`analyze.paths` picks the path): `saturation-percentage` (WVA V1, the default)
+   produces targets directly; `saturation-token` (WVA V2) produces capacities that go through
+   the threshold post-step, the ballot and the cost-aware optimizer; a model that
+   `wva-queueing-model-config` applies to takes the SLO path (`analyze.slo_path`: the
+   queueing-model analyzer sized from needed vs current replicas, or WVA v0.4.2's hybrid
+   arbitration with V1), whose tuner records are kept in `State.kalman`; missing SLO inputs
+   (arrival rate, token mix) hold, naming what is missing; a model that
+   `llmscaler-predictive-config` applies to takes the predictive analyzer instead
    (`analyze.predictive`: forecast, SLO model, exact variant mix, hysteresis), its forecast
-   samples and rate caps kept in `State.forecast` and `State.capacity_scales`;
+   samples and what it learnt of each variant kept in `State.forecast` and `State.learning`;
 3. enforcement: scale-to-zero / minimum one replica, then the model's capacity floors
    (`enforce.capacity_floors`: scheduled floors bought in the cheapest variant mix, adding
    replicas only; none by default), then the safety rules, then [min, max];
@@ -139,7 +140,7 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
         last_informative=state.last_informative_map(),
         kalman=state.kalman_map(),
         forecast=state.forecast_map(),
-        capacity_scales=state.capacity_scales_map(),
+        learning=state.learning_map(),
     )
     decisions: list[Decision] = []
     for group in sorted(by_group):
@@ -189,12 +190,8 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
         forecast=sorted_items(
             {g: memory.forecast[g] for g in sorted(by_group) if memory.forecast.get(g)}
         ),
-        capacity_scales=sorted_items(
-            {
-                v.key: memory.capacity_scales[v.key]
-                for v in snapshot.variants
-                if v.key in memory.capacity_scales
-            }
+        learning=sorted_items(
+            {v.key: memory.learning[v.key] for v in snapshot.variants if v.key in memory.learning}
         ),
     )
     decisions.sort(key=lambda d: (d.namespace, d.variant))

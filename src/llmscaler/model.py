@@ -389,6 +389,20 @@ class RateSample:
 
 
 @dataclass(frozen=True, slots=True)
+class VariantLearning:
+    """What the predictive analyzer has learnt of one variant from the latencies it showed.
+
+    `scale` is the factor κ applied to the modelled capacity at the SLO; `demonstrated` the
+    highest rate per replica (req/s) at which the variant was seen meeting its targets, the
+    most a scale-down may count on it for beyond `analyze.predictive.TRUST` (0: never seen)."""
+
+    __pydantic_config__ = _STRICT_KEYS
+
+    scale: Annotated[float, Gt(0.0)] = 1.0
+    demonstrated: NonNegative = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class State:
     """The decision core's memory between cycles (design.md §1), explicit so it can be persisted.
 
@@ -403,8 +417,8 @@ class State:
       its first observation.
     - `forecast`: the predictive analyzer's recent samples per group (`modelID|namespace`),
       kept for its `historySeconds`.
-    - `capacity_scales`: per variant key, the factor κ by which the predictive analyzer scales
-      the modelled capacity at the SLO, learnt from the latencies the variant showed (absent: 1).
+    - `learning`: per variant key, what the predictive analyzer learnt from the latencies the
+      variant showed (`VariantLearning`; absent: nothing yet).
     """
 
     __pydantic_config__ = _STRICT_KEYS
@@ -415,7 +429,7 @@ class State:
     last_informative: tuple[tuple[str, float], ...] = ()
     kalman: tuple[tuple[str, KalmanRecord], ...] = ()
     forecast: tuple[tuple[str, tuple[RateSample, ...]], ...] = ()
-    capacity_scales: tuple[tuple[str, Annotated[float, Gt(0.0)]], ...] = ()
+    learning: tuple[tuple[str, VariantLearning], ...] = ()
 
     def k2_history_map(self) -> dict[str, tuple[K2Sample, ...]]:
         return dict(self.k2_history)
@@ -435,8 +449,8 @@ class State:
     def forecast_map(self) -> dict[str, tuple[RateSample, ...]]:
         return dict(self.forecast)
 
-    def capacity_scales_map(self) -> dict[str, float]:
-        return dict(self.capacity_scales)
+    def learning_map(self) -> dict[str, VariantLearning]:
+        return dict(self.learning)
 
 
 def sorted_items(mapping: dict[str, _V]) -> tuple[tuple[str, _V], ...]:

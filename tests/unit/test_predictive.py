@@ -106,14 +106,28 @@ def test_scale_down_waits_for_the_recent_need_and_then_trims() -> None:
 def test_a_variant_slower_than_modelled_is_scaled_down_and_remembered() -> None:
     # Busy L40S replicas showing 10x the ITL the model predicts at their rate.
     decisions, state = cycle(fleet(h100=0, l40s=2, rate=2.0, itl=0.5), EMPTY_STATE, NOW)
-    scales = state.capacity_scales_map()
-    assert scales[f'{NS}/l40s'] < 1.0
+    learnt = state.learning_map()[f'{NS}/l40s']
+    assert learnt.scale < 1.0
+    assert learnt.demonstrated == 0.0  # it missed its targets: nothing demonstrated
     figures = dict(decisions['l40s'].figures)
-    assert figures['capacity_scale'] == scales[f'{NS}/l40s']
+    assert figures['capacity_scale'] == learnt.scale
     assert figures['capacity_alone'] < figures['model_rate_per_replica']
     # An idle cycle says nothing of the model's error: the scale stays.
     _, again = cycle(fleet(h100=0, l40s=2, rate=0.01), state, NOW + 30)
-    assert again.capacity_scales_map()[f'{NS}/l40s'] == scales[f'{NS}/l40s']
+    assert again.learning_map()[f'{NS}/l40s'].scale == learnt.scale
+
+
+def test_a_scale_down_counts_only_on_what_a_variant_has_shown() -> None:
+    """Four H100 that were only ever seen at 1 req/s each: the model says one could serve all,
+    but a scale-down counts on each for at most TRUST × 1 req/s."""
+    state = EMPTY_STATE
+    for k in range(12):
+        decisions, state = cycle(fleet(h100=4, l40s=0, rate=4.0), state, NOW + 30 * k)
+    learnt = state.learning_map()[f'{NS}/h100']
+    assert learnt.demonstrated == 1.0
+    figures = dict(decisions['h100'].figures)
+    assert figures['capacity_alone'] > 4.0  # the model alone would keep one replica
+    assert decisions['h100'].target == 3, decisions['h100'].reason
 
 
 def test_without_an_arrival_rate_the_model_holds() -> None:

@@ -30,7 +30,14 @@ from llmscaler.analyze.observation import Observation
 from llmscaler.analyze.types import VariantTarget
 from llmscaler.analyze.validity import Problem
 from llmscaler.config.types import CoreSettings, ModelConfig
-from llmscaler.model import CapacityRecord, K2Sample, KalmanRecord, RateSample, Variant
+from llmscaler.model import (
+    CapacityRecord,
+    K2Sample,
+    KalmanRecord,
+    RateSample,
+    Variant,
+    VariantLearning,
+)
 from llmscaler.optimize.token_path import token_targets
 
 SATURATION_PERCENTAGE = 'saturation-percentage'
@@ -51,7 +58,7 @@ class Writes:
     last_informative: dict[str, float] = field(default_factory=dict)
     kalman: dict[str, KalmanRecord] = field(default_factory=dict)
     forecast: dict[str, tuple[RateSample, ...]] = field(default_factory=dict)
-    capacity_scales: dict[str, float | None] = field(default_factory=dict)
+    learning: dict[str, VariantLearning] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -66,17 +73,13 @@ class Memory:
     last_informative: dict[str, float]
     kalman: dict[str, KalmanRecord]
     forecast: dict[str, tuple[RateSample, ...]]
-    capacity_scales: dict[str, float]
+    learning: dict[str, VariantLearning]
 
     def apply(self, *, model_id: str, writes: Writes) -> None:
         self.history.update(writes.history)
         self.kalman.update(writes.kalman)
         self.forecast.update(writes.forecast)
-        for key, cap in sorted(writes.capacity_scales.items()):
-            if cap is None:
-                self.capacity_scales.pop(key, None)
-            else:
-                self.capacity_scales[key] = cap
+        self.learning.update(writes.learning)
         if writes.knowledge:
             self.knowledge.setdefault(model_id, {}).update(writes.knowledge)
         self.last_informative.update(writes.last_informative)
@@ -119,14 +122,14 @@ def analyze_model(
             config=model_config.predictive,
             records=memory.kalman,
             samples=memory.forecast.get(group, ()),
-            capacity_scales=memory.capacity_scales,
+            learning=memory.learning,
             interval=settings.interval,
             desired=desired,
             now=now,
         )
         writes.kalman.update(ahead.kalman_updates)
         writes.forecast[group] = ahead.samples
-        writes.capacity_scales.update(ahead.capacity_scales)
+        writes.learning.update(ahead.learning)
         targets, model_figures, analyzer = ahead.targets, ahead.figures, predictive.ANALYZER
     elif model_config.queueing is not None:
         # `wva-queueing-model-config` applies: the SLO path (model-only or hybrid).

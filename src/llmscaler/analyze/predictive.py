@@ -17,7 +17,7 @@ one step:
    predicts the TTFT the variant shows, and the one at which it predicts its ITL, against the
    rate r it shows them at. The smaller of r/r' (the more pessimistic reading) is the variant's
    capacity scale κ for this cycle, smoothed over cycles in log space (`SCALE_WEIGHT`), kept
-   in [`SCALE_MIN`, `SCALE_MAX`] and remembered (`State.capacity_scales`); the variant's
+   in [`SCALE_MIN`, `SCALE_MAX`] and remembered (`State.learning`); the variant's
    capacity is the model's × κ. A cycle with requests queued at the gateway or more than
    `QUEUED_READING` waiting per replica is no reading: the TTFT of a backlog being drained says
    how long the backlog was, not what a replica sustains (the SLO path's observed-latency guard
@@ -32,10 +32,12 @@ one step:
 5. **Hysteresis**: when the fleet (pending replicas included) covers less than the need, it
    scales up in one step: the cheapest additions to the current counts, or, when the cheapest
    mix from scratch costs `SWITCH_SAVING` less, that mix added to the current counts (replicas
-   that serve now stay until a later scale-down finds them spare). Otherwise a scale-down takes
-   the cheapest part of the current fleet that still covers the largest need of the last
-   `scaleDownDelaySeconds` (no new replicas on the way down), and only once the memory holds
-   that long a history (a restarted controller, or the first cycles, never scale down on one
+   that serve now stay until a later scale-down finds them spare; when the current counts
+   already hold that mix, the fleet becomes it). Otherwise a scale-down takes the cheapest part
+   of the current fleet that still covers the largest need of the last `scaleDownDelaySeconds`
+   (no new replicas on the way down), counting on each variant for no more than `TRUST` × the
+   rate per replica it was seen meeting its targets at, and only once the memory holds that
+   long a history (a restarted controller, or the first cycles, never scale down on one
    sample); else the counts hold.
 
 Every decision's reason says what it was sized for and what it bought (forecast, backlog, need,
@@ -45,7 +47,7 @@ mix and its cost, capacity per replica per variant), and its figures carry the n
 
 What fails: nothing raises for inputs within the snapshot's declared ranges; `rate_forecast`
 raises ValueError for a configuration outside its ranges (the config loaders reject those).
-Pure: the caller passes and keeps the samples, caps and tuner records.
+Pure: the caller passes and keeps the samples, what was learnt and the tuner records.
 """
 
 from __future__ import annotations
@@ -66,7 +68,14 @@ from llmscaler.analyze.queue_model import (
 from llmscaler.analyze.slo_search import SearchError, TargetPerf, size
 from llmscaler.analyze.types import VariantTarget
 from llmscaler.config.types import PredictiveConfig, QueueingModelConfig
-from llmscaler.model import KalmanRecord, PoolMetrics, RateSample, ReplicaMetrics, Variant
+from llmscaler.model import (
+    KalmanRecord,
+    PoolMetrics,
+    RateSample,
+    ReplicaMetrics,
+    Variant,
+    VariantLearning,
+)
 from llmscaler.optimize import exact_mix
 
 ANALYZER: Final = 'predictive'
@@ -75,6 +84,10 @@ LOADED_SHARE: Final = 0.3
 error (latency hardly depends on load there): its scale is kept."""
 SCALE_WEIGHT: Final = 0.3
 """Weight of one cycle's reading in the smoothed log scale."""
+TRUST: Final = 1.5
+"""A scale-down counts on a variant for at most this × the rate per replica it was seen
+meeting its targets at (`VariantLearning.demonstrated`): the model may be optimistic where the
+variant has not been."""
 QUEUED_READING: Final = 5.0
 """Waiting requests per replica above which a cycle is no reading of the model's error."""
 SCALE_MIN: Final = 0.05
@@ -93,8 +106,8 @@ class PredictivePath:
     figures: tuple[tuple[str, float], ...]
     kalman_updates: dict[str, KalmanRecord] = field(default_factory=dict)
     samples: tuple[RateSample, ...] = ()
-    capacity_scales: dict[str, float | None] = field(default_factory=dict)
-    """Per variant key: the new capacity scale κ, or None to drop it (κ = 1)."""
+    learning: dict[str, VariantLearning] = field(default_factory=dict)
+    """Per variant key: what was learnt of it, as of this cycle."""
 
 
 def horizon(*, config: PredictiveConfig, interval: float) -> float:
@@ -121,7 +134,7 @@ def predict(
     config: PredictiveConfig,
     records: Mapping[str, KalmanRecord],
     samples: Sequence[RateSample],
-    capacity_scales: Mapping[str, float],
+    learning: Mapping[str, VariantLearning],
     interval: float,
     desired: Mapping[str, int],
     now: float,
@@ -172,7 +185,8 @@ def predict(
     in_tokens = mix_load.avg_input_tokens or 0.0
     out_tokens = max(1.0, mix_load.avg_output_tokens or 1.0)
     capacities = {c.variant: c for c in analysis.result.variants}
-    caps: dict[str, float | None] = {}
+    learnt: dict[str, VariantLearning] = {}
+    trusted: dict[str, float] = {}
     options: list[exact_mix.MixOption] = []
     for variant in variants:
         sized = capacities.get(variant.name)
@@ -182,11 +196,20 @@ def predict(
         )
         mine = by_variant.get(variant.name, ())
         record = analysis.kalman_updates.get(variant.key)
-        scale = capacity_scales.get(variant.key, 1.0)
+        before = learning.get(variant.key, VariantLearning())
+        scale, demonstrated = before.scale, before.demonstrated
+        load = slo_queueing.workload(mine)
+        if not _draining(replicas=mine, pool=pool):
+            demonstrated = _demonstrated(
+                previous=demonstrated,
+                load=load,
+                ttft=analysis.targets.ttft,
+                itl=analysis.targets.itl,
+            )
         if record is not None and modelled > 0 and not _draining(replicas=mine, pool=pool):
             scale = _scale(
                 previous=scale,
-                load=slo_queueing.workload(mine),
+                load=load,
                 params=kalman.params_of(record),
                 batch=slo_queueing.max_batch(
                     variant=variant,
@@ -195,8 +218,9 @@ def predict(
                 ),
                 modelled=modelled,
             )
-        caps[variant.key] = None if abs(scale - 1.0) < 1e-6 else scale
+        learnt[variant.key] = VariantLearning(scale=scale, demonstrated=demonstrated)
         alone = modelled * scale
+        trusted[variant.name] = min(alone, TRUST * demonstrated)
         if record is None or alone <= 0:
             # No performance model for it: it keeps its count, outside the mix.
             options.append(
@@ -230,6 +254,10 @@ def predict(
     settled = any(s.at <= now - config.scale_down_delay for s in kept)
     targets, action, mix = _choose(
         options=options,
+        trusted=[
+            dataclasses.replace(o, rate=trusted.get(o.variant, 0.0)) if o.rate > 0 else o
+            for o in options
+        ],
         current=current,
         need=need,
         recent_need=recent_need if settled else math.inf,
@@ -247,7 +275,7 @@ def predict(
     by_option = {o.variant: o for o in options}
     for variant in variants:
         option = by_option[variant.name]
-        kept_scale = caps.get(variant.key)
+        known = learnt[variant.key]
         out.append(
             VariantTarget(
                 variant=variant.name,
@@ -257,7 +285,8 @@ def predict(
                     *analysis.variant_figures.get(variant.name, ()),
                     ('capacity_alone', option.rate),
                     ('capacity_coupled', coupled.get(variant.name, 0.0)),
-                    ('capacity_scale', kept_scale if kept_scale is not None else 1.0),
+                    ('capacity_scale', known.scale),
+                    ('demonstrated_rate', known.demonstrated),
                 ),
             )
         )
@@ -279,13 +308,14 @@ def predict(
         figures=figures,
         kalman_updates=analysis.kalman_updates,
         samples=new_samples,
-        capacity_scales=caps,
+        learning=learnt,
     )
 
 
 def _choose(
     *,
     options: Sequence[exact_mix.MixOption],
+    trusted: Sequence[exact_mix.MixOption],
     current: Mapping[str, int],
     need: float,
     recent_need: float,
@@ -316,7 +346,7 @@ def _choose(
         trimmed = exact_mix.cheapest(
             options=[
                 dataclasses.replace(o, low=min(o.low, current[o.variant]), high=current[o.variant])
-                for o in options
+                for o in trusted
             ],
             need=recent_need,
             prefer=current,
@@ -358,6 +388,17 @@ def _draining(*, replicas: Sequence[ReplicaMetrics], pool: PoolMetrics | None) -
         return True
     waiting = [r.queue_length for r in replicas if r.queue_length is not None]
     return bool(waiting) and math.fsum(waiting) / len(waiting) > QUEUED_READING
+
+
+def _demonstrated(
+    *, previous: float, load: slo_queueing.Workload, ttft: float, itl: float
+) -> float:
+    """The highest rate per replica seen meeting both (scaled) targets, this cycle included."""
+    if not load.busy or load.ttft_ms is None or load.itl_ms is None:
+        return previous
+    if load.ttft_ms > ttft or load.itl_ms > itl:
+        return previous
+    return max(previous, load.arrival_rate / load.busy)
 
 
 def _scale(

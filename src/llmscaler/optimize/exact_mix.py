@@ -19,8 +19,8 @@ The coupling, per variant v with capacity `rate` alone and time per request T_v(
 up to `MAX_ENUMERATED` variants; past that, the whole set and each variant alone), prices each
 with `optimize.cover.cover` (exact) on the coupled capacities, and re-evaluates each answer on
 the variants it actually uses. Ties: the cheaper, then fewer replicas, then fewer replicas moved
-from `prefer`, then the most replicas on the variant whose name sorts first. Nothing covering: every variant at its maximum,
-`met` False.
+from `prefer`, then the most replicas on the variant whose name sorts first. Nothing covering:
+every variant at its maximum, `met` False.
 
 What fails: nothing raises; a variant whose rate is not a positive finite number adds nothing.
 """
