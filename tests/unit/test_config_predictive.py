@@ -158,12 +158,14 @@ def test_a_bad_key_rejects_the_entry_naming_map_key_field_and_model(
     assert message in error.message
     line = str(error)
     assert line.startswith(f"{CTRL}/{PREDICTIVE_CONFIGMAP}: key 'llama', field '{field}'")
+    assert line.endswith(" (model 'meta/llama')")
     assert '\n' not in line
-    # The model is named by its entry: the key and, in the same ConfigMap, its model_id.
-    _, model_errors = parse_predictive_configmap(
-        source=source({'meta/llama#llm': text.replace('model_id: meta/llama\n', '')})
+    # A `{modelID}#{namespace}` key names the model and its namespace too.
+    _, model_errors = parse_predictive_configmap(source=source({'meta/llama#llm': text}))
+    assert str(only_error(model_errors)).startswith(
+        f"{CTRL}/{PREDICTIVE_CONFIGMAP}: key 'meta/llama#llm', field '{field}'"
     )
-    assert "key 'meta/llama#llm'" in str(only_error(model_errors))
+    assert str(only_error(model_errors)).endswith(" (model 'meta/llama' in namespace 'llm')")
 
 
 def test_every_bad_key_of_an_entry_is_reported() -> None:
@@ -199,7 +201,9 @@ def test_shared_keys_behave_exactly_as_in_the_queueing_map(
     )
     predictive, p_errors = parse_predictive_configmap(source=source({key: text}))
     assert [e.values for e in queueing] == [e.values.slo for e in predictive]
-    assert [(e.key, e.field, e.value, e.message) for e in q_errors] == [
+    # The predictive map's errors also name the entry's model; the rest is the same.
+    model = '' if key in ('default', 'x') else " (model 'm' in namespace 'ns')"
+    assert [(e.key, e.field, e.value, e.message + model) for e in q_errors] == [
         (e.key, e.field, e.value, e.message) for e in p_errors
     ]
     assert all(e.values == PredictiveOverrides(slo=e.values.slo) for e in predictive)
@@ -443,7 +447,9 @@ def test_a_bad_edit_is_reported_and_the_last_good_copy_stays() -> None:
     assert bad.kept == (f'{CTRL}/{PREDICTIVE_CONFIGMAP}',)
     (problem,) = bad.problems
     assert (problem.namespace, problem.name) == (CTRL, PREDICTIVE_CONFIGMAP)
-    assert problem.message == ("key 'llama', field 'forecastQuantile' = '1.5': must be in (0.5, 1)")
+    assert problem.message == (
+        "key 'llama', field 'forecastQuantile' = '1.5': must be in (0.5, 1) (model 'llama')"
+    )
     # Neither the bad entry nor its valid neighbour (90) leaks through.
     assert bad.config.model(model_id='llama', namespace='ns').predictive == expected
 
@@ -504,7 +510,7 @@ def test_config_file_reads_the_map(tmp_path: Path) -> None:
     config, errors = load_config_file(path=str(path), env={})
     assert [str(e) for e in errors] == [
         'workload-variant-autoscaler-system/llmscaler-predictive-config: key '
-        "'bad', field 'latencyMargin' = '0': must be in (0, 1]"
+        "'bad', field 'latencyMargin' = '0': must be in (0, 1] (model 'm')"
     ]
     assert config.model(model_id='m', namespace='team').predictive == PredictiveConfig(
         startup_seconds=180.0

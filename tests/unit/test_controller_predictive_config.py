@@ -68,7 +68,7 @@ async def test_a_bad_edit_is_an_event_and_the_last_good_copy_stays(
         assert event['regarding']['namespace'] == CTL
         assert event['note'] == (
             "not applied, last good configuration kept: key 'llama', field 'forecastQuantile' "
-            "= '1.5': must be in (0.5, 1)"
+            f"= '1.5': must be in (0.5, 1) (model '{MODEL}')"
         )
         assert f'ConfigMap {CTL}/{PREDICTIVE_CONFIGMAP} rejected' in caplog.text
         page = samples(controller.metrics.render().decode())

@@ -239,6 +239,8 @@ class MapSpec(Generic[_O]):
     model_only: frozenset[str] = frozenset()
     make: Callable[[dict[str, Any]], _O] | None = None
     """None: `empty` with the converted fields set, by attribute."""
+    name_model: bool = False
+    """A rejected per-model entry's errors end with its model (its key need not say it)."""
 
 
 def _identity(
@@ -347,6 +349,10 @@ def _parse_entry(
     for field_name, message, value in problems:
         error(field_name, message, value)
     if problems:
+        if spec.name_model and model_id is not None:
+            where = f" (model '{show_value(model_id)}'"
+            where += f" in namespace '{show_value(namespace)}')" if namespace else ')'
+            errors = [replace(e, message=e.message + where) for e in errors]
         return None, errors
     retention = got.get('retention_period')
     if isinstance(retention, float) and retention > RETENTION_WARNING_SECONDS:

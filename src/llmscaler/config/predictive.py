@@ -23,7 +23,9 @@ puts the models it applies to on the predictive analyzer, ahead of the SLO path.
 
 What fails: nothing raises for bad data. An entry with a value out of range (NaN and ±Inf are
 out of every range), a wrong type, an unknown field or the targets not set together is rejected
-whole with a `ConfigError` naming the map, key, field and value, as the other maps do.
+whole with a `ConfigError` naming the map, key, field and value, as the other maps do, and the
+entry's model and namespace when it names them (`... must be in (0.5, 1) (model 'meta/llama'
+in namespace 'llm')`).
 """
 
 from __future__ import annotations
@@ -151,7 +153,11 @@ def _make(got: dict[str, Any]) -> PredictiveOverrides:
 
 
 _PREDICTIVE: Final = MapSpec(
-    fields=PREDICTIVE_FIELDS, empty=PredictiveOverrides(), check=check_queueing, make=_make
+    fields=PREDICTIVE_FIELDS,
+    empty=PredictiveOverrides(),
+    check=check_queueing,
+    make=_make,
+    name_model=True,
 )
 
 
