@@ -4,7 +4,9 @@ hysteresis on the way down, observed-latency caps, holds on missing inputs."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
+from llmscaler.analyze import predictive
 from llmscaler.config.types import Config, ModelConfig, PredictiveConfig, QueueingModelConfig
 from llmscaler.engine import decide
 from llmscaler.model import EMPTY_STATE, Decision, PoolMetrics, ReplicaMetrics, Snapshot, State
@@ -118,16 +120,18 @@ def test_a_variant_slower_than_modelled_is_scaled_down_and_remembered() -> None:
 
 
 def test_a_scale_down_counts_only_on_what_a_variant_has_shown() -> None:
-    """Four H100 that were only ever seen at 1 req/s each: the model says one could serve all,
-    but a scale-down counts on each for at most TRUST × 1 req/s."""
+    """Four H100 that were only ever seen at 1 req/s each: a scale-down counts on each for at
+    most TRUST × 1 req/s, or TRUST_FLOOR of the modelled capacity when that is more."""
     state = EMPTY_STATE
     for k in range(12):
         decisions, state = cycle(fleet(h100=4, l40s=0, rate=4.0), state, NOW + 30 * k)
     learnt = state.learning_map()[f'{NS}/h100']
     assert learnt.demonstrated == 1.0
     figures = dict(decisions['h100'].figures)
-    assert figures['capacity_alone'] > 4.0  # the model alone would keep one replica
-    assert decisions['h100'].target == 3, decisions['h100'].reason
+    counted = max(predictive.TRUST * 1.0, predictive.TRUST_FLOOR * figures['capacity_alone'])
+    assert counted < figures['capacity_alone']
+    assert decisions['h100'].target == math.ceil(figures['need_rate'] / counted)
+    assert decisions['h100'].target < 4, decisions['h100'].reason
 
 
 def test_without_an_arrival_rate_the_model_holds() -> None:

@@ -36,7 +36,8 @@ one step:
    already hold that mix, the fleet becomes it). Otherwise a scale-down takes the cheapest part
    of the current fleet that still covers the largest need of the last `scaleDownDelaySeconds`
    (no new replicas on the way down), counting on each variant for no more than `TRUST` × the
-   rate per replica it was seen meeting its targets at, and only once the memory holds that
+   rate per replica it was seen meeting its targets at (but at least `TRUST_FLOOR` of its
+   capacity, so that a fleet larger than its load can shrink), and only once the memory holds that
    long a history (a restarted controller, or the first cycles, never scale down on one
    sample); else the counts hold.
 
@@ -88,6 +89,9 @@ TRUST: Final = 1.5
 """A scale-down counts on a variant for at most this × the rate per replica it was seen
 meeting its targets at (`VariantLearning.demonstrated`): the model may be optimistic where the
 variant has not been."""
+TRUST_FLOOR: Final = 0.5
+"""... but for at least this share of its capacity: a fleet larger than the load never shows
+what its replicas sustain, and must still be able to shrink."""
 QUEUED_READING: Final = 5.0
 """Waiting requests per replica above which a cycle is no reading of the model's error."""
 SCALE_MIN: Final = 0.05
@@ -220,7 +224,7 @@ def predict(
             )
         learnt[variant.key] = VariantLearning(scale=scale, demonstrated=demonstrated)
         alone = modelled * scale
-        trusted[variant.name] = min(alone, TRUST * demonstrated)
+        trusted[variant.name] = min(alone, max(TRUST * demonstrated, TRUST_FLOOR * alone))
         if record is None or alone <= 0:
             # No performance model for it: it keeps its count, outside the mix.
             options.append(
