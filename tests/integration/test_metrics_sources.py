@@ -29,7 +29,7 @@ from llmscaler.collect.attribution import PodInfo, TargetRef, attribute
 from llmscaler.collect.prometheus import PrometheusConfig, PrometheusSource
 from llmscaler.collect.scrape import PodScrapeSource, ScrapeConfig, ScrapeTarget
 from llmscaler.collect.types import ModelScope, PodReading, Reading
-from llmscaler.config.types import Config
+from llmscaler.config.types import Config, ModelConfig, PredictiveConfig
 from llmscaler.emulate.load import PoissonLoad
 from llmscaler.emulate.server import RunningEmulator, serve
 from llmscaler.enforce.scale_from_zero import wake
@@ -206,6 +206,18 @@ async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path) -> Non
                     assert one.arrival_rate is not None
                     assert close(one.arrival_rate, dispatched, rel=0.25), (one, dispatched)
                 assert 4.5 < math.fsum(p.arrival_rate or 0.0 for p in reading.pods) < 7.5
+                # So the predictive analyzer has the demand it sizes for, gateway or not.
+                predictive = Config(default=ModelConfig(predictive=PredictiveConfig()))
+                decided = decide(
+                    snapshot=snapshot_of(reading, running),
+                    config=predictive,
+                    state=EMPTY_STATE,
+                    now=now,
+                )
+                for decision in decided.decisions:
+                    assert decision.analyzer == 'predictive', decision
+                    assert decision.metrics_reason == 'MetricsFound', decision
+                    assert 'missing' not in decision.reason, decision
             assert model_p.request_count is not None
             assert model_p.request_count > 0
             assert close(model_p.request_count, model_s.request_count, rel=0.35, abs_=5)
