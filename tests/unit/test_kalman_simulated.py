@@ -2,9 +2,10 @@
 
 One llama-3.1-8b-h100 replica (min = max = 1, so the load per replica is the trace's) serves
 1000-token prompts with 200-token answers (prefill-heavy: five prompt tokens per output token)
-under a load that moves between 2 and 20 requests/s every five minutes (batches of about 4 to
-110 running requests). Every 30 s the core decides on the simulator's snapshot exactly as the
-controller does (`engine.decide()` with the `slo-queueing` configuration, through
+under a load that moves over ten levels between 2 and 16 requests/s, five minutes each, twice
+(200 cycles; batches of about 3 to 67 running requests), the change to the next level either a
+2-minute ramp or an abrupt step. Every 30 s the core decides on the simulator's snapshot exactly
+as the controller does (`engine.decide()` with the `slo-queueing` configuration, through
 `sim.policies.CorePolicy`), the tuner's seed configured (`perfParms`) 30 % above or below the
 replica's effective values; the snapshot's TTFT and ITL carry 2 % of extra measurement noise on
 top of the simulator's own (1-minute windows of Poisson traffic).
@@ -14,12 +15,13 @@ implies for the observed ITL and TTFT (prompts interleaved with decodes, the res
 request arrives in), over the batches the run visits. The test first checks that those curves
 are what the simulator shows, then that the filter reaches them.
 
-What it finds (docs/decision-core.md, tuner section): α and β are within 5 % by cycle
-`CONVERGED_BY` and stay there; the prefill time γ + δ·I·b is within 5 % at both ends of the
-visited batch range. γ and δ one by one are not identified to 5 %: the observed mean TTFT
-constrains their sum at the current batch, and TTFT(b) is not a line (the length-biased step a
-request arrives in makes it slightly concave), so their split follows the recent loads:
-within `SPLIT_BAND`.
+What it asserts (docs/decision-core.md, tuner section): α and β are within 5 % from cycle
+`CONVERGED_BY` to the end, through every load change and the noise, and on average within
+2.5 % over the last 50 cycles (no drift). γ and δ one by one are not identified to 5 %: the
+observed mean TTFT fixes γ + δ·I·b at the current batch, and TTFT(b) is not a line (its local
+slope over batches 3-30 and 30-67 differs by 18 %), so their split follows the recent loads.
+What is reached is asserted: the prefill time γ + δ·I·b within `PREFILL_BAND` at both ends of
+the visited batches, γ and δ within `SPLIT_BAND`.
 """
 
 from __future__ import annotations
@@ -47,16 +49,12 @@ LEVELS = (2.0, 8.0, 14.0, 16.0, 11.0, 4.0, 9.0, 15.0, 6.0, 12.0) * 2
 """Requests/s, one level per `DWELL`: 200 cycles."""
 NOISE = 0.02
 """Relative sd of the extra noise on the snapshot's TTFT and ITL."""
-REACHED_BY = 20
-"""α and β are first within 5 % by this cycle."""
-CONVERGED_BY = 40
-"""From this cycle on, every figure stays within its band."""
-ALPHA_BETA_BAND = 0.06
-"""α and β from `CONVERGED_BY` on (within 5 % most of the time; load steps push one to 5.5 %)."""
-SPLIT_BAND = (0.08, 0.18)
-"""γ and δ from `CONVERGED_BY` on: their split is not identified to 5 % (module docstring)."""
-PREFILL_BAND = 0.07
-"""γ + δ·I·b at both ends of the visited batches from `CONVERGED_BY` on."""
+CONVERGED_BY = 25
+"""From this cycle on α and β stay within 5 % (measured: by cycle 21 at the latest)."""
+SPLIT_BAND = (0.10, 0.25)
+"""γ and δ from `CONVERGED_BY` on (measured: 8.1 % and 21.1 % at worst)."""
+PREFILL_BAND = 0.08
+"""γ + δ·I·b at both ends of the visited batches from `CONVERGED_BY` on (measured: 7.2 %)."""
 CURVE_MEAN = (0.035, 0.03)
 CURVE_WORST = (0.09, 0.12)
 """How close the simulator's steady windows are to `perf_seed.curves` (ITL, TTFT)."""
@@ -66,23 +64,23 @@ def _spec() -> VariantSpec:
     return replace(presets.preset(name=PRESET), name='v', min_replicas=1, max_replicas=1)
 
 
-def rate_at(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """λ(t): each level held for `DWELL`, the step to the next one a `RAMP`-long line."""
+def rate_at(t: npt.NDArray[np.float64], ramp: float) -> npt.NDArray[np.float64]:
+    """λ(t): each level held for `DWELL`, the step to the next one a `ramp`-long line."""
     index = np.minimum((t // DWELL).astype(np.int64), len(LEVELS) - 1)
     levels = np.array(LEVELS)
     into = t - index * DWELL
     following = levels[np.minimum(index + 1, len(LEVELS) - 1)]
-    ramp = np.clip((into - (DWELL - RAMP)) / RAMP, 0.0, 1.0)
-    rate: npt.NDArray[np.float64] = levels[index] + (following - levels[index]) * ramp
+    share = np.clip((into - (DWELL - ramp)) / ramp, 0.0, 1.0)
+    rate: npt.NDArray[np.float64] = levels[index] + (following - levels[index]) * share
     return rate
 
 
-def _trace(seed: int) -> Trace:
+def _trace(seed: int, ramp: float) -> Trace:
     """Poisson arrivals at `rate_at` (thinning), fixed lengths."""
     rng = np.random.default_rng(seed)
     top, end = max(LEVELS), DWELL * len(LEVELS)
     candidates = np.sort(rng.uniform(0.0, end, int(rng.poisson(top * end))))
-    arrivals = candidates[rng.uniform(0.0, top, len(candidates)) < rate_at(candidates)]
+    arrivals = candidates[rng.uniform(0.0, top, len(candidates)) < rate_at(candidates, ramp)]
     n = len(arrivals)
     return Trace(
         name='levels',
@@ -134,7 +132,7 @@ class Run:
     seen: list[tuple[float, float, float, float]]
 
 
-def _run(*, start: tuple[float, ...], seed: int) -> Run:
+def _run(*, start: tuple[float, ...], seed: int, ramp: float = RAMP) -> Run:
     spec = _spec()
     queueing = QueueingModelConfig(
         target_ttft=2000.0,
@@ -147,7 +145,7 @@ def _run(*, start: tuple[float, ...], seed: int) -> Run:
     )
     policy = _Tuned(config=config, seed=seed)
     runner.run(
-        trace=_trace(seed),
+        trace=_trace(seed, ramp),
         variants=[spec],
         policy=policy,
         settings=SimSettings(tail=0.0, wake_period=math.inf),
@@ -199,13 +197,14 @@ def _prefill_errors(
     return [abs((x[2] + x[3] * IN * b) / (truth[2] + truth[3] * IN * b) - 1) for b in batches]
 
 
-_RUNS: dict[tuple[float, int], Run] = {}
+_RUNS: dict[tuple[float, int, float], Run] = {}
 
 
-def _cached(*, factor: float, seed: int, truth: tuple[float, ...]) -> Run:
-    if (factor, seed) not in _RUNS:
-        _RUNS[factor, seed] = _run(start=tuple(factor * v for v in truth), seed=seed)
-    return _RUNS[factor, seed]
+def _cached(*, factor: float, seed: int, ramp: float, truth: tuple[float, ...]) -> Run:
+    if (factor, seed, ramp) not in _RUNS:
+        start = tuple(factor * v for v in truth)
+        _RUNS[factor, seed, ramp] = _run(start=start, seed=seed, ramp=ramp)
+    return _RUNS[factor, seed, ramp]
 
 
 def test_the_effective_curves_are_what_the_simulated_replica_shows(
@@ -214,7 +213,7 @@ def test_the_effective_curves_are_what_the_simulated_replica_shows(
     # Per cycle, the ITL and TTFT the snapshot reports (before the extra noise) against the
     # curves at the batch Little's law gives for the observed rate. Cycles on a ramp are left
     # out: their 1-minute windows mix two loads.
-    run = _cached(factor=1.3, seed=1, truth=effective)
+    run = _cached(factor=1.3, seed=1, ramp=RAMP, truth=effective)
     itl_errors, ttft_errors = [], []
     for cycle, (rate, ttft, itl, _) in enumerate(run.seen, start=1):
         into = (cycle * 30.0) % DWELL
@@ -233,6 +232,7 @@ def test_the_effective_curves_are_what_the_simulated_replica_shows(
     assert float(np.max(np.abs(ttft_errors))) < CURVE_WORST[1]
 
 
+@pytest.mark.parametrize('ramp', [RAMP, 1.0], ids=['ramped', 'abrupt'])
 @pytest.mark.parametrize('seed', [1, 2, 3])
 @pytest.mark.parametrize('factor', [1.3, 0.7])
 def test_the_tuner_converges_on_the_simulator_and_stays_under_noise(
@@ -240,24 +240,22 @@ def test_the_tuner_converges_on_the_simulator_and_stays_under_noise(
     effective: tuple[float, float, float, float],
     factor: float,
     seed: int,
+    ramp: float,
 ) -> None:
-    run = _cached(factor=factor, seed=seed, truth=effective)
+    run = _cached(factor=factor, seed=seed, ramp=ramp, truth=effective)
     assert len(run.records) == len(LEVELS) * DWELL / 30 - 1
     assert run.records[0].seed == pytest.approx(tuple(factor * v for v in effective))
     ends = (_batch_at(curves, min(LEVELS)), _batch_at(curves, max(LEVELS)))
     errors = np.array([_errors(r.x, effective) for r in run.records])
     prefill = np.array([_prefill_errors(r.x, effective, ends) for r in run.records])
-    # α and β reach 5 % within REACHED_BY cycles ...
-    for j in (0, 1):
-        assert int(np.argmax(errors[:, j] < 0.05)) <= REACHED_BY
-        assert errors[REACHED_BY:, j].min() < 0.05
-    # ... and from CONVERGED_BY to the end, through the load steps and the noise, every
-    # parameter stays within its band and the prefill line within PREFILL_BAND at both ends.
+    # The seed is 30 % off; α and β are within 5 % from CONVERGED_BY to the end.
+    assert float(errors[0, :2].min()) > 0.15
+    assert _settled(list(errors[:, 0]), 0.05) <= CONVERGED_BY
+    assert _settled(list(errors[:, 1]), 0.05) <= CONVERGED_BY
+    # No drift: over the last 50 cycles α and β are on average within 2.5 %.
+    assert float(errors[-50:, :2].mean()) < 0.025
+    # What γ, δ and the prefill line reach from CONVERGED_BY on.
     after = errors[CONVERGED_BY:]
-    assert float(after[:, 0].max()) < ALPHA_BETA_BAND
-    assert float(after[:, 1].max()) < ALPHA_BETA_BAND
     assert float(after[:, 2].max()) < SPLIT_BAND[0]
     assert float(after[:, 3].max()) < SPLIT_BAND[1]
     assert float(prefill[CONVERGED_BY:].max()) < PREFILL_BAND
-    # No drift: over the last 50 cycles α and β are on average within 2.5 %.
-    assert float(errors[-50:, :2].mean()) < 0.025
