@@ -93,17 +93,42 @@ class SloAnalysis:
 
 def workload(replicas: Sequence[ReplicaMetrics]) -> Workload:
     """WVA's per-variant workload: means weighted by arrival rate over replicas with rate > 0."""
+    return _workload_of(_columns(replicas))
+
+
+_Columns = tuple[list[float], tuple[list[float | None], ...]]
+"""Busy replicas' arrival rates and their input tokens, output tokens, TTFT, ITL, running."""
+
+
+def _columns(replicas: Sequence[ReplicaMetrics]) -> _Columns:
     busy = [r for r in replicas if r.arrival_rate is not None and r.arrival_rate > 0]
-    rates = [r.arrival_rate or 0.0 for r in busy]
+    return [r.arrival_rate or 0.0 for r in busy], (
+        [r.avg_input_tokens for r in busy],
+        [r.avg_output_tokens for r in busy],
+        [r.avg_ttft for r in busy],
+        [r.avg_itl for r in busy],
+        [r.running_requests for r in busy],
+    )
+
+
+def _joined(parts: Sequence[_Columns]) -> _Columns:
+    """The columns of several groups of replicas as one (the model's from its variants')."""
+    return [w for rates, _ in parts for w in rates], tuple(
+        [v for _, values in parts for v in values[k]] for k in range(5)
+    )
+
+
+def _workload_of(columns: _Columns) -> Workload:
+    rates, (inputs, outputs, ttfts, itls, running) = columns
     total = math.fsum(rates)
     return Workload(
         arrival_rate=total,
-        busy=len(busy),
-        avg_input_tokens=_weighted(rates, [r.avg_input_tokens for r in busy], total),
-        avg_output_tokens=_weighted(rates, [r.avg_output_tokens for r in busy], total),
-        ttft_ms=_weighted(rates, [r.avg_ttft for r in busy], total, MS),
-        itl_ms=_weighted(rates, [r.avg_itl for r in busy], total, MS),
-        running=_weighted(rates, [r.running_requests for r in busy], total),
+        busy=len(rates),
+        avg_input_tokens=_weighted(rates, inputs, total),
+        avg_output_tokens=_weighted(rates, outputs, total),
+        ttft_ms=_weighted(rates, ttfts, total, MS),
+        itl_ms=_weighted(rates, itls, total, MS),
+        running=_weighted(rates, running, total),
     )
 
 
@@ -174,10 +199,11 @@ def analyze(
     by_variant: dict[str, list[ReplicaMetrics]] = {}
     for replica in replicas:
         by_variant.setdefault(replica.variant, []).append(replica)
-    loads = {v.name: workload(by_variant.get(v.name, ())) for v in variants}
+    columns = {name: _columns(group) for name, group in by_variant.items()}
+    loads = {v.name: _workload_of(columns.get(v.name, ([], ([],) * 5))) for v in variants}
+    model_load = _workload_of(_joined(list(columns.values())))
     # Each variant's smallest KV cache bounds its batch for the tuner and for the sizing.
     caches = {v.name: _smallest_cache(by_variant.get(v.name, ())) for v in variants}
-    model_load = workload(replicas)
     updates: dict[str, KalmanRecord] = {}
     notes: dict[str, str] = {}
     params: dict[str, PerfParams] = {}
