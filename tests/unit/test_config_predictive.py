@@ -516,3 +516,16 @@ def test_config_file_reads_the_map(tmp_path: Path) -> None:
         startup_seconds=180.0
     )
     assert config.model(model_id='m', namespace='prod').predictive == PredictiveConfig()
+
+
+def test_the_error_line_in_the_docs_is_the_parsers() -> None:
+    docs = (ROOT / 'docs' / 'configuration.md').read_text(encoding='utf-8')
+    entry = 'model_id: "meta/llama-3.1-8b"\nnamespace: "llm-inference"\nforecastQuantile: 1.5'
+    _, errors = parse_predictive_configmap(
+        source=ConfigMapSource(
+            name=PREDICTIVE_CONFIGMAP,
+            namespace='workload-variant-autoscaler-system',
+            data={'llama-predictive': entry},
+        )
+    )
+    assert f'\n{only_error(errors)}\n' in docs
