@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from llmscaler.analyze import queue_chain
 from llmscaler.analyze.queue_model import (
     PerfParams,
     QueueAnalyzer,
@@ -252,7 +253,7 @@ def test_closed_form_and_its_truncation_equal_the_chain(n: int, load: float, pat
     params = PerfParams(alpha=15.0, beta=0.57, gamma=71.0, delta=0.0033)
     qa = build(params, n=n, q=100, i=820, o=200)
     lam = load * qa.rate_range.max / 1000
-    closed = qa._closed(lam)
+    closed = queue_chain.closed(base=qa.base, slope=qa.slope, nb=n, k=qa.k, lam=lam)
     taken = 'walk' if closed is None else 'sums' if isinstance(closed, tuple) else 'closed'
     assert taken == path
     stats = qa.solve(lam=lam)
