@@ -10,7 +10,7 @@ with the figures it needs (arrival rate, TTFT, ITL per replica, the gateway's ar
 once from an empty state (every variant seeds its tuner) and once on the state of a previous
 cycle (one EKF step and one sizing per variant), the steady state of a controller.
 
-Usage: python bench/decide.py [--models N] [--repeat K]
+Usage: python bench/decide.py [--models N] [--repeat K] [--only slo]
 """
 
 from __future__ import annotations
@@ -134,6 +134,9 @@ def main() -> None:
     parser.add_argument('--models', type=int, default=1000)
     parser.add_argument('--replicas', type=int, default=10)
     parser.add_argument('--repeat', type=int, default=5)
+    parser.add_argument(
+        '--only', default='', help='run only the cases whose label contains this (e.g. slo)'
+    )
     args = parser.parse_args()
 
     snapshot = build(models=args.models, replicas=args.replicas)
@@ -162,6 +165,8 @@ def main() -> None:
         'slo-queueing, warm': (slo, slo_snapshot, slo_warm),
     }
     for label, (config, snap, state) in cases.items():
+        if args.only not in label:
+            continue
 
         def once(config: Config = config, snap: Snapshot = snap, state: State = state) -> object:
             return decide(snapshot=snap, config=config, state=state, now=NOW)
