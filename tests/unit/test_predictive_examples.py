@@ -125,11 +125,11 @@ def test_a_fleet_short_of_the_need_scales_up(
     decisions = _decide(capsys, '--snapshot', str(copy), '--config', str(CONFIG))
     figures = decisions['llama-8b-h100']['figures']
     assert figures['fleet_capacity'] < figures['need_rate'] <= figures['mix_capacity']
-    # The mix chosen is what the fleet becomes: it covers the need, and something changes.
+    # The mix chosen covers the need, the targets hold it, and something changes.
     targets = {name: d['target'] for name, d in decisions.items()}
     assert targets != {name: d['current'] for name, d in decisions.items()}
     reason = decisions['llama-8b-h100']['reason']
     mix = reason.split('; mix ', 1)[1].split(' costs ', 1)[0]
-    assert dict(part.split('=') for part in mix.split(', ')) == {
-        name: str(target) for name, target in targets.items()
-    }
+    counts = {name: int(count) for name, count in (part.split('=') for part in mix.split(', '))}
+    # Every replica of the mix is in the targets (a switch to it, or it added to the fleet).
+    assert all(targets[name] >= count for name, count in counts.items())

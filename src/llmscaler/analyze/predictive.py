@@ -12,7 +12,9 @@ one step:
    inferred, fallback) and the largest rate one replica sustains within them. The targets are
    scaled by `latencyMargin`: the model predicts *mean* TTFT and ITL, the SLO is about each
    request. Missing inputs hold (max(current, last desired)), with the reason.
-2. **Observed latency**: each loaded variant (busy at `LOADED_SHARE` or more of what it is
+2. **Prefill interference** (`interference_rate`): the rate is capped where the mean ITL,
+   stretched by the share of the engine's time that prompts take, reaches the ITL target.
+3. **Observed latency**: each loaded variant (busy at `LOADED_SHARE` or more of what it is
    believed to sustain) is a measurement of the model's error: the rate r' at which the model
    predicts the TTFT the variant shows, and the one at which it predicts its ITL, against the
    rate r it shows them at. The smaller of r/r' (the more pessimistic reading) is the variant's
@@ -23,13 +25,13 @@ one step:
    how long the backlog was, not what a replica sustains (the SLO path's observed-latency guard
    is not used here for the same reason: after a burst it would report the fleet worth a
    fraction of itself and buy every maximum).
-3. **Forecast** (`analyze.rate_forecast`): the upper `forecastQuantile` of the model's arrival
+4. **Forecast** (`analyze.rate_forecast`): the upper `forecastQuantile` of the model's arrival
    rate over the horizon startupSeconds + 2 cycles; the requests already waiting (replicas'
    queues and the gateway's) add backlog / horizon: load the arrival rate no longer shows.
-4. **Mix** (`optimize.exact_mix`): exact, over the variants' counts within [min, max], with the
+5. **Mix** (`optimize.exact_mix`): exact, over the variants' counts within [min, max], with the
    capacities coupled as a least-loaded router couples them. Variants without a performance
    model (no configured `perfParms`, never busy) keep their count.
-5. **Hysteresis**: when the fleet (pending replicas included) covers less than the need, it
+6. **Hysteresis**: when the fleet (pending replicas included) covers less than the need, it
    scales up in one step: the cheapest additions to the current counts, or, when the cheapest
    mix from scratch costs `SWITCH_SAVING` less, that mix added to the current counts (replicas
    that serve now stay until a later scale-down finds them spare; when the current counts
@@ -59,14 +61,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from llmscaler.analyze import kalman, rate_forecast, slo_queueing
-from llmscaler.analyze.queue_model import (
-    DEFAULT_MAX_QUEUE_SIZE,
-    PerfParams,
-    QueueAnalyzer,
-    QueueError,
-)
-from llmscaler.analyze.slo_search import SearchError, TargetPerf, size
+from llmscaler.analyze import kalman, rate_forecast, slo_capacity, slo_queueing
 from llmscaler.analyze.types import VariantTarget
 from llmscaler.config.types import PredictiveConfig, QueueingModelConfig
 from llmscaler.model import (
@@ -80,11 +75,6 @@ from llmscaler.model import (
 from llmscaler.optimize import exact_mix
 
 ANALYZER: Final = 'predictive'
-LOADED_SHARE: Final = 0.3
-"""A variant busy at less than this share of its believed capacity says little of the model's
-error (latency hardly depends on load there): its scale is kept."""
-SCALE_WEIGHT: Final = 0.3
-"""Weight of one cycle's reading in the smoothed log scale."""
 TRUST: Final = 1.5
 """A scale-down counts on a variant for at most this × the rate per replica it was seen
 meeting its targets at (`VariantLearning.demonstrated`): the model may be optimistic where the
@@ -92,10 +82,6 @@ variant has not been."""
 TRUST_FLOOR: Final = 0.5
 """... but for at least this share of its capacity: a fleet larger than the load never shows
 what its replicas sustain, and must still be able to shrink."""
-QUEUED_READING: Final = 5.0
-"""Waiting requests per replica above which a cycle is no reading of the model's error."""
-SCALE_MIN: Final = 0.05
-SCALE_MAX: Final = 2.0
 SWITCH_SAVING: Final = 0.10
 """A scale-up rebuilds the mix from scratch only when that costs at least this much less."""
 MAX_SAMPLES: Final = 256
@@ -203,15 +189,16 @@ def predict(
         before = learning.get(variant.key, VariantLearning())
         scale, demonstrated = before.scale, before.demonstrated
         load = slo_queueing.workload(mine)
-        if not _draining(replicas=mine, pool=pool):
-            demonstrated = _demonstrated(
+        reading = not slo_capacity.draining(replicas=mine, pool=pool)
+        if reading:
+            demonstrated = slo_capacity.demonstrated(
                 previous=demonstrated,
                 load=load,
                 ttft=analysis.targets.ttft,
                 itl=analysis.targets.itl,
             )
-        if record is not None and modelled > 0 and not _draining(replicas=mine, pool=pool):
-            scale = _scale(
+        if record is not None and modelled > 0 and reading:
+            scale = slo_capacity.learnt_scale(
                 previous=scale,
                 load=load,
                 params=kalman.params_of(record),
@@ -224,6 +211,19 @@ def predict(
             )
         learnt[variant.key] = VariantLearning(scale=scale, demonstrated=demonstrated)
         alone = modelled * scale
+        if record is not None:
+            # The queue model knows nothing of prefill sharing the engine with decode steps.
+            alone = min(
+                alone,
+                slo_capacity.interference_rate(
+                    params=kalman.params_of(record),
+                    in_tokens=in_tokens,
+                    out_tokens=out_tokens,
+                    # Its own (pessimistic) margin: the fitted β already holds some of it.
+                    itl=analysis.targets.itl / config.latency_margin,
+                    ceiling=alone,
+                ),
+            )
         trusted[variant.name] = min(alone, max(TRUST * demonstrated, TRUST_FLOOR * alone))
         if record is None or alone <= 0:
             # No performance model for it: it keeps its count, outside the mix.
@@ -325,7 +325,7 @@ def _choose(
     recent_need: float,
     have: float,
 ) -> tuple[dict[str, int], str, exact_mix.Mix]:
-    """(targets, what was done, the mix that was priced) — step 5 of the module docstring."""
+    """(targets, what was done, the mix that was priced) — step 6 of the module docstring."""
     if have + 1e-9 < need:
         added = exact_mix.cheapest(
             options=[
@@ -384,66 +384,3 @@ def _unreported(replicas: Sequence[ReplicaMetrics]) -> str:
         return ''
     more = f' and {len(gaps) - 3} more' if len(gaps) > 3 else ''
     return f'missing {", ".join(gaps[:3])}{more} (a busy replica must report its latency)'
-
-
-def _draining(*, replicas: Sequence[ReplicaMetrics], pool: PoolMetrics | None) -> bool:
-    """A backlog is being drained: requests queued at the gateway, or many per replica."""
-    if pool is not None and pool.queue_size > 0:
-        return True
-    waiting = [r.queue_length for r in replicas if r.queue_length is not None]
-    return bool(waiting) and math.fsum(waiting) / len(waiting) > QUEUED_READING
-
-
-def _demonstrated(
-    *, previous: float, load: slo_queueing.Workload, ttft: float, itl: float
-) -> float:
-    """The highest rate per replica seen meeting both (scaled) targets, this cycle included."""
-    if not load.busy or load.ttft_ms is None or load.itl_ms is None:
-        return previous
-    if load.ttft_ms > ttft or load.itl_ms > itl:
-        return previous
-    return max(previous, load.arrival_rate / load.busy)
-
-
-def _scale(
-    *,
-    previous: float,
-    load: slo_queueing.Workload,
-    params: PerfParams,
-    batch: int,
-    modelled: float,
-) -> float:
-    """The variant's capacity scale κ after this cycle (step 2 of the module docstring)."""
-    if (
-        not load.busy
-        or load.ttft_ms is None
-        or load.itl_ms is None
-        or load.avg_input_tokens is None
-        or load.avg_output_tokens is None
-    ):
-        return previous
-    rate = load.arrival_rate / load.busy
-    if rate < LOADED_SHARE * previous * modelled:
-        return previous
-    analyzer = QueueAnalyzer.build(
-        params=params,
-        max_batch_size=batch,
-        max_queue_size=DEFAULT_MAX_QUEUE_SIZE,
-        avg_input_tokens=load.avg_input_tokens,
-        avg_output_tokens=max(1.0, load.avg_output_tokens),
-    )
-    if isinstance(analyzer, QueueError):
-        return previous
-    readings = []
-    for target in (TargetPerf(ttft=load.ttft_ms), TargetPerf(itl=load.itl_ms)):
-        sized = size(analyzer=analyzer, targets=target)
-        if isinstance(sized, SearchError) or not sized.max_rate > 0:
-            continue
-        readings.append(rate / sized.max_rate)
-    if not readings:
-        return previous
-    reading = min(SCALE_MAX, max(SCALE_MIN, min(readings)))
-    smoothed = math.exp(
-        math.log(previous) + SCALE_WEIGHT * (math.log(reading) - math.log(previous))
-    )
-    return min(SCALE_MAX, max(SCALE_MIN, smoothed))

@@ -1,0 +1,149 @@
+"""What a variant sustains within its latency targets beyond WVA's queue model, and what its
+observed latency teaches about the model's error: the predictive analyzer's capacity corrections.
+
+Why: the queue model (`analyze.queue_model`, `analyze.slo_search`) sizes a replica from
+α, β, γ, δ alone. Two things it does not know decide whether a fleet sized on it meets the SLO:
+prompts share the engine with decode steps (chunked prefill), and the parameters may be wrong
+for the traffic at hand. `analyze.predictive` corrects for both with these pure functions:
+
+- `interference_rate`: the rate per replica at which prefill's share of the engine stretches
+  the mean ITL to its target;
+- `learnt_scale`: one cycle's reading of the model's error from a loaded variant's observed
+  TTFT and ITL (the rates at which the model predicts them, against the rate it shows them
+  at), smoothed in log space into the variant's capacity scale κ;
+- `demonstrated`: the highest rate per replica the variant was seen meeting its targets at;
+- `draining`: whether a backlog is being drained, when no cycle is a reading.
+
+What fails: nothing raises; inputs the functions cannot read leave the previous value (or 0
+for a rate that cannot be met).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Final
+
+from llmscaler.analyze import slo_queueing
+from llmscaler.analyze.queue_model import (
+    DEFAULT_MAX_QUEUE_SIZE,
+    PerfParams,
+    QueueAnalyzer,
+    QueueError,
+)
+from llmscaler.analyze.slo_search import SearchError, TargetPerf, size
+from llmscaler.model import PoolMetrics, ReplicaMetrics
+
+LOADED_SHARE: Final = 0.3
+"""A variant busy at less than this share of its believed capacity says little of the model's
+error (latency hardly depends on load there): its scale is kept."""
+SCALE_WEIGHT: Final = 0.3
+"""Weight of one cycle's reading in the smoothed log scale."""
+QUEUED_READING: Final = 5.0
+"""Waiting requests per replica above which a cycle is no reading of the model's error."""
+SCALE_MIN: Final = 0.05
+SCALE_MAX: Final = 2.0
+
+
+def draining(*, replicas: Sequence[ReplicaMetrics], pool: PoolMetrics | None) -> bool:
+    """A backlog is being drained: requests queued at the gateway, or many per replica."""
+    if pool is not None and pool.queue_size > 0:
+        return True
+    waiting = [r.queue_length for r in replicas if r.queue_length is not None]
+    return bool(waiting) and math.fsum(waiting) / len(waiting) > QUEUED_READING
+
+
+INTERFERENCE_STEPS: Final = 40
+"""Bisection steps of `interference_rate` (the rate to within 1e-12 of its ceiling)."""
+
+
+def interference_rate(
+    *, params: PerfParams, in_tokens: float, out_tokens: float, itl: float, ceiling: float
+) -> float:
+    """The largest rate per replica (req/s, at most `ceiling`) at which the mean ITL stays within
+    `itl` (ms) once prefill's share of the engine is counted.
+
+    With chunked prefill a request's prompt is computed in the same engine steps as the others'
+    decodes: a share u = λ·(γ + δ·I)/1000 of the engine's time goes to prompts, and the decode
+    steps of a batch of b (ITL α + β·b, b from Little's law on the time per request) stretch to
+    (α + β·b) / (1 − u). WVA's queue model leaves u out; on prompt-heavy traffic (long prompts,
+    short answers) it then promises several times what a replica sustains. 0 when even an idle
+    replica misses `itl`."""
+    alpha, beta, gamma, delta = params.as_tuple()
+    prefill = gamma + delta * in_tokens
+    t0 = gamma + out_tokens * alpha
+    t1 = delta * in_tokens + out_tokens * beta
+
+    def stretched(rate: float) -> float:
+        busy = rate * prefill / 1000.0
+        room = 1000.0 - rate * t1
+        if busy >= 1 or room <= 0:
+            return math.inf
+        batch = rate * t0 / room
+        return (alpha + beta * batch) / (1 - busy)
+
+    if not (ceiling > 0 and math.isfinite(ceiling)) or stretched(0.0) > itl:
+        return 0.0
+    if stretched(ceiling) <= itl:
+        return ceiling
+    low, high = 0.0, ceiling
+    for _ in range(INTERFERENCE_STEPS):
+        middle = (low + high) / 2
+        if stretched(middle) <= itl:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def demonstrated(*, previous: float, load: slo_queueing.Workload, ttft: float, itl: float) -> float:
+    """The highest rate per replica seen meeting both (scaled) targets, this cycle included."""
+    if not load.busy or load.ttft_ms is None or load.itl_ms is None:
+        return previous
+    if load.ttft_ms > ttft or load.itl_ms > itl:
+        return previous
+    return max(previous, load.arrival_rate / load.busy)
+
+
+def learnt_scale(
+    *,
+    previous: float,
+    load: slo_queueing.Workload,
+    params: PerfParams,
+    batch: int,
+    modelled: float,
+) -> float:
+    """The variant's capacity scale κ after this cycle (`analyze.predictive`, step 3)."""
+    if (
+        not load.busy
+        or load.ttft_ms is None
+        or load.itl_ms is None
+        or load.avg_input_tokens is None
+        or load.avg_output_tokens is None
+    ):
+        return previous
+    rate = load.arrival_rate / load.busy
+    if rate < LOADED_SHARE * previous * modelled:
+        return previous
+    analyzer = QueueAnalyzer.build(
+        params=params,
+        max_batch_size=batch,
+        max_queue_size=DEFAULT_MAX_QUEUE_SIZE,
+        avg_input_tokens=load.avg_input_tokens,
+        avg_output_tokens=max(1.0, load.avg_output_tokens),
+    )
+    if isinstance(analyzer, QueueError):
+        return previous
+    readings = []
+    for target in (TargetPerf(ttft=load.ttft_ms), TargetPerf(itl=load.itl_ms)):
+        sized = size(analyzer=analyzer, targets=target)
+        if isinstance(sized, SearchError) or not sized.max_rate > 0:
+            continue
+        readings.append(rate / sized.max_rate)
+    if not readings:
+        return previous
+    reading = min(SCALE_MAX, max(SCALE_MIN, min(readings)))
+    smoothed = math.exp(
+        math.log(previous) + SCALE_WEIGHT * (math.log(reading) - math.log(previous))
+    )
+    return min(SCALE_MAX, max(SCALE_MIN, smoothed))

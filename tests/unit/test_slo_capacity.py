@@ -1,0 +1,121 @@
+"""`analyze.slo_capacity`: prefill interference, the learnt capacity scale, demonstrated rates."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llmscaler.analyze import slo_capacity
+from llmscaler.analyze.queue_model import PerfParams
+from llmscaler.analyze.slo_queueing import Workload
+from llmscaler.model import PoolMetrics, ReplicaMetrics
+
+# Prompt-heavy traffic on a fast GPU: 2,000-token prompts, 23-token answers.
+CODE = PerfParams(5.4, 2.3, 122.0, 0.0018)
+
+
+def stretched(params: PerfParams, rate: float, in_tokens: float, out_tokens: float) -> float:
+    alpha, beta, gamma, delta = params.as_tuple()
+    busy = rate * (gamma + delta * in_tokens) / 1000
+    t0, t1 = gamma + out_tokens * alpha, delta * in_tokens + out_tokens * beta
+    batch = rate * t0 / (1000 - rate * t1)
+    return (alpha + beta * batch) / (1 - busy)
+
+
+def test_interference_caps_prompt_heavy_traffic_where_itl_reaches_its_target() -> None:
+    rate = slo_capacity.interference_rate(
+        params=CODE, in_tokens=2000, out_tokens=23, itl=50.0, ceiling=16.0
+    )
+    assert 4.0 < rate < 8.0  # the queue model alone says 16
+    assert stretched(CODE, rate, 2000, 23) == pytest.approx(50.0, rel=1e-6)
+
+
+def test_interference_leaves_a_rate_that_meets_the_target_alone() -> None:
+    assert (
+        slo_capacity.interference_rate(
+            params=CODE, in_tokens=2000, out_tokens=23, itl=50.0, ceiling=2.0
+        )
+        == 2.0
+    )
+
+
+def test_an_idle_replica_missing_the_target_sustains_nothing() -> None:
+    assert (
+        slo_capacity.interference_rate(
+            params=CODE, in_tokens=2000, out_tokens=23, itl=5.0, ceiling=10.0
+        )
+        == 0.0
+    )
+
+
+@given(itl=st.floats(min_value=6, max_value=500), ceiling=st.floats(min_value=0.01, max_value=100))
+def test_interference_rate_is_within_ceiling_and_grows_with_the_target(
+    itl: float, ceiling: float
+) -> None:
+    low = slo_capacity.interference_rate(
+        params=CODE, in_tokens=2000, out_tokens=23, itl=itl, ceiling=ceiling
+    )
+    high = slo_capacity.interference_rate(
+        params=CODE, in_tokens=2000, out_tokens=23, itl=itl * 1.5, ceiling=ceiling
+    )
+    assert 0.0 <= low <= high <= ceiling
+    assert math.isfinite(low)
+
+
+def load(*, rate: float, ttft: float, itl: float, busy: int = 2) -> Workload:
+    return Workload(
+        arrival_rate=rate,
+        busy=busy,
+        avg_input_tokens=2000.0,
+        avg_output_tokens=23.0,
+        ttft_ms=ttft,
+        itl_ms=itl,
+    )
+
+
+def test_a_slower_than_modelled_variant_lowers_its_scale() -> None:
+    scale = slo_capacity.learnt_scale(
+        previous=1.0,
+        load=load(rate=8.0, ttft=3000.0, itl=60.0),
+        params=CODE,
+        batch=256,
+        modelled=6.0,
+    )
+    assert slo_capacity.SCALE_MIN <= scale < 1.0
+
+
+def test_a_lightly_loaded_variant_is_no_reading() -> None:
+    assert (
+        slo_capacity.learnt_scale(
+            previous=0.7,
+            load=load(rate=0.2, ttft=900.0, itl=40.0),
+            params=CODE,
+            batch=256,
+            modelled=6.0,
+        )
+        == 0.7
+    )
+
+
+def test_demonstrated_rises_only_with_targets_met() -> None:
+    met = load(rate=6.0, ttft=200.0, itl=20.0)
+    missed = load(rate=10.0, ttft=200.0, itl=80.0)
+    assert slo_capacity.demonstrated(previous=1.0, load=met, ttft=500.0, itl=50.0) == 3.0
+    assert slo_capacity.demonstrated(previous=1.0, load=missed, ttft=500.0, itl=50.0) == 1.0
+    idle = load(rate=0.0, ttft=200.0, itl=20.0, busy=0)
+    assert slo_capacity.demonstrated(previous=2.5, load=idle, ttft=500.0, itl=50.0) == 2.5
+
+
+def replica(queue: float) -> ReplicaMetrics:
+    return ReplicaMetrics(pod='p', variant='v', namespace='n', observed_at=0.0, queue_length=queue)
+
+
+def test_draining_is_a_gateway_queue_or_many_waiting_per_replica() -> None:
+    pool = PoolMetrics(model_id='m', namespace='n', observed_at=0.0, queue_size=3.0)
+    assert slo_capacity.draining(replicas=[replica(0.0)], pool=pool)
+    assert slo_capacity.draining(replicas=[replica(12.0), replica(0.0)], pool=None)
+    assert not slo_capacity.draining(replicas=[replica(2.0), replica(3.0)], pool=None)
+    assert not slo_capacity.draining(replicas=[], pool=None)
