@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from operator import mul
 from typing import cast
 
@@ -58,6 +58,8 @@ from llmscaler.config.types import QueueingModelConfig
 from llmscaler.model import KalmanRecord, PoolMetrics, ReplicaMetrics, Variant
 
 ANALYZER = 'queueing-model'
+_TUNED = tuple(f.name for f in fields(KalmanRecord) if f.name != 'engine')
+"""What a tuner step reads of its record: all but the engine fingerprint."""
 MS = 1000.0
 """Seconds (snapshot) to milliseconds (queue model)."""
 
@@ -136,7 +138,7 @@ def _weighted(
     rates: list[float], values: list[float | None], total: float, scale: float = 1.0
 ) -> float | None:
     """scale × Σ w·v / Σ w over the replicas that report v (exact sums: order-independent)."""
-    if any(v is None for v in values):
+    if None in values:
         pairs = [(w, v) for w, v in zip(rates, values, strict=True) if v is not None]
         weight = math.fsum(w for w, _ in pairs)
         weighted = math.fsum(w * v for w, v in pairs)
@@ -210,7 +212,7 @@ def analyze(
     # Variants of one model often share a tuner state and figures (same engine on several
     # pools): their queue solves and sizings are computed once per analysis.
     measured: kalman.Measurements = {}
-    steps: dict[tuple[KalmanRecord, kalman.TunerObservation], kalman.TunerResult] = {}
+    steps: dict[tuple[tuple[object, ...], kalman.TunerObservation], kalman.TunerResult] = {}
     sizings: dict[tuple[object, ...], float | str] = {}
     for variant in variants:
         load = loads[variant.name]
@@ -255,11 +257,15 @@ def analyze(
             )
             # The step does not read the fingerprint: variants whose filters stand at the same
             # place and see the same figures take the same step, computed once.
-            same = (replace(record, engine=''), obs)
+            same = (tuple(getattr(record, name) for name in _TUNED), obs)
             if same not in steps:
-                steps[same] = kalman.step(record=same[0], obs=obs, now=now, memo=measured)
+                steps[same] = kalman.step(record=record, obs=obs, now=now, memo=measured)
             step = steps[same]
-            record = replace(step.record, engine=record.engine)
+            record = (
+                step.record
+                if step.record.engine == record.engine
+                else replace(step.record, engine=record.engine)
+            )
             if not step.accepted:
                 notes.setdefault(variant.name, f'tuner: {step.reason}')
         updates[variant.key] = record
