@@ -219,8 +219,7 @@ def predict(
                     params=kalman.params_of(record),
                     in_tokens=in_tokens,
                     out_tokens=out_tokens,
-                    # Its own (pessimistic) margin: the fitted β already holds some of it.
-                    itl=analysis.targets.itl / config.latency_margin,
+                    itl=analysis.targets.itl,
                     ceiling=alone,
                 ),
             )
