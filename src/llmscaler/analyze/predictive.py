@@ -176,6 +176,7 @@ def predict(
     out_tokens = max(1.0, mix_load.avg_output_tokens or 1.0)
     capacities = {c.variant: c for c in analysis.result.variants}
     learnt: dict[str, VariantLearning] = {}
+    modelled_at: dict[str, float] = {}
     trusted: dict[str, float] = {}
     options: list[exact_mix.MixOption] = []
     for variant in variants:
@@ -186,6 +187,16 @@ def predict(
         )
         mine = by_variant.get(variant.name, ())
         record = analysis.kalman_updates.get(variant.key)
+        if record is not None and modelled > 0:
+            # The queue model knows nothing of prefill sharing the engine with decode steps.
+            modelled = slo_capacity.interference_rate(
+                params=kalman.params_of(record),
+                in_tokens=in_tokens,
+                out_tokens=out_tokens,
+                itl=analysis.targets.itl,
+                ceiling=modelled,
+            )
+        modelled_at[variant.name] = modelled
         before = learning.get(variant.key, VariantLearning())
         scale, demonstrated = before.scale, before.demonstrated
         load = slo_queueing.workload(mine)
@@ -211,18 +222,6 @@ def predict(
             )
         learnt[variant.key] = VariantLearning(scale=scale, demonstrated=demonstrated)
         alone = modelled * scale
-        if record is not None:
-            # The queue model knows nothing of prefill sharing the engine with decode steps.
-            alone = min(
-                alone,
-                slo_capacity.interference_rate(
-                    params=kalman.params_of(record),
-                    in_tokens=in_tokens,
-                    out_tokens=out_tokens,
-                    itl=analysis.targets.itl,
-                    ceiling=alone,
-                ),
-            )
         trusted[variant.name] = min(alone, max(TRUST * demonstrated, TRUST_FLOOR * alone))
         if record is None or alone <= 0:
             # No performance model for it: it keeps its count, outside the mix.
@@ -286,6 +285,7 @@ def predict(
                 reason=reason,
                 figures=(
                     *analysis.variant_figures.get(variant.name, ()),
+                    ('capacity_modelled', modelled_at.get(variant.name, 0.0)),
                     ('capacity_alone', option.rate),
                     ('capacity_coupled', coupled.get(variant.name, 0.0)),
                     ('capacity_scale', known.scale),

@@ -9,8 +9,9 @@ for the traffic at hand. `analyze.predictive` corrects for both with these pure 
 - `interference_rate`: the rate per replica at which prefill's share of the engine stretches
   the mean ITL to its target;
 - `learnt_scale`: one cycle's reading of the model's error from a loaded variant's observed
-  TTFT and ITL (the rates at which the model predicts them, against the rate it shows them
-  at), smoothed in log space into the variant's capacity scale κ;
+  TTFT and ITL (the rates at which the model — the queue model, and for ITL the interference
+  cap too — predicts them, against the rate it shows them at), smoothed in log space into the
+  variant's capacity scale κ, which scales the capacity both give;
 - `demonstrated`: the highest rate per replica the variant was seen meeting its targets at;
 - `draining`: whether a backlog is being drained, when no cycle is a reading.
 
@@ -139,7 +140,18 @@ def learnt_scale(
         sized = size(analyzer=analyzer, targets=target)
         if isinstance(sized, SearchError) or not sized.max_rate > 0:
             continue
-        readings.append(rate / sized.max_rate)
+        predicted = sized.max_rate
+        if target.itl > 0:
+            # The ITL reading is of the model with prefill's share counted (as it is sized).
+            predicted = interference_rate(
+                params=params,
+                in_tokens=load.avg_input_tokens,
+                out_tokens=max(1.0, load.avg_output_tokens),
+                itl=load.itl_ms,
+                ceiling=predicted,
+            )
+        if predicted > 0:
+            readings.append(rate / predicted)
     if not readings:
         return previous
     reading = min(SCALE_MAX, max(SCALE_MIN, min(readings)))
