@@ -8,6 +8,7 @@ import math
 
 from llmscaler.analyze import predictive
 from llmscaler.config.types import Config, ModelConfig, PredictiveConfig, QueueingModelConfig
+from llmscaler.controller.conditions import optimization_ready
 from llmscaler.engine import decide
 from llmscaler.model import EMPTY_STATE, Decision, PoolMetrics, ReplicaMetrics, Snapshot, State
 from tests.unit.test_engine import MODEL, NS, by_name, replica, variant
@@ -160,3 +161,13 @@ def test_decisions_are_deterministic() -> None:
     first = cycle(snap, EMPTY_STATE, NOW)
     again = cycle(snap, EMPTY_STATE, NOW)
     assert first == again
+
+
+def test_the_va_status_explains_the_decision() -> None:
+    """The reason, with the forecast, the need and the mix, is the OptimizationReady message."""
+    decisions, _ = cycle(fleet(h100=1, l40s=0, rate=30.0), EMPTY_STATE, NOW)
+    update = optimization_ready(decision=decisions['h100'])
+    assert update.status == 'True'
+    assert '(predictive: forecast ' in update.message
+    for part in ('need ', '; mix h100=', 'costs ', 'scale up'):
+        assert part in update.message

@@ -63,7 +63,7 @@ def test_the_example_scales_up_in_one_step_and_explains_itself(
         reason = decision['reason']
         # The forecast (its upper quantile over start-up + two cycles) and what it needs...
         assert figures['forecast_horizon_s'] == 90 + 2 * 30
-        assert reason.startswith(f'predictive: forecast {figures["forecast_rate"]:.3g} req/s')
+        assert reason.startswith(f'forecast {figures["forecast_rate"]:.3g} req/s')
         assert f'over {figures["forecast_horizon_s"]:.0f} s' in reason
         assert f'need {figures["need_rate"]:.3g} req/s' in reason
         # ... above the 42 req/s arriving now, with the 20 waiting at the gateway on top.

@@ -268,7 +268,7 @@ def predict(
     coupled = exact_mix.coupled_rates([o for o in options if targets.get(o.variant, 0) > 0])
     mix_text = ', '.join(f'{name}={count}' for name, count in mix.counts)
     reason = (
-        f'predictive: forecast {predicted.upper:.3g} req/s over {ahead:.0f} s (now '
+        f'forecast {predicted.upper:.3g} req/s over {ahead:.0f} s (now '
         f'{predicted.newest:.3g}, trend {60 * predicted.trend:+.3g}/min, σ {predicted.sigma:.2g})'
         f' + backlog {backlog:.0f} → need {need:.3g} req/s; mix {mix_text} costs '
         f'{mix.cost:.4g} for {mix.capacity:.3g} req/s; {action}'
