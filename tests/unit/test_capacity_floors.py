@@ -21,14 +21,13 @@ from llmscaler.config.cron import Schedule, parse_schedule
 from llmscaler.config.types import Config, ModelConfig
 from llmscaler.enforce.capacity_floors import (
     CapacityFloor,
-    Option,
     active,
-    cover,
     replica_capacities,
     required_capacity,
 )
 from llmscaler.engine import decide
 from llmscaler.model import EMPTY_STATE, EngineParams, Snapshot
+from llmscaler.optimize.cover import Option, cover
 from tests.unit.strategies import NOW
 from tests.unit.test_engine import replica, variant
 
