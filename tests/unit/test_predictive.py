@@ -108,7 +108,7 @@ def test_scale_down_waits_for_the_recent_need_and_then_trims() -> None:
 
 def test_a_variant_slower_than_modelled_is_scaled_down_and_remembered() -> None:
     # Busy L40S replicas showing 10x the ITL the model predicts at their rate.
-    decisions, state = cycle(fleet(h100=0, l40s=2, rate=2.0, itl=0.5), EMPTY_STATE, NOW)
+    decisions, state = cycle(fleet(h100=0, l40s=2, rate=3.0, itl=0.5), EMPTY_STATE, NOW)
     learnt = state.learning_map()[f'{NS}/l40s']
     assert learnt.scale < 1.0
     assert learnt.demonstrated == 0.0  # it missed its targets: nothing demonstrated
@@ -131,7 +131,8 @@ def test_a_scale_down_counts_only_on_what_a_variant_has_shown() -> None:
     figures = dict(decisions['h100'].figures)
     counted = max(predictive.TRUST * 1.0, predictive.TRUST_FLOOR * figures['capacity_alone'])
     assert counted < figures['capacity_alone']
-    assert decisions['h100'].target == math.ceil(figures['need_rate'] / counted)
+    need = figures['need_rate'] * (1 + predictive.HYSTERESIS)
+    assert decisions['h100'].target == math.ceil(need / counted)
     assert decisions['h100'].target < 4, decisions['h100'].reason
 
 

@@ -37,11 +37,11 @@ one step:
    that serve now stay until a later scale-down finds them spare; when the current counts
    already hold that mix, the fleet becomes it). Otherwise a scale-down takes the cheapest part
    of the current fleet that still covers the largest need of the last `scaleDownDelaySeconds`
-   (no new replicas on the way down), counting on each variant for no more than `TRUST` × the
-   rate per replica it was seen meeting its targets at (but at least `TRUST_FLOOR` of its
-   capacity, so that a fleet larger than its load can shrink), and only once the memory holds that
-   long a history (a restarted controller, or the first cycles, never scale down on one
-   sample); else the counts hold.
+   with `HYSTERESIS` to spare (no new replicas on the way down), counting on each variant for
+   no more than `TRUST` × the rate per replica it was seen meeting its targets at (but at
+   least `TRUST_FLOOR` of its capacity, so that a fleet larger than its load can shrink), and
+   only once the memory holds that long a history (a restarted controller, or the first
+   cycles, never scale down on one sample); else the counts hold.
 
 Every decision's reason says what it was sized for and what it bought (forecast, backlog, need,
 mix and its cost, capacity per replica per variant), and its figures carry the numbers
@@ -82,6 +82,9 @@ variant has not been."""
 TRUST_FLOOR: Final = 0.5
 """... but for at least this share of its capacity: a fleet larger than the load never shows
 what its replicas sustain, and must still be able to shrink."""
+HYSTERESIS: Final = 0.15
+"""A scale-down keeps this much capacity above the recent need: a fleet trimmed to the need
+exactly is short of it at the next cycle's noise, and scales straight back up."""
 SWITCH_SAVING: Final = 0.10
 """A scale-up rebuilds the mix from scratch only when that costs at least this much less."""
 MAX_SAMPLES: Final = 256
@@ -351,7 +354,7 @@ def _choose(
                 dataclasses.replace(o, low=min(o.low, current[o.variant]), high=current[o.variant])
                 for o in trusted
             ],
-            need=recent_need,
+            need=recent_need * (1 + HYSTERESIS),
             prefer=current,
         )
         now_cost = math.fsum(o.cost * current[o.variant] for o in options)

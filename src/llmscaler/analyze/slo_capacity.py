@@ -35,7 +35,7 @@ from llmscaler.analyze.queue_model import (
 from llmscaler.analyze.slo_search import SearchError, TargetPerf, size
 from llmscaler.model import PoolMetrics, ReplicaMetrics
 
-LOADED_SHARE: Final = 0.3
+LOADED_SHARE: Final = 0.5
 """A variant busy at less than this share of its believed capacity says little of the model's
 error (latency hardly depends on load there): its scale is kept."""
 SCALE_WEIGHT: Final = 0.3
