@@ -26,7 +26,14 @@ def test_the_default_scenario_has_two_variants_and_three_policies() -> None:
     setup = scenario.default()
     assert [v.name for v in setup.variants] == ['h100', 'l40s']
     assert [v.preset for v in setup.variants] == ['llama-3.1-8b-h100', 'llama-3.1-8b-l40s']
-    assert setup.policies == ('default', 'keda-queue', 'hpa-kv', 'kaito-realtime', 'clairvoyant')
+    assert setup.policies == (
+        'default',
+        'predictive',
+        'keda-queue',
+        'hpa-kv',
+        'kaito-realtime',
+        'clairvoyant',
+    )
     assert setup.workload.synthetic is not None
     assert setup.settings.cycle == 30.0
     # The L40S is cheaper per replica-hour than the H100.

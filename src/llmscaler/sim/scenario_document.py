@@ -30,7 +30,14 @@ import pydantic
 from llmscaler.config.yaml_loader import FILE_LIMITS, YamlProblem, load_yaml
 from llmscaler.sim import synthetic
 
-DEFAULT_POLICIES = ('default', 'keda-queue', 'hpa-kv', 'kaito-realtime', 'clairvoyant')
+DEFAULT_POLICIES = (
+    'default',
+    'predictive',
+    'keda-queue',
+    'hpa-kv',
+    'kaito-realtime',
+    'clairvoyant',
+)
 
 
 class ScenarioError(Exception):
