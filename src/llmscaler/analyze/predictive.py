@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from llmscaler.analyze import kalman, rate_forecast, slo_capacity, slo_queueing
-from llmscaler.analyze.types import VariantTarget
+from llmscaler.analyze.types import VariantTarget, held
 from llmscaler.config.types import PredictiveConfig, QueueingModelConfig
 from llmscaler.model import (
     KalmanRecord,
@@ -145,16 +145,12 @@ def predict(
     kept = tuple(s for s in samples if s.at > now - config.history_seconds and s.at <= now)
     unreported = _unreported(replicas)
     if analysis.result is None or analysis.targets is None or unreported:
-        held = tuple(
-            VariantTarget(
-                variant=v.name,
-                target=max(v.current_replicas, desired.get(v.name, 0)),
-                reason=f'hold: {unreported or analysis.missing or "no SLO analysis"}; targets kept',
-            )
-            for v in variants
-        )
         return PredictivePath(
-            targets=held,
+            targets=held(
+                variants=variants,
+                desired=desired,
+                why=unreported or analysis.missing or 'no SLO analysis',
+            ),
             figures=analysis.figures,
             kalman_updates=analysis.kalman_updates,
             samples=kept,

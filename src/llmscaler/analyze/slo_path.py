@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from llmscaler.analyze import hybrid, saturation_percentage, slo_queueing
-from llmscaler.analyze.types import VariantTarget
+from llmscaler.analyze.types import VariantTarget, held
 from llmscaler.config.types import ModelConfig
 from llmscaler.model import KalmanRecord, PoolMetrics, ReplicaMetrics, Variant
 from llmscaler.optimize.token_path import token_targets
@@ -116,16 +116,8 @@ def slo_path(
             )
     if not hybrid_mode:
         if not model_targets:
-            held = tuple(
-                VariantTarget(
-                    variant=v.name,
-                    target=max(v.current_replicas, desired.get(v.name, 0)),
-                    reason=f'hold: {analysis.missing}; targets kept',
-                )
-                for v in variants
-            )
             return SloPath(
-                targets=held,
+                targets=held(variants=variants, desired=desired, why=analysis.missing),
                 figures=figures,
                 analyzer=analyzer,
                 kalman_updates=analysis.kalman_updates,

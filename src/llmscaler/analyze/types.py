@@ -10,9 +10,10 @@ scale-target replica units (an LWS group, a DP>1 pod), never engine-instance uni
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from llmscaler.model import Role
+from llmscaler.model import Role, Variant
 
 UNINFORMATIVE_REASONS = frozenset({'no-data', 'error'})
 
@@ -148,3 +149,17 @@ class VariantTarget:
     reason: str
     figures: tuple[tuple[str, float], ...] = ()
     """Named numbers behind the target (e.g. `required`, `spare`, `per_replica_capacity`)."""
+
+
+def held(
+    *, variants: Sequence[Variant], desired: Mapping[str, int], why: str
+) -> tuple[VariantTarget, ...]:
+    """Every variant held at max(current, last desired): a hold never lowers a target."""
+    return tuple(
+        VariantTarget(
+            variant=v.name,
+            target=max(v.current_replicas, desired.get(v.name, 0)),
+            reason=f'hold: {why}; targets kept',
+        )
+        for v in variants
+    )
