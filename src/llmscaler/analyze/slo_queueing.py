@@ -41,8 +41,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from operator import mul
-from typing import cast
 
 from llmscaler.analyze import kalman, slo_targets
 from llmscaler.analyze.queue_model import (
@@ -53,6 +51,12 @@ from llmscaler.analyze.queue_model import (
     QueueError,
 )
 from llmscaler.analyze.slo_search import SearchError, TargetPerf, max_rate
+from llmscaler.analyze.slo_workload import MS as MS
+from llmscaler.analyze.slo_workload import Workload as Workload
+from llmscaler.analyze.slo_workload import columns as _columns
+from llmscaler.analyze.slo_workload import joined as _joined
+from llmscaler.analyze.slo_workload import workload as workload
+from llmscaler.analyze.slo_workload import workload_of as _workload_of
 from llmscaler.analyze.types import AnalyzerResult, Totals, VariantCapacity
 from llmscaler.config.types import QueueingModelConfig
 from llmscaler.model import KalmanRecord, PoolMetrics, ReplicaMetrics, Variant
@@ -60,23 +64,6 @@ from llmscaler.model import KalmanRecord, PoolMetrics, ReplicaMetrics, Variant
 ANALYZER = 'queueing-model'
 _TUNED = tuple(f.name for f in fields(KalmanRecord) if f.name != 'engine')
 """What a tuner step reads of its record: all but the engine fingerprint."""
-MS = 1000.0
-"""Seconds (snapshot) to milliseconds (queue model)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Workload:
-    """Arrival-weighted means over busy replicas; None when no busy replica reports the figure."""
-
-    arrival_rate: float
-    busy: int
-    """Replicas with an arrival rate > 0."""
-    avg_input_tokens: float | None
-    avg_output_tokens: float | None
-    ttft_ms: float | None
-    itl_ms: float | None
-    running: float | None = None
-    """Requests in service per replica (the batch)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,63 +78,6 @@ class SloAnalysis:
     figures: tuple[tuple[str, float], ...] = ()
     variant_figures: dict[str, tuple[tuple[str, float], ...]] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
-
-
-def workload(replicas: Sequence[ReplicaMetrics]) -> Workload:
-    """WVA's per-variant workload: means weighted by arrival rate over replicas with rate > 0."""
-    return _workload_of(_columns(replicas))
-
-
-_Columns = tuple[list[float], tuple[list[float | None], ...]]
-"""Busy replicas' arrival rates and their input tokens, output tokens, TTFT, ITL, running."""
-
-
-def _columns(replicas: Sequence[ReplicaMetrics]) -> _Columns:
-    busy = [r for r in replicas if r.arrival_rate is not None and r.arrival_rate > 0]
-    return [r.arrival_rate or 0.0 for r in busy], (
-        [r.avg_input_tokens for r in busy],
-        [r.avg_output_tokens for r in busy],
-        [r.avg_ttft for r in busy],
-        [r.avg_itl for r in busy],
-        [r.running_requests for r in busy],
-    )
-
-
-def _joined(parts: Sequence[_Columns]) -> _Columns:
-    """The columns of several groups of replicas as one (the model's from its variants')."""
-    return [w for rates, _ in parts for w in rates], tuple(
-        [v for _, values in parts for v in values[k]] for k in range(5)
-    )
-
-
-def _workload_of(columns: _Columns) -> Workload:
-    rates, (inputs, outputs, ttfts, itls, running) = columns
-    total = math.fsum(rates)
-    return Workload(
-        arrival_rate=total,
-        busy=len(rates),
-        avg_input_tokens=_weighted(rates, inputs, total),
-        avg_output_tokens=_weighted(rates, outputs, total),
-        ttft_ms=_weighted(rates, ttfts, total, MS),
-        itl_ms=_weighted(rates, itls, total, MS),
-        running=_weighted(rates, running, total),
-    )
-
-
-def _weighted(
-    rates: list[float], values: list[float | None], total: float, scale: float = 1.0
-) -> float | None:
-    """scale × Σ w·v / Σ w over the replicas that report v (exact sums: order-independent)."""
-    if None in values:
-        pairs = [(w, v) for w, v in zip(rates, values, strict=True) if v is not None]
-        weight = math.fsum(w for w, _ in pairs)
-        weighted = math.fsum(w * v for w, v in pairs)
-    else:
-        weight = total
-        weighted = math.fsum(map(mul, rates, cast('list[float]', values)))
-    if weight <= 0:
-        return None
-    return scale * weighted / weight
 
 
 def configured_seed(*, config: QueueingModelConfig, accelerator: str) -> PerfParams | None:

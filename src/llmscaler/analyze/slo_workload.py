@@ -1,0 +1,97 @@
+"""The workload of a group of replicas as WVA's SLO analyzer reads it: arrival-weighted means.
+
+Why: the SLO analyzer (`analyze.slo_queueing`) sizes each variant, and tunes its performance
+model, on the mean token mix and latencies of its busy replicas (arrival rate > 0), weighted by
+their arrival rates (WVA's per-variant workload); the model's figures are the same means over
+all its variants' busy replicas. The busy replicas' figures are read once into columns, and a
+model's columns are its variants' joined, so no replica is read twice in one analysis.
+
+Units: arrival rates in requests/s, tokens per request, TTFT and ITL observed in seconds and
+returned in ms. Sums are exact (`math.fsum`), so the means do not depend on replica order.
+What fails: nothing raises; a figure no busy replica reports is None.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import mul
+from typing import cast
+
+from llmscaler.model import ReplicaMetrics
+
+MS = 1000.0
+"""Seconds (snapshot) to milliseconds (queue model)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """Arrival-weighted means over busy replicas; None when no busy replica reports the figure."""
+
+    arrival_rate: float
+    busy: int
+    """Replicas with an arrival rate > 0."""
+    avg_input_tokens: float | None
+    avg_output_tokens: float | None
+    ttft_ms: float | None
+    itl_ms: float | None
+    running: float | None = None
+    """Requests in service per replica (the batch)."""
+
+
+def workload(replicas: Sequence[ReplicaMetrics]) -> Workload:
+    """WVA's per-variant workload: means weighted by arrival rate over replicas with rate > 0."""
+    return workload_of(columns(replicas))
+
+
+_Columns = tuple[list[float], tuple[list[float | None], ...]]
+"""Busy replicas' arrival rates and their input tokens, output tokens, TTFT, ITL, running."""
+
+
+def columns(replicas: Sequence[ReplicaMetrics]) -> _Columns:
+    busy = [r for r in replicas if r.arrival_rate is not None and r.arrival_rate > 0]
+    return [r.arrival_rate or 0.0 for r in busy], (
+        [r.avg_input_tokens for r in busy],
+        [r.avg_output_tokens for r in busy],
+        [r.avg_ttft for r in busy],
+        [r.avg_itl for r in busy],
+        [r.running_requests for r in busy],
+    )
+
+
+def joined(parts: Sequence[_Columns]) -> _Columns:
+    """The columns of several groups of replicas as one (the model's from its variants')."""
+    return [w for rates, _ in parts for w in rates], tuple(
+        [v for _, values in parts for v in values[k]] for k in range(5)
+    )
+
+
+def workload_of(columns: _Columns) -> Workload:
+    rates, (inputs, outputs, ttfts, itls, running) = columns
+    total = math.fsum(rates)
+    return Workload(
+        arrival_rate=total,
+        busy=len(rates),
+        avg_input_tokens=_weighted(rates, inputs, total),
+        avg_output_tokens=_weighted(rates, outputs, total),
+        ttft_ms=_weighted(rates, ttfts, total, MS),
+        itl_ms=_weighted(rates, itls, total, MS),
+        running=_weighted(rates, running, total),
+    )
+
+
+def _weighted(
+    rates: list[float], values: list[float | None], total: float, scale: float = 1.0
+) -> float | None:
+    """scale × Σ w·v / Σ w over the replicas that report v (exact sums: order-independent)."""
+    if None in values:
+        pairs = [(w, v) for w, v in zip(rates, values, strict=True) if v is not None]
+        weight = math.fsum(w for w, _ in pairs)
+        weighted = math.fsum(w * v for w, v in pairs)
+    else:
+        weight = total
+        weighted = math.fsum(map(mul, rates, cast('list[float]', values)))
+    if weight <= 0:
+        return None
+    return scale * weighted / weight
