@@ -169,7 +169,8 @@ two hindsight baselines) that reaches the same attainment."""
 def goal_rows(*, results: Results, policy: str = 'predictive') -> list[str]:
     """The goal table: per case, how `policy` stands against the bound, and whether it met."""
     lines = [
-        f'| case | `{policy}` SLO % | `clairvoyant` SLO % | Δ pp | × cost | × events | '
+        f'| case | `{policy}` SLO % | `clairvoyant` SLO % | pp below the bound | × cost | '
+        '× events | '
         'cheapest at its attainment | goal met |',
         '|---|---:|---:|---:|---:|---:|---|---|',
     ]
@@ -178,6 +179,7 @@ def goal_rows(*, results: Results, policy: str = 'predictive') -> list[str]:
         if mine is None or bound is None or bound.cost_usd <= 0:
             continue
         points = 100 * (bound.slo_attainment - mine.slo_attainment)
+        points = 0.0 if abs(points) < 0.05 else points  # no '-0.0'
         cost = mine.cost_usd / bound.cost_usd
         events = mine.scale_events / max(1, bound.scale_events)
         rivals = [
