@@ -51,8 +51,13 @@ def _scalar(value: object, room: int) -> str | None:
         return repr(value)
     if isinstance(value, int):
         return repr(value) if value.bit_length() <= _MAX_INT_BITS else '<very large integer>'
-    if isinstance(value, str | bytes):
-        return repr(value[: room + 1])
+    # repr picks its quotes from the whole string: a quote past the cut must still count.
+    if isinstance(value, str):
+        rest = value[room + 1 :]
+        return repr(value[: room + 1] + ''.join(q for q in ("'", '"') if q in rest))
+    if isinstance(value, bytes):
+        tail = value[room + 1 :]
+        return repr(value[: room + 1] + b''.join(q for q in (b"'", b'"') if q in tail))
     if isinstance(value, Mapping | list | tuple):
         return None
     return f'<{type(value).__name__}>'
