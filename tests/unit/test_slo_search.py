@@ -137,15 +137,19 @@ def test_looser_targets_never_give_a_smaller_rate() -> None:
     assert rates[0] < rates[-1]
 
 
+PARAMS = st.builds(
+    PerfParams,
+    alpha=st.floats(1.0, 40.0),
+    beta=st.floats(1e-3, 1.0),
+    gamma=st.floats(1.0, 300.0),
+    delta=st.floats(1e-6, 0.02),
+)
+"""α, β, γ, δ over the ranges a served model shows (ms)."""
+
+
 @settings(max_examples=150, deadline=None)
 @given(
-    params=st.builds(
-        PerfParams,
-        alpha=st.floats(1.0, 40.0),
-        beta=st.floats(1e-3, 1.0),
-        gamma=st.floats(1.0, 300.0),
-        delta=st.floats(1e-6, 0.02),
-    ),
+    params=PARAMS,
     n=st.integers(1, 512),
     i=st.floats(0.0, 4000.0),
     o=st.floats(1.0, 800.0),
@@ -198,13 +202,7 @@ def test_fast_size_equals_wva_bisection(
 
 @settings(max_examples=200, deadline=None)
 @given(
-    params=st.builds(
-        PerfParams,
-        alpha=st.floats(1.0, 40.0),
-        beta=st.floats(1e-3, 1.0),
-        gamma=st.floats(1.0, 300.0),
-        delta=st.floats(1e-6, 0.02),
-    ),
+    params=PARAMS,
     n=st.integers(1, 512),
     i=st.one_of(st.just(0.0), st.floats(1.0, 4000.0)),
     o=st.floats(1.0, 800.0),

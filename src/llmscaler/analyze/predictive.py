@@ -14,17 +14,16 @@ one step:
    request. Missing inputs hold (max(current, last desired)), with the reason.
 2. **Prefill interference** (`interference_rate`): the rate is capped where the mean ITL,
    stretched by the share of the engine's time that prompts take, reaches the ITL target.
-3. **Observed latency**: each loaded variant (busy at `LOADED_SHARE` or more of what it is
-   believed to sustain) is a measurement of the model's error: the rate r' at which the model
-   predicts the TTFT the variant shows, and the one at which it predicts its ITL, against the
-   rate r it shows them at. The smaller of r/r' (the more pessimistic reading) is the variant's
-   capacity scale κ for this cycle, smoothed over cycles in log space (`SCALE_WEIGHT`), kept
-   in [`SCALE_MIN`, `SCALE_MAX`] and remembered (`State.learning`); the variant's
-   capacity is the model's × κ. A cycle with requests queued at the gateway or more than
-   `QUEUED_READING` waiting per replica is no reading: the TTFT of a backlog being drained says
-   how long the backlog was, not what a replica sustains (the SLO path's observed-latency guard
-   is not used here for the same reason: after a burst it would report the fleet worth a
-   fraction of itself and buy every maximum).
+3. **Observed latency** (`analyze.slo_capacity`): each variant busy at `LOADED_SHARE` or more
+   of what it is believed to sustain is a reading of the model's error: the rates r' at which
+   the model predicts the TTFT and the ITL the variant shows, against the rate r it shows them
+   at. The smaller r/r' is this cycle's capacity scale κ, smoothed in log space, kept in
+   [`SCALE_MIN`, `SCALE_MAX`] and remembered (`State.learning`) with the highest rate the
+   variant was seen meeting its targets at; the variant's capacity is the model's × κ. A cycle
+   that drains a backlog (requests at the gateway, or more than `QUEUED_READING` waiting per
+   replica) is no reading: that TTFT says how long the backlog was, not what a replica
+   sustains (the SLO path's observed-latency guard is not used for the same reason: after a
+   burst it reports the fleet worth a fraction of itself and buys every maximum).
 4. **Forecast** (`analyze.rate_forecast`): the upper `forecastQuantile` of the model's arrival
    rate over the horizon startupSeconds + 2 cycles; the requests already waiting (replicas'
    queues and the gateway's) add backlog / horizon: load the arrival rate no longer shows.
