@@ -30,8 +30,9 @@ typecheck: $(STAMP)
 contracts: $(STAMP)
 	$(BIN)/lint-imports
 
+# One worker per core: the suite is CPU-bound and its tests share no ports or files.
 unit: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto
 
 test: lint typecheck contracts unit
 
