@@ -57,10 +57,22 @@ def test_minimum_counts_are_kept_and_count_in_the_coupling() -> None:
     assert mix.capacity == pytest.approx(capacity(options=[FAST, forced], counts=counts))
 
 
-def test_unmet_need_takes_every_maximum() -> None:
+def test_unmet_need_takes_the_maxima_that_sustain_the_most() -> None:
     mix = cheapest(options=[FAST, SLOW], need=1e6)
     assert not mix.met
     assert dict(mix.counts) == {'h100': 8, 'l40s': 12}
+
+
+def test_unmet_need_leaves_out_a_variant_that_holds_the_others_back() -> None:
+    # A slower variant whose few replicas would cap the fast ones' in-flight requests at its
+    # own limit: eight fast replicas alone sustain more than with two slow ones beside them.
+    crawl = MixOption(variant='l4', rate=0.5, cost=0.8, low=0, high=2, t0=6000.0, t1=60.0)
+    both = capacity(options=[FAST, crawl], counts={'h100': 8, 'l4': 2})
+    assert both < capacity(options=[FAST, crawl], counts={'h100': 8})
+    mix = cheapest(options=[FAST, crawl], need=1e6)
+    assert not mix.met
+    assert dict(mix.counts) == {'h100': 8, 'l4': 0}
+    assert mix.capacity == pytest.approx(8 * FAST.rate)
 
 
 def test_zero_need_buys_nothing() -> None:
@@ -103,3 +115,8 @@ def test_never_dearer_than_any_covering_count(
         assert mix.capacity + 1e-9 >= need
     else:
         assert not mix.met
+        most = max(
+            capacity(options=opts, counts={'a': a, 'b': b})
+            for a, b in itertools.product(range(7), range(7))
+        )
+        assert mix.capacity + 1e-9 >= most

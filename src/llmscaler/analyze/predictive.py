@@ -341,8 +341,18 @@ def _choose(
                 return counts, 'switch to a cheaper mix the current replicas already hold', fresh
             targets = {name: max(count, current[name]) for name, count in counts.items()}
             return targets, 'scale up to a cheaper mix (current replicas kept for now)', fresh
-        action = 'scale up' if added.met else 'scale up to every maximum (need not covered)'
-        return dict(added.counts), action, added
+        if added.met:
+            return dict(added.counts), 'scale up', added
+        # Keeping every current replica cannot cover the need: a mix without some of them (a
+        # slow variant holds the fast ones back behind the router) may, or sustain more.
+        if fresh.met:
+            return (
+                dict(fresh.counts),
+                'scale up to a mix without the replicas that hold it back',
+                fresh,
+            )
+        most = fresh if fresh.capacity > added.capacity + 1e-9 else added
+        return dict(most.counts), 'scale up to the most the maxima sustain (need not covered)', most
     if recent_need < have:
         trimmed = exact_mix.cheapest(
             options=[

@@ -20,7 +20,8 @@ up to `MAX_ENUMERATED` variants; past that, the whole set and each variant alone
 with `optimize.cover.cover` (exact) on the coupled capacities, and re-evaluates each answer on
 the variants it actually uses. Ties: the cheaper, then fewer replicas, then fewer replicas moved
 from `prefer`, then the most replicas on the variant whose name sorts first. Nothing covering:
-every variant at its maximum, `met` False.
+the set that sustains the most at its maxima (not every variant at its maximum: with the
+coupling, a slow variant's replicas can lower what the fast ones sustain), `met` False.
 
 What fails: nothing raises; a variant whose rate is not a positive finite number adds nothing.
 """
@@ -153,14 +154,29 @@ def cheapest(
         if best is None or key < best[0]:
             best = (key, have)
     if best is None:
-        counts = {o.variant: o.high if _usable(o) else o.low for o in ordered}
-        return Mix(
+        return _most(ordered)
+    (cost, _, _, negated), have = best
+    return Mix(
+        counts=tuple((name, -count) for name, count in negated), capacity=have, cost=cost, met=True
+    )
+
+
+def _most(ordered: Sequence[MixOption]) -> Mix:
+    """Nothing covers: the set at its maxima with the most coupled capacity (then the cheaper,
+    then by name). Every variant at its maximum is not that: a slow variant's replicas hold the
+    fast ones to its in-flight limit, so adding them can lower what the fleet sustains."""
+    best: tuple[tuple[float, float, tuple[tuple[str, int], ...]], Mix] | None = None
+    for members in _sets(ordered):
+        counts = {o.variant: o.low for o in ordered}
+        counts.update({o.variant: o.high for o in members if _usable(o)})
+        mix = Mix(
             counts=tuple(sorted(counts.items())),
             capacity=capacity(options=ordered, counts=counts),
             cost=_price(ordered, counts),
             met=False,
         )
-    (cost, _, _, negated), have = best
-    return Mix(
-        counts=tuple((name, -count) for name, count in negated), capacity=have, cost=cost, met=True
-    )
+        key = (-mix.capacity, mix.cost, mix.counts)
+        if best is None or key < best[0]:
+            best = (key, mix)
+    assert best is not None  # _sets always yields at least the forced set
+    return best[1]
