@@ -58,6 +58,22 @@ def test_a_step_up_is_seen_at_once() -> None:
     assert got.upper > 20.0
 
 
+def test_a_plateau_after_a_step_is_not_extrapolated_as_a_rise() -> None:
+    # 1 req/s for five minutes, then 15 for two: the line through the whole window is steep
+    # (about +3/min), the line through its last two minutes is flat; a trend must show in both.
+    samples = series([1.0] * 6 + [15.0] * 5)
+    got = forecast(samples=samples, now=NOW, horizon=150, quantile=0.95)
+    assert got.trend == pytest.approx(0.0, abs=1e-9)
+    assert got.level == pytest.approx(15.0)
+    assert got.upper == pytest.approx(15.0 + 1.6448536 * math.sqrt(15.0 / RATE_WINDOW), rel=1e-6)
+    # The same step with the whole window as the confirming one: the long line's rise and
+    # scatter nearly double the bound.
+    unconfirmed = forecast(
+        samples=samples, now=NOW, horizon=150, quantile=0.95, confirm_window=300.0
+    )
+    assert unconfirmed.upper > 1.5 * got.upper
+
+
 def test_old_and_future_samples_are_ignored() -> None:
     old = [RateSample(at=NOW - 5000, rate=1000.0), RateSample(at=NOW + 10, rate=1000.0)]
     got = forecast(samples=[*old, *series([4.0] * 5)], now=NOW, horizon=60, quantile=0.9)

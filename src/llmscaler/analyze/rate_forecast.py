@@ -7,14 +7,20 @@ replicas it asks for are ready: an upper quantile of a short-term forecast.
 
 The forecast, from the samples of the last `trend_window` seconds (the newest included):
 
-- a least-squares line rate ≈ a + b·(t − now) through the samples (with fewer than
-  `MIN_TREND_SAMPLES`, or samples all at one instant, b = 0 and a = their mean);
+- two least-squares lines rate ≈ a + b·(t − now): one through the samples of the window, one
+  through those of its last `CONFIRM_WINDOW` seconds (with fewer than `MIN_TREND_SAMPLES`, or
+  samples all at one instant, b = 0 and a = their mean);
+- the fit the forecast uses is the one with the smaller slope: a trend must be seen over the
+  whole window *and* still be seen in its last minutes. A step followed by a plateau puts a
+  steep line through the long window, but the plateau's short line is flat: extrapolating the
+  long one bought twice the plateau's need for as long as the step stayed in the window. A
+  steady ramp gives both lines the same slope, so it is still extrapolated;
 - level = max(newest rate, a): a line fitted through a step lags it, and the newest rate is
   what the replicas see now;
 - trend = max(0, b): a falling trend never lowers the bound (the bound is what scale-down is
   allowed to go to, and a fall that stops leaves a fleet sized for less than the load);
-- spread σ = √(residual variance + level / RATE_WINDOW): the scatter of the samples about their
-  line, and at least the Poisson noise of a rate counted over RATE_WINDOW seconds (a few
+- spread σ = √(residual variance + level / RATE_WINDOW): the scatter of the samples about the
+  chosen line, and at least the Poisson noise of a rate counted over RATE_WINDOW seconds (a few
   samples on a straight line are not proof that the next minute will be as quiet);
 - upper = level + trend · horizon + z_q · σ, with z_q the standard normal quantile of `quantile`.
 
@@ -39,6 +45,8 @@ MIN_TREND_SAMPLES = 3
 """Fewer samples give a level, not a line."""
 TREND_WINDOW = 300.0
 """Seconds of samples the line is fitted to by default."""
+CONFIRM_WINDOW = 120.0
+"""Seconds at the end of the window in which a trend must still show (four 30-s cycles)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +68,7 @@ def forecast(
     horizon: float,
     quantile: float,
     trend_window: float = TREND_WINDOW,
+    confirm_window: float = CONFIRM_WINDOW,
 ) -> Forecast:
     """The upper `quantile` of the arrival rate up to `horizon` seconds after `now` (see the
     module docstring); `samples` in any order."""
@@ -77,7 +86,10 @@ def forecast(
     if not recent:
         return Forecast(newest=0.0, level=0.0, trend=0.0, sigma=0.0, horizon=horizon, upper=0.0)
     newest = recent[-1].rate
-    intercept, slope, residual = _line(recent, now=now)
+    confirming = [s for s in recent if s.at > now - min(trend_window, confirm_window)]
+    intercept, slope, residual = min(
+        _line(recent, now=now), _line(confirming, now=now), key=lambda fit: fit[1]
+    )
     level = max(newest, intercept)
     trend = max(0.0, slope)
     sigma = math.sqrt(residual + level / RATE_WINDOW)
