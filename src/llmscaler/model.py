@@ -163,6 +163,23 @@ class Variant:
 
 
 @dataclass(frozen=True, slots=True)
+class LatencyHistogram:
+    """Requests that finished in the window, by latency (a Prometheus histogram's increase).
+
+    `counts[i]` is the number whose latency was at most `bounds[i]` seconds (cumulative, as the
+    `_bucket{le=...}` series are); `total` is all of them (the `+Inf` bucket). Valid: bounds
+    finite, > 0 and strictly ascending; as many counts as bounds, finite, non-decreasing, within
+    [0, total] (`analyze.validity` reports anything else, and the replica is not reporting).
+    """
+
+    __pydantic_config__ = _STRICT_KEYS
+
+    bounds: tuple[float, ...]
+    counts: tuple[float, ...]
+    total: NonNegative
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaMetrics:
     """Metrics of one engine instance (a vLLM server; the leader pod of an LWS group).
 
@@ -190,6 +207,13 @@ class ReplicaMetrics:
     avg_ttft: NonNegative | None = None
     avg_itl: NonNegative | None = None
     running_requests: NonNegative | None = None
+    ttft_histogram: LatencyHistogram | None = None
+    """Finished requests of the 1-minute window by TTFT (`vllm:time_to_first_token_seconds`)."""
+    tpot_histogram: LatencyHistogram | None = None
+    """Finished requests of the 1-minute window by their own mean time per output token
+    (`vllm:request_time_per_output_token_seconds`: decode time / (output tokens − 1), 0 for one
+    token). Optional, as is `ttft_histogram`: absent on older vLLM; the predictive analyzer
+    then learns from the mean latencies only."""
 
     @property
     def variant_key(self) -> str:

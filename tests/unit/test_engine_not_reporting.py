@@ -33,6 +33,7 @@ from llmscaler.model import (
     EMPTY_STATE,
     Action,
     Decision,
+    LatencyHistogram,
     PoolMetrics,
     ReplicaMetrics,
     Snapshot,
@@ -123,6 +124,31 @@ def test_the_idle_reference_scales_down_when_every_figure_is_sound(config: Confi
         ({'observed_at': math.inf}, 'MetricsInvalid', 'b-1: observed_at inf is not a finite'),
         ({'kv_usage': None}, 'MetricsMissing', 'b-1: kv_usage missing'),
         ({'queue_length': None}, 'MetricsMissing', 'b-1: queue_length missing'),
+        (
+            {'tpot_histogram': LatencyHistogram(bounds=(0.05, 0.01), counts=(1, 2), total=2)},
+            'MetricsInvalid',
+            'b-1: tpot_histogram bound 0.01 is not finite and above the one before',
+        ),
+        (
+            {'ttft_histogram': LatencyHistogram(bounds=(0.5, 1.0), counts=(3, 2), total=4)},
+            'MetricsInvalid',
+            'b-1: ttft_histogram count 2 at le=1 is not within',
+        ),
+        (
+            {'ttft_histogram': LatencyHistogram(bounds=(0.5,), counts=(3,), total=2)},
+            'MetricsInvalid',
+            'b-1: ttft_histogram count 3 at le=0.5 is not within',
+        ),
+        (
+            {'tpot_histogram': LatencyHistogram(bounds=(0.5,), counts=(1, 2), total=2)},
+            'MetricsInvalid',
+            'b-1: tpot_histogram has 1 bounds and 2 counts',
+        ),
+        (
+            {'tpot_histogram': LatencyHistogram(bounds=(0.5,), counts=(1,), total=math.nan)},
+            'MetricsInvalid',
+            'b-1: tpot_histogram total nan is not a finite number',
+        ),
     ],
     ids=lambda value: (
         str(value) if not isinstance(value, dict) else '-'.join(map(str, value.items()))

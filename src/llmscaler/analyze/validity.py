@@ -13,7 +13,10 @@ engine cannot disagree:
   (`Fraction` [0, 1], `NonNegative` >= 0, `PositiveCount` >= 1, ...); `observed_at` must be
   finite;
 - a field listed in `model.REQUIRED_REPLICA_FIGURES` (KV usage, queue length) must be present:
-  None is `missing`. Other figures may be None (the analyzers treat them as absent).
+  None is `missing`. Other figures may be None (the analyzers treat them as absent);
+- a latency histogram (`ttft_histogram`, `tpot_histogram`), when present, must follow
+  `model.LatencyHistogram`'s rules (`histogram_violation`): ascending finite bounds, cumulative
+  counts within [0, total].
 
 `metrics_status` turns one variant's problems and freshness classes into what the
 `MetricsAvailable` condition says: `MetricsInvalid` (a figure is broken), `MetricsMissing` (one
@@ -38,6 +41,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from llmscaler.model import (
     REQUIRED_REPLICA_FIGURES,
     Freshness,
+    LatencyHistogram,
     PoolMetrics,
     ReplicaMetrics,
     Variant,
@@ -186,7 +190,42 @@ def _problems(item: object, fields: tuple[_Field, ...]) -> tuple[Problem, ...]:
 def replica_problems(replica: ReplicaMetrics) -> tuple[Problem, ...]:
     """Every figure of one replica that is missing (required ones only), non-finite or out of
     its declared range, in field order; empty when the replica reports usable metrics."""
-    return _problems(replica, _REPLICA_FIELDS)
+    problems = _problems(replica, _REPLICA_FIELDS)
+    if replica.ttft_histogram is None and replica.tpot_histogram is None:
+        return problems
+    return problems + tuple(
+        Problem(metric=name, what=wrong, missing=False)
+        for name in HISTOGRAM_FIGURES
+        if (wrong := histogram_violation(getattr(replica, name)))
+    )
+
+
+HISTOGRAM_FIGURES = ('ttft_histogram', 'tpot_histogram')
+
+
+def histogram_violation(histogram: LatencyHistogram | None) -> str:
+    """What is wrong with a latency histogram (`model.LatencyHistogram`'s rules), '' if nothing
+    is (or it is absent)."""
+    if histogram is None:
+        return ''
+    bounds, counts, total = histogram.bounds, histogram.counts, histogram.total
+    if len(bounds) != len(counts):
+        return f'has {len(bounds)} bounds and {len(counts)} counts'
+    if not (isinstance(total, int | float) and math.isfinite(total) and total >= 0):
+        return f'total {total!r:.40} is not a finite number >= 0'
+    previous_bound, previous_count = 0.0, 0.0
+    for bound, count in zip(bounds, counts, strict=True):
+        if not (isinstance(bound, int | float) and math.isfinite(bound) and bound > previous_bound):
+            return f'bound {bound!r:.40} is not finite and above the one before (and 0)'
+        if (
+            not (
+                isinstance(count, int | float) and math.isfinite(count) and previous_count <= count
+            )
+            or count > total
+        ):
+            return f'count {count!r:.40} at le={bound:g} is not within [previous count, total]'
+        previous_bound, previous_count = bound, count
+    return ''
 
 
 def pool_problems(pool: PoolMetrics) -> tuple[Problem, ...]:
