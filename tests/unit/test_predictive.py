@@ -12,7 +12,15 @@ from llmscaler.analyze import predictive
 from llmscaler.config.types import Config, ModelConfig, PredictiveConfig, QueueingModelConfig
 from llmscaler.controller.conditions import optimization_ready
 from llmscaler.engine import decide
-from llmscaler.model import EMPTY_STATE, Decision, PoolMetrics, ReplicaMetrics, Snapshot, State
+from llmscaler.model import (
+    EMPTY_STATE,
+    Decision,
+    LatencyHistogram,
+    PoolMetrics,
+    ReplicaMetrics,
+    Snapshot,
+    State,
+)
 from tests.unit.test_engine import MODEL, NS, by_name, replica, variant
 
 NOW = 100_000.0
@@ -125,6 +133,39 @@ def test_a_variant_slower_than_modelled_is_scaled_down_and_remembered() -> None:
     # An idle cycle says nothing of the model's error: the scale stays.
     _, again = cycle(fleet(h100=0, l40s=2, rate=0.01), state, NOW + 30)
     assert again.learning_map()[f'{NS}/l40s'].scale == learnt.scale
+
+
+def with_tpot(snapshot: Snapshot, *, finished: float, above: float) -> Snapshot:
+    """Every replica's TPOT histogram: `finished` requests, `above` of them past 0.1 s."""
+    histogram = LatencyHistogram(
+        bounds=(0.025, 0.05, 0.1), counts=(finished / 2, finished - above, finished - above),
+        total=finished,
+    )  # fmt: skip
+    replicas = tuple(dataclasses.replace(r, tpot_histogram=histogram) for r in snapshot.replicas)
+    return dataclasses.replace(snapshot, replicas=replicas)
+
+
+def test_requests_missing_their_targets_lower_a_lightly_loaded_variant() -> None:
+    """Four H100 at 1 req/s each, far below what the model gives them, with mean latencies well
+    within target: the means teach nothing, but 8 % of the requests miss the ITL target, so
+    the variant is worth less than the rate it runs at, and the fleet grows."""
+    quiet = fleet(h100=4, l40s=0, rate=4.0)
+    state = EMPTY_STATE
+    for k in range(6):
+        decisions, state = cycle(with_tpot(quiet, finished=60, above=0.2), state, NOW + 30 * k)
+    fine = state.learning_map()[f'{NS}/h100']
+    assert fine.scale == 1.0  # 0.3 % missing: within the budget
+    for k in range(6, 12):
+        decisions, state = cycle(with_tpot(quiet, finished=60, above=5), state, NOW + 30 * k)
+    learnt = state.learning_map()[f'{NS}/h100']
+    figures = dict(decisions['h100'].figures)
+    assert learnt.scale < 0.5
+    assert learnt.demonstrated < 1.0  # it missed at 1 req/s: 1 req/s is not demonstrated
+    assert figures['capacity_alone'] < 2.0
+    # Four H100 at the learnt capacity no longer cover the need: the fleet grows (here by the
+    # cheapest addition, an L40S the model has not had to discount).
+    assert 'scale up' in decisions['h100'].reason
+    assert decisions['h100'].target + decisions['l40s'].target > 4, decisions['h100'].reason
 
 
 def test_a_scale_down_counts_only_on_what_a_variant_has_shown() -> None:

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from llmscaler.analyze import slo_capacity
 from llmscaler.analyze.queue_model import PerfParams
+from llmscaler.analyze.slo_attainment import Attainment
 from llmscaler.analyze.slo_queueing import Workload
-from llmscaler.model import PoolMetrics, ReplicaMetrics
+from llmscaler.model import PoolMetrics, ReplicaMetrics, VariantLearning
 
 # Prompt-heavy traffic on a fast GPU: 2,000-token prompts, 23-token answers.
 CODE = PerfParams(5.4, 2.3, 122.0, 0.0018)
@@ -119,3 +120,30 @@ def test_draining_is_a_gateway_queue_or_many_waiting_per_replica() -> None:
     assert slo_capacity.draining(replicas=[replica(12.0), replica(0.0)], pool=None)
     assert not slo_capacity.draining(replicas=[replica(2.0), replica(3.0)], pool=None)
     assert not slo_capacity.draining(replicas=[], pool=None)
+
+
+def test_missed_targets_only_ever_lower_what_a_variant_is_worth() -> None:
+    load = Workload(
+        arrival_rate=4.0, busy=2, avg_input_tokens=2000, avg_output_tokens=20, ttft_ms=300,
+        itl_ms=10,
+    )  # fmt: skip
+    missing = Attainment(finished=400, missed=0.16)  # sustains half of its 2 req/s: 1 req/s
+    low = slo_capacity.missed_targets(
+        previous=VariantLearning(scale=0.05, demonstrated=3.0), seen=missing, load=load,
+        modelled=10.0,
+    )  # fmt: skip
+    assert low == VariantLearning(scale=0.05, demonstrated=pytest.approx(1.0))
+    high = slo_capacity.missed_targets(
+        previous=VariantLearning(scale=1.0, demonstrated=0.0), seen=missing, load=load,
+        modelled=10.0,
+    )  # fmt: skip
+    assert high is not None
+    assert high.scale == pytest.approx(math.exp(0.7 * math.log(1.0) + 0.3 * math.log(0.1)))
+    assert high.demonstrated == 0.0
+    within = Attainment(finished=400, missed=0.002)
+    assert (
+        slo_capacity.missed_targets(
+            previous=VariantLearning(), seen=within, load=load, modelled=10.0
+        )
+        is None
+    )

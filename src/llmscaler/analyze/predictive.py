@@ -60,7 +60,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from llmscaler.analyze import kalman, rate_forecast, slo_capacity, slo_queueing
+from llmscaler.analyze import kalman, rate_forecast, slo_attainment, slo_capacity, slo_queueing
 from llmscaler.analyze.types import VariantTarget, held
 from llmscaler.config.types import PredictiveConfig, QueueingModelConfig
 from llmscaler.model import (
@@ -199,14 +199,29 @@ def predict(
         scale, demonstrated = before.scale, before.demonstrated
         load = slo_queueing.workload(mine)
         reading = not slo_capacity.draining(replicas=mine, pool=pool)
+        missed = None
         if reading:
+            missed = slo_capacity.missed_targets(
+                previous=before,
+                seen=slo_attainment.attainment(
+                    replicas=mine,
+                    ttft=analysis.targets.ttft / 1000 / config.latency_margin,
+                    itl=analysis.targets.itl / 1000 / config.latency_margin,
+                ),
+                load=load,
+                modelled=modelled,
+            )
+        if missed is not None:
+            # Requests missed their targets: no reading of the means may raise what it is worth.
+            scale, demonstrated = missed.scale, missed.demonstrated
+        elif reading:
             demonstrated = slo_capacity.demonstrated(
                 previous=demonstrated,
                 load=load,
                 ttft=analysis.targets.ttft,
                 itl=analysis.targets.itl,
             )
-        if record is not None and modelled > 0 and reading:
+        if record is not None and modelled > 0 and reading and missed is None:
             scale = slo_capacity.learnt_scale(
                 previous=scale,
                 load=load,

@@ -13,6 +13,10 @@ for the traffic at hand. `analyze.predictive` corrects for both with these pure 
   cap too — predicts them, against the rate it shows them at), smoothed in log space into the
   variant's capacity scale κ, which scales the capacity both give;
 - `demonstrated`: the highest rate per replica the variant was seen meeting its targets at;
+- `missed_targets`: what the requests that missed their targets teach (`analyze.slo_attainment`,
+  from vLLM's latency histograms): a variant missing beyond its budget at a rate sustains
+  less than that rate, however far below its believed capacity it runs — the mean latencies
+  cannot say so, and `learnt_scale` reads nothing below `LOADED_SHARE`;
 - `draining`: whether a backlog is being drained, when no cycle is a reading.
 
 What fails: nothing raises; inputs the functions cannot read leave the previous value (or 0
@@ -25,7 +29,7 @@ import math
 from collections.abc import Sequence
 from typing import Final
 
-from llmscaler.analyze import slo_queueing
+from llmscaler.analyze import slo_attainment, slo_queueing
 from llmscaler.analyze.queue_model import (
     DEFAULT_MAX_QUEUE_SIZE,
     PerfParams,
@@ -33,7 +37,7 @@ from llmscaler.analyze.queue_model import (
     QueueError,
 )
 from llmscaler.analyze.slo_search import SearchError, TargetPerf, size
-from llmscaler.model import PoolMetrics, ReplicaMetrics
+from llmscaler.model import PoolMetrics, ReplicaMetrics, VariantLearning
 
 LOADED_SHARE: Final = 0.5
 """A variant busy at less than this share of its believed capacity says little of the model's
@@ -154,8 +158,35 @@ def learnt_scale(
             readings.append(rate / predicted)
     if not readings:
         return previous
-    reading = min(SCALE_MAX, max(SCALE_MIN, min(readings)))
+    return toward(previous=previous, reading=min(readings))
+
+
+def toward(*, previous: float, reading: float) -> float:
+    """The scale moved `SCALE_WEIGHT` of the way to `reading` in log space, within
+    [`SCALE_MIN`, `SCALE_MAX`]."""
+    reading = min(SCALE_MAX, max(SCALE_MIN, reading))
     smoothed = math.exp(
         math.log(previous) + SCALE_WEIGHT * (math.log(reading) - math.log(previous))
     )
     return min(SCALE_MAX, max(SCALE_MIN, smoothed))
+
+
+def missed_targets(
+    *,
+    previous: VariantLearning,
+    seen: slo_attainment.Attainment | None,
+    load: slo_queueing.Workload,
+    modelled: float,
+) -> VariantLearning | None:
+    """What the variant's requests that missed their targets teach (`slo_attainment`), or None
+    when they teach nothing: its scale moves toward the rate it sustains as far as they tell
+    (never up), and the rate it was seen meeting its targets at is no higher than that."""
+    if seen is None or not load.busy or not modelled > 0:
+        return None
+    sustained = slo_attainment.capacity_reading(seen=seen, rate=load.arrival_rate / load.busy)
+    if sustained is None:
+        return None
+    scale = previous.scale
+    if sustained / modelled < scale:
+        scale = toward(previous=scale, reading=sustained / modelled)
+    return VariantLearning(scale=scale, demonstrated=min(previous.demonstrated, sustained))
