@@ -53,9 +53,9 @@ def test_example_page_matches_the_official_parser() -> None:
     assert ours == official(raw.decode(), WANTED)
     assert page.errors == ()
     assert page.dropped_non_finite == 0
-    # 4 histograms (13 + 13 + 23 + 20 buckets, each + sum, count, created) = 81, 3 gauges,
-    # cache_config_info, 2 counters × (total, created) = 4, request_success 3 × 2 = 6 → 95.
-    assert len(page.samples) == 95
+    # 5 histograms (13 + 13 + 23 + 20 + 20 buckets, each + sum, count, created) = 104, 3 gauges,
+    # cache_config_info, 2 counters × (total, created) = 4, request_success 3 × 2 = 6 → 118.
+    assert len(page.samples) == 118
 
 
 def test_example_page_worked_values() -> None:
@@ -116,7 +116,7 @@ def test_a_reused_parser_reads_each_page_afresh() -> None:
     cold = parser.parse(page=raw)
     # One `name{labels}` text per kept sample: no line of another family on this page starts
     # with the first 20 characters of a wanted one (the pre-filter's width).
-    assert parser.remembered == 95
+    assert parser.remembered == 118
     warm = parser.parse(page=raw)
     assert warm == cold == parse(page=raw, families=WANTED)
     # The same series with other values (the next scrape) reads the new values.
@@ -124,7 +124,7 @@ def test_a_reused_parser_reads_each_page_afresh() -> None:
     assert dict(as_dict(later))[
         ('vllm:kv_cache_usage_perc', (('engine', '0'), ('model_name', MODEL)))
     ] == (0.5)
-    assert len(later.samples) == 95
+    assert len(later.samples) == 118
 
 
 def test_parsers_share_nothing() -> None:

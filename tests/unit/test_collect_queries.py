@@ -30,6 +30,8 @@ POD_FAMILIES = (
     'avg_itl',
     'pod_arrival_rate',
     'first_token_rate',
+    'ttft_histogram',
+    'tpot_histogram',
 )
 MODEL_FAMILIES = ('scheduler_queue_size', 'scheduler_queue_bytes', 'model_arrival_rate')
 REGISTRY = POD_FAMILIES + MODEL_FAMILIES
@@ -130,6 +132,15 @@ def test_first_token_rate_counts_the_pods_own_admissions() -> None:
     assert by_name((LLAMA,))['first_token_rate'].promql == (
         f'sum by ({G}) (rate(vllm:time_to_first_token_seconds_count{M}[1m]))'
     )
+
+
+def test_latency_histograms_are_the_buckets_increase_per_pod_and_bound() -> None:
+    queries = by_name((LLAMA,))
+    for name, metric in (
+        ('ttft_histogram', 'vllm:time_to_first_token_seconds_bucket'),
+        ('tpot_histogram', 'vllm:request_time_per_output_token_seconds_bucket'),
+    ):
+        assert queries[name].promql == f'sum by ({G}, le) (increase({metric}{M}[1m]))'
 
 
 def test_epp_queries() -> None:

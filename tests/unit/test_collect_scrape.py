@@ -23,6 +23,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from llmscaler.analyze.validity import histogram_violation
 from llmscaler.collect.scrape import (
     ACCEPT,
     Kind,
@@ -32,6 +33,7 @@ from llmscaler.collect.scrape import (
     pod_url,
 )
 from llmscaler.collect.types import ErrorReason, MetricsSource, ModelScope, Reading, SourceError
+from llmscaler.model import LatencyHistogram
 from tests.unit.test_collect_http import RawServer, claims, drip, endless
 from tests.unit.test_collect_prometheus import Pki, make_pki
 from tests.unit.test_collect_scrape_reading import (
@@ -330,15 +332,100 @@ async def test_series_are_forgotten_after_their_horizon(fleet: tuple[Fleet, Test
     )
     try:
         await source.scrape(now=1000.0)
-        # 17 series of the wanted families; histogram buckets and `_created` are not kept:
-        # running, waiting, KV, prefix hits and queries (5), request_success × 3 reasons (3),
-        # _sum and _count of prompt, generation, TTFT and ITL (8), cache_config_info (1)
-        assert source.series_count == 17
+        # 60 series of the wanted families; `_created` and the other histograms' buckets are
+        # not kept: running, waiting, KV, prefix hits and queries (5), request_success × 3
+        # reasons (3), _sum and _count of prompt, generation, TTFT and ITL (8),
+        # cache_config_info (1), and the buckets of TTFT (23) and of the per-request TPOT (20)
+        assert source.series_count == 17 + 23 + 20
         targets.clear()
-        await source.scrape(now=1100.0)  # 100 s later: all but the request counters are gone
-        assert source.series_count == 3  # request_success_total, three finished reasons
+        # 100 s later: only the request counters and the latency buckets (kept 120 s) are left
+        await source.scrape(now=1100.0)
+        assert source.series_count == 3 + 23 + 20
         await source.scrape(now=1200.0)
         assert source.series_count == 0
+    finally:
+        await source.aclose()
+
+
+# --- latency histograms ----------------------------------------------------------------------
+
+TTFT_BOUNDS = ('0.1', '1.0', '+Inf')
+TPOT_BOUNDS = ('0.025', '0.05', '+Inf')
+
+
+def latency_page(ttft: tuple[float, ...], tpot: tuple[float, ...]) -> bytes:
+    """A small vLLM page: the four families every page has, and the two latency histograms'
+    cumulative bucket counts (at TTFT_BOUNDS and TPOT_BOUNDS)."""
+    lab = f'engine="0",model_name="{MODEL}"'
+    lines = [
+        f'vllm:num_requests_running{{{lab}}} 1.0',
+        f'vllm:num_requests_waiting{{{lab}}} 0.0',
+        f'vllm:kv_cache_usage_perc{{{lab}}} 0.1',
+        'vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="100"} 1.0',
+    ]
+    for name, bounds, counts in (
+        ('vllm:time_to_first_token_seconds', TTFT_BOUNDS, ttft),
+        ('vllm:request_time_per_output_token_seconds', TPOT_BOUNDS, tpot),
+    ):
+        lines.append(f'# TYPE {name} histogram')
+        for le, count in zip(bounds, counts, strict=True):
+            lines.append(f'{name}_bucket{{{lab},le="{le}"}} {count!r}')
+        lines.append(f'{name}_count{{{lab}}} {counts[-1]!r}')
+        lines.append(f'{name}_sum{{{lab}}} 1.0')
+    return ('\n'.join(lines) + '\n').encode()
+
+
+async def test_latency_histograms_are_the_last_minutes_increase_across_scrapes(
+    fleet: tuple[Fleet, TestServer],
+) -> None:
+    pods, server = fleet
+    source = source_for([target(server, 'p1')])
+
+    async def scrape_at(now: float, ttft: tuple[float, ...], tpot: tuple[float, ...]) -> None:
+        pods.replies['p1'] = Reply(body=latency_page(ttft, tpot))
+        assert await source.scrape(now=now) == []
+
+    async def histograms(now: float) -> tuple[object, object]:
+        (pod,) = (await source.read(scope=SCOPE, now=now)).pods
+        return pod.ttft_histogram, pod.tpot_histogram
+
+    try:
+        # Every 5 s from 1000; the server had counted requests before scraping began. Per scrape:
+        # TTFT +1 at or below 0.1 s, +2 at or below 1 s, +3 in all; TPOT +1, +2, +2.
+        for i in range(13):  # 1000 .. 1060
+            await scrape_at(
+                1000.0 + 5 * i,
+                (100.0 + i, 150.0 + 2 * i, 200.0 + 3 * i),
+                (50.0 + i, 60.0 + 2 * i, 60.0 + 2 * i),
+            )
+            if i == 6:  # 30 s of a minute seen, the counters not starting at 0: not measured
+                assert await histograms(1030.0) == (None, None)
+        ttft, tpot = await histograms(1060.0)
+        # (1000, 1060] holds 1005 .. 1060: 11 steps over 55 s, the start 5 s before the first
+        # sample (within 1.1 steps): extrapolated to 60 s, 12 steps' worth.
+        assert isinstance(ttft, LatencyHistogram)
+        assert isinstance(tpot, LatencyHistogram)
+        assert (ttft.bounds, tpot.bounds) == ((0.1, 1.0), (0.025, 0.05))
+        assert ttft.counts == pytest.approx((12.0, 24.0))
+        assert ttft.total == pytest.approx(36.0)
+        assert tpot.counts == pytest.approx((12.0, 24.0))
+        assert tpot.total == pytest.approx(24.0)
+        assert histogram_violation(ttft) == histogram_violation(tpot) == ''
+        # The server restarts at 1065, its counters from 0: no histogram while the drop is in
+        # the minute, measured again once it has left it.
+        for i in range(13):  # 1065 .. 1125
+            await scrape_at(1065.0 + 5 * i, (float(i), 2.0 * i, 3.0 * i), (0.0, i, 2.0 * i))
+            if i == 0:
+                assert await histograms(1065.0) == (None, None)
+            if i == 11:
+                assert await histograms(1119.0) == (None, None)  # 1060's sample in range
+        ttft, tpot = await histograms(1125.0)
+        assert isinstance(ttft, LatencyHistogram)
+        assert isinstance(tpot, LatencyHistogram)
+        assert ttft.counts == pytest.approx((12.0, 24.0))
+        assert ttft.total == pytest.approx(36.0)
+        assert tpot.counts == pytest.approx((0.0, 12.0))
+        assert tpot.total == pytest.approx(24.0)
     finally:
         await source.aclose()
 

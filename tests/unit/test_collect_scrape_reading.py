@@ -1,11 +1,11 @@
 """Tests of the pod-scraping source's figures, computed from windows filled by hand.
 
 Windows are filled the way a successful scrape fills them (`feed`): every sample of a parsed page
-but histogram buckets and `_created` series, at chosen `now` values. Pages come from the real
-example page (reference/vllm_metrics_example.txt, values substituted per scrape) and from
-`prometheus_client.generate_latest` of private registries. Every window figure below is worked
-out by hand from the Prometheus rules in `collect.windows` (left-open range, extrapolation to the
-range edges).
+but `_created` series and the histogram buckets no figure reads, at chosen `now` values. Pages
+come from the real example page (reference/vllm_metrics_example.txt, values substituted per
+scrape) and from `prometheus_client.generate_latest` of private registries. Every window figure
+below is worked out by hand from the Prometheus rules in `collect.windows` (left-open range,
+extrapolation to the range edges).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from llmscaler.collect import histograms
 from llmscaler.collect.exposition import EPP_FAMILIES, VLLM_FAMILIES, parse
 from llmscaler.collect.scrape_reading import (
     LOOKBACK,
@@ -39,6 +40,10 @@ TIMES = (1000.0, 1015.0, 1030.0, 1045.0)
 HISTORY = 3600.0
 
 Pods = dict[tuple[str, str], PodSeries]
+TPOT_UNUSED = (
+    'vllm:request_time_per_output_token_seconds_sum',
+    'vllm:request_time_per_output_token_seconds_count',
+)
 
 
 # --- pages ------------------------------------------------------------------------------------
@@ -153,10 +158,15 @@ def feed(
     present = set()
     families = EPP_FAMILIES if kind == 'epp' else VLLM_FAMILIES
     for sample in parse(page=page, families=families).samples:
-        if sample.name.endswith(('_bucket', '_created')):
+        name = sample.name
+        if name in TPOT_UNUSED or (
+            name.endswith(('_bucket', '_created')) and name not in histograms.FIELDS
+        ):
             continue
-        key = (sample.name, sample.labels)
-        horizon = HISTORY if sample.name == REQUEST_SUCCESS else 360.0
+        key = (name, sample.labels)
+        horizon = HISTORY if name == REQUEST_SUCCESS else 360.0
+        if name in histograms.FIELDS:
+            horizon = histograms.HORIZON
         series.series.setdefault(key, SeriesWindow(horizon=horizon)).add(t=now, value=sample.value)
         present.add(key)
     series.present = frozenset(present)

@@ -195,6 +195,8 @@ def _replica(*, reading: PodReading, variant: Variant) -> ReplicaMetrics:
         avg_ttft=reading.avg_ttft,
         avg_itl=reading.avg_itl,
         running_requests=reading.running_requests,
+        ttft_histogram=reading.ttft_histogram,
+        tpot_histogram=reading.tpot_histogram,
     )
 
 

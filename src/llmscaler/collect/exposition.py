@@ -92,6 +92,8 @@ VLLM_FAMILIES: frozenset[str] = frozenset(
         # ITL: the current name, and the name removed in 0.13.
         'vllm:inter_token_latency_seconds',
         'vllm:time_per_output_token_seconds',
+        # Its buckets only: each request's own mean time per output token (`collect.histograms`).
+        'vllm:request_time_per_output_token_seconds',
         'vllm:request_success',
     }
 )

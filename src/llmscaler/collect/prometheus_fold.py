@@ -30,7 +30,10 @@ Rules:
   all times: `kv_cache_usage`, `queue_length`, `running`, `cache_config_info` (a usable one, with
   integer labels). The rate-based families and the EPP ones may lack a pod for ordinary reasons
   (fewer than two samples in the window, a pod the gateway never chose), so their gaps are not
-  errors. Range checks (a hit rate above 1, a negative queue) are left to the core.
+  errors; nor are the latency histograms' (absent before vLLM has the family). Range checks (a
+  hit rate above 1, a negative queue) are left to the core.
+- Histograms: the `ttft_histogram` / `tpot_histogram` series of a kept pod, one per `le`, fold
+  into one `LatencyHistogram` by `collect.histograms.fold` (a malformed one is None, logged).
 A failed query (any reason but PARTIAL_DATA) leaves its figure None for every pod and model (a
 failed `last_sample`: see Times), and its error is passed on.
 """
@@ -40,6 +43,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from llmscaler.collect import histograms
 from llmscaler.collect import queries as q
 from llmscaler.collect.prometheus_answers import Outcome, Series
 from llmscaler.collect.queries import Query
@@ -50,6 +54,7 @@ from llmscaler.collect.types import (
     Reading,
     SourceError,
 )
+from llmscaler.model import LatencyHistogram
 
 _POD_FIELDS = {
     q.KV_CACHE_USAGE: 'kv_usage',
@@ -70,6 +75,10 @@ _MODEL_FIELDS = {
     q.MODEL_ARRIVAL_RATE: 'arrival_rate',
     q.MODEL_REQUEST_COUNT: 'request_count',
 }
+_HISTOGRAMS = {
+    q.TTFT_HISTOGRAM: ('ttft_histogram', histograms.TTFT_BUCKET),
+    q.TPOT_HISTOGRAM: ('tpot_histogram', histograms.TPOT_BUCKET),
+}
 _POD_DEFINING = (q.KV_CACHE_USAGE, q.QUEUE_LENGTH)
 _ALWAYS_PRESENT = (q.KV_CACHE_USAGE, q.QUEUE_LENGTH, q.RUNNING, q.CACHE_CONFIG_INFO)
 _IDENTITY_SKIP = frozenset({'namespace', 'pod'})
@@ -88,6 +97,7 @@ class _Acc:
     observed_at: float = -math.inf
     values: dict[str, float] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    histograms: dict[str, LatencyHistogram | None] = field(default_factory=dict)
 
 
 def _label_order(series: Series) -> list[tuple[str, str]]:
@@ -117,6 +127,8 @@ def assemble(*, queries: tuple[Query, ...], outcomes: tuple[Outcome, ...]) -> Re
     for query, series in usable:
         if query.family == q.CACHE_CONFIG_INFO:
             seen[query.family] = _fill_cache_config(series, pods)
+        elif query.family in _HISTOGRAMS:
+            _fill_histograms(query.family, kept[query.name], pods)
         elif query.kind == 'pod':
             seen[query.family] = _fill_pods(_POD_FIELDS[query.family], kept[query.name], pods)
     for family in _ALWAYS_PRESENT:
@@ -206,6 +218,20 @@ def _fill_pods(
                 values[name] = value
         found.add(key)
     return found
+
+
+def _fill_histograms(
+    family: str, kept: list[tuple[Series, tuple[str, str]]], pods: dict[tuple[str, str], _Acc]
+) -> None:
+    """One histogram per kept pod from its bucket series (`collect.histograms.fold`)."""
+    name, metric = _HISTOGRAMS[family]
+    buckets: dict[tuple[str, str], list[histograms.Bucket]] = {}
+    for (labels, _, value), key in kept:
+        if key in pods:
+            buckets.setdefault(key, []).append((labels.get('le', ''), value))
+    for key in sorted(buckets):
+        pod = f'{key[0]}/{key[1]}'
+        pods[key].histograms[name] = histograms.fold(pod=pod, family=metric, buckets=buckets[key])
 
 
 def _fill_cache_config(
@@ -316,6 +342,8 @@ def _pod_reading(key: tuple[str, str], acc: _Acc) -> PodReading:
         running_requests=get('running_requests'),
         # The gateway's dispatches; without a gateway series for the pod, its own admissions.
         arrival_rate=get('arrival_rate', get('first_token_rate')),
+        ttft_histogram=acc.histograms.get('ttft_histogram'),
+        tpot_histogram=acc.histograms.get('tpot_histogram'),
     )
 
 

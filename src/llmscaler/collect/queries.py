@@ -49,6 +49,12 @@ pod_arrival_rate       pod    sum by (namespace, pod_name)
 first_token_rate       pod    sum by (G) (rate(vllm:time_to_first_token_seconds_count{M}[1m]))
                               requests the pod admitted (first token out) per second: its
                               arrival rate where the gateway has no series for it (below)
+ttft_histogram         pod    sum by (G, le) (increase(
+                                vllm:time_to_first_token_seconds_bucket{M}[1m]))
+tpot_histogram         pod    sum by (G, le) (increase(
+                                vllm:request_time_per_output_token_seconds_bucket{M}[1m]))
+                              requests of the last minute by TTFT and by their own mean time
+                              per output token, one series per bucket (`collect.histograms`)
 scheduler_queue_size   model  sum by (target_model_name)
                                 (inference_extension_flow_control_queue_size{T})
 scheduler_queue_bytes  model  sum by (target_model_name)
@@ -122,6 +128,8 @@ SCHEDULER_QUEUE_BYTES = 'scheduler_queue_bytes'
 MODEL_ARRIVAL_RATE = 'model_arrival_rate'
 MODEL_REQUEST_COUNT = 'model_request_count'
 LAST_SAMPLE = 'last_sample'
+TTFT_HISTOGRAM = 'ttft_histogram'
+TPOT_HISTOGRAM = 'tpot_histogram'
 
 POD_GROUP = 'namespace, pod, model_name, llm_d_ai_variant'
 """The grouping of the per-pod vLLM queries (G in the table)."""
@@ -189,6 +197,10 @@ def _ratio(metric: str, selector: str, window: str) -> str:
         f'sum by ({POD_GROUP}) (rate({metric}_sum{selector}[{window}]))'
         f' / sum by ({POD_GROUP}) (rate({metric}_count{selector}[{window}]))'
     )
+
+
+def _buckets(metric: str, selector: str) -> str:
+    return f'sum by ({POD_GROUP}, le) (increase({metric}_bucket{selector}[1m]))'
 
 
 def _normalize(scope: tuple[ModelScope, ...]) -> tuple[ModelScope, ...]:
@@ -273,6 +285,8 @@ def build(*, scope: tuple[ModelScope, ...]) -> tuple[Query, ...]:
             FIRST_TOKEN_RATE,
             f'sum by ({POD_GROUP}) (rate(vllm:time_to_first_token_seconds_count{m}[1m]))',
         ),
+        pod(TTFT_HISTOGRAM, _buckets('vllm:time_to_first_token_seconds', m)),
+        pod(TPOT_HISTOGRAM, _buckets('vllm:request_time_per_output_token_seconds', m)),
         model(
             SCHEDULER_QUEUE_SIZE,
             f'sum by (target_model_name) (inference_extension_flow_control_queue_size{target})',

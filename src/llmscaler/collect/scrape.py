@@ -7,10 +7,12 @@ queries (`collect.scrape_reading` has the computations and their correspondence 
 queries), so attribution and the core cannot tell the sources apart.
 
 The controller calls `scrape(now=...)` every scrape interval and `read(scope=..., now=...)` every
-cycle; `read` never fetches. Windows are keyed by (namespace, pod, series); histogram buckets and
-`_created` series are not kept (no query reads them); a series not updated for its horizon is
-forgotten, and so is an untargeted pod with no series left. The request counters are kept for
-`request_count_horizon`, the others for `horizon`. Pages are parsed off the event loop, by one
+cycle; `read` never fetches. Windows are keyed by (namespace, pod, series); `_created` series,
+and histogram buckets other than the two latency histograms' (`collect.histograms`), are not kept
+(no query reads them); a series not updated for its horizon is forgotten, and so is an untargeted
+pod with no series left. The request counters are kept for `request_count_horizon`, the latency
+buckets for two minutes (at most `histograms.MAX_SAMPLES` samples each), the others for
+`horizon`. Pages are parsed off the event loop, by one
 `exposition.Parser` per family set (vLLM, EPP) that remembers the label sets of earlier pages.
 
 Bounds: every page is one `fetch_page` (`http.fetch`): a total deadline of `timeout` seconds
@@ -53,7 +55,7 @@ from typing import Literal
 
 import httpx
 
-from llmscaler.collect import http
+from llmscaler.collect import histograms, http
 from llmscaler.collect.exposition import EPP_FAMILIES, VLLM_FAMILIES, Page, Parser
 from llmscaler.collect.scrape_reading import REQUEST_SUCCESS, PodSeries, compute_reading
 from llmscaler.collect.scrape_reading import Kind as Kind
@@ -64,6 +66,14 @@ ACCEPT = 'text/plain;version=0.0.4'
 """The 0.0.4 text format keeps the colons of vLLM names (python_stack.md §3.1)."""
 _TEXT_TYPES = ('text/plain', 'application/openmetrics-text')
 _UNUSED_SUFFIXES = ('_bucket', '_created')
+_KEPT_BUCKETS = frozenset(histograms.FIELDS)
+# The TPOT family is read for its buckets only.
+_UNUSED = frozenset(
+    {
+        'vllm:request_time_per_output_token_seconds_sum',
+        'vllm:request_time_per_output_token_seconds_count',
+    }
+)
 _VLLM_ALWAYS = (
     (('vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'), 'KV usage'),
     (('vllm:num_requests_waiting',), 'queue length'),
@@ -266,12 +276,15 @@ class PodScrapeSource:
             dropped += result.page.dropped_non_finite
             present = set()
             for sample in result.page.samples:
-                if sample.name.endswith(_UNUSED_SUFFIXES):
+                name = sample.name
+                if name in _UNUSED or (
+                    name.endswith(_UNUSED_SUFFIXES) and name not in _KEPT_BUCKETS
+                ):
                     continue
-                key = (sample.name, sample.labels)
+                key = (name, sample.labels)
                 window = pod.series.get(key)
                 if window is None:
-                    window = SeriesWindow(horizon=self._horizon(sample.name))
+                    window = self._window(name)
                     pod.series[key] = window
                 window.add(t=now, value=sample.value)
                 present.add(key)
@@ -302,8 +315,11 @@ class PodScrapeSource:
 
     # --- scraping ------------------------------------------------------------------------------
 
-    def _horizon(self, name: str) -> float:
-        return self._history if name == REQUEST_SUCCESS else self._config.horizon
+    def _window(self, name: str) -> SeriesWindow:
+        if name in _KEPT_BUCKETS:
+            return SeriesWindow(horizon=histograms.HORIZON, max_samples=histograms.MAX_SAMPLES)
+        horizon = self._history if name == REQUEST_SUCCESS else self._config.horizon
+        return SeriesWindow(horizon=horizon)
 
     async def _fetch(
         self, *, target: ScrapeTarget, token: http.Token, gate: asyncio.Semaphore, end: float

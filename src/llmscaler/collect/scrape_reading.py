@@ -36,6 +36,8 @@ scheduler_queue_size /  EPP pages: sum of the present inference_extension_flow_c
 model_arrival_rate      EPP pages: sum by (namespace, target_model_name) of the same 1-min rates
 model_request_count     sum over the model's pods (gone ones too) and finished_reason series of
                         increase(vllm:request_success_total[retention])
+ttft_ / tpot_histogram  per le, sum over engines of the 1-min increase of the bucket series,
+                        whole-minute only and None after a counter reset (`collect.histograms`)
 
 Pods and models are kept as the Prometheus source keeps them: a pod with a KV-usage or queue-length
 series in its 1-min window, one `PodReading` per (namespace, pod), figures of several in-scope
@@ -63,6 +65,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from llmscaler.collect import histograms
 from llmscaler.collect.scrape_gateway import (
     ATTEMPT_WINDOW,
     LOOKBACK,
@@ -82,6 +85,7 @@ from llmscaler.collect.types import (
     SourceError,
 )
 from llmscaler.collect.windows import SeriesWindow
+from llmscaler.model import LatencyHistogram
 
 __all__ = ['LOOKBACK', 'REQUEST_SUCCESS', 'Kind', 'PodSeries', 'compute_reading']
 
@@ -241,6 +245,7 @@ def _pod_readings(
             for by_labels in pods[key][model].values()
             for view in by_labels.values()
         )
+        latencies = _histograms(key, [pods[key][model] for model in kept], now)
         readings.append(
             PodReading(
                 namespace=key[0],
@@ -253,10 +258,27 @@ def _pod_readings(
                 # The gateway's dispatches (None: not measured yet); without a gateway series
                 # for the pod, its own admissions.
                 arrival_rate=arrivals.get(key, admitted),
+                ttft_histogram=latencies['ttft_histogram'],
+                tpot_histogram=latencies['tpot_histogram'],
                 **figures,
             )
         )
     return tuple(readings)
+
+
+def _histograms(
+    key: tuple[str, str], models: list[dict[str, _Windows]], now: float
+) -> dict[str, LatencyHistogram | None]:
+    """The pod's latency histograms over its kept models' bucket series (every engine's)."""
+    return {
+        field_name: histograms.window_histogram(
+            pod=f'{key[0]}/{key[1]}',
+            family=name,
+            series=[(v.label('le'), v.window) for m in models for v in m.get(name, {}).values()],
+            now=now,
+        )
+        for name, field_name in histograms.FIELDS.items()
+    }
 
 
 def _model_figures(names: dict[str, _Windows], now: float) -> dict[str, float]:

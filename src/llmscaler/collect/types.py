@@ -17,6 +17,8 @@ import enum
 from dataclasses import dataclass
 from typing import Protocol
 
+from llmscaler.model import LatencyHistogram
+
 
 class ErrorReason(enum.StrEnum):
     """Why a query or scrape gave nothing usable (the `MetricsAvailable=False` reasons)."""
@@ -73,6 +75,10 @@ class PodReading:
     avg_itl: float | None = None
     running_requests: float | None = None
     arrival_rate: float | None = None
+    ttft_histogram: LatencyHistogram | None = None
+    """Requests of the last minute by TTFT (`collect.histograms`); None when not measured."""
+    tpot_histogram: LatencyHistogram | None = None
+    """Requests of the last minute by their own mean time per output token."""
 
     def label(self, name: str) -> str | None:
         return label_value(labels=self.labels, name=name)
