@@ -13,6 +13,7 @@ engine must stay at least 10× faster there.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from collections.abc import Sequence
@@ -461,7 +462,7 @@ def test_drain_returns_running_then_waiting_and_empties_the_engine(cls: type[Eng
     for r in rs:
         e.submit(request=r, now=0.0)
     e.advance(until=0.05)
-    before = ReplicaCounters(**{f: getattr(e.counters, f) for f in ReplicaCounters.__slots__})
+    before = copy.deepcopy(e.counters)
     assert e.drain_requests() == rs
     assert (e.running, e.waiting, e.kv_usage, e.next_step_time()) == (0, 0, 0.0, None)
     assert e.counters == before
@@ -604,6 +605,8 @@ def test_engines_agree_on_traces(trace: str) -> None:
     assert c_ref.itl_count == c_fast.itl_count
     assert c_fast.itl_sum == pytest.approx(c_ref.itl_sum, rel=1e-9)
     assert c_fast.ttft_sum == pytest.approx(c_ref.ttft_sum, rel=1e-9)
+    assert (c_fast.ttft_buckets, c_fast.tpot_buckets) == (c_ref.ttft_buckets, c_ref.tpot_buckets)
+    assert sum(c_ref.tpot_buckets) == len(ref_rs)
     if trace == 'kv-saturating':
         assert c_ref.preemptions_total > 0
     if trace == 'long-prompts':

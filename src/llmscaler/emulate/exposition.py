@@ -49,18 +49,11 @@ from decimal import Decimal
 from typing import Final
 
 from llmscaler.sim.engine_base import ReplicaCounters
+from llmscaler.sim.latency_buckets import ITL_BUCKETS, TTFT_BUCKETS
 from llmscaler.sim.types import VariantSpec
 
 CONTENT_TYPE: Final = 'text/plain; version=0.0.4; charset=utf-8'
 
-TTFT_BUCKETS: Final = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-    10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-)  # fmt: skip
-ITL_BUCKETS: Final = (
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0,
-)  # fmt: skip
 LATENCY_BUCKETS: Final = (
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
     240.0, 480.0, 960.0, 1920.0, 7680.0,

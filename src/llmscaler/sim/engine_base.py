@@ -23,10 +23,14 @@ sums of `vllm:request_prompt_tokens` / `vllm:request_generation_tokens` (per fin
 their count is `request_success_total`); `ttft_*` is `vllm:time_to_first_token_seconds` measured
 from the arrival at the engine (`submit`'s `now`, not the trace arrival: the gateway queue is not
 the server's); `itl_*` is `vllm:inter_token_latency_seconds`, one observation per token after the
-first, the gap since the request's previous token; `prompt_tokens_total` (added when a request's
-first token comes) and `generation_tokens_total` (every token) are the per-step counters. A
-cancelled request leaves the tokens it produced in the per-step counters and adds nothing to the
-per-request ones (vLLM counts an aborted request in neither success nor its histograms).
+first, the gap since the request's previous token; `ttft_buckets` / `tpot_buckets` count, per
+bucket of `sim.latency_buckets`, each TTFT (at the first token, as vLLM observes it) and each
+finished request's mean time per output token (`vllm:request_time_per_output_token_seconds`:
+decode time / (output tokens − 1), 0 for one output token); `prompt_tokens_total` (added when a
+request's first token comes) and `generation_tokens_total` (every token) are the per-step
+counters. A cancelled request leaves the tokens it produced in the per-step counters and adds
+nothing to the per-request ones (vLLM counts an aborted request in neither success nor its
+histograms).
 
 What fails: a spec with fewer than 2 KV blocks, a block size, max_num_seqs,
 max_num_batched_tokens or max_model_len below 1, or a perf model with a NaN, infinite or
@@ -39,6 +43,7 @@ requests come with the next `advance`).
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import deque
 
 from llmscaler.sim.engine_parts import DECODING as DECODING
@@ -50,6 +55,7 @@ from llmscaler.sim.engine_parts import ReplicaCounters as ReplicaCounters
 from llmscaler.sim.engine_parts import blocks_for as blocks_for
 from llmscaler.sim.engine_parts import check_spec as check_spec
 from llmscaler.sim.engine_parts import prefill_pairs as prefill_pairs
+from llmscaler.sim.latency_buckets import ITL_BUCKETS, TTFT_BUCKETS
 from llmscaler.sim.prefix_cache import PrefixCache, block_keys
 from llmscaler.sim.types import SimRequest, VariantSpec
 
@@ -218,8 +224,10 @@ class EngineBase:
         c = self.counters
         if g == 1:
             e.r.first_token = t_end
-            c.ttft_sum += t_end - e.arrival
+            ttft = t_end - e.arrival
+            c.ttft_sum += ttft
             c.ttft_count += 1
+            c.ttft_buckets[bisect_left(TTFT_BUCKETS, ttft)] += 1
             c.prompt_tokens_total += e.r.input_tokens
         else:
             c.itl_sum += t_end - e.last_emit
@@ -237,6 +245,10 @@ class EngineBase:
         c.request_success_total += 1
         c.prompt_tokens_sum += e.r.input_tokens
         c.generation_tokens_sum += e.target
+        # vLLM's per-request TPOT: decode time over the gaps, 0 for a single token.
+        gaps = e.target - 1
+        tpot = (t_end - e.r.first_token) / gaps if gaps > 0 else 0.0
+        c.tpot_buckets[bisect_left(ITL_BUCKETS, tpot)] += 1
 
     def _admit(
         self, *, budget: int, into: list[Entry], scheduled: list[tuple[Entry, int]]

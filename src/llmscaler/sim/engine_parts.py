@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from llmscaler.sim.latency_buckets import ITL_BUCKETS, TTFT_BUCKETS
 from llmscaler.sim.types import PerfModel, SimRequest, VariantSpec
 
 WAITING = 0
@@ -39,6 +40,14 @@ class ReplicaCounters:
     generation_tokens_total: int = 0
     prefix_cache_queries_total: int = 0
     prefix_cache_hits_total: int = 0
+    # Per-bucket (not cumulative) counts over `TTFT_BUCKETS` / `ITL_BUCKETS`, the last one
+    # past every bound (+Inf): TTFT at the first token, each request's mean TPOT at its finish.
+    ttft_buckets: list[int] = dataclasses.field(
+        default_factory=lambda: [0] * (len(TTFT_BUCKETS) + 1)
+    )
+    tpot_buckets: list[int] = dataclasses.field(
+        default_factory=lambda: [0] * (len(ITL_BUCKETS) + 1)
+    )
 
 
 class Entry:

@@ -18,6 +18,10 @@ Prometheus range selectors are). Per replica with a visible sample:
 - `avg_input_tokens`, `avg_output_tokens` = Δtokens_sum / Δsuccess between the first and the
   newest sample of the 5-minute window (rate/rate: the durations cancel); None when Δsuccess = 0;
 - `avg_ttft`, `avg_itl` = Δsum / Δcount over the 1-minute window; None when Δcount = 0;
+- `ttft_histogram`, `tpot_histogram` = the per-bucket increase over that window of the replica's
+  `vllm:time_to_first_token_seconds` and `vllm:request_time_per_output_token_seconds` buckets
+  (vLLM's bounds, `sim.latency_buckets`; counts cumulative, total the +Inf bucket); None with
+  fewer than two samples in the window (or samples without buckets), total 0 when none finished;
 - `arrival_rate` = Δdispatched / Δt over the 1-minute window; None with fewer than two samples;
 - `prefix_cache_hit_rate` = Δhits / Δqueries of `vllm:prefix_cache_{hits,queries}_total` (tokens)
   over the 5-minute window, as the controller's query has it; None when Δqueries = 0 (no
@@ -68,6 +72,7 @@ from llmscaler.model import (
     Variant,
 )
 from llmscaler.sim.cluster import Cluster, Replica
+from llmscaler.sim.latency_buckets import ITL_BUCKETS, TTFT_BUCKETS, histogram_increase
 from llmscaler.sim.types import VariantSpec
 
 GAUGE_WINDOW = 60.0
@@ -94,6 +99,10 @@ class ReplicaSample:
     dispatched: int
     prefix_queries: float = 0.0
     prefix_hits: float = 0.0
+    # Cumulative per-bucket counts (`ReplicaCounters.ttft_buckets`, the last past every bound);
+    # empty when the replica exposes no such histogram.
+    ttft_buckets: tuple[int, ...] = ()
+    tpot_buckets: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +289,8 @@ def _sample(*, replica: Replica, now: float) -> ReplicaSample:
         dispatched=replica.dispatched,
         prefix_queries=float(c.prefix_cache_queries_total),
         prefix_hits=float(c.prefix_cache_hits_total),
+        ttft_buckets=tuple(c.ttft_buckets),
+        tpot_buckets=tuple(c.tpot_buckets),
     )
 
 
@@ -363,6 +374,14 @@ def _replica_metrics(
         newest.ttft_sum - first_gauge.ttft_sum, newest.ttft_count - first_gauge.ttft_count
     )
     itl = _ratio(newest.itl_sum - first_gauge.itl_sum, newest.itl_count - first_gauge.itl_count)
+    ttft_histogram = tpot_histogram = None
+    if first_gauge is not newest:
+        ttft_histogram = histogram_increase(
+            bounds=TTFT_BUCKETS, first=first_gauge.ttft_buckets, newest=newest.ttft_buckets
+        )
+        tpot_histogram = histogram_increase(
+            bounds=ITL_BUCKETS, first=first_gauge.tpot_buckets, newest=newest.tpot_buckets
+        )
     return ReplicaMetrics(
         pod=replica.name,
         variant=replica.variant,
@@ -382,4 +401,6 @@ def _replica_metrics(
         avg_ttft=ttft,
         avg_itl=itl,
         running_requests=float(newest.running),
+        ttft_histogram=ttft_histogram,
+        tpot_histogram=tpot_histogram,
     )

@@ -10,6 +10,7 @@ What fails: `engine_factory` raises `ValueError` for an unknown engine kind. No 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -43,6 +44,10 @@ class EngineCounters(Protocol):
     def prefix_cache_queries_total(self) -> float: ...
     @property
     def prefix_cache_hits_total(self) -> float: ...
+    @property
+    def ttft_buckets(self) -> Sequence[int]: ...
+    @property
+    def tpot_buckets(self) -> Sequence[int]: ...
 
 
 class Engine(Protocol):
