@@ -85,16 +85,10 @@ def build(
                         avg_input_tokens=800.0 + 10 * (r % 5),
                         avg_output_tokens=200.0 + 40 * (m % 4),
                         prefix_cache_hit_rate=0.25,
-                        **(
-                            {
-                                'arrival_rate': 2.0 + 0.5 * ((m + r) % 7),
-                                'avg_ttft': 0.08 + 0.01 * ((m * 3 + r) % 9),
-                                'avg_itl': 0.020 + 0.002 * ((m + r * 5) % 6),
-                                'running_requests': float(20 + (m + r) % 30),
-                            }
-                            if slo
-                            else {}
-                        ),
+                        arrival_rate=2.0 + 0.5 * ((m + r) % 7) if slo else None,
+                        avg_ttft=0.08 + 0.01 * ((m * 3 + r) % 9) if slo else None,
+                        avg_itl=0.020 + 0.002 * ((m + r * 5) % 6) if slo else None,
+                        running_requests=float(20 + (m + r) % 30) if slo else None,
                     )
                 )
         pools.append(
