@@ -41,6 +41,7 @@ from llmscaler.collect.prometheus import PrometheusConfig, PrometheusSource
 from llmscaler.collect.types import ModelScope
 from llmscaler.devcluster import loopback
 from llmscaler.model import Variant
+from llmscaler.sim.latency_buckets import ITL_BUCKETS, TTFT_BUCKETS
 
 EXAMPLE = Path(__file__).resolve().parents[2] / 'shared' / 'reference' / 'vllm_metrics_example.txt'
 FAMILIES = VLLM_FAMILIES | EPP_FAMILIES
@@ -194,6 +195,8 @@ async def _snapshot_bench(*, pods: int, models: int) -> None:
     )
     now = 1_800_000_000.0
     bodies: dict[str, bytes] = {}
+    # vLLM's buckets: one series per pod and `le` for the latency histograms.
+    bounds = {queries.TTFT_HISTOGRAM: TTFT_BUCKETS, queries.TPOT_HISTOGRAM: ITL_BUCKETS}
     for query in queries.build(scope=scope):
         result = []
         for m, entry in enumerate(scope):
@@ -208,6 +211,13 @@ async def _snapshot_bench(*, pods: int, models: int) -> None:
                     value = str(now - 3)
                 elif query.family == queries.POD_ARRIVAL_RATE:
                     labels = {'namespace': entry.namespace, 'pod_name': pod}
+                elif query.family in bounds:
+                    les = [*(repr(float(b)) for b in bounds[query.family]), '+Inf']
+                    result.extend(
+                        {'metric': {**labels, 'le': le}, 'value': [now, str(float(i))]}
+                        for i, le in enumerate(les)
+                    )
+                    continue
                 elif query.kind == 'model':
                     labels = {
                         'namespace': entry.namespace,
@@ -266,7 +276,8 @@ async def _snapshot_bench(*, pods: int, models: int) -> None:
         f'snapshot from Prometheus, {len(attributed.replicas):,} pods, {len(bodies)} queries: '
         f'{total * 1000:7.1f} ms (read {read_s * 1000:.1f} + attribution '
         f'{attribute_s * 1000:.1f}); baseline json.loads of the responses '
-        f'{baseline * 1000:.1f} ms ({total / baseline:.1f}x)'
+        f'{baseline * 1000:.1f} ms ({total / baseline:.1f}x); largest answer '
+        f'{max(len(raw) for raw in bodies.values()) / 2**20:.1f} MiB'
     )
 
 

@@ -10,6 +10,8 @@ scrapes the same endpoints itself. Then:
 | Prometheus source vs pod-scraping source | same pods and KV capacity; gauges, averages close |
 | the predictive analyzer's inputs, both sources | per replica arrival rate, token mix, TTFT, ITL, |
 |   | running and queue; per model arrival rate (the sum of the replicas') and gateway queue |
+| latency histograms (TTFT, per-request TPOT), both sources | totals = the emulator's first |
+|   | tokens / finished requests of the last minute; counts valid; attributed to the replicas |
 | both readings attributed and decided | the same decisions from `engine.decide` |
 | replicas scaled to 0 while requests arrive | both see the EPP queue; scale-from-zero wakes h100 |
 """
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from llmscaler.analyze.validity import histogram_violation
 from llmscaler.collect.attribution import PodInfo, TargetRef, attribute
 from llmscaler.collect.prometheus import PrometheusConfig, PrometheusSource
 from llmscaler.collect.scrape import PodScrapeSource, ScrapeConfig, ScrapeTarget
@@ -94,6 +97,58 @@ async def scrape_every_second(source: PodScrapeSource, stop: asyncio.Event) -> N
             await asyncio.wait_for(stop.wait(), timeout=1.0)
 
 
+Counts = dict[str, tuple[int, int]]
+"""Per pod: (requests that got their first token, requests that finished), since it started."""
+
+
+def emulator_counts(running: RunningEmulator) -> Counts:
+    return {
+        pod.name: (
+            pod.stats.histograms['vllm:time_to_first_token_seconds'].count,
+            sum(pod.stats.success.values()),
+        )
+        for pod in running.emulator.pods
+    }
+
+
+async def count_every_half_second(
+    running: RunningEmulator, history: list[tuple[float, Counts]], stop: asyncio.Event
+) -> None:
+    while not stop.is_set():
+        history.append((time.time(), emulator_counts(running)))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=0.5)
+
+
+def counted_in_last_minute(history: list[tuple[float, Counts]], now: float) -> Counts:
+    """What the emulator counted per pod in (now − 60, now], from the samples nearest both ends."""
+    start = min(history, key=lambda entry: abs(entry[0] - (now - 60)))[1]
+    end = min(history, key=lambda entry: abs(entry[0] - now))[1]
+    return {pod: (end[pod][0] - start[pod][0], end[pod][1] - start[pod][1]) for pod in end}
+
+
+def check_histograms(reading: Reading, counted: Counts) -> None:
+    """Each pod's histograms hold the requests the emulator counted in the window, validly."""
+    for pod in reading.pods:
+        first_tokens, finished = counted[pod.pod]
+        assert finished > 60, counted  # about 3 requests/s per replica
+        for histogram, expected in (
+            (pod.ttft_histogram, first_tokens),
+            (pod.tpot_histogram, finished),
+        ):
+            assert histogram is not None, pod
+            assert histogram_violation(histogram) == '', histogram
+            assert len(histogram.bounds) > 10, histogram  # vLLM's buckets, not a stub
+            assert close(histogram.total, expected, rel=0.1, abs_=6), (
+                histogram,
+                expected,
+                pod.pod,
+            )
+            # Requests below the largest bound, and not all below the smallest: real latencies.
+            assert histogram.counts[0] < histogram.total, histogram
+            assert histogram.counts[-1] > 0, histogram
+
+
 def close(a: float | None, b: float | None, *, rel: float, abs_: float = 0.0) -> bool:
     if a is None or b is None:
         return a is b
@@ -137,6 +192,8 @@ async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path) -> Non
             config=ScrapeConfig(), targets_fn=lambda: scrape_targets(running)[:-1]
         )
         stop = asyncio.Event()
+        history: list[tuple[float, Counts]] = []
+        counting = asyncio.create_task(count_every_half_second(running, history, stop))
         scraping = asyncio.create_task(scrape_every_second(scraper, stop))
         bare_scraping = asyncio.create_task(scrape_every_second(bare, stop))
         (tmp_path / 'bare').mkdir()
@@ -174,6 +231,14 @@ async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path) -> Non
             assert set(by_prometheus) == set(by_scrape) == pods
             for name in sorted(pods):
                 compare_pods(by_prometheus[name], by_scrape[name], now=now)
+            # The latency histograms of the last minute, from both sources, and attributed.
+            counted = counted_in_last_minute(history, now)
+            for reading in (through_prometheus, scraped, *without_gateway):
+                check_histograms(reading, counted)
+                replicas = {r.pod: r for r in snapshot_of(reading, running).replicas}
+                for pod in reading.pods:
+                    assert replicas[pod.pod].ttft_histogram == pod.ttft_histogram
+                    assert replicas[pod.pod].tpot_histogram == pod.tpot_histogram
 
             (model_p,) = through_prometheus.models
             (model_s,) = scraped.models
@@ -245,7 +310,7 @@ async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path) -> Non
             queued_s = await scraper.read(scope=SCOPE, now=now)
             await source.aclose()
         stop.set()
-        await asyncio.gather(scraping, bare_scraping)
+        await asyncio.gather(scraping, bare_scraping, counting)
         await scraper.aclose()
         await bare.aclose()
     for reading in (queued_p, queued_s):

@@ -31,6 +31,7 @@ requests; a missing one lets the analyzer fall back to the mean latencies.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
@@ -58,8 +59,11 @@ Bucket = tuple[str, float | None]
 """(the `le` label's text, the bucket's increase; None when it was not a finite number)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_le(text: str | None) -> float | None:
-    """The bound an `le` label names (`+Inf` is infinity), None when it is not a number."""
+    """The bound an `le` label names (`+Inf` is infinity), None when it is not a number.
+
+    Cached: every pod's answer repeats the same few dozen texts."""
     if text is None:
         return None
     try:
@@ -74,34 +78,42 @@ def fold(*, pod: str, family: str, buckets: Iterable[Bucket]) -> LatencyHistogra
 
     `pod` and `family` only name the pod and the histogram in the warning.
     """
-    parts: dict[float, list[float]] = {}
-    seen = False
+    # Written for speed: a fleet's answer has a series per pod and bucket. A bound seen twice
+    # (two engines) is rare; its values are added exactly once all are known.
+    values: dict[float, float] = {}
+    repeated: dict[float, list[float]] = {}
+    isfinite = math.isfinite
     for le, value in buckets:
-        seen = True
         bound = parse_le(le)
         if bound is None:
             log.warning('%s: %s bucket le=%r is not a number; no histogram', pod, family, le)
             return None
-        if value is None or not math.isfinite(value):
+        if value is None or not isfinite(value):
             log.warning('%s: %s bucket le=%r is not a finite number; no histogram', pod, family, le)
             return None
-        parts.setdefault(bound, []).append(value)
-    if not seen:
+        if bound in values:
+            repeated.setdefault(bound, [values[bound]]).append(value)
+        else:
+            values[bound] = value
+    if not values:
         return None
-    total_parts = parts.pop(math.inf, None)
-    if total_parts is None:
+    for bound, parts in repeated.items():
+        values[bound] = math.fsum(parts)
+    total = values.pop(math.inf, None)
+    if total is None:
         log.warning('%s: %s has no le="+Inf" bucket; no histogram', pod, family)
         return None
-    total = max(0.0, math.fsum(total_parts))
+    total = total if total > 0 else 0.0
     bounds: list[float] = []
     counts: list[float] = []
     running = 0.0
-    for bound in sorted(parts):
-        if bound <= 0:
-            continue
-        running = max(running, math.fsum(parts[bound]))
-        bounds.append(bound)
-        counts.append(min(running, total))
+    for bound in sorted(values):
+        if bound > 0:
+            count = values[bound]
+            if count > running:
+                running = count if count < total else total
+            bounds.append(bound)
+            counts.append(running)
     return LatencyHistogram(bounds=tuple(bounds), counts=tuple(counts), total=total)
 
 
