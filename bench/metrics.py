@@ -198,7 +198,7 @@ async def _snapshot_bench(*, pods: int, models: int) -> None:
     # vLLM's buckets: one series per pod and `le` for the latency histograms.
     bounds = {queries.TTFT_HISTOGRAM: TTFT_BUCKETS, queries.TPOT_HISTOGRAM: ITL_BUCKETS}
     for query in queries.build(scope=scope):
-        result = []
+        result: list[dict[str, object]] = []
         for m, entry in enumerate(scope):
             for r in range(per_model):
                 pod = f'{entry.model_id}-{r:02d}'
