@@ -410,6 +410,9 @@ class RateSample:
     at: float
     rate: NonNegative
     need: NonNegative = 0.0
+    draining: bool = False
+    """A backlog was being drained then: requests that missed their targets in the minute after
+    it were late for want of replicas, and say nothing of what a replica sustains."""
 
 
 @dataclass(frozen=True, slots=True)

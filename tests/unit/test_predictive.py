@@ -168,6 +168,52 @@ def test_requests_missing_their_targets_lower_a_lightly_loaded_variant() -> None
     assert decisions['h100'].target + decisions['l40s'].target > 4, decisions['h100'].reason
 
 
+def idle_fleet(*, running: float | None = 0.0, queued: float | None = 0.0) -> Snapshot:
+    """Three H100 and an L40S that receive and hold nothing (unless told otherwise)."""
+    busy = fleet(h100=3, l40s=1, rate=0.0)
+    replicas = tuple(
+        dataclasses.replace(
+            r,
+            running_requests=running,
+            queue_length=queued,
+            avg_ttft=None,
+            avg_itl=None,
+            avg_input_tokens=None,
+            avg_output_tokens=None,
+        )
+        for r in busy.replicas
+    )
+    return dataclasses.replace(busy, replicas=replicas)
+
+
+def test_an_idle_model_goes_to_its_minimum_after_the_scale_down_delay() -> None:
+    """No request arrives or is held, so there is no token mix to size on: that is not a
+    missing input but an idle model, which must not keep its fleet for ever."""
+    state = EMPTY_STATE
+    for k in range(4):  # 120 s = the delay: not yet a whole delay of history
+        decisions, state = cycle(idle_fleet(), state, NOW + 30 * k)
+        assert (decisions['h100'].target, decisions['l40s'].target) == (3, 1)
+        assert decisions['h100'].reason.startswith('hold: idle')
+    decisions, state = cycle(idle_fleet(), state, NOW + 30 * 4)
+    # Every variant to its minimum (0 here); scale-to-zero is off, so the engine keeps one
+    # replica of the model, on its cheapest variant.
+    assert (decisions['h100'].target, decisions['l40s'].target) == (0, 1)
+    assert decisions['h100'].reason.startswith('idle for 120 s')
+
+
+@pytest.mark.parametrize(
+    'snapshot',
+    [idle_fleet(running=None), idle_fleet(queued=2.0), idle_fleet(running=1.0)],
+    ids=['running-unknown', 'queued', 'running'],
+)
+def test_a_model_not_known_to_be_idle_holds(snapshot: Snapshot) -> None:
+    state = EMPTY_STATE
+    for k in range(8):
+        decisions, state = cycle(snapshot, state, NOW + 30 * k)
+    assert (decisions['h100'].target, decisions['l40s'].target) == (3, 1)
+    assert decisions['h100'].reason.startswith('hold:')
+
+
 def test_a_scale_down_counts_only_on_what_a_variant_has_shown() -> None:
     """Four H100 that were only ever seen at 1 req/s each: a scale-down counts on each for at
     most TRUST × 1 req/s, or TRUST_FLOOR of the modelled capacity when that is more."""

@@ -11,7 +11,9 @@ one step:
    α, β, γ, δ of each variant, the token mix, the latency targets (explicit, service class,
    inferred, fallback) and the largest rate one replica sustains within them. The targets are
    scaled by `latencyMargin`: the model predicts *mean* TTFT and ITL, the SLO is about each
-   request. Missing inputs hold (max(current, last desired)), with the reason.
+   request. Missing inputs hold (max(current, last desired)), with the reason; a model known
+   to receive and hold nothing is idle, not missing its token mix, and goes to its minimum
+   once that has lasted `scaleDownDelaySeconds` (`analyze.predictive_inputs`).
 2. **Prefill interference** (`interference_rate`): the rate is capped where the mean ITL,
    stretched by the share of the engine's time that prompts take, reaches the ITL target.
 3. **Observed latency** (`analyze.slo_capacity`): each variant busy at `LOADED_SHARE` or more
@@ -60,7 +62,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from llmscaler.analyze import kalman, rate_forecast, slo_attainment, slo_capacity, slo_queueing
+from llmscaler.analyze import (
+    kalman,
+    predictive_inputs,
+    rate_forecast,
+    slo_attainment,
+    slo_capacity,
+    slo_queueing,
+)
 from llmscaler.analyze.types import VariantTarget, held
 from llmscaler.config.types import PredictiveConfig, QueueingModelConfig
 from llmscaler.model import (
@@ -142,7 +151,21 @@ def predict(
         interval=interval,
     )
     kept = tuple(s for s in samples if s.at > now - config.history_seconds and s.at <= now)
-    unreported = _unreported(replicas)
+    unreported = predictive_inputs.unreported(replicas)
+    if not unreported and predictive_inputs.idle(replicas=replicas, pool=pool):
+        now_sample = RateSample(at=now, rate=0.0, need=0.0)
+        return PredictivePath(
+            targets=predictive_inputs.idle_targets(
+                variants=variants,
+                samples=(*kept, now_sample),
+                desired=desired,
+                scale_down_delay=config.scale_down_delay,
+                now=now,
+            ),
+            figures=analysis.figures,
+            kalman_updates=analysis.kalman_updates,
+            samples=(*kept, now_sample)[-MAX_SAMPLES:],
+        )
     if analysis.result is None or analysis.targets is None or unreported:
         return PredictivePath(
             targets=held(
@@ -166,6 +189,11 @@ def predict(
     )
     need = max(0.0, predicted.upper) + backlog / ahead
 
+    # The histograms count the last minute's requests: a backlog drained within it made some late.
+    draining = slo_capacity.draining(replicas=replicas, pool=pool)
+    backlogged = draining or any(
+        s.draining for s in kept if s.at > now - slo_attainment.BACKLOG_MEMORY
+    )
     by_variant: dict[str, list[ReplicaMetrics]] = {}
     for replica in replicas:
         by_variant.setdefault(replica.variant, []).append(replica)
@@ -200,7 +228,7 @@ def predict(
         load = slo_queueing.workload(mine)
         reading = not slo_capacity.draining(replicas=mine, pool=pool)
         missed = None
-        if reading:
+        if reading and not backlogged:
             missed = slo_capacity.missed_targets(
                 previous=before,
                 seen=slo_attainment.attainment(
@@ -318,7 +346,9 @@ def predict(
         ('mix_cost', mix.cost),
         ('mix_capacity', mix.capacity),
     )
-    new_samples = (*kept, RateSample(at=now, rate=rate, need=need))[-MAX_SAMPLES:]
+    new_samples = (*kept, RateSample(at=now, rate=rate, need=need, draining=draining))[
+        -MAX_SAMPLES:
+    ]
     return PredictivePath(
         targets=tuple(out),
         figures=figures,
@@ -387,22 +417,3 @@ def _choose(
         met=have + 1e-9 >= need,
     )
     return dict(current), 'hold', held
-
-
-BUSY_FIGURES: Final = ('avg_ttft', 'avg_itl', 'avg_input_tokens', 'avg_output_tokens')
-"""What every busy replica must report: a mean over the others would hide the one that misses."""
-
-
-def _unreported(replicas: Sequence[ReplicaMetrics]) -> str:
-    """'missing avg_itl on pod-a, ...' for busy replicas lacking a figure; '' when none do."""
-    gaps = []
-    for replica in sorted(replicas, key=lambda r: r.pod):
-        if replica.arrival_rate is None or replica.arrival_rate <= 0:
-            continue
-        absent = [name for name in BUSY_FIGURES if getattr(replica, name) is None]
-        if absent:
-            gaps.append(f'{"/".join(absent)} on {replica.pod}')
-    if not gaps:
-        return ''
-    more = f' and {len(gaps) - 3} more' if len(gaps) > 3 else ''
-    return f'missing {", ".join(gaps[:3])}{more} (a busy replica must report its latency)'
