@@ -42,6 +42,9 @@ CONFIDENCE: Final = 1.6448536269514722
 """z of the one-sided 95 % bound a miss share must clear before it lowers a capacity."""
 MIN_FINISHED: Final = 20.0
 """Fewer finished requests in the window are no evidence either way."""
+BACKLOG_MEMORY: Final = 90.0
+"""Seconds after a drained backlog during which misses are not read: the histograms' minute and
+a scrape's lag."""
 SHRINK_MIN: Final = 0.5
 SHRINK_MAX: Final = 0.95
 
