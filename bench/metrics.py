@@ -184,14 +184,21 @@ def bench_snapshot_from_prometheus(args: argparse.Namespace) -> None:
     the figure is `PrometheusSource.read` (HTTP, JSON decoding, folding) plus attribution into the
     core's `ReplicaMetrics`. Baseline: `json.loads` of the same response bodies, the part no
     implementation can skip.
+    The first figure is for models whose analyzers do not read the latency histograms; the
+    second for models that all do (the predictive analyzer): their two queries then answer one
+    series per pod and bucket, most of the bytes.
     """
-    asyncio.run(_snapshot_bench(pods=10_000, models=1_000))
+    for histograms in (False, True):
+        asyncio.run(_snapshot_bench(pods=10_000, models=1_000, histograms=histograms))
 
 
-async def _snapshot_bench(*, pods: int, models: int) -> None:
+async def _snapshot_bench(*, pods: int, models: int, histograms: bool) -> None:
     per_model = max(1, pods // models)
     scope = tuple(
-        ModelScope(model_id=f'model-{m:04d}', namespace=f'ns-{m % 20:02d}') for m in range(models)
+        ModelScope(
+            model_id=f'model-{m:04d}', namespace=f'ns-{m % 20:02d}', latency_histograms=histograms
+        )
+        for m in range(models)
     )
     now = 1_800_000_000.0
     bodies: dict[str, bytes] = {}
@@ -273,7 +280,8 @@ async def _snapshot_bench(*, pods: int, models: int) -> None:
         await served.close()
     total = read_s + attribute_s
     print(
-        f'snapshot from Prometheus, {len(attributed.replicas):,} pods, {len(bodies)} queries: '
+        f'snapshot from Prometheus, {len(attributed.replicas):,} pods, {len(bodies)} queries'
+        f'{" (latency histograms)" if histograms else ""}: '
         f'{total * 1000:7.1f} ms (read {read_s * 1000:.1f} + attribution '
         f'{attribute_s * 1000:.1f}); baseline json.loads of the responses '
         f'{baseline * 1000:.1f} ms ({total / baseline:.1f}x); largest answer '

@@ -45,7 +45,7 @@ pytestmark = pytest.mark.integration
 
 MODEL = 'meta-llama/Llama-3.1-8B-Instruct'
 NS = 'llm'
-SCOPE = (ModelScope(model_id=MODEL, namespace=NS, retention_period=15.0),)
+SCOPE = (ModelScope(model_id=MODEL, namespace=NS, retention_period=15.0, latency_histograms=True),)
 SPEC = preset(name='llama-3.1-8b-h100', variant_name='h100')
 
 

@@ -56,7 +56,7 @@ from tests.waiting import eventually
 NOW = 1_700_000_000.0
 LLAMA = 'meta-llama/Llama-3.1-8B'
 SCOPE = (
-    ModelScope(model_id=LLAMA, namespace='ns-a'),
+    ModelScope(model_id=LLAMA, namespace='ns-a', latency_histograms=True),
     ModelScope(model_id='qwen', namespace='ns-b'),
 )
 QUERIES = {query.name: query.promql for query in build(scope=SCOPE)}
@@ -363,7 +363,10 @@ async def test_one_request_per_query_whatever_the_fleet_size(
 
 async def test_one_request_per_query_whatever_the_number_of_models(prom: FakePrometheus) -> None:
     # 12 models in 3 namespaces, one retention: the same number of requests as SCOPE's 2 models.
-    scope = tuple(ModelScope(model_id=f'm{i}', namespace=f'ns-{i % 3}') for i in range(12))
+    scope = tuple(
+        ModelScope(model_id=f'm{i}', namespace=f'ns-{i % 3}', latency_histograms=i % 2 == 0)
+        for i in range(12)
+    )
     await read(PrometheusConfig(base_url=prom.url), scope=scope)
     assert len(prom.log) == REGISTRY_SIZE
     assert len({entry.query for entry in prom.log}) == REGISTRY_SIZE
@@ -371,7 +374,9 @@ async def test_one_request_per_query_whatever_the_number_of_models(prom: FakePro
 
 async def test_two_retentions_two_request_count_queries(prom: FakePrometheus) -> None:
     scope = (
-        ModelScope(model_id=LLAMA, namespace='ns-a', retention_period=600.0),
+        ModelScope(
+            model_id=LLAMA, namespace='ns-a', retention_period=600.0, latency_histograms=True
+        ),
         ModelScope(model_id='qwen', namespace='ns-b', retention_period=1800.0),
     )
     prom.answer(

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from llmscaler.collect import queries as q
 from llmscaler.collect.types import ModelScope
 
-LLAMA = ModelScope(model_id='meta-llama/Llama-3.1-8B', namespace='ns-a')
+# LLAMA's analyzer reads the latency histograms (the predictive one); QWEN's does not.
+LLAMA = ModelScope(model_id='meta-llama/Llama-3.1-8B', namespace='ns-a', latency_histograms=True)
 QWEN = ModelScope(model_id='qwen', namespace='ns-b', retention_period=300.0)
 
 # The registry, spelled out: adding, dropping or reordering a query must change this list.
@@ -143,6 +144,18 @@ def test_latency_histograms_are_the_buckets_increase_per_pod_and_bound() -> None
         assert queries[name].promql == f'sum by ({G}, le) (increase({metric}{M}[1m]))'
 
 
+def test_latency_histograms_are_asked_only_for_the_models_that_read_them() -> None:
+    assert not {'ttft_histogram', 'tpot_histogram'} & set(by_name((QWEN,)))
+    both = by_name((LLAMA, QWEN))
+    # Only LLAMA's series: a large fleet's answers are mostly these.
+    assert M in both['tpot_histogram'].promql
+    assert 'qwen' not in both['tpot_histogram'].promql
+    assert 'qwen' in both['avg_ttft'].promql
+    # A duplicate entry that reads them makes the model read them.
+    reader = ModelScope(model_id='qwen', namespace='ns-b', latency_histograms=True)
+    assert 'qwen' in by_name((QWEN, reader))['ttft_histogram'].promql
+
+
 def test_epp_queries() -> None:
     queries = by_name((LLAMA,))
     e = '{status="success", namespace=~"ns-a", target_model_name=~"meta-llama/Llama-3\\\\.1-8B"}'
@@ -197,7 +210,7 @@ def test_duplicate_entries_keep_the_longest_retention() -> None:
     long = ModelScope(model_id='qwen', namespace='ns-b', retention_period=900.0)
     built = q.build(scope=(short, long, short))
     assert [query.name for query in built][-1] == 'model_request_count[900s]'
-    assert len(built) == len(REGISTRY) + 1
+    assert len(built) == len(REGISTRY) - 2 + 1  # no latency histograms: qwen does not read them
     assert built[0].models == (long,)
 
 
@@ -295,7 +308,8 @@ def test_batch_size_is_registry_plus_retentions(entries: list[tuple[str, str, fl
     pairs = {(ns, m) for m, ns, _ in entries}
     # The longest retention of each (namespace, model) decides its request-count group.
     retentions = {max(r for m, ns, r in entries if (ns, m) == pair) for pair in pairs}
-    assert len(built) == (len(REGISTRY) + len(retentions) if entries else 0)
+    # No entry reads the latency histograms: their two queries are not asked.
+    assert len(built) == (len(REGISTRY) - 2 + len(retentions) if entries else 0)
     assert len({query.name for query in built}) == len(built)
     counted = [e for query in built if query.family == 'model_request_count' for e in query.models]
     assert sorted((e.namespace, e.model_id) for e in counted) == sorted(pairs)

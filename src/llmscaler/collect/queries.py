@@ -50,11 +50,14 @@ first_token_rate       pod    sum by (G) (rate(vllm:time_to_first_token_seconds_
                               requests the pod admitted (first token out) per second: its
                               arrival rate where the gateway has no series for it (below)
 ttft_histogram         pod    sum by (G, le) (increase(
-                                vllm:time_to_first_token_seconds_bucket{M}[1m]))
+                                vllm:time_to_first_token_seconds_bucket{M_H}[1m]))
 tpot_histogram         pod    sum by (G, le) (increase(
-                                vllm:request_time_per_output_token_seconds_bucket{M}[1m]))
+                                vllm:request_time_per_output_token_seconds_bucket{M_H}[1m]))
                               requests of the last minute by TTFT and by their own mean time
-                              per output token, one series per bucket (`collect.histograms`)
+                              per output token, one series per bucket (`collect.histograms`);
+                              M_H lists only the models whose analyzer reads them
+                              (`ModelScope.latency_histograms`: the predictive one), as the
+                              answers of a large fleet are mostly these series
 scheduler_queue_size   model  sum by (target_model_name)
                                 (inference_extension_flow_control_queue_size{T})
 scheduler_queue_bytes  model  sum by (target_model_name)
@@ -105,7 +108,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from llmscaler.collect.types import ModelScope
@@ -212,6 +215,8 @@ def _normalize(scope: tuple[ModelScope, ...]) -> tuple[ModelScope, ...]:
         kept = longest.get(key)
         if kept is None or _retention_rank(entry) > _retention_rank(kept):
             longest[key] = entry
+        if entry.latency_histograms and not longest[key].latency_histograms:
+            longest[key] = replace(longest[key], latency_histograms=True)
     return tuple(longest[key] for key in sorted(longest))
 
 
@@ -285,8 +290,6 @@ def build(*, scope: tuple[ModelScope, ...]) -> tuple[Query, ...]:
             FIRST_TOKEN_RATE,
             f'sum by ({POD_GROUP}) (rate(vllm:time_to_first_token_seconds_count{m}[1m]))',
         ),
-        pod(TTFT_HISTOGRAM, _buckets('vllm:time_to_first_token_seconds', m)),
-        pod(TPOT_HISTOGRAM, _buckets('vllm:request_time_per_output_token_seconds', m)),
         model(
             SCHEDULER_QUEUE_SIZE,
             f'sum by (target_model_name) (inference_extension_flow_control_queue_size{target})',
@@ -297,6 +300,18 @@ def build(*, scope: tuple[ModelScope, ...]) -> tuple[Query, ...]:
         ),
         model(MODEL_ARRIVAL_RATE, f'sum by (namespace, target_model_name) ({attempts})'),
     ]
+    readers = [entry for entry in models if entry.latency_histograms]
+    if readers:
+        h = _matchers(
+            _regex_matcher('namespace', (entry.namespace for entry in readers)),
+            _regex_matcher('model_name', (entry.model_id for entry in readers)),
+        )
+        # In the registry's order: after the other pod queries.
+        at = next(i for i, query in enumerate(queries) if query.kind == 'model')
+        queries[at:at] = [
+            pod(TTFT_HISTOGRAM, _buckets('vllm:time_to_first_token_seconds', h)),
+            pod(TPOT_HISTOGRAM, _buckets('vllm:request_time_per_output_token_seconds', h)),
+        ]
     queries.extend(_request_count_queries(models))
     return tuple(queries)
 

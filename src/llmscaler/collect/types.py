@@ -115,6 +115,9 @@ class ModelScope:
     model_id: str
     namespace: str
     retention_period: float = 600.0
+    latency_histograms: bool = False
+    """Its analyzer reads the latency histograms (the predictive one): only then are they asked
+    of Prometheus, one series per pod and bucket being most of a large fleet's answers."""
 
 
 class MetricsSource(Protocol):

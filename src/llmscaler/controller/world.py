@@ -336,8 +336,8 @@ def _invalid_key(problem: crd.InvalidObject) -> tuple[str, str, str]:
 def _scopes(*, variants: Sequence[Variant], config: Config) -> tuple[ModelScope, ...]:
     scopes = []
     for namespace, model_id in sorted({(v.namespace, v.model_id) for v in variants}):
-        retention = config.model(model_id=model_id, namespace=namespace).scale_to_zero
-        period = retention.retention_period
+        settings = config.model(model_id=model_id, namespace=namespace)
+        period = settings.scale_to_zero.retention_period
         scopes.append(
             ModelScope(
                 model_id=model_id,
@@ -345,6 +345,7 @@ def _scopes(*, variants: Sequence[Variant], config: Config) -> tuple[ModelScope,
                 retention_period=(
                     period if period is not None else config.settings.default_retention_period
                 ),
+                latency_histograms=settings.predictive is not None,
             )
         )
     return tuple(scopes)
