@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import AsyncIterator
 
 import pytest
 from hypothesis import given
@@ -29,7 +28,15 @@ from llmscaler.collect.prometheus import PrometheusConfig
 from llmscaler.collect.types import ErrorReason
 from llmscaler.collect.windows import SeriesWindow
 from llmscaler.model import LatencyHistogram
-from tests.unit.test_collect_prometheus import LLAMA, FakePrometheus, read, reasons, sample, vector
+from tests.unit.test_collect_prometheus import (
+    LLAMA,
+    FakePrometheus,
+    read,
+    reasons,
+    sample,
+    vector,
+)
+from tests.unit.test_collect_prometheus import prom as prom  # the fixture, shared
 
 H = LatencyHistogram
 
@@ -131,14 +138,6 @@ def test_property_any_answer_folds_valid_and_in_any_order(
 
 
 # --- the Prometheus source ------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def prom() -> AsyncIterator[FakePrometheus]:
-    server = FakePrometheus()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 def buckets(value_by_le: dict[str, str], **labels: str) -> list[dict[str, object]]:
