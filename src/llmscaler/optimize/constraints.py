@@ -28,7 +28,7 @@ Nodes' labels; denying it every replica would be worse than the scheduler leavin
 Pending.
 
 What fails: nothing raises; a negative `used` or a limit below -1 cannot be built by the JSON
-face (model.py declares the ranges) and is read as 0 / unlimited here.
+face (`llmscaler.model` declares the ranges) and is read as 0 / unlimited here.
 """
 
 from __future__ import annotations
