@@ -72,7 +72,8 @@ def test_default_and_per_model_entries_with_shared_and_own_keys() -> None:
         'default': 'sloMultiplier: 4\nstartupSeconds: 90\nforecastQuantile: 0.9',
         'llama': (
             'model_id: meta/llama-3.1-8b\nnamespace: llm\ntargetTTFT: 1000\ntargetITL: 50\n'
-            'scaleDownDelaySeconds: 5m\nlatencyMargin: 1\nhistorySeconds: "1h"\n' + H100
+            'scaleDownDelaySeconds: 5m\nlatencyMargin: 1\nhistorySeconds: "1h"\n'
+            'sloAttainment: 0.95\n' + H100
         ),
         'other#team': 'tuningEnabled: false\nscaleDownDelaySeconds: 0',
     }
@@ -91,6 +92,7 @@ def test_default_and_per_model_entries_with_shared_and_own_keys() -> None:
         scale_down_delay=300.0,
         latency_margin=1.0,
         history_seconds=3600.0,
+        attainment=0.95,
     )
     assert (other.model_id, other.namespace) == ('other', 'team')
     assert other.values == PredictiveOverrides(
@@ -137,6 +139,10 @@ def test_durations_are_seconds_or_go_durations(text: str, seconds: float) -> Non
         ('latencyMargin: 1.01', 'latencyMargin', 'must be in (0, 1]'),
         ('latencyMargin: -.inf', 'latencyMargin', 'must be in (0, 1]'),
         ('historySeconds: 0', 'historySeconds', 'must be in (0, 86400]'),
+        ('sloAttainment: 1', 'sloAttainment', 'must be in (0.5, 1)'),
+        ('sloAttainment: 0.5', 'sloAttainment', 'must be in (0.5, 1)'),
+        ('sloAttainment: 99', 'sloAttainment', 'must be in (0.5, 1)'),
+        ('sloAttainment: .nan', 'sloAttainment', 'must be in (0.5, 1)'),
         ('historySeconds: "2d"', 'historySeconds', 'unknown unit'),
         ('horizonSeconds: 60', 'horizonSeconds', 'unknown field'),
         # The shared keys keep the queueing map's rules.
@@ -215,6 +221,7 @@ OWN = {
     'scaleDownDelaySeconds': lambda x: 0 <= x <= 86400,
     'latencyMargin': lambda x: 0 < x <= 1,
     'historySeconds': lambda x: 0 < x <= 86400,
+    'sloAttainment': lambda x: 0.5 < x < 1,
 }
 
 

@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from llmscaler.analyze import validity
 from llmscaler.analyze.slo_attainment import (
-    MISS_BUDGET,
     SHRINK_MAX,
     Attainment,
     attainment,
@@ -19,6 +18,8 @@ from llmscaler.analyze.slo_attainment import (
     share_above,
 )
 from llmscaler.model import LatencyHistogram, ReplicaMetrics
+
+BUDGET = 0.01  # sloAttainment 0.99
 
 # vLLM's ITL buckets up to 0.1 s; 100 requests, 5 of them beyond 0.1 s.
 TPOT = LatencyHistogram(
@@ -95,21 +96,37 @@ def test_the_sum_of_the_shares_is_at_most_one() -> None:
     ],
 )
 def test_misses_count_only_beyond_doubt(finished: float, missed: float, beyond: bool) -> None:
-    assert missing_beyond_doubt(Attainment(finished=finished, missed=missed)) is beyond
+    assert (
+        missing_beyond_doubt(seen=Attainment(finished=finished, missed=missed), budget=BUDGET)
+        is beyond
+    )
+
+
+def test_a_looser_attainment_target_tolerates_more_misses() -> None:
+    seen = Attainment(finished=2000, missed=0.04)
+    assert capacity_reading(seen=seen, rate=2.0, budget=BUDGET) is not None
+    assert capacity_reading(seen=seen, rate=2.0, budget=0.05) is None  # sloAttainment 0.95
 
 
 def test_the_reading_shrinks_the_rate_more_the_more_is_missed() -> None:
-    assert capacity_reading(seen=Attainment(finished=500, missed=0.16), rate=2.0) == (
-        pytest.approx(1.0)
-    )
-    assert capacity_reading(seen=Attainment(finished=2000, missed=0.02), rate=2.0) == (
-        pytest.approx(2.0 * 0.5**0.25)
-    )
+    assert capacity_reading(
+        seen=Attainment(finished=500, missed=0.16), rate=2.0, budget=BUDGET
+    ) == (pytest.approx(1.0))
+    assert capacity_reading(
+        seen=Attainment(finished=2000, missed=0.02), rate=2.0, budget=BUDGET
+    ) == (pytest.approx(2.0 * 0.5**0.25))
     # Just beyond the budget: at most SHRINK_MAX of the rate.
-    near = capacity_reading(seen=Attainment(finished=100_000, missed=MISS_BUDGET * 1.1), rate=2.0)
+    near = capacity_reading(
+        seen=Attainment(finished=100_000, missed=BUDGET * 1.1), rate=2.0, budget=BUDGET
+    )
     assert near == pytest.approx(2.0 * SHRINK_MAX)
-    assert capacity_reading(seen=Attainment(finished=500, missed=0.001), rate=2.0) is None
-    assert capacity_reading(seen=Attainment(finished=500, missed=0.5), rate=0.0) is None
+    assert (
+        capacity_reading(seen=Attainment(finished=500, missed=0.001), rate=2.0, budget=BUDGET)
+        is None
+    )
+    assert (
+        capacity_reading(seen=Attainment(finished=500, missed=0.5), rate=0.0, budget=BUDGET) is None
+    )
 
 
 @st.composite

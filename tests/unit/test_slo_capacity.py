@@ -130,14 +130,14 @@ def test_missed_targets_only_ever_lower_what_a_variant_is_worth() -> None:
     missing = Attainment(finished=400, missed=0.16)  # sustains half of its 2 req/s: 1 req/s
     low = slo_capacity.missed_targets(
         previous=VariantLearning(scale=0.05, demonstrated=3.0), seen=missing, load=load,
-        modelled=10.0,
+        modelled=10.0, budget=0.01,
     )  # fmt: skip
     assert low is not None
     assert low.scale == 0.05
     assert low.demonstrated == pytest.approx(1.0)
     high = slo_capacity.missed_targets(
         previous=VariantLearning(scale=1.0, demonstrated=0.0), seen=missing, load=load,
-        modelled=10.0,
+        modelled=10.0, budget=0.01,
     )  # fmt: skip
     assert high is not None
     assert high.scale == pytest.approx(math.exp(0.7 * math.log(1.0) + 0.3 * math.log(0.1)))
@@ -145,7 +145,7 @@ def test_missed_targets_only_ever_lower_what_a_variant_is_worth() -> None:
     within = Attainment(finished=400, missed=0.002)
     assert (
         slo_capacity.missed_targets(
-            previous=VariantLearning(), seen=within, load=load, modelled=10.0
+            previous=VariantLearning(), seen=within, load=load, modelled=10.0, budget=0.01
         )
         is None
     )

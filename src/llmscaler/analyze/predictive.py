@@ -238,6 +238,7 @@ def predict(
                 ),
                 load=load,
                 modelled=modelled,
+                budget=1.0 - config.attainment,
             )
         if missed is not None:
             # Requests missed their targets: no reading of the means may raise what it is worth.

@@ -16,10 +16,11 @@ variant delivers, whatever the model believes.
 - `attainment`: a variant's finished requests and the share that missed, summed over its
   replicas' histograms: the TTFT share plus the TPOT share (at most 1), an upper bound of the
   share missing either, since the two histograms cannot be joined per request;
-- `capacity_reading`: when the misses are above `MISS_BUDGET` beyond doubt (the lower
-  `CONFIDENCE` bound of the miss share, a binomial normal approximation, exceeds it), the rate
-  per replica the variant showed them at, times `clamp((budget / share)^¼, ½, 0.95)`: a variant
-  that misses sustains less than it was given, the more so the more it misses.
+- `capacity_reading`: when the misses are above the budget beyond doubt (1 − `sloAttainment`,
+  0.01 by default; the lower `CONFIDENCE` bound of the miss share, a binomial normal
+  approximation, exceeds it), the rate per replica the variant showed them at, times
+  `clamp((budget / share)^¼, ½, 0.95)`: a variant that misses sustains less than it was given,
+  the more so the more it misses.
 
 What fails: nothing raises; a histogram that breaks `model.LatencyHistogram`'s rules never gets
 here (`analyze.validity` holds its model first), and a window without finished requests reads
@@ -36,8 +37,6 @@ from typing import Final
 
 from llmscaler.model import LatencyHistogram, ReplicaMetrics
 
-MISS_BUDGET: Final = 0.01
-"""The share of requests that may miss their targets: the SLO's 99 %."""
 CONFIDENCE: Final = 1.6448536269514722
 """z of the one-sided 95 % bound a miss share must clear before it lowers a capacity."""
 MIN_FINISHED: Final = 20.0
@@ -103,18 +102,21 @@ def attainment(*, replicas: Sequence[ReplicaMetrics], ttft: float, itl: float) -
     return Attainment(finished=finished, missed=min(1.0, missed))
 
 
-def missing_beyond_doubt(seen: Attainment) -> bool:
-    """More requests miss than the budget allows, at the `CONFIDENCE` bound."""
+def missing_beyond_doubt(*, seen: Attainment, budget: float) -> bool:
+    """More requests miss than the `budget` (a share) allows, at the `CONFIDENCE` bound."""
     if seen.finished < MIN_FINISHED:
         return False
     spread = math.sqrt(seen.missed * (1.0 - seen.missed) / seen.finished)
-    return seen.missed - CONFIDENCE * spread > MISS_BUDGET
+    return seen.missed - CONFIDENCE * spread > budget
 
 
-def capacity_reading(*, seen: Attainment, rate: float) -> float | None:
+def capacity_reading(*, seen: Attainment, rate: float, budget: float) -> float | None:
     """The rate per replica the variant sustains within the SLO, as far as its misses at `rate`
-    (req/s per replica) tell; None when they tell nothing (within budget, or too few)."""
-    if not (rate > 0 and math.isfinite(rate)) or not missing_beyond_doubt(seen):
+    (req/s per replica) tell against the `budget` of misses (a share in (0, 0.5)); None when
+    they tell nothing (within budget, or too few)."""
+    if not (rate > 0 and math.isfinite(rate)):
         return None
-    shrink: float = math.sqrt(math.sqrt(MISS_BUDGET / seen.missed))
+    if not missing_beyond_doubt(seen=seen, budget=budget):
+        return None
+    shrink: float = math.sqrt(math.sqrt(budget / seen.missed))
     return rate * min(SHRINK_MAX, max(SHRINK_MIN, shrink))

@@ -177,13 +177,16 @@ def missed_targets(
     seen: slo_attainment.Attainment | None,
     load: slo_queueing.Workload,
     modelled: float,
+    budget: float,
 ) -> VariantLearning | None:
     """What the variant's requests that missed their targets teach (`slo_attainment`), or None
     when they teach nothing: its scale moves toward the rate it sustains as far as they tell
     (never up), and the rate it was seen meeting its targets at is no higher than that."""
     if seen is None or not load.busy or not modelled > 0:
         return None
-    sustained = slo_attainment.capacity_reading(seen=seen, rate=load.arrival_rate / load.busy)
+    sustained = slo_attainment.capacity_reading(
+        seen=seen, rate=load.arrival_rate / load.busy, budget=budget
+    )
     if sustained is None:
         return None
     scale = previous.scale

@@ -13,6 +13,7 @@ its own (defaults: `config.types.PredictiveConfig`):
 | `scaleDownDelaySeconds` | [0, 86400]: hysteresis before a replica goes |
 | `latencyMargin` | (0, 1]: the share of each target the mean latency may use |
 | `historySeconds` | (0, 86400]: the arrival-rate history the forecast keeps |
+| `sloAttainment` | (0.5, 1): the share of requests that must meet both targets |
 
 A duration is a number of seconds (the keys say so) or a Go duration string with a unit
 (`"2m"`, `"1m30s"`), as the other maps write durations. The layout and layering are the queueing
@@ -66,6 +67,7 @@ class PredictiveOverrides:
     scale_down_delay: float | None = None
     latency_margin: float | None = None
     history_seconds: float | None = None
+    attainment: float | None = None
 
     def over(self, config: PredictiveConfig) -> PredictiveConfig:
         """`config` with this entry's own keys set (the shared ones are merged apart, with the
@@ -121,7 +123,8 @@ def _number(value: object) -> float:
 
 
 def quantile(value: object) -> float:
-    """forecastQuantile: (0.5, 1), both ends open (1 would size for an unbounded forecast)."""
+    """forecastQuantile, sloAttainment: (0.5, 1), both ends open (1 would size for an unbounded
+    forecast, or allow no request to miss)."""
     number = _number(value)
     if not 0.5 < number < 1.0:
         raise Invalid('must be in (0.5, 1)')
@@ -143,6 +146,7 @@ PREDICTIVE_FIELDS: Final = {
     'scaleDownDelaySeconds': ('scale_down_delay', delay_seconds),
     'latencyMargin': ('latency_margin', margin),
     'historySeconds': ('history_seconds', positive_seconds),
+    'sloAttainment': ('attainment', quantile),
 }
 
 

@@ -112,6 +112,10 @@ class PredictiveConfig:
     ITL may use; the rest is room for the tail, which the targets are about."""
     history_seconds: float = 900.0
     """`historySeconds` > 0: how much arrival-rate history the forecast keeps."""
+    attainment: float = 0.99
+    """`sloAttainment` in (0.5, 1): the share of requests that must meet both targets. The rest
+    is the budget of misses a variant may show (vLLM's latency histograms) before it is counted
+    for less than the rate it shows them at."""
 
 
 @dataclass(frozen=True, slots=True)
