@@ -8,6 +8,7 @@ windows: what is fetched, kept, classified and forgotten, with the HTTP client, 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import shutil
 import socket
@@ -385,8 +386,11 @@ async def test_latency_histograms_are_the_last_minutes_increase_across_scrapes(
         pods.replies['p1'] = Reply(body=latency_page(ttft, tpot))
         assert await source.scrape(now=now) == []
 
+    # The model's analyzer reads the histograms (the predictive one); SCOPE's does not.
+    readers = tuple(dataclasses.replace(entry, latency_histograms=True) for entry in SCOPE)
+
     async def histograms(now: float) -> tuple[object, object]:
-        (pod,) = (await source.read(scope=SCOPE, now=now)).pods
+        (pod,) = (await source.read(scope=readers, now=now)).pods
         return pod.ttft_histogram, pod.tpot_histogram
 
     try:
@@ -411,6 +415,9 @@ async def test_latency_histograms_are_the_last_minutes_increase_across_scrapes(
         assert tpot.counts == pytest.approx((12.0, 24.0))
         assert tpot.total == pytest.approx(24.0)
         assert histogram_violation(ttft) == histogram_violation(tpot) == ''
+        # Not computed for a model whose analyzer does not read them.
+        (unread,) = (await source.read(scope=SCOPE, now=1060.0)).pods
+        assert (unread.ttft_histogram, unread.tpot_histogram) == (None, None)
         # The server restarts at 1065, its counters from 0: no histogram while the drop is in
         # the minute, measured again once it has left it.
         for i in range(13):  # 1065 .. 1125

@@ -125,7 +125,7 @@ def window_increase(*, window: SeriesWindow, now: float) -> float | None:
         return None
     if any(later < earlier for (_, earlier), (_, later) in itertools.pairwise(found)):
         return None
-    if not window.reaches_start(now=now, seconds=WINDOW) and found[0][1] != 0:
+    if not window.measures_whole(now=now, seconds=WINDOW):
         return None
     return window.increase(now=now, seconds=WINDOW)
 

@@ -62,13 +62,12 @@ ATTEMPT_WINDOW = 60.0
 
 def measured_rate(*, window: SeriesWindow, now: float) -> float | None:
     """The 1-min rate, None when it would count only the part of the minute seen: the series
-    seems to start inside the minute (`SeriesWindow.reaches_start`) but its first value there
-    is not 0, so it was counting before (scraping began, or resumed after a gap)."""
+    seems to start inside the minute but its first value there
+    is not 0, so it was counting before (`SeriesWindow.measures_whole`)."""
     rate = window.rate(now=now, seconds=ATTEMPT_WINDOW)
-    if rate is None or window.reaches_start(now=now, seconds=ATTEMPT_WINDOW):
+    if rate is None or window.measures_whole(now=now, seconds=ATTEMPT_WINDOW):
         return rate
-    first = window.in_range(now=now, seconds=ATTEMPT_WINDOW)[0][1]
-    return rate if first == 0 else None
+    return None
 
 
 def attempt_rates(

@@ -37,7 +37,8 @@ model_arrival_rate      EPP pages: sum by (namespace, target_model_name) of the 
 model_request_count     sum over the model's pods (gone ones too) and finished_reason series of
                         increase(vllm:request_success_total[retention])
 ttft_ / tpot_histogram  per le, sum over engines of the 1-min increase of the bucket series,
-                        whole-minute only and None after a counter reset (`collect.histograms`)
+                        whole-minute only and None after a counter reset (`collect.histograms`);
+                        only for the models whose analyzer reads them (`latency_histograms`)
 
 Pods and models are kept as the Prometheus source keeps them: a pod with a KV-usage or queue-length
 series in its 1-min window, one `PodReading` per (namespace, pod), figures of several in-scope
@@ -157,7 +158,13 @@ def compute_reading(
         )
         readings.extend([reading] if reading is not None else [])
     return Reading(
-        pods=_pod_readings(views=views['vllm'], in_scope=in_scope, attempts=attempts, now=now),
+        pods=_pod_readings(
+            views=views['vllm'],
+            in_scope=in_scope,
+            readers={(e.namespace, e.model_id) for e in scope if e.latency_histograms},
+            attempts=attempts,
+            now=now,
+        ),
         models=tuple(readings),
         errors=tuple(found_errors),
         dropped_non_finite=dropped_non_finite,
@@ -210,8 +217,15 @@ _Windows = dict[Labels, SeriesView]
 
 
 def _pod_readings(
-    *, views: list[SeriesView], in_scope: set[tuple[str, str]], attempts: AttemptRates, now: float
+    *,
+    views: list[SeriesView],
+    in_scope: set[tuple[str, str]],
+    readers: set[tuple[str, str]],
+    attempts: AttemptRates,
+    now: float,
 ) -> tuple[PodReading, ...]:
+    """One reading per pod; the latency histograms only for the models in `readers` (those
+    whose analyzer reads them, as the Prometheus source asks for them)."""
     pods: dict[tuple[str, str], dict[str, dict[str, _Windows]]] = {}
     configs: dict[tuple[str, str], list[SeriesView]] = {}
     for view in views:
@@ -245,7 +259,9 @@ def _pod_readings(
             for by_labels in pods[key][model].values()
             for view in by_labels.values()
         )
-        latencies = _histograms(key, [pods[key][model] for model in kept], now)
+        latencies = _histograms(
+            key, [pods[key][model] for model in kept if (key[0], model) in readers], now
+        )
         readings.append(
             PodReading(
                 namespace=key[0],

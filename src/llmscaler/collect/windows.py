@@ -129,6 +129,16 @@ class SeriesWindow:
         step = (found[-1][0] - found[0][0]) / (len(found) - 1)
         return found[0][0] - (now - seconds) < 1.1 * step
 
+    def measures_whole(self, *, now: float, seconds: float) -> bool:
+        """Whether an increase over `(now − seconds, now]` counts the whole range: the series
+        reaches its start (`reaches_start`), or its first value in it is 0, so that it began
+        counting inside the range. A counter already counting when its scraping began (or
+        resumed after a gap) would otherwise give only the part seen."""
+        if self.reaches_start(now=now, seconds=seconds):
+            return True
+        found = self.in_range(now=now, seconds=seconds)
+        return bool(found) and found[0][1] == 0
+
     def rate(self, *, now: float, seconds: float) -> float | None:
         """`rate(series[seconds])` at `now`: the increase per second of the whole range."""
         increase = self.increase(now=now, seconds=seconds)
