@@ -21,6 +21,7 @@ from llmscaler.model import (
     Snapshot,
     State,
 )
+from llmscaler.optimize import exact_mix
 from tests.unit.test_engine import MODEL, NS, by_name, replica, variant
 
 NOW = 100_000.0
@@ -266,3 +267,25 @@ def test_the_va_status_explains_the_decision() -> None:
     assert '(predictive: forecast ' in update.message
     for part in ('need ', '; mix h100=', 'costs ', 'scale up'):
         assert part in update.message
+
+
+def test_a_need_no_mix_covers_drops_the_variant_that_holds_the_others_back() -> None:
+    """Behind a least-loaded router, two slow replicas cap eight fast ones at their in-flight
+    limit: keeping them sustains 18 req/s, dropping them 48. Short of any cover, the scale-up
+    goes to the set that sustains the most, and the fast variant keeps its replicas."""
+    fast = exact_mix.MixOption(variant='h100', rate=6.0, cost=3.9, low=0, high=8, t0=1500, t1=8)
+    slow = exact_mix.MixOption(variant='l4', rate=0.5, cost=0.8, low=0, high=4, t0=6000, t1=60)
+    current = {'h100': 8, 'l4': 2}
+    have = exact_mix.capacity(options=[fast, slow], counts=current)
+    targets, action, mix = predictive._choose(
+        options=[fast, slow],
+        trusted=[fast, slow],
+        current=current,
+        need=1000.0,
+        recent_need=1000.0,
+        have=have,
+    )
+    assert targets == {'h100': 8, 'l4': 0}
+    assert action == 'scale up to the most the maxima sustain (need not covered)'
+    assert mix.capacity == pytest.approx(48.0)
+    assert mix.capacity > 2 * have

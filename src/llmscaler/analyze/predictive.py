@@ -153,18 +153,18 @@ def predict(
     kept = tuple(s for s in samples if s.at > now - config.history_seconds and s.at <= now)
     unreported = predictive_inputs.unreported(replicas)
     if not unreported and predictive_inputs.idle(replicas=replicas, pool=pool):
-        now_sample = RateSample(at=now, rate=0.0, need=0.0)
+        quiet = (*kept, RateSample(at=now, rate=0.0, need=0.0))[-MAX_SAMPLES:]
         return PredictivePath(
             targets=predictive_inputs.idle_targets(
                 variants=variants,
-                samples=(*kept, now_sample),
+                samples=quiet,
                 desired=desired,
                 scale_down_delay=config.scale_down_delay,
                 now=now,
             ),
             figures=analysis.figures,
             kalman_updates=analysis.kalman_updates,
-            samples=(*kept, now_sample)[-MAX_SAMPLES:],
+            samples=quiet,
         )
     if analysis.result is None or analysis.targets is None or unreported:
         return PredictivePath(
@@ -389,16 +389,20 @@ def _choose(
             return targets, 'scale up to a cheaper mix (current replicas kept for now)', fresh
         if added.met:
             return dict(added.counts), 'scale up', added
-        # Keeping every current replica cannot cover the need: a mix without some of them (a
-        # slow variant holds the fast ones back behind the router) may, or sustain more.
+        # Keeping every current replica cannot cover the need: a mix without some variants (a
+        # slow one holds the fast ones back behind the router) may, or sustain more. Only the
+        # variants it leaves out lose replicas; those it keeps keep theirs (more of a serving
+        # variant never lowers what the set sustains).
         if fresh.met:
-            return (
-                dict(fresh.counts),
-                'scale up to a mix without the replicas that hold it back',
-                fresh,
-            )
-        most = fresh if fresh.capacity > added.capacity + 1e-9 else added
-        return dict(most.counts), 'scale up to the most the maxima sustain (need not covered)', most
+            action, chosen = 'scale up to a mix without the variants that hold it back', fresh
+        elif fresh.capacity > added.capacity + 1e-9:
+            action, chosen = 'scale up to the most the maxima sustain (need not covered)', fresh
+        else:
+            return dict(added.counts), 'scale up to every maximum kept (need not covered)', added
+        targets = {
+            name: max(count, current[name]) if count > 0 else 0 for name, count in chosen.counts
+        }
+        return targets, action, chosen
     if recent_need < have:
         trimmed = exact_mix.cheapest(
             options=[
