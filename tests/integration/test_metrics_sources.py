@@ -263,7 +263,9 @@ async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path) -> Non
             for reading in without_gateway:
                 assert reading.errors == ()
                 (model,) = reading.models  # the request count, from vLLM
-                assert (model.arrival_rate, model.queue_size) == (None, None)
+                # No gateway: no arrival rate, and no flow-control queue, which is 0 (not None,
+                # which would be a queue the source failed to read and hold the model).
+                assert (model.arrival_rate, model.queue_size) == (None, 0.0)
                 assert model.request_count is not None
                 assert {p.pod for p in reading.pods} == pods
                 for one in reading.pods:

@@ -538,13 +538,14 @@ def test_pools_for_variant_groups_only() -> None:
     )
     result = attribute(reading=reading, variants=VARIANTS, targets=TARGETS, pods=())
     (first, second) = result.pools
-    # An absent queue is "no gateway queue seen"; a NaN one is passed on for the core to judge.
+    # An unread queue (None) and a NaN one are passed on for the core to judge.
+    assert first.queue_bytes is not None
     assert math.isnan(first.queue_bytes)
     assert replace(first, queue_bytes=0.0) == PoolMetrics(
         model_id=MODEL,
         namespace=NS,
         observed_at=NOW,
-        queue_size=0.0,
+        queue_size=None,
         queue_bytes=0.0,
         request_count=None,
         arrival_rate=2.5,

@@ -661,7 +661,10 @@ async def test_non_finite_values_are_dropped_and_counted(prom: FakePrometheus) -
         ('llama-0', None, None),
         ('llama-1', None, None),
     ]
-    assert reading.models == (ModelReading(model_id=LLAMA, namespace='ns-a', observed_at=NOW),)
+    # The queue's series is there but unreadable: unknown, not empty (the core holds).
+    assert reading.models == (
+        ModelReading(model_id=LLAMA, namespace='ns-a', observed_at=NOW, queue_size=None),
+    )
 
 
 async def test_empty_scope_sends_nothing(prom: FakePrometheus) -> None:
@@ -846,16 +849,50 @@ async def test_connection_refused() -> None:
     # The port was just released and nothing listens on it.
     reading = await read(PrometheusConfig(base_url=f'http://127.0.0.1:{port}', timeout=2.0))
     assert reading.pods == ()
-    assert reading.models == ()
+    assert reading.models == unread_queues(SCOPE)
     assert [e.target for e in reading.errors] == list(QUERIES)
     assert {e.reason for e in reading.errors} == {ErrorReason.UNREACHABLE}
+
+
+def unread_queues(scope: tuple[ModelScope, ...]) -> tuple[ModelReading, ...]:
+    """What a cycle whose every query failed reads of the models: a gateway queue it could not
+    see (None), which the core holds on, and nothing else."""
+    return tuple(
+        ModelReading(
+            model_id=entry.model_id,
+            namespace=entry.namespace,
+            observed_at=NOW,
+            queue_size=None,
+            queue_bytes=None,
+        )
+        for entry in sorted(scope, key=lambda e: (e.namespace, e.model_id))
+    )
+
+
+async def test_a_failed_queue_query_leaves_every_model_s_queue_unread(
+    prom: FakePrometheus,
+) -> None:
+    """A model without a gateway queue has no series and reads 0; when the query fails, no
+    model's queue is known, even one that no other query names."""
+    prom.answer('scheduler_queue_bytes', vector())
+    prom.answer('scheduler_queue_size', Canned('down', status=503))
+    arrivals = vector(sample('4', namespace='ns-a', target_model_name=LLAMA))
+    prom.answer('model_arrival_rate', arrivals)
+    reading = await read(PrometheusConfig(base_url=prom.url))
+    assert reasons(reading) == {'scheduler_queue_size': ErrorReason.HTTP_5XX}
+    assert [(m.model_id, m.queue_size, m.queue_bytes, m.arrival_rate) for m in reading.models] == [
+        (LLAMA, None, 0.0, 4.0),
+        ('qwen', None, 0.0, None),
+    ]
 
 
 async def test_every_query_failing_gives_an_empty_reading(prom: FakePrometheus) -> None:
     for name in QUERIES:
         prom.answer(name, Canned('down', status=502))
     reading = await read(PrometheusConfig(base_url=prom.url))
-    assert reading == Reading(errors=tuple(reading.errors), dropped_non_finite=0)
+    assert reading == Reading(
+        models=unread_queues(SCOPE), errors=tuple(reading.errors), dropped_non_finite=0
+    )
     assert [e.reason for e in reading.errors] == [ErrorReason.HTTP_5XX] * REGISTRY_SIZE
 
 
@@ -889,7 +926,7 @@ async def test_a_dripping_prometheus_ends_each_query_at_its_timeout() -> None:
         assert error.reason is ErrorReason.TIMEOUT
         assert error.message.startswith('no complete answer within 0.5s (')
         assert 'bytes of the body received' in error.message
-    assert (reading.pods, reading.models) == ((), ())
+    assert (reading.pods, reading.models) == ((), unread_queues(SCOPE))
 
 
 async def test_the_read_deadline_bounds_the_whole_read() -> None:

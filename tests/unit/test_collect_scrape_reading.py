@@ -447,7 +447,7 @@ def test_request_count_is_the_increase_over_the_retention() -> None:
     (model,) = read(pods, now=1060.0).models
     assert model.request_count == pytest.approx(12.0 + 8.0 / 3.0)
     assert (model.model_id, model.namespace, model.observed_at) == (MODEL, NS, 1060.0)
-    assert model.queue_size is None  # no gateway scraped
+    assert model.queue_size == 0.0  # no gateway scraped: no flow-control queue
 
     # the pod goes away (no more samples): its counters still count while in the range
     (model,) = read(pods, now=1075.0).models

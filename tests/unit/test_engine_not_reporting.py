@@ -193,6 +193,18 @@ def test_a_broken_pool_figure_holds_the_model(config: Config, pool: dict[str, ob
         assert f'pool {MODEL}: {metric}' in decision.message
 
 
+@pytest.mark.parametrize('config', CONFIGS, ids=CONFIG_IDS)
+@pytest.mark.parametrize('figure', ['queue_size', 'queue_bytes'])
+def test_an_unread_gateway_queue_holds_the_model(config: Config, figure: str) -> None:
+    """None is a queue the source could not read (its query failed), not an empty one: the
+    idle reference, which every config scales down, holds instead."""
+    decisions = run(idle(pool={figure: None}), config)
+    for decision in decisions.values():
+        assert decision.target == decision.current
+        assert decision.metrics_reason == 'MetricsMissing'
+        assert f'pool {MODEL}: {figure}' in decision.message
+
+
 def test_token_path_holds_on_a_replica_it_cannot_size() -> None:
     # No cache_config_info on b's pods, no engine arguments, no stored capacity: their load is
     # unknown. (One sized pod of the variant would do: its live record sizes the others.)

@@ -202,10 +202,20 @@ def test_an_idle_model_goes_to_its_minimum_after_the_scale_down_delay() -> None:
     assert decisions['h100'].reason.startswith('idle for 120 s')
 
 
+def unread_gateway_queue(snapshot: Snapshot) -> Snapshot:
+    pools = tuple(dataclasses.replace(pool, queue_size=None) for pool in snapshot.pools)
+    return dataclasses.replace(snapshot, pools=pools)
+
+
 @pytest.mark.parametrize(
     'snapshot',
-    [idle_fleet(running=None), idle_fleet(queued=2.0), idle_fleet(running=1.0)],
-    ids=['running-unknown', 'queued', 'running'],
+    [
+        idle_fleet(running=None),
+        idle_fleet(queued=2.0),
+        idle_fleet(running=1.0),
+        unread_gateway_queue(idle_fleet()),
+    ],
+    ids=['running-unknown', 'queued', 'running', 'gateway-queue-unread'],
 )
 def test_a_model_not_known_to_be_idle_holds(snapshot: Snapshot) -> None:
     state = EMPTY_STATE

@@ -90,7 +90,7 @@ class WakeOnQueue:
         return {}
 
     def wake(self, *, view: ControlView) -> dict[str, int]:
-        queued = sum(p.queue_size for p in view.snapshot.pools)
+        queued = sum(p.queue_size or 0.0 for p in view.snapshot.pools)
         if queued <= 0:
             return {}
         asleep = {v.name: 1 for v in view.snapshot.variants if v.current_replicas == 0}

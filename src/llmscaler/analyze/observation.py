@@ -119,7 +119,8 @@ def observe(
 def _in_flight(*, pool: PoolMetrics | None, reporting: Sequence[ReplicaMetrics]) -> float:
     figures: list[float] = []
     if pool is not None:
-        figures += [pool.queue_size, 1.0 if pool.queue_bytes > 0 else 0.0]
+        # An unread queue adds nothing here: it is a missing pool figure, which holds the model.
+        figures += [pool.queue_size or 0.0, 1.0 if (pool.queue_bytes or 0.0) > 0 else 0.0]
     for replica in reporting:
         figures += [f for f in (replica.queue_length, replica.running_requests) if f is not None]
     return finite_sums.total(figures)

@@ -46,7 +46,7 @@ def unreported(replicas: Sequence[ReplicaMetrics]) -> str:
 
 def idle(*, replicas: Sequence[ReplicaMetrics], pool: PoolMetrics | None) -> bool:
     """The model is known to receive and hold no request (module docstring)."""
-    if pool is not None and pool.queue_size > 0:
+    if pool is not None and (pool.queue_size is None or pool.queue_size > 0):
         return False
     if pool is not None and pool.arrival_rate is not None:
         arriving = pool.arrival_rate > 0

@@ -51,8 +51,9 @@ SCALE_MAX: Final = 2.0
 
 
 def draining(*, replicas: Sequence[ReplicaMetrics], pool: PoolMetrics | None) -> bool:
-    """A backlog is being drained: requests queued at the gateway, or many per replica."""
-    if pool is not None and pool.queue_size > 0:
+    """A backlog is being drained: requests queued at the gateway (or a gateway queue that could
+    not be read), or many per replica."""
+    if pool is not None and (pool.queue_size is None or pool.queue_size > 0):
         return True
     waiting = [r.queue_length for r in replicas if r.queue_length is not None]
     return bool(waiting) and math.fsum(waiting) / len(waiting) > QUEUED_READING

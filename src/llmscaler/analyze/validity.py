@@ -12,8 +12,9 @@ engine cannot disagree:
   number (an integer where the field is an `int`) inside the range its annotation declares
   (`Fraction` [0, 1], `NonNegative` >= 0, `PositiveCount` >= 1, ...); `observed_at` must be
   finite;
-- a field listed in `model.REQUIRED_REPLICA_FIGURES` (KV usage, queue length) must be present:
-  None is `missing`. Other figures may be None (the analyzers treat them as absent);
+- a field listed in `model.REQUIRED_REPLICA_FIGURES` (KV usage, queue length) or
+  `model.REQUIRED_POOL_FIGURES` (the gateway queue, 0 without one) must be present: None is
+  `missing`. Other figures may be None (the analyzers treat them as absent);
 - a latency histogram (`ttft_histogram`, `tpot_histogram`), when present, must follow
   `model.LatencyHistogram`'s rules (`histogram_violation`): ascending finite bounds, cumulative
   counts within [0, total].
@@ -39,6 +40,7 @@ from typing import Annotated
 from annotated_types import Ge, Gt, Le, Lt
 
 from llmscaler.model import (
+    REQUIRED_POOL_FIGURES,
     REQUIRED_REPLICA_FIGURES,
     Freshness,
     LatencyHistogram,
@@ -165,7 +167,7 @@ def _fields(cls: type, required: tuple[str, ...]) -> tuple[_Field, ...]:
 
 
 _REPLICA_FIELDS = _fields(ReplicaMetrics, REQUIRED_REPLICA_FIGURES)
-_POOL_FIELDS = _fields(PoolMetrics, ())
+_POOL_FIELDS = _fields(PoolMetrics, REQUIRED_POOL_FIGURES)
 
 
 def _problems(item: object, fields: tuple[_Field, ...]) -> tuple[Problem, ...]:
@@ -229,8 +231,8 @@ def histogram_violation(histogram: LatencyHistogram | None) -> str:
 
 
 def pool_problems(pool: PoolMetrics) -> tuple[Problem, ...]:
-    """Every figure of one pool that is non-finite or out of its declared range (none is
-    required: no gateway means no queue, and no request count forbids scale-to-zero)."""
+    """Every figure of one pool that is missing (the queue: a gateway without one reports 0) or
+    non-finite or out of its declared range (no request count forbids scale-to-zero instead)."""
     return _problems(pool, _POOL_FIELDS)
 
 

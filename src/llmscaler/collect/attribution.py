@@ -37,9 +37,10 @@ Rules (reference/wva.md §2.1), applied to each `PodReading` in this order:
 
 Block counts and sizes that are not positive mean "size unknown" (None), as vLLM's
 `cache_config_info` before profiling. Pool metrics are built for each `ModelReading` whose
-(model_id, namespace) is a variant group; an absent queue size or byte count is 0.0 (no gateway
-queue seen: the gateway is optional), a NaN or negative one is passed on (the core holds), an
-absent request count stays None (which forbids scale-to-zero).
+(model_id, namespace) is a variant group, with every figure passed on as the source read it: a
+queue size or byte count of 0.0 where the model has no gateway queue, None where its query
+failed, NaN or negative as read (for these three the core holds), and an absent request count
+None (which forbids scale-to-zero).
 
 `Attribution.silent` lists ready pods that resolve to a variant but have no attributed reading
 (WVA warns "ready pods but none attributed"), for logs and tests: the core sees them as a ready
@@ -205,8 +206,8 @@ def _pool(reading: ModelReading) -> PoolMetrics:
         model_id=reading.model_id,
         namespace=reading.namespace,
         observed_at=reading.observed_at,
-        queue_size=reading.queue_size if reading.queue_size is not None else 0.0,
-        queue_bytes=reading.queue_bytes if reading.queue_bytes is not None else 0.0,
+        queue_size=reading.queue_size,
+        queue_bytes=reading.queue_bytes,
         request_count=reading.request_count,
         arrival_rate=reading.arrival_rate,
     )

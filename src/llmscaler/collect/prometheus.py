@@ -156,7 +156,7 @@ class PrometheusSource:
 
         def fold() -> Reading:
             with collector_paused():
-                return assemble(queries=batch, outcomes=outcomes)
+                return assemble(queries=batch, outcomes=outcomes, now=now)
 
         return await http.parse_off_loop(fold, size=sum(size for _, size in results))
 

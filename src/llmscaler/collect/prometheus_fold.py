@@ -34,6 +34,11 @@ Rules:
   hit rate above 1, a negative queue) are left to the core.
 - Histograms: the `ttft_histogram` / `tpot_histogram` series of a kept pod, one per `le`, fold
   into one `LatencyHistogram` by `collect.histograms.fold` (a malformed one is None, logged).
+- Gateway queue: a model without a flow-control queue has no series, and reads 0. A series whose
+  value was dropped as non-finite reads None, and so does every model in the query's scope when
+  the query itself failed (a reading is made for a model with no other series, stamped with the
+  evaluation time `now`): the core holds a model whose queue it could not see
+  (`model.REQUIRED_POOL_FIGURES`) rather than size it on an empty one.
 A failed query (any reason but PARTIAL_DATA) leaves its figure None for every pod and model (a
 failed `last_sample`: see Times), and its error is passed on.
 """
@@ -79,6 +84,7 @@ _HISTOGRAMS = {
     q.TTFT_HISTOGRAM: ('ttft_histogram', histograms.TTFT_BUCKET),
     q.TPOT_HISTOGRAM: ('tpot_histogram', histograms.TPOT_BUCKET),
 }
+_QUEUE_FIELDS = {q.SCHEDULER_QUEUE_SIZE: 'queue_size', q.SCHEDULER_QUEUE_BYTES: 'queue_bytes'}
 _POD_DEFINING = (q.KV_CACHE_USAGE, q.QUEUE_LENGTH)
 _ALWAYS_PRESENT = (q.KV_CACHE_USAGE, q.QUEUE_LENGTH, q.RUNNING, q.CACHE_CONFIG_INFO)
 _IDENTITY_SKIP = frozenset({'namespace', 'pod'})
@@ -98,6 +104,8 @@ class _Acc:
     values: dict[str, float] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     histograms: dict[str, LatencyHistogram | None] = field(default_factory=dict)
+    unreadable: set[str] = field(default_factory=set)
+    """Figures with a series whose value was dropped as non-finite (the gateway queue's only)."""
 
 
 def _label_order(series: Series) -> list[tuple[str, str]]:
@@ -105,8 +113,9 @@ def _label_order(series: Series) -> list[tuple[str, str]]:
     return sorted(series[0].items())
 
 
-def assemble(*, queries: tuple[Query, ...], outcomes: tuple[Outcome, ...]) -> Reading:
-    """Fold per-query outcomes (same order as `queries`) into one sorted `Reading`."""
+def assemble(*, queries: tuple[Query, ...], outcomes: tuple[Outcome, ...], now: float) -> Reading:
+    """Fold per-query outcomes (same order as `queries`, evaluated at `now`) into one sorted
+    `Reading`."""
     errors: dict[str, SourceError] = {}
     pods: dict[tuple[str, str], _Acc] = {}
     seen: dict[str, set[tuple[str, str]]] = {}
@@ -137,9 +146,10 @@ def assemble(*, queries: tuple[Query, ...], outcomes: tuple[Outcome, ...]) -> Re
             if missing:
                 _add_partial(errors, family, missing, len(pods))
     models = _fill_models([(qu, s) for qu, s in usable if qu.kind == 'model'], queries)
+    unread = _unread_queues(queries=queries, outcomes=outcomes, models=models, now=now)
     return Reading(
         pods=tuple(_pod_reading(key, pods[key]) for key in sorted(pods)),
-        models=tuple(_model_reading(key, models[key]) for key in sorted(models)),
+        models=tuple(_model_reading(key, models[key], unread) for key in sorted(models)),
         errors=tuple(errors[qu.name] for qu in queries if qu.name in errors),
         dropped_non_finite=sum(outcome.dropped for outcome in outcomes),
     )
@@ -317,7 +327,36 @@ def _fill_models(
                     known = acc.values.get(name)
                     if known is None or value > known:
                         acc.values[name] = value
+                elif query.family in _QUEUE_FIELDS:
+                    acc.unreadable.add(name)
     return models
+
+
+def _unread_queues(
+    *,
+    queries: tuple[Query, ...],
+    outcomes: tuple[Outcome, ...],
+    models: dict[tuple[str, str], _Acc],
+    now: float,
+) -> frozenset[str]:
+    """The queue figures whose query failed; every model in that query's scope gets a reading
+    (stamped `now` when it had no series at all), so that the gap reaches the core."""
+    unread = set()
+    for query, outcome in zip(queries, outcomes, strict=True):
+        name = _QUEUE_FIELDS.get(query.family)
+        if name is None or outcome.series is not None:
+            continue
+        unread.add(name)
+        for entry in query.models:
+            models.setdefault((entry.namespace, entry.model_id), _Acc(observed_at=now))
+    return frozenset(unread)
+
+
+def _queue_figure(name: str, acc: _Acc, unread: frozenset[str]) -> float | None:
+    """No series: the model has no flow-control queue, which is 0; unread or unreadable: None."""
+    if name in unread or name in acc.unreadable:
+        return None
+    return acc.values.get(name, 0.0)
 
 
 def _pod_reading(key: tuple[str, str], acc: _Acc) -> PodReading:
@@ -347,14 +386,14 @@ def _pod_reading(key: tuple[str, str], acc: _Acc) -> PodReading:
     )
 
 
-def _model_reading(key: tuple[str, str], acc: _Acc) -> ModelReading:
+def _model_reading(key: tuple[str, str], acc: _Acc, unread: frozenset[str]) -> ModelReading:
     get = acc.values.get
     return ModelReading(
         model_id=key[1],
         namespace=key[0],
         observed_at=acc.observed_at,
-        queue_size=get('queue_size'),
-        queue_bytes=get('queue_bytes'),
+        queue_size=_queue_figure('queue_size', acc, unread),
+        queue_bytes=_queue_figure('queue_bytes', acc, unread),
         arrival_rate=get('arrival_rate'),
         request_count=get('request_count'),
     )

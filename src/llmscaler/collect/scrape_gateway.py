@@ -13,6 +13,11 @@ the rate (the part's increase over the whole minute) understates it: a gateway c
 6 dispatches/s read as 1.6/s 18 s into scraping it. Such a rate is None here, and so is any sum
 it is part of. An understated rate invites a scale-down; an unknown one holds.
 
+The queue is the sum of the present series, 0 without any (a gateway without flow control). An
+EPP page that failed leaves its series out of the sum, as Prometheus' staleness does after a
+failed scrape; the failure is reported as the page's error, but the sum cannot tell it from an
+emptied queue (the Prometheus source's failed *query*, by contrast, reads None and holds).
+
 What fails: nothing raises; pure (no I/O, no clock: `now` is passed in).
 """
 

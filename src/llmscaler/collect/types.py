@@ -91,8 +91,9 @@ class ModelReading:
     model_id: str
     namespace: str
     observed_at: float
-    queue_size: float | None = None
-    queue_bytes: float | None = None
+    queue_size: float | None = 0.0
+    """0 without a flow-control queue (no series); None when its query failed."""
+    queue_bytes: float | None = 0.0
     arrival_rate: float | None = None
     request_count: float | None = None
     """Successful requests over the retention period; None when it could not be read."""

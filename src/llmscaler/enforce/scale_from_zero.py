@@ -8,7 +8,8 @@ What it decides, per model (variants with the same modelID + namespace):
 
 - only a model whose variants all have `current_replicas == 0` is considered (a model with any
   replica, even a pending one, is the main cycle's business);
-- the model's pool must report `queue_size > 0` (NaN, Inf and negatives count as empty);
+- the model's pool must report `queue_size > 0` (NaN, Inf, negatives and an unread queue, None,
+  count as empty: nothing is woken on a figure it did not see);
 - the variant woken is the CHEAPEST one allowed to run (`max_replicas >= 1`), cost ties broken
   by name; it goes to max(1, min_replicas).
 

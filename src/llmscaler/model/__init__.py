@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from llmscaler.model.basics import _STRICT_KEYS as _STRICT_KEYS
 from llmscaler.model.basics import COUNT_MAX as COUNT_MAX
+from llmscaler.model.basics import REQUIRED_POOL_FIGURES as REQUIRED_POOL_FIGURES
 from llmscaler.model.basics import REQUIRED_REPLICA_FIGURES as REQUIRED_REPLICA_FIGURES
 from llmscaler.model.basics import ROLES as ROLES
 from llmscaler.model.basics import Action as Action

@@ -36,6 +36,9 @@ REQUIRED_REPLICA_FIGURES: Final = ('kv_usage', 'queue_length')
 """The figures every analyzer needs from every replica: without one, the replica is not reporting.
 The token analyzer also needs the KV-cache size (`num_gpu_blocks` × `block_size`) or a stored
 capacity for the variant; it names the replicas it cannot size (`TokenAnalysis.unsized`)."""
+REQUIRED_POOL_FIGURES: Final = ('queue_size', 'queue_bytes')
+"""The gateway queue's figures: a model without a flow-control queue reports 0, so None means it
+could not be read, and the model holds rather than size on an empty queue it did not see."""
 
 Role = Literal['both', 'prefill', 'decode']
 """P/D role of a variant: the `llm-d.ai/role` pod-template label; anything else is `both`."""

@@ -172,8 +172,10 @@ class PoolMetrics:
     """Model-level metrics from the inference gateway (EPP) and the request counter.
 
     `queue_size`/`queue_bytes` are the EPP flow-control queue (requests not yet dispatched to any
-    pod). `request_count` is `sum(increase(vllm:request_success_total[retention]))`; None means
-    the query failed or was not made, which forbids scale-to-zero.
+    pod): 0 when the gateway has no such queue, None when it could not be read this cycle (the
+    query failed), which holds the model like any missing figure: an unread queue is not an
+    empty one. `request_count` is `sum(increase(vllm:request_success_total[retention]))`; None
+    means the query failed or was not made, which forbids scale-to-zero.
     """
 
     __pydantic_config__ = _STRICT_KEYS
@@ -181,8 +183,8 @@ class PoolMetrics:
     model_id: str
     namespace: str
     observed_at: float
-    queue_size: NonNegative = 0.0
-    queue_bytes: NonNegative = 0.0
+    queue_size: NonNegative | None = 0.0
+    queue_bytes: NonNegative | None = 0.0
     request_count: NonNegative | None = None
     arrival_rate: NonNegative | None = None
 
