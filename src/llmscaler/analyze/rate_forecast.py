@@ -14,7 +14,11 @@ The forecast, from the samples of the last `trend_window` seconds (the newest in
   whole window *and* still be seen in its last minutes. A step followed by a plateau puts a
   steep line through the long window, but the plateau's short line is flat: extrapolating the
   long one bought twice the plateau's need for as long as the step stayed in the window. A
-  steady ramp gives both lines the same slope, so it is still extrapolated;
+  steady ramp gives both lines the same slope, so it is still extrapolated. Samples that all
+  fall within the confirming window (the first minutes of a run, or after a restart) make the
+  two lines one, which confirms nothing: there is no trend then. At the start of the Azure
+  conversation trace, a rise from 9 to 27 req/s within its first 90 s was otherwise
+  extrapolated to 72 req/s, and bought two replicas the load never needed;
 - level = max(newest rate, a): a line fitted through a step lags it, and the newest rate is
   what the replicas see now;
 - trend = max(0, b): a falling trend never lowers the bound (the bound is what scale-down is
@@ -91,7 +95,9 @@ def forecast(
         _line(recent, now=now), _line(confirming, now=now), key=lambda fit: fit[1]
     )
     level = max(newest, intercept)
-    trend = max(0.0, slope)
+    # Samples no older than the confirming window cannot confirm a trend: the two lines are one.
+    confirmed = len(confirming) < len(recent)
+    trend = max(0.0, slope) if confirmed else 0.0
     sigma = math.sqrt(residual + level / RATE_WINDOW)
     z = NormalDist().inv_cdf(quantile)
     upper = level + trend * horizon + z * sigma
