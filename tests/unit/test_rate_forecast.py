@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmscaler.analyze.rate_forecast import CONFIRM_WINDOW, RATE_WINDOW, forecast
+from llmscaler.analyze.rate_forecast import RATE_WINDOW, forecast
 from llmscaler.model import RateSample
 
 NOW = 10_000.0
@@ -43,20 +44,16 @@ def test_rising_load_is_extrapolated_over_the_horizon() -> None:
     assert got.upper > 10.0 + 150 / 30
 
 
-def test_a_trend_needs_samples_older_than_the_confirming_window() -> None:
-    """Samples only from the last CONFIRM_WINDOW seconds (a run's or a restart's first
-    minutes) give one line, which confirms nothing: the level is followed, not extrapolated.
-    One older sample makes it a trend seen over the window and in its last minutes."""
+def test_a_trend_is_followed_no_further_ahead_than_it_was_seen() -> None:
+    """Samples over 90 s (a run's or a restart's first minutes) show a trend for 90 s: it is
+    followed for 90 s of the 150-s horizon. Over 150 s or more, for the whole horizon."""
     rising = [float(r) for r in range(1, 11)]
-    assert 3 * 30 < CONFIRM_WINDOW <= 4 * 30  # four samples 30 s apart span less; five, not
-    recent = series(rising[-4:])  # 90 s of samples: within the confirming window
-    got = forecast(samples=recent, now=NOW, horizon=150, quantile=0.95)
-    assert got.trend == 0.0
-    assert got.level == 10.0
-    assert got.upper < 10.0 + 150 / 30
-    longer = forecast(samples=series(rising[-5:]), now=NOW, horizon=150, quantile=0.95)
-    assert longer.trend == pytest.approx(1 / 30)
-    assert longer.upper > 10.0 + 150 / 30
+    z = NormalDist().inv_cdf(0.95)
+    short = forecast(samples=series(rising[-4:]), now=NOW, horizon=150, quantile=0.95)
+    assert short.trend == pytest.approx(1 / 30)
+    assert short.upper == pytest.approx(short.level + 90 / 30 + z * short.sigma)
+    full = forecast(samples=series(rising[-6:]), now=NOW, horizon=150, quantile=0.95)
+    assert full.upper == pytest.approx(full.level + 150 / 30 + z * full.sigma)
 
 
 def test_falling_load_never_lowers_the_bound_below_the_newest_rate() -> None:

@@ -14,11 +14,7 @@ The forecast, from the samples of the last `trend_window` seconds (the newest in
   whole window *and* still be seen in its last minutes. A step followed by a plateau puts a
   steep line through the long window, but the plateau's short line is flat: extrapolating the
   long one bought twice the plateau's need for as long as the step stayed in the window. A
-  steady ramp gives both lines the same slope, so it is still extrapolated. Samples that all
-  fall within the confirming window (the first minutes of a run, or after a restart) make the
-  two lines one, which confirms nothing: there is no trend then. At the start of the Azure
-  conversation trace, a rise from 9 to 27 req/s within its first 90 s was otherwise
-  extrapolated to 72 req/s, and bought two replicas the load never needed;
+  steady ramp gives both lines the same slope, so it is still extrapolated;
 - level = max(newest rate, a): a line fitted through a step lags it, and the newest rate is
   what the replicas see now;
 - trend = max(0, b): a falling trend never lowers the bound (the bound is what scale-down is
@@ -26,7 +22,12 @@ The forecast, from the samples of the last `trend_window` seconds (the newest in
 - spread σ = √(residual variance + level / RATE_WINDOW): the scatter of the samples about the
   chosen line, and at least the Poisson noise of a rate counted over RATE_WINDOW seconds (a few
   samples on a straight line are not proof that the next minute will be as quiet);
-- upper = level + trend · horizon + z_q · σ, with z_q the standard normal quantile of `quantile`.
+- upper = level + trend · reach + z_q · σ, with z_q the standard normal quantile of `quantile`
+  and reach = min(horizon, the age of the oldest sample): a trend is followed no further ahead
+  than it has been seen. In a run's or a restart's first minutes the samples span less than
+  the horizon; at the start of the Azure conversation trace a rise from 9 to 27 req/s seen
+  over 60 s was otherwise followed for 150 s, to 72 req/s, and bought two replicas the load
+  never needed.
 
 What fails: `forecast` raises ValueError on a quantile outside (0.5, 1), a negative or
 non-finite horizon, or a non-finite `now`; samples that are not finite or not in the past
@@ -95,12 +96,12 @@ def forecast(
         _line(recent, now=now), _line(confirming, now=now), key=lambda fit: fit[1]
     )
     level = max(newest, intercept)
-    # Samples no older than the confirming window cannot confirm a trend: the two lines are one.
-    confirmed = len(confirming) < len(recent)
-    trend = max(0.0, slope) if confirmed else 0.0
+    trend = max(0.0, slope)
     sigma = math.sqrt(residual + level / RATE_WINDOW)
     z = NormalDist().inv_cdf(quantile)
-    upper = level + trend * horizon + z * sigma
+    # A trend is followed no further ahead than it has been seen.
+    reach = min(horizon, now - recent[0].at)
+    upper = level + trend * reach + z * sigma
     return Forecast(
         newest=newest, level=level, trend=trend, sigma=sigma, horizon=horizon, upper=upper
     )
