@@ -6,20 +6,11 @@ replica metrics into per-variant capacities and the model's linear totals (suppl
 supply, demand), per P/D role where variants have roles; the universal threshold post-step turns
 those into required/spare capacity (§4.5, not here).
 
-What it computes, per engine instance with `cache_config_info` (KV tokens > 0):
-- k1 = ⌊KV tokens × kvCacheThreshold⌋; k2 from the first that applies of P1 observed (queue >=
-  int(queueLengthThreshold) and tokens in use > 0; also recorded in the k2 history), P2 historical
-  (⌊mean of the unexpired history⌋ when > 0), P3 derived from the engine parameters
-  (`capacity_knowledge.capacity_from_params`), P4 k1; k_eff = min(k1, k2);
-- demand = tokens in use + queue × (I for prefill, I + O otherwise), the product rejected (→ 0)
-  when not > 0, >= 2^63, NaN or Inf;
-- without `cache_config_info`: k_eff = ⌊stored capacity × threshold⌋ and demand = ⌊KV usage ×
-  k_eff⌋ + queue demand (label `P4-k1`), or the instance is skipped when nothing is stored
-  (listed in `TokenAnalysis.unsized`: its load is unknown, so the engine holds the model). This
-  path does not write the store: its k_eff is already thresholded, and storing it would shrink
-  the capacity by the threshold again every cycle;
-- every other computed instance writes a live capacity record.
-Tokens in use are `ReplicaMetrics.tokens_in_use` (round(KV usage clamped to [0, 1] × KV tokens)).
+What it computes: per engine instance, k1, k2 (priorities P1 observed, P2 historical, P3 derived,
+P4 k1), k_eff = min(k1, k2) and the demand in tokens, each computed instance writing a live
+capacity record (`saturation_tokens_instance`); an instance without `cache_config_info` and with
+no stored capacity is skipped (listed in `TokenAnalysis.unsized`: its load is unknown, so the
+engine holds the model).
 Per variant: integer median of k_eff (even count: truncated mean of the two middle values), the
 k2 label of the lower-median instance, summed demand; without live instances the stored knowledge
 ("P0-store"), or `no-data` with capacity 0. Model totals add the scheduler (EPP) queue demand and
@@ -53,48 +44,37 @@ that is not a positive finite number falls back to the default 0.80. Nothing rai
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from llmscaler.analyze import capacity_knowledge as ck
 from llmscaler.analyze import finite_sums
-from llmscaler.analyze import k2_history as kh
 from llmscaler.analyze import scheduler_queue as sq
-from llmscaler.analyze.memory_overlay import AnalysisMemory, analysis_memory
+from llmscaler.analyze.memory_overlay import analysis_memory
+from llmscaler.analyze.saturation_tokens_instance import ReplicaCapacity as ReplicaCapacity
+from llmscaler.analyze.saturation_tokens_instance import (
+    _engine_of,
+    _kv_threshold,
+    _positive,
+    _replica,
+    _role,
+)
+from llmscaler.analyze.saturation_tokens_instance import (
+    waiting_queue_demand as waiting_queue_demand,
+)
 from llmscaler.analyze.types import AnalyzerResult, Totals, VariantCapacity
 from llmscaler.config.types import CoreSettings, SaturationConfig
 from llmscaler.model import (
     ROLES,
     CapacityRecord,
-    EngineParams,
     K2Sample,
     PoolMetrics,
     ReplicaMetrics,
     Role,
     Variant,
-    finite,
 )
 
 ANALYZER_NAME = 'saturation-token'
-
-_INT64_LIMIT = float(2**63)
-_DEFAULT_KV_THRESHOLD = SaturationConfig().kv_cache_threshold
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaCapacity:
-    """The capacity of one engine instance as computed this cycle (for figures and tests)."""
-
-    pod: str
-    variant: str
-    k1: int
-    k2: int
-    k_eff: int
-    demand: int
-    source: str
-    """`P1-obs`, `P2-hist`, `P3-k2` or `P4-k1`."""
-    saturated: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,18 +95,6 @@ class TokenAnalysis:
     stored capacity. Their load is not in the demand, so the caller must not scale down on it."""
 
 
-def _positive(value: float | None) -> float:
-    clean = finite(value)
-    return clean if clean is not None and clean > 0 else 0.0
-
-
-def _role(value: str) -> Role:
-    for role in ROLES:
-        if value == role:
-            return role
-    return 'both'
-
-
 def integer_median(*, values: Sequence[int]) -> int:
     """WVA's integer median: the middle value, or for an even count the mean of the two middle
     values truncated toward zero; 0 for no values."""
@@ -138,144 +106,6 @@ def integer_median(*, values: Sequence[int]) -> int:
         return ordered[n // 2]
     pair = ordered[n // 2 - 1] + ordered[n // 2]
     return pair // 2 if pair >= 0 else -((-pair) // 2)
-
-
-def waiting_queue_demand(
-    *, queue_length: float, avg_input: float | None, avg_output: float | None, role: Role
-) -> int:
-    """Tokens the local engine queue will need: queue × I (prefill) or queue × (I + O), in float,
-    truncated; 0 when the product is not > 0, >= 2^63, NaN or Inf."""
-    per_request = _positive(avg_input)
-    if role != 'prefill':
-        per_request += _positive(avg_output)
-    product = float(queue_length) * per_request
-    if not product > 0 or product >= _INT64_LIMIT:
-        return 0
-    return int(product)
-
-
-def _kv_threshold(config: SaturationConfig) -> float:
-    value = finite(config.kv_cache_threshold)
-    return value if value is not None and value > 0 else _DEFAULT_KV_THRESHOLD
-
-
-def _queue_count(rm: ReplicaMetrics) -> int:
-    # WVA's collector hands the analyzer an integer queue length.
-    return int(_positive(rm.queue_length))
-
-
-def _replica(
-    *,
-    rm: ReplicaMetrics,
-    variant: Variant,
-    model_id: str,
-    namespace: str,
-    config: SaturationConfig,
-    settings: CoreSettings,
-    memory: AnalysisMemory,
-    now: float,
-) -> ReplicaCapacity | None:
-    """One instance's capacity; writes its k2 observation and live record to `memory`."""
-    threshold = _kv_threshold(config)
-    queue = _queue_count(rm)
-    role = _role(variant.role)
-    queue_demand = waiting_queue_demand(
-        queue_length=queue,
-        avg_input=rm.avg_input_tokens,
-        avg_output=rm.avg_output_tokens,
-        role=role,
-    )
-    key = ck.knowledge_key(namespace=namespace, model_id=model_id, variant=variant.name)
-    stored = memory.knowledge.get(key)
-    total = rm.kv_capacity_tokens
-    if total <= 0:
-        capacity = _positive(stored.effective_capacity) if stored is not None else 0.0
-        k_eff = math.floor(capacity * threshold) if capacity * threshold < _INT64_LIMIT else 0
-        if k_eff <= 0:
-            return None
-        usage = min(1.0, _positive(rm.kv_usage))
-        demand = math.floor(usage * k_eff) + queue_demand
-        fallback = ReplicaCapacity(
-            pod=rm.pod,
-            variant=variant.name,
-            k1=k_eff,
-            k2=k_eff,
-            k_eff=k_eff,
-            demand=demand,
-            source='P4-k1',
-            saturated=demand >= k_eff,
-        )
-        return fallback
-
-    k1 = math.floor(total * threshold)
-    tokens = rm.tokens_in_use
-    bucket = kh.output_bucket(avg_output_tokens=rm.avg_output_tokens)
-    hkey = kh.history_key(
-        model_id=model_id,
-        accelerator=variant.accelerator,
-        gpus_per_replica=variant.gpus_per_replica,
-        bucket=bucket,
-    )
-    queue_threshold = finite(config.queue_length_threshold)
-    engine = _engine_of(variant=variant, record=stored)
-    # Each priority is computed only when the ones before it do not apply (all are pure).
-    if queue_threshold is not None and queue >= int(queue_threshold) and tokens > 0:
-        k2, source = tokens, 'P1-obs'
-        samples = kh.record(
-            history=memory.history,
-            key=hkey,
-            value=float(tokens),
-            now=now,
-            window=settings.k2_window,
-        )
-        if samples is not None:
-            memory.history_updates[hkey] = samples
-    elif (
-        mean := kh.average(history=memory.history, key=hkey, now=now, ttl=settings.k2_history_ttl)
-    ) is not None and mean > 0:
-        k2, source = math.floor(mean), 'P2-hist'
-    elif (
-        derived := ck.capacity_from_params(
-            engine=engine, avg_input=rm.avg_input_tokens, avg_output=rm.avg_output_tokens
-        )
-    ) > 0:
-        k2, source = derived, 'P3-k2'
-    else:
-        k2, source = k1, 'P4-k1'
-    k_eff = min(k1, k2)
-    demand = tokens + queue_demand
-    written = ck.record_live(
-        knowledge=memory.knowledge,
-        namespace=namespace,
-        model_id=model_id,
-        variant=variant.name,
-        accelerator=variant.accelerator,
-        gpus_per_replica=variant.gpus_per_replica,
-        effective_capacity=float(k_eff),
-        total_kv_capacity_tokens=total,
-        now=now,
-        engine=engine,
-    )
-    if written is not None:
-        memory.knowledge_updates[key] = written
-    computed = ReplicaCapacity(
-        pod=rm.pod,
-        variant=variant.name,
-        k1=k1,
-        k2=k2,
-        k_eff=k_eff,
-        demand=demand,
-        source=source,
-        saturated=demand >= k_eff,
-    )
-    return computed
-
-
-def _engine_of(*, variant: Variant, record: CapacityRecord | None) -> EngineParams | None:
-    # The scale target's arguments are current; a record only remembers them.
-    if variant.engine is not None:
-        return variant.engine
-    return record.engine if record is not None else None
 
 
 def _instances_per_replica(

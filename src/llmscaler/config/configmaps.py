@@ -15,9 +15,12 @@ so we read them with their exact names, keys, field spellings and defaults:
   `perfParms` (either kind of entry) seeds the tuner per accelerator (`config.perf_parms`).
 
 Each entry keeps only the fields that were explicitly present (None = absent), so that
-`llmscaler.config.build` can merge layers field by field. `llmscaler-predictive-config`
-(`llmscaler.config.predictive`) is read by the same machinery (`MapSpec`, `parse_map`) with the
-queueing map's fields and check (`QUEUEING_FIELDS`, `check_queueing`) plus its own.
+`llmscaler.config.build` can merge layers field by field. This module holds what each map is:
+its name, fields, checks across fields and overrides; reading an entry (its identity, YAML,
+limits and errors) is `llmscaler.config.configmap_entries`' (`MapSpec`, `parse_map`, re-exported
+here). `llmscaler-predictive-config` (`llmscaler.config.predictive`) is read by the same
+machinery with the queueing map's fields and check (`QUEUEING_FIELDS`, `check_queueing`) plus
+its own.
 
 Deliberate deviation from WVA: an explicitly set field overrides even when it is 0 or false.
 WVA merges an override only where the value is non-zero, so a per-model entry could never turn
@@ -28,10 +31,9 @@ Other choices: a duplicate per-model entry (same model_id and namespace) in one 
 the first key in sort order, for all three maps (WVA does this for scale-to-zero); `limiters`
 (GPU inventory and quotas, `llmscaler.config.quota`) is read in `default` entries and an error
 elsewhere; `capacityFloors` (scheduled capacity floors, `llmscaler.config.floors`) is read in
-per-model entries and an error in `default`. Entries are read by the
-bounded YAML reader (`llmscaler.config.yaml_loader`: no anchors or aliases, only plain data
-tags, 64 KiB / 32 levels / 10,000 nodes per entry); a whole ConfigMap may hold at most 1 MiB of
-data and 20,000 YAML nodes in all. The field rules are in `llmscaler.config.fields`.
+per-model entries and an error in `default`. Entries are read by the bounded YAML reader, with
+caps per entry and per ConfigMap (`llmscaler.config.configmap_entries`). The field rules are in
+`llmscaler.config.fields`.
 
 What fails: nothing raises for bad data. An entry with a YAML error, a refused YAML feature, a
 wrong type, an unknown field, a value out of range (NaN and ±Inf are out of every range) or
@@ -47,13 +49,23 @@ up > down (`llmscaler.config.fields` tables them).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from llmscaler.config.errors import ConfigError, is_secret_key, show_value
+from llmscaler.config.configmap_entries import DEFAULT_KEY as DEFAULT_KEY
+from llmscaler.config.configmap_entries import (
+    RETENTION_WARNING_SECONDS as RETENTION_WARNING_SECONDS,
+)
+from llmscaler.config.configmap_entries import (
+    ConfigMapSource,
+    Entry,
+    MapSpec,
+    _Fields,
+    data_size,
+    parse_map,
+)
+from llmscaler.config.errors import ConfigError
 from llmscaler.config.fields import (
-    Invalid,
     analyzer_list,
     boolean,
     fraction,
@@ -64,23 +76,17 @@ from llmscaler.config.fields import (
     slo_multiplier,
     string,
     threshold,
-    type_name,
     weight,
 )
 from llmscaler.config.floors import capacity_floor_list
 from llmscaler.config.perf_parms import PerfParmsByAccelerator, perf_parms_list
-from llmscaler.config.quota import LimiterInvalid, Limiters, parse_limiters
+from llmscaler.config.quota import Limiters
 from llmscaler.config.types import AnalyzerSpec, ScaleToZeroConfig
-from llmscaler.config.yaml_loader import (
-    CONFIGMAP_MAX_BYTES,
-    CONFIGMAP_MAX_NODES,
-    NodeBudget,
-    YamlProblem,
-    load_yaml,
-    load_yaml_documents,
-)
+from llmscaler.config.yaml_loader import load_yaml, load_yaml_documents
 
-__all__ = [  # load_yaml and load_yaml_documents are imported from here by older callers
+# Callers import the reading's names (`configmap_entries`) from here, and older ones load_yaml
+# and load_yaml_documents.
+__all__ = [
     'DEFAULT_KEY',
     'QUEUEING_CONFIGMAP',
     'QUEUEING_FIELDS',
@@ -104,28 +110,9 @@ __all__ = [  # load_yaml and load_yaml_documents are imported from here by older
 SATURATION_CONFIGMAP = 'wva-saturation-scaling-config'
 QUEUEING_CONFIGMAP = 'wva-queueing-model-config'
 SCALE_TO_ZERO_CONFIGMAP = 'wva-model-scale-to-zero-config'
-DEFAULT_KEY = 'default'
-RETENTION_WARNING_SECONDS = 24 * 3600.0
 
 if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
-
     from llmscaler.enforce.capacity_floors import CapacityFloor
-
-_O = TypeVar('_O', bound='DataclassInstance')
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigMapSource:
-    """A ConfigMap as read from the cluster or a file: its name, namespace and `data`."""
-
-    name: str
-    namespace: str
-    data: Mapping[str, str]
-
-    @property
-    def source(self) -> str:
-        return f'{self.namespace}/{self.name}'
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,22 +146,6 @@ class QueueingOverrides:
     target_itl: float | None = None
     perf_parms: PerfParmsByAccelerator | None = None
 
-
-@dataclass(frozen=True, slots=True)
-class Entry(Generic[_O]):
-    """One accepted ConfigMap entry: who it applies to and the fields it set.
-
-    `model_id` is None for the `default` entry; `namespace` None means every namespace.
-    """
-
-    source: str
-    key: str
-    model_id: str | None
-    namespace: str | None
-    values: _O
-
-
-_Fields = dict[str, tuple[str, Callable[[object], object]]]
 
 _SATURATION_FIELDS: _Fields = {
     'kvCacheThreshold': ('kv_cache_threshold', fraction),
@@ -225,200 +196,6 @@ def check_queueing(got: dict[str, object]) -> list[tuple[str, str, object]]:
         value = got['target_ttft'] if has_ttft else got['target_itl']
         return [(present, 'targetTTFT and targetITL must be set together (or neither)', value)]
     return []
-
-
-@dataclass(frozen=True, slots=True)
-class MapSpec(Generic[_O]):
-    """A map's fields (key: (attribute, converter)), the empty overrides its values fill,
-    the checks across fields, and how an entry's converted fields become its values."""
-
-    fields: _Fields
-    empty: _O
-    check: Callable[[dict[str, object]], list[tuple[str, str, object]]]
-    default_only: frozenset[str] = frozenset()
-    model_only: frozenset[str] = frozenset()
-    make: Callable[[dict[str, Any]], _O] | None = None
-    """None: `empty` with the converted fields set, by attribute."""
-    name_model: bool = False
-    """A rejected per-model entry's errors end with its model (its key need not say it)."""
-
-
-def _identity(
-    key: str, doc: dict[object, object]
-) -> tuple[str | None, str | None, list[tuple[str, str, object]]]:
-    """(model_id, namespace, problems) of an entry from its key and its model_id/namespace."""
-    problems: list[tuple[str, str, object]] = []
-    if key == DEFAULT_KEY:
-        for name in ('model_id', 'namespace'):
-            if name in doc:
-                problems.append((name, 'not allowed in the default entry', doc[name]))
-        return None, None, problems
-    namespace: str | None = None
-    if 'namespace' in doc:
-        raw_ns = doc['namespace']
-        if raw_ns is not None and not isinstance(raw_ns, str):
-            problems.append(('namespace', f'must be a string, not {type_name(raw_ns)}', raw_ns))
-        namespace = (raw_ns or None) if isinstance(raw_ns, str) else None
-    if 'model_id' in doc:
-        raw = doc['model_id']
-        if not isinstance(raw, str) or not raw:
-            problems.append(('model_id', 'must be a non-empty string', raw))
-            return None, None, problems
-        return raw, namespace, problems
-    if '#' in key and not problems:
-        model_id, _, key_ns = key.rpartition('#')
-        if 'namespace' in doc and (namespace or '') != key_ns:
-            msg = f'differs from the namespace {key_ns!r} in the key'
-            problems.append(('namespace', msg, doc['namespace']))
-        if model_id:
-            return model_id, key_ns or None, problems
-    if not problems:
-        msg = (
-            "entry is neither 'default' nor a per-model override "
-            "(needs a model_id field or a '{modelID}#{namespace}' key)"
-        )
-        problems.append(('', msg, None))
-    return None, None, problems
-
-
-def _parse_entry(
-    spec: MapSpec[_O], source: ConfigMapSource, key: str, text: object, budget: NodeBudget
-) -> tuple[Entry[_O] | None, list[ConfigError]]:
-    def error(field: str, message: str, value: object = None, *, warning: bool = False) -> None:
-        # A field name that looks secret keeps its value out of every message and log.
-        shown = '' if value is None or is_secret_key(field) else show_value(value)
-        errors.append(
-            ConfigError(
-                source=source.source,
-                key=key,
-                field=show_value(field),
-                value=shown,
-                message=message,
-                warning=warning,
-            )
-        )
-
-    errors: list[ConfigError] = []
-    if not isinstance(text, str):
-        error('', f'data value must be a string, not {type_name(text)}')
-        return None, errors
-    try:
-        doc = load_yaml(text=text, budget=budget)
-    except YamlProblem as exc:
-        where = f' ({exc.where})' if exc.where else ''
-        error('', f'YAML not accepted{where}: {exc.problem}')
-        return None, errors
-    if doc is None:
-        doc = {}
-    if not isinstance(doc, dict):
-        error('', f'entry must be a YAML mapping, not {type_name(doc)}', doc)
-        return None, errors
-    model_id, namespace, problems = _identity(key, doc)
-    got: dict[str, Any] = {}
-    for name in sorted(doc, key=str):
-        value = doc[name]
-        if name in ('model_id', 'namespace'):
-            continue
-        if name in spec.default_only:
-            if key != DEFAULT_KEY:
-                problems.append((str(name), 'allowed only in the default entry', value))
-                continue
-            try:
-                got['limiters'] = parse_limiters(value)
-            except LimiterInvalid as exc:
-                problems.append((f'{name}{exc.path}', exc.message, exc.value))
-            continue
-        if name in spec.model_only and key == DEFAULT_KEY:
-            problems.append((str(name), 'allowed only in per-model entries', value))
-            continue
-        field = spec.fields.get(name) if isinstance(name, str) else None
-        if field is None:
-            problems.append((str(name), 'unknown field', value))
-            continue
-        attr, convert = field
-        try:
-            converted = convert(value)
-        except Invalid as exc:
-            shown = exc.value if exc.path else value
-            problems.append((f'{name}{exc.path}', exc.message, shown))
-            continue
-        if converted is not None:
-            got[attr] = converted
-    if not problems:
-        problems.extend(spec.check(got))
-    for field_name, message, value in problems:
-        error(field_name, message, value)
-    if problems:
-        if spec.name_model and model_id is not None:
-            where = f" (model '{show_value(model_id)}'"
-            where += f" in namespace '{show_value(namespace)}')" if namespace else ')'
-            errors = [replace(e, message=e.message + where) for e in errors]
-        return None, errors
-    retention = got.get('retention_period')
-    if isinstance(retention, float) and retention > RETENTION_WARNING_SECONDS:
-        text_value = doc.get('retention_period')
-        error('retention_period', 'longer than 24h', text_value, warning=True)
-    entry = Entry(
-        source=source.source,
-        key=key,
-        model_id=model_id,
-        namespace=namespace,
-        values=replace(spec.empty, **got) if spec.make is None else spec.make(got),
-    )
-    return entry, errors
-
-
-def data_size(*, data: Mapping[str, object]) -> int:
-    """Bytes of a ConfigMap's `data`, keys and values, as Kubernetes counts them (UTF-8).
-
-    A key or value that is not a string counts as empty (it is reported on its own)."""
-    size = 0
-    for key, value in data.items():
-        for text in (key, value):
-            if isinstance(text, str):
-                size += len(text.encode('utf-8', 'surrogatepass'))
-    return size
-
-
-def parse_map(
-    *, spec: MapSpec[_O], source: ConfigMapSource
-) -> tuple[tuple[Entry[_O], ...], tuple[ConfigError, ...]]:
-    """A map's accepted entries, sorted by key, and the rejected ones (module docstring)."""
-    entries: list[Entry[_O]] = []
-    errors: list[ConfigError] = []
-    size = data_size(data=source.data)
-    if size > CONFIGMAP_MAX_BYTES:
-        message = f'data holds {size} bytes, over the limit of {CONFIGMAP_MAX_BYTES}; rejected'
-        return (), (ConfigError(source=source.source, message=message),)
-    budget = NodeBudget(total=CONFIGMAP_MAX_NODES, scope='the whole ConfigMap')
-    first: dict[tuple[str | None, str | None], str] = {}
-    for key in sorted(source.data):
-        try:
-            entry, entry_errors = _parse_entry(spec, source, key, source.data[key], budget)
-        except Exception as exc:  # one entry's surprise must not cost the others
-            message = f'entry could not be read ({type(exc).__name__})'
-            entry, entry_errors = (
-                None,
-                [ConfigError(source=source.source, key=key, message=message)],
-            )
-        errors.extend(entry_errors)
-        if budget.exhausted:
-            message = f'more than {CONFIGMAP_MAX_NODES} YAML nodes in all entries; rejected'
-            return (), (*errors, ConfigError(source=source.source, message=message))
-        if entry is None:
-            continue
-        ident = (entry.model_id, entry.namespace)
-        if ident in first:
-            where = f'namespace {entry.namespace!r}' if entry.namespace else 'every namespace'
-            message = (
-                f'duplicate entry for model {entry.model_id!r} in {where}; '
-                f'key {first[ident]!r} (first in sort order) is used'
-            )
-            errors.append(ConfigError(source=source.source, key=key, message=message))
-            continue
-        first[ident] = key
-        entries.append(entry)
-    return tuple(entries), tuple(errors)
 
 
 _SATURATION = MapSpec(

@@ -3,8 +3,8 @@
 Why: the predictive analyzer sizes on the SLO path's tuned performance model and targets, so it
 takes the keys it shares with `wva-queueing-model-config` (`targetTTFT`, `targetITL`,
 `sloMultiplier`, `tuningEnabled`, `perfParms`) read by the very code that reads that map
-(`configmaps.QUEUEING_FIELDS`, `configmaps.check_queueing`, `configmaps.parse_map`), and adds
-its own (defaults: `config.types.PredictiveConfig`):
+(`configmaps.QUEUEING_FIELDS`, `configmaps.check_queueing`, `configmap_entries.parse_map`), and
+adds its own (defaults: `config.types.PredictiveConfig`):
 
 | key | range |
 |---|---|

@@ -42,8 +42,9 @@ inventory: {H100: 16}
 ```
 
 The document's fields and the command line's changes to it are in `sim.scenario_document`;
-turning a scenario into workloads, SLOs, capacities, a start fleet and policies is
-`sim.scenario_setup`'s.
+whether its parts fit together (settings, models and roles, inventory, start counts) is checked
+in `sim.scenario_checks`; turning a scenario into workloads, SLOs, capacities, a start fleet and
+policies is `sim.scenario_setup`'s.
 
 Policy names: `default` and `saturation-percentage` (the core's default configuration),
 `saturation-token` (the token-based analyzer), `config:FILE` (the core with the settings and
@@ -76,15 +77,21 @@ per model nor one shared trace.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pydantic
 
-from llmscaler.sim import hardware, presets
-from llmscaler.sim.runner import SimSettings, check_settings
+from llmscaler.sim import presets
+from llmscaler.sim.runner import SimSettings
+from llmscaler.sim.scenario_checks import (
+    _check_disaggregated,
+    _check_initial,
+    _check_models,
+    _settings,
+)
+from llmscaler.sim.scenario_checks import check_inventory as check_inventory
 from llmscaler.sim.scenario_document import DEFAULT_DOCUMENT as DEFAULT_DOCUMENT
 from llmscaler.sim.scenario_document import DEFAULT_POLICIES as DEFAULT_POLICIES
 from llmscaler.sim.scenario_document import ScenarioError as ScenarioError
@@ -174,31 +181,6 @@ class Scenario:
             f'{m.name}: {describe_workload(workload=m.workload or WorkloadModel())}'
             for m in self.models
         )
-
-
-# Types and choices of every setting (`router: random` names the routers there are), checked
-# when the scenario is read rather than when the run starts.
-_SIM_SETTINGS = pydantic.TypeAdapter(SimSettings)
-
-
-def _settings(values: dict[str, Any], where: str) -> SimSettings:
-    known = set(SimSettings.__dataclass_fields__)
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ScenarioError(
-            f'{where}: settings.{unknown[0]}: unknown setting; valid: {", ".join(sorted(known))}'
-        )
-    try:
-        settings = _SIM_SETTINGS.validate_python(values)
-    except pydantic.ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        path = '.'.join(str(p) for p in first['loc'])
-        raise ScenarioError(f'{where}: settings.{path}: {first["msg"]}') from None
-    try:
-        check_settings(settings=settings)
-    except ValueError as exc:  # a range the types do not say (cycle > 0, ...)
-        raise ScenarioError(f'{where}: {exc}') from None
-    return settings
 
 
 def _variant(model: VariantModel, *, place: str, namespace: str, where: str) -> VariantSpec:
@@ -327,87 +309,6 @@ def _models(model: ScenarioModel, where: str) -> tuple[tuple[ModelSetup, ...], W
         assert models[0].workload is not None
         return models, models[0].workload
     return models, shared
-
-
-def _check_models(models: Sequence[ModelSetup], where: str) -> None:
-    names = [v.name for m in models for v in m.variants]
-    if len(set(names)) != len(names):
-        where_first = next(m.where for m in models for v in m.variants if names.count(v.name) > 1)
-        raise ScenarioError(
-            f'{where}: {where_first}variants: duplicate variant names {sorted(names)}'
-            + ('; variant names are unique across models' if len(models) > 1 else '')
-        )
-    owners: dict[str, str] = {}
-    for m in models:
-        if m.model_id in owners:
-            raise ScenarioError(
-                f'{where}: {m.where}model_id: {m.model_id!r} is also the model id of model '
-                f'{owners[m.model_id]}; give each model its own (the controller groups '
-                'variants by model id)'
-            )
-        owners[m.model_id] = m.name
-        roles = {v.role for v in m.variants}
-        if roles != {'both'} and roles != {'prefill', 'decode'}:
-            raise ScenarioError(
-                f'{where}: {m.where}variants: roles {", ".join(sorted(roles))}: a model is served '
-                'whole (role both) or disaggregated (prefill and decode variants, no other)'
-            )
-        if roles != {'both'} and m.model_id not in hardware.MODELS:
-            raise ScenarioError(
-                f'{where}: {m.where}variants: disaggregated serving needs the KV size of '
-                f'{m.model_id!r} (known: {", ".join(sorted(hardware.MODELS))})'
-            )
-
-
-def _check_disaggregated(
-    *, models: Sequence[ModelSetup], policies: Sequence[str], warm: bool, where: str
-) -> None:
-    """The clairvoyant capacities replay whole requests on one replica: not for P/D pools."""
-    split = [m.name for m in models if any(v.role != 'both' for v in m.variants)]
-    if not split:
-        return
-    if 'clairvoyant' in policies:
-        raise ScenarioError(
-            f'{where}: policies: clairvoyant calibrates whole requests on one replica; it does '
-            f'not size prefill and decode pools (model {split[0]})'
-        )
-    if warm:
-        raise ScenarioError(
-            f'{where}: warm_start: the warm start uses whole-request capacities; it does not '
-            f'size prefill and decode pools (model {split[0]})'
-        )
-
-
-def check_inventory(
-    *, inventory: Mapping[str, int], variants: Sequence[VariantSpec], where: str
-) -> None:
-    """Raise `ScenarioError` for an accelerator no variant runs on, or a start fleet that needs
-    more GPUs than the inventory has."""
-    used = sorted({v.accelerator for v in variants})
-    for accelerator in sorted(inventory):
-        if accelerator not in used:
-            raise ScenarioError(
-                f'{where}: inventory.{accelerator}: no variant runs on it; accelerators: '
-                + ', '.join(used)
-            )
-    need = dict.fromkeys(inventory, 0)
-    for spec in variants:
-        if spec.accelerator in need:
-            need[spec.accelerator] += spec.initial_replicas * spec.gpus_per_replica
-    for accelerator in sorted(need):
-        if need[accelerator] > inventory[accelerator]:
-            raise ScenarioError(
-                f'{where}: inventory.{accelerator}: the start fleet needs {need[accelerator]} '
-                f'GPUs, more than the {inventory[accelerator]} there are (lower initial)'
-            )
-
-
-def _check_initial(*, spec: VariantSpec, count: int, field: str) -> None:
-    if not spec.min_replicas <= count <= spec.max_replicas:
-        raise ScenarioError(
-            f'{field}.initial_replicas: {count} is outside [{spec.min_replicas}, '
-            f'{spec.max_replicas}] (min_replicas, max_replicas of {spec.name})'
-        )
 
 
 def _document(model: ScenarioModel) -> dict[str, Any]:
