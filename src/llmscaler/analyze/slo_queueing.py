@@ -348,7 +348,7 @@ def _backlog(*, replicas: Sequence[ReplicaMetrics], pool: PoolMetrics | None) ->
     """Requests waiting: every replica's queue and the gateway's (an unread one holds the model
     before this is used: `analyze.observation`)."""
     waiting = math.fsum(r.queue_length or 0.0 for r in replicas)
-    return waiting + (pool.queue_size or 0.0 if pool is not None else 0.0)
+    return waiting + ((pool.queue_size or 0.0) if pool is not None else 0.0)
 
 
 def _occupancy(load: Workload) -> float | None:

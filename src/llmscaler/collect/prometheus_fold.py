@@ -105,7 +105,8 @@ class _Acc:
     labels: dict[str, str] = field(default_factory=dict)
     histograms: dict[str, LatencyHistogram | None] = field(default_factory=dict)
     unreadable: set[str] = field(default_factory=set)
-    """Figures with a series whose value was dropped as non-finite (the gateway queue's only)."""
+    """Gateway queue figures not read: their query failed, or a series' value was dropped as
+    non-finite."""
 
 
 def _label_order(series: Series) -> list[tuple[str, str]]:
@@ -146,10 +147,10 @@ def assemble(*, queries: tuple[Query, ...], outcomes: tuple[Outcome, ...], now: 
             if missing:
                 _add_partial(errors, family, missing, len(pods))
     models = _fill_models([(qu, s) for qu, s in usable if qu.kind == 'model'], queries)
-    unread = _unread_queues(queries=queries, outcomes=outcomes, models=models, now=now)
+    _mark_unread_queues(queries=queries, outcomes=outcomes, models=models, now=now)
     return Reading(
         pods=tuple(_pod_reading(key, pods[key]) for key in sorted(pods)),
-        models=tuple(_model_reading(key, models[key], unread) for key in sorted(models)),
+        models=tuple(_model_reading(key, models[key]) for key in sorted(models)),
         errors=tuple(errors[qu.name] for qu in queries if qu.name in errors),
         dropped_non_finite=sum(outcome.dropped for outcome in outcomes),
     )
@@ -332,31 +333,27 @@ def _fill_models(
     return models
 
 
-def _unread_queues(
+def _mark_unread_queues(
     *,
     queries: tuple[Query, ...],
     outcomes: tuple[Outcome, ...],
     models: dict[tuple[str, str], _Acc],
     now: float,
-) -> frozenset[str]:
-    """The queue figures whose query failed; every model in that query's scope gets a reading
-    (stamped `now` when it had no series at all), so that the gap reaches the core."""
-    unread = set()
+) -> None:
+    """Mark a failed queue query's figure unread for every model in its scope, making a reading
+    (stamped `now`) for a model with no series at all, so that the gap reaches the core."""
     for query, outcome in zip(queries, outcomes, strict=True):
         name = _QUEUE_FIELDS.get(query.family)
         if name is None or outcome.series is not None:
             continue
-        unread.add(name)
         for entry in query.models:
-            models.setdefault((entry.namespace, entry.model_id), _Acc(observed_at=now))
-    return frozenset(unread)
+            key = (entry.namespace, entry.model_id)
+            models.setdefault(key, _Acc(observed_at=now)).unreadable.add(name)
 
 
-def _queue_figure(name: str, acc: _Acc, unread: frozenset[str]) -> float | None:
-    """No series: the model has no flow-control queue, which is 0; unread or unreadable: None."""
-    if name in unread or name in acc.unreadable:
-        return None
-    return acc.values.get(name, 0.0)
+def _queue_figure(name: str, acc: _Acc) -> float | None:
+    """No series: the model has no flow-control queue, which is 0; unread: None."""
+    return None if name in acc.unreadable else acc.values.get(name, 0.0)
 
 
 def _pod_reading(key: tuple[str, str], acc: _Acc) -> PodReading:
@@ -386,14 +383,14 @@ def _pod_reading(key: tuple[str, str], acc: _Acc) -> PodReading:
     )
 
 
-def _model_reading(key: tuple[str, str], acc: _Acc, unread: frozenset[str]) -> ModelReading:
+def _model_reading(key: tuple[str, str], acc: _Acc) -> ModelReading:
     get = acc.values.get
     return ModelReading(
         model_id=key[1],
         namespace=key[0],
         observed_at=acc.observed_at,
-        queue_size=_queue_figure('queue_size', acc, unread),
-        queue_bytes=_queue_figure('queue_bytes', acc, unread),
+        queue_size=_queue_figure('queue_size', acc),
+        queue_bytes=_queue_figure('queue_bytes', acc),
         arrival_rate=get('arrival_rate'),
         request_count=get('request_count'),
     )
