@@ -60,8 +60,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from operator import mul
 
+from llmscaler.analyze import kalman_update
 from llmscaler.analyze.queue_model import (
     EPSILON,
     PerfParams,
@@ -93,7 +93,7 @@ DEFAULT_SEED = PerfParams(alpha=5.0, beta=0.05, gamma=10.0, delta=0.0005)
 """Used when neither a configured nor a guessed seed exists (WVA's default α is 5 ms)."""
 
 _Matrix = list[list[float]]
-"""Row-major; the filter's matrices are at most 4 × 4, so plain lists (the core has no numpy)."""
+"""The Jacobian's two rows. P and the gain are flat row-major tuples (`analyze.kalman_update`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +138,10 @@ def guess_seed(
 def seed_record(*, seed: PerfParams, engine: str, now: float) -> KalmanRecord:
     """A fresh filter at `seed` with covariance diag((0.5·seed)²)."""
     x = seed.as_tuple()
-    p = _diag([(INITIAL_UNCERTAINTY * v) ** 2 for v in x])
-    return KalmanRecord(x=x, p=_flat(p), seed=x, engine=engine, nis=0.0, rejected=0, updated_at=now)
+    p = tuple(
+        (INITIAL_UNCERTAINTY * v) ** 2 if i == j else 0.0 for i, v in enumerate(x) for j in range(4)
+    )
+    return KalmanRecord(x=x, p=p, seed=x, engine=engine, nis=0.0, rejected=0, updated_at=now)
 
 
 def params_of(record: KalmanRecord) -> PerfParams:
@@ -300,55 +302,51 @@ def step(
     if obs.ttft <= 0 or obs.itl <= 0 or obs.avg_output_tokens < 1:
         return TunerResult(record=record, accepted=False, reason='no usable observation')
     x = record.x
-    size = len(x)
-    p = [list(record.p[i * size : (i + 1) * size]) for i in range(size)]
+    p = list(record.p)
     widen = record.rejected >= REJECTIONS_BEFORE_WIDENING
     for i, v in enumerate(x):
-        p[i][i] += (PERCENT_CHANGE * v) ** 2 + ((WIDENING * v) ** 2 if widen else 0.0)
+        p[5 * i] += (PERCENT_CHANGE * v) ** 2 + ((WIDENING * v) ** 2 if widen else 0.0)
     predicted = measure(x=x, obs=obs, memo=memo)
     jac = None if predicted is None else _jacobian(x=x, obs=obs, memo=memo, predicted=predicted)
     if predicted is None or jac is None:
         return _rejected(record, p=None, reason='observed rate above what the model can serve')
-    z = (obs.ttft, obs.itl)
+    h = (*jac[0], *jac[1])
     noise = (ERROR_LEVEL / T_PERCENTILE) ** 2 / GAMMA_FACTOR
-    y = [z[0] - predicted[0], z[1] - predicted[1]]
-    pht = _matmul(p, _transpose(jac))  # 4 × 2
-    s = _matmul(jac, pht)  # 2 × 2
-    s[0][0] += noise * z[0] ** 2
-    s[1][1] += noise * z[1] ** 2
-    det = s[0][0] * s[1][1] - s[0][1] * s[1][0]
+    r0, r1 = noise * obs.ttft**2, noise * obs.itl**2
+    y0, y1 = obs.ttft - predicted[0], obs.itl - predicted[1]
+    pht, (s00, s01, s10, s11) = kalman_update.innovation(p=p, h=h)
+    s00 += r0
+    s11 += r1
+    det = s00 * s11 - s01 * s10
     if not (math.isfinite(det) and det > 0):
         return _rejected(record, p=p, reason='singular innovation covariance')
-    s_inv = [[s[1][1] / det, -s[0][1] / det], [-s[1][0] / det, s[0][0] / det]]
-    gain = _matmul(pht, s_inv)  # 4 × 2
-    moves = [gain[i][0] * y[0] + gain[i][1] * y[1] for i in range(size)]
+    i00, i01, i10, i11 = s11 / det, -s01 / det, -s10 / det, s00 / det
+    gain = [
+        v
+        for c, d in zip(pht[::2], pht[1::2], strict=True)
+        for v in (c * i00 + d * i10, c * i01 + d * i11)
+    ]
+    moves = [gain[2 * i] * y0 + gain[2 * i + 1] * y1 for i in range(4)]
     # One observation is two equations for four unknowns: where the prior is wide, a biased
     # window (a load step inside it) moves the state by tens of percent. The step is shrunk
     # so that no parameter moves by more than MAX_STEP of its value per cycle.
     shrink = min([1.0] + [MAX_STEP * v / abs(m) for v, m in zip(x, moves, strict=True) if m])
-    gain = [[shrink * g for g in row] for row in gain]
+    if shrink != 1.0:
+        gain = [shrink * g for g in gain]
     x_new = tuple(
         min(max(v + shrink * m, seed / BOUND_FACTOR), seed * BOUND_FACTOR)
         for v, m, seed in zip(x, moves, record.seed, strict=True)
     )
-    # Joseph form: the covariance of the gain actually applied, shrunk or not.
-    kh = _matmul(gain, jac)
-    a = [[(i == j) - kh[i][j] for j in range(size)] for i in range(size)]
-    p_new = _matmul(_matmul(a, p), _transpose(a))
-    for i in range(size):
-        for j in range(size):
-            p_new[i][j] += noise * (
-                gain[i][0] * gain[j][0] * z[0] ** 2 + gain[i][1] * gain[j][1] * z[1] ** 2
-            )
-    p_new = [[0.5 * (p_new[i][j] + p_new[j][i]) for j in range(size)] for i in range(size)]
-    nis = sum(y[i] * s_inv[i][j] * y[j] for i in range(2) for j in range(2))
+    nis = y0 * i00 * y0 + y0 * i01 * y1 + y1 * i10 * y0 + y1 * i11 * y1
     if not (all(v > 0 and math.isfinite(v) for v in x_new) and nis < NIS_GATE):
         return _rejected(record, p=p, reason=f'validation failed (NIS {nis:.3g})')
+    # Joseph form: the covariance of the gain actually applied, shrunk or not.
+    p_new = kalman_update.joseph(p=p, gain=gain, h=h, r0=r0, r1=r1)
     return TunerResult(
         record=replace(
             record,
             x=(x_new[0], x_new[1], x_new[2], x_new[3]),
-            p=_flat(p_new),
+            p=p_new,
             nis=nis,
             rejected=0,
             updated_at=now,
@@ -358,31 +356,13 @@ def step(
     )
 
 
-def _rejected(record: KalmanRecord, *, p: _Matrix | None, reason: str) -> TunerResult:
+def _rejected(record: KalmanRecord, *, p: list[float] | None, reason: str) -> TunerResult:
     """Keep x; count the rejection. After widening, P keeps the widened prior, so that each
     further rejection in a row widens it a little more."""
     widened = record.rejected >= REJECTIONS_BEFORE_WIDENING and p is not None
     kept = replace(
         record,
-        p=_flat(p) if widened and p is not None else record.p,
+        p=tuple(p) if widened and p is not None else record.p,
         rejected=record.rejected + 1,
     )
     return TunerResult(record=kept, accepted=False, reason=reason)
-
-
-def _diag(values: list[float]) -> _Matrix:
-    return [[v if i == j else 0.0 for j in range(len(values))] for i, v in enumerate(values)]
-
-
-def _transpose(a: _Matrix) -> _Matrix:
-    return [list(col) for col in zip(*a, strict=True)]
-
-
-def _matmul(a: _Matrix, b: _Matrix) -> _Matrix:
-    cols = list(zip(*b, strict=True))
-    # fsum over map(mul): the same exact sums of the same products, without a generator each.
-    return [[math.fsum(map(mul, row, col)) for col in cols] for row in a]
-
-
-def _flat(matrix: _Matrix) -> tuple[float, ...]:
-    return tuple(float(v) for row in matrix for v in row)
