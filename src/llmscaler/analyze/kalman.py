@@ -61,7 +61,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from llmscaler.analyze import kalman_update
+from llmscaler.analyze import kalman_update, tuner_queue
 from llmscaler.analyze.queue_model import (
     EPSILON,
     PerfParams,
@@ -150,6 +150,8 @@ def params_of(record: KalmanRecord) -> PerfParams:
 
 Measurements = dict[tuple[tuple[float, ...], TunerObservation], tuple[float, float] | None]
 """Memo of `measure` within one decision: variants tuned on the same figures share solves."""
+_UNKNOWN = (math.nan, math.nan)
+"""Not in a memo yet (None is a known answer: the load cannot be served)."""
 
 
 def measure(
@@ -158,9 +160,21 @@ def measure(
     """h(x): predicted (TTFT, ITL) in ms at the observed load; None when it cannot be served."""
     if memo is not None:
         key = (x, obs)
-        if key not in memo:
-            memo[key] = measure(x=x, obs=obs)
-        return memo[key]
+        known = memo.get(key, _UNKNOWN)
+        if known is _UNKNOWN:
+            known = memo[key] = measure(x=x, obs=obs)
+        return known
+    fast = tuner_queue.latencies(
+        x=x,
+        batch=obs.max_batch_size,
+        queue=QUEUE_FACTOR * obs.max_batch_size,
+        input_tokens=obs.avg_input_tokens,
+        output_tokens=obs.avg_output_tokens,
+        rate=obs.arrival_rate,
+        epsilon=EPSILON,
+    )
+    if fast is not None:
+        return fast
     analyzer = QueueAnalyzer.build(
         params=PerfParams(*x),
         max_batch_size=obs.max_batch_size,
@@ -184,6 +198,13 @@ def _queue_at(
     if not (base + slope > 0 and base + slope * n > 0):
         return None
     top = n / (base + slope * n)
+    if obs.arrival_rate > top * (1 - EPSILON) * 1000:
+        return None
+    serv = tuner_queue.service(
+        base=base, slope=slope, batch=n, queue=QUEUE_FACTOR * n, lam=obs.arrival_rate / 1000
+    )
+    if serv is not None:
+        return 0.0, serv
     analyzer = QueueAnalyzer(
         params=PerfParams(*x),
         max_batch_size=n,
@@ -195,8 +216,6 @@ def _queue_at(
         slope=slope,
         monotone=base >= 0,
     )
-    if obs.arrival_rate > analyzer.rate_range.max:
-        return None
     stats = analyzer.solve(lam=obs.arrival_rate / 1000)
     return None if isinstance(stats, QueueError) else (stats.avg_wait_time, stats.avg_serv_time)
 
@@ -213,9 +232,10 @@ def _queue_memo(
     if memo is None:
         return _queue_at(base=base, slope=slope, x=x, obs=obs)
     key = ((base, slope), obs)
-    if key not in memo:
-        memo[key] = _queue_at(base=base, slope=slope, x=x, obs=obs)
-    return memo[key]
+    known = memo.get(key, _UNKNOWN)
+    if known is _UNKNOWN:
+        known = memo[key] = _queue_at(base=base, slope=slope, x=x, obs=obs)
+    return known
 
 
 def _jacobian(

@@ -1,0 +1,73 @@
+"""The tuner's queue at the observed load while nothing waits: its closed form, asked directly.
+
+Why: every step of the tuner (`analyze.kalman`) solves its variant's queue five times, h(x) at
+the state and the wait and service time at four perturbations of the service time's base and
+slope for the Jacobian. At the loads replicas run, the chain almost never fills its batch and
+its solution is the closed form of `queue_chain.closed` (`Unqueued`: W = 0, S = (base + slope)
+/ (1 − λ·slope)). Reached through `QueueAnalyzer.build` and `solve`, each such solution cost
+about three times the closed form itself (the analyzer, its rate range and parameters, the
+statistics record); here the same closed form is asked with the same arguments, so the answer
+is the analyzer's to the bit.
+
+What it computes: `service`, the mean service time when the closed form holds; `latencies`,
+the (TTFT, ITL) of `QueueAnalyzer.latencies` on the tuner's queue when it holds. Times in ms,
+λ per ms, the observed rate per second. What fails: nothing raises; both return None wherever
+the closed form does not hold or an input is outside what the fast path covers (no input
+tokens, a non-positive service time, a rate out of range), and the caller then solves the queue
+in full, which also judges the inputs.
+"""
+
+from __future__ import annotations
+
+import math
+
+from llmscaler.analyze import queue_chain
+from llmscaler.analyze.perf_model import PerfParams, effective_concurrency
+
+
+def service(*, base: float, slope: float, batch: int, queue: int, lam: float) -> float | None:
+    """S (ms) of the chain at λ per ms when nothing waits; None when the chain must be solved.
+    The conditions are `QueueAnalyzer.solve`'s for trying the closed form: λ > 0 and finite, a
+    service rate that does not fall with the batch (base ≥ 0)."""
+    if not (lam > 0 and base >= 0 and math.isfinite(lam)):
+        return None
+    closed = queue_chain.closed(base=base, slope=slope, nb=batch, k=batch + queue, lam=lam)
+    return closed.serv if isinstance(closed, queue_chain.Unqueued) else None
+
+
+def latencies(
+    *,
+    x: tuple[float, ...],
+    batch: int,
+    queue: int,
+    input_tokens: float,
+    output_tokens: float,
+    rate: float,
+    epsilon: float,
+) -> tuple[float, float] | None:
+    """(TTFT, ITL) ms at `rate` requests/s as `QueueAnalyzer.build(...).latencies(rate/1000)`
+    gives them, when the queue's inputs are valid, the rate within its range and nothing
+    waits; None otherwise (the caller then asks the analyzer)."""
+    if not (batch >= 1 and queue >= 0 and input_tokens > 0 and output_tokens >= 1):
+        return None
+    alpha, beta, gamma, delta = x
+    decodes = output_tokens - 1
+    # `QueueAnalyzer.build`'s service time base + slope·n, in its order of operations.
+    base = gamma + decodes * alpha
+    slope = delta * input_tokens + decodes * beta
+    low, high = base + slope, base + slope * batch
+    if not (math.isfinite(low) and low > 0 and math.isfinite(high) and high > 0):
+        return None
+    if rate > batch / high * (1 - epsilon) * 1000:
+        return None
+    serv = service(base=base, slope=slope, batch=batch, queue=queue, lam=rate / 1000)
+    if serv is None:
+        return None
+    conc = effective_concurrency(
+        avg_service_time=serv,
+        params=PerfParams(alpha, beta, gamma, delta),
+        avg_input_tokens=input_tokens,
+        avg_output_tokens=output_tokens,
+        max_batch_size=batch,
+    )
+    return 0.0 + (gamma + delta * input_tokens * conc), alpha + beta * conc
