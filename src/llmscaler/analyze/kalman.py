@@ -341,12 +341,18 @@ def step(
     if not (math.isfinite(det) and det > 0):
         return _rejected(record, p=p, reason='singular innovation covariance')
     i00, i01, i10, i11 = s11 / det, -s01 / det, -s10 / det, s00 / det
+    c0, d0, c1, d1, c2, d2, c3, d3 = pht
     gain = [
-        v
-        for c, d in zip(pht[::2], pht[1::2], strict=True)
-        for v in (c * i00 + d * i10, c * i01 + d * i11)
+        c0 * i00 + d0 * i10,
+        c0 * i01 + d0 * i11,
+        c1 * i00 + d1 * i10,
+        c1 * i01 + d1 * i11,
+        c2 * i00 + d2 * i10,
+        c2 * i01 + d2 * i11,
+        c3 * i00 + d3 * i10,
+        c3 * i01 + d3 * i11,
     ]
-    moves = [gain[2 * i] * y0 + gain[2 * i + 1] * y1 for i in range(4)]
+    moves = [gain[i] * y0 + gain[i + 1] * y1 for i in range(0, 8, 2)]
     # One observation is two equations for four unknowns: where the prior is wide, a biased
     # window (a load step inside it) moves the state by tens of percent. The step is shrunk
     # so that no parameter moves by more than MAX_STEP of its value per cycle.
@@ -358,7 +364,7 @@ def step(
         for v, m, seed in zip(x, moves, record.seed, strict=True)
     )
     nis = y0 * i00 * y0 + y0 * i01 * y1 + y1 * i10 * y0 + y1 * i11 * y1
-    if not (all(v > 0 and math.isfinite(v) for v in x_new) and nis < NIS_GATE):
+    if not (nis < NIS_GATE and all(v > 0 and math.isfinite(v) for v in x_new)):
         return _rejected(record, p=p, reason=f'validation failed (NIS {nis:.3g})')
     # Joseph form: the covariance of the gain actually applied, shrunk or not.
     p_new = kalman_update.joseph(p=p, gain=gain, h=h, r0=r0, r1=r1)
