@@ -7,12 +7,20 @@ outside the fast path, it answers None and the analyzer decides.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmscaler.analyze import tuner_queue
-from llmscaler.analyze.queue_model import EPSILON, PerfParams, QueueAnalyzer, QueueError
+from llmscaler.analyze.queue_model import (
+    EPSILON,
+    PerfParams,
+    QueueAnalyzer,
+    QueueError,
+    RateRange,
+)
 
 
 def _analyzer(
@@ -135,3 +143,54 @@ def test_inputs_outside_the_fast_path_are_left_to_the_analyzer(
         )
         is None
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    x=st.tuples(
+        st.floats(2.0, 40.0), st.floats(0.005, 0.5), st.floats(5.0, 300.0), st.floats(1e-5, 1e-3)
+    ),
+    scale=st.tuples(st.floats(0.9, 1.1), st.floats(0.9, 1.1)),
+    load=st.floats(0.01, 1.1),
+    tokens=st.floats(1.0, 3000.0),
+    out=st.floats(1.0, 600.0),
+    n=st.integers(1, 512),
+)
+def test_wait_and_service_at_a_perturbed_queue_are_the_analyzers(
+    x: tuple[float, float, float, float],
+    scale: tuple[float, float],
+    load: float,
+    tokens: float,
+    out: float,
+    n: int,
+) -> None:
+    # The Jacobian's queues: the analyzer of x with its base and slope moved, solved in full.
+    analyzer = _analyzer(x, n, tokens, out)
+    base, slope = analyzer.base * scale[0], analyzer.slope * scale[1]
+    moved = dataclasses.replace(
+        analyzer,
+        base=base,
+        slope=slope,
+        rate_range=RateRange(
+            min=EPSILON * 1000 / (base + slope),
+            max=n / (base + slope * n) * (1 - EPSILON) * 1000,
+        ),
+    )
+    rate = load * analyzer.rate_range.max
+    got = tuner_queue.wait_and_service(
+        x=x,
+        base=base,
+        slope=slope,
+        batch=n,
+        queue=10 * n,
+        input_tokens=tokens,
+        output_tokens=out,
+        rate=rate,
+        epsilon=EPSILON,
+    )
+    if rate > moved.rate_range.max:
+        assert got is None
+        return
+    stats = moved.solve(lam=rate / 1000)
+    assert not isinstance(stats, QueueError)
+    assert got == (stats.avg_wait_time, stats.avg_serv_time)

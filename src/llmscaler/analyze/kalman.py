@@ -12,15 +12,16 @@ four-parameter model:
   so its wait and service time are differenced centrally in base and slope (step 1 %) and the
   rest follows by the chain rule (four queue solutions; WVA differences each parameter, step
   0.01·|x_j|, eight solutions, which `_jacobian_plain` keeps for requests without input tokens
-  and tests/unit/test_kalman.py compares with);
+  and tests/unit/test_kalman.py compares with). Each solution asks the chain's closed form
+  first (`analyze.tuner_queue`, the analyzer's answer to the bit), the analyzer where it fails;
 - R = diag(((errorLevel / tPercentile)² / gammaFactor) · z_j²), WVA's 0.05, 1.96, 1.0 (a
   standard deviation of about 2.55 % of each observed figure);
 - Q = diag((percentChange · x_i)²), recomputed from the state each step;
 - update x += s·K·y clamped to the bounds, s ≤ 1 the largest factor that moves no parameter by
   more than 5 % of its value (`MAX_STEP`), P = (I − sK·H)·P·(I − sK·H)ᵀ + sK·R·(sK)ᵀ (Joseph's
-  form, right for the gain applied; symmetrised), then validated: every parameter > 0 and the
-  normalised innovation squared yᵀS⁻¹y < 7.378 (χ², 2 degrees of freedom, WVA's gate). A failed
-  step keeps the previous (x, P).
+  form, right for the gain applied; symmetric; written out in `analyze.kalman_update`), then
+  validated: every parameter > 0 and the normalised innovation squared yᵀS⁻¹y < 7.378 (χ², 2
+  degrees of freedom, WVA's gate). A failed step keeps the previous (x, P).
 
 Deliberate differences from WVA (each fixes a defect of reference/wva.md §6.3 / §10):
 
@@ -67,7 +68,6 @@ from llmscaler.analyze.queue_model import (
     PerfParams,
     QueueAnalyzer,
     QueueError,
-    RateRange,
 )
 from llmscaler.model import KalmanRecord
 
@@ -148,8 +148,12 @@ def params_of(record: KalmanRecord) -> PerfParams:
     return PerfParams(*record.x)
 
 
-Measurements = dict[tuple[tuple[float, ...], TunerObservation], tuple[float, float] | None]
-"""Memo of `measure` within one decision: variants tuned on the same figures share solves."""
+Solves = dict[tuple[float, ...], tuple[float, float] | None]
+"""One observation's queue solutions: h(x) by the state x (four figures), the Jacobian's (W, S)
+by the service time's (base, slope) (two)."""
+Measurements = dict[TunerObservation, Solves]
+"""Memo of the queue solutions within one decision: variants tuned on the same figures share
+them. By observation first, so that a step hashes its observation once, not per solution."""
 _UNKNOWN = (math.nan, math.nan)
 """Not in a memo yet (None is a known answer: the load cannot be served)."""
 
@@ -159,11 +163,7 @@ def measure(
 ) -> tuple[float, float] | None:
     """h(x): predicted (TTFT, ITL) in ms at the observed load; None when it cannot be served."""
     if memo is not None:
-        key = (x, obs)
-        known = memo.get(key, _UNKNOWN)
-        if known is _UNKNOWN:
-            known = memo[key] = measure(x=x, obs=obs)
-        return known
+        return _measure_memo(x=x, obs=obs, memo=memo.setdefault(obs, {}))
     fast = tuner_queue.latencies(
         x=x,
         batch=obs.max_batch_size,
@@ -190,51 +190,39 @@ def measure(
     return solved[1], solved[2]
 
 
-def _queue_at(
-    *, base: float, slope: float, x: tuple[float, ...], obs: TunerObservation
-) -> tuple[float, float] | None:
-    """(wait W, service S) ms of the tuner's queue whose service time is base + slope·n."""
-    n = obs.max_batch_size
-    if not (base + slope > 0 and base + slope * n > 0):
-        return None
-    top = n / (base + slope * n)
-    if obs.arrival_rate > top * (1 - EPSILON) * 1000:
-        return None
-    serv = tuner_queue.service(
-        base=base, slope=slope, batch=n, queue=QUEUE_FACTOR * n, lam=obs.arrival_rate / 1000
-    )
-    if serv is not None:
-        return 0.0, serv
-    analyzer = QueueAnalyzer(
-        params=PerfParams(*x),
-        max_batch_size=n,
-        max_queue_size=QUEUE_FACTOR * n,
-        avg_input_tokens=obs.avg_input_tokens,
-        avg_output_tokens=obs.avg_output_tokens,
-        rate_range=RateRange(min=EPSILON * 1000 / (base + slope), max=top * (1 - EPSILON) * 1000),
-        base=base,
-        slope=slope,
-        monotone=base >= 0,
-    )
-    stats = analyzer.solve(lam=obs.arrival_rate / 1000)
-    return None if isinstance(stats, QueueError) else (stats.avg_wait_time, stats.avg_serv_time)
-
-
 def _queue_memo(
-    *,
-    base: float,
-    slope: float,
-    x: tuple[float, ...],
-    obs: TunerObservation,
-    memo: Measurements | None,
+    *, base: float, slope: float, x: tuple[float, ...], obs: TunerObservation, memo: Solves | None
 ) -> tuple[float, float] | None:
-    """`_queue_at` through the decision's memo (keyed by (base, slope), not by α..δ)."""
-    if memo is None:
-        return _queue_at(base=base, slope=slope, x=x, obs=obs)
-    key = ((base, slope), obs)
-    known = memo.get(key, _UNKNOWN)
+    """The (W, S) ms of the tuner's queue whose service time is base + slope·n, through the
+    observation's memo (keyed by (base, slope), not by α..δ)."""
+    known = _UNKNOWN if memo is None else memo.get((base, slope), _UNKNOWN)
     if known is _UNKNOWN:
-        known = memo[key] = _queue_at(base=base, slope=slope, x=x, obs=obs)
+        n = obs.max_batch_size
+        known = tuner_queue.wait_and_service(
+            x=x,
+            base=base,
+            slope=slope,
+            batch=n,
+            queue=QUEUE_FACTOR * n,
+            input_tokens=obs.avg_input_tokens,
+            output_tokens=obs.avg_output_tokens,
+            rate=obs.arrival_rate,
+            epsilon=EPSILON,
+        )
+        if memo is not None:
+            memo[(base, slope)] = known
+    return known
+
+
+def _measure_memo(
+    *, x: tuple[float, ...], obs: TunerObservation, memo: Solves | None
+) -> tuple[float, float] | None:
+    """`measure` through the observation's memo (keyed by x)."""
+    known = _UNKNOWN if memo is None else memo.get(x, _UNKNOWN)
+    if known is _UNKNOWN:
+        known = measure(x=x, obs=obs)
+        if memo is not None:
+            memo[x] = known
     return known
 
 
@@ -242,7 +230,7 @@ def _jacobian(
     *,
     x: tuple[float, ...],
     obs: TunerObservation,
-    memo: Measurements | None,
+    memo: Solves | None,
     predicted: tuple[float, float],
 ) -> _Matrix | None:
     """2 × 4: TTFT = W + γ + δ·I·b̄ and ITL = α + β·b̄, where the queue (W, S) depends on the
@@ -257,18 +245,18 @@ def _jacobian(
     tokens, decodes = obs.avg_input_tokens, obs.avg_output_tokens - 1
     base, slope = gamma + decodes * alpha, delta * tokens + decodes * beta
     h_base, h_slope = 0.01 * abs(base) or 0.01, 0.01 * abs(slope) or 0.01
-    solved = [
-        _queue_memo(base=b, slope=s, x=x, obs=obs, memo=memo)
-        for b, s in (
-            (base + h_base, slope),
-            (base - h_base, slope),
-            (base, slope + h_slope),
-            (base, slope - h_slope),
-        )
-    ]
-    if any(q is None for q in solved):
-        return None
-    (w1, s1), (w2, s2), (w3, s3), (w4, s4) = (q for q in solved if q is not None)
+    solved: list[tuple[float, float]] = []
+    for b, s in (
+        (base + h_base, slope),
+        (base - h_base, slope),
+        (base, slope + h_slope),
+        (base, slope - h_slope),
+    ):
+        queue = _queue_memo(base=b, slope=s, x=x, obs=obs, memo=memo)
+        if queue is None:
+            return None
+        solved.append(queue)
+    (w1, s1), (w2, s2), (w3, s3), (w4, s4) = solved
     dw_base, ds_base = (w1 - w2) / (2 * h_base), (s1 - s2) / (2 * h_base)
     dw_slope, ds_slope = (w3 - w4) / (2 * h_slope), (s3 - s4) / (2 * h_slope)
     batch = (predicted[1] - alpha) / beta
@@ -291,7 +279,7 @@ def _jacobian(
 
 
 def _jacobian_plain(
-    *, x: tuple[float, ...], obs: TunerObservation, memo: Measurements | None
+    *, x: tuple[float, ...], obs: TunerObservation, memo: Solves | None
 ) -> _Matrix | None:
     """2 × 4 by central differences, step 0.01·|x_j| (0.01 at 0)."""
     jac: _Matrix = [[0.0] * len(x), [0.0] * len(x)]
@@ -299,7 +287,8 @@ def _jacobian_plain(
         h = 0.01 * abs(value) if value != 0 else 0.01
         up = tuple(v + h if i == j else v for i, v in enumerate(x))
         down = tuple(v - h if i == j else v for i, v in enumerate(x))
-        z_up, z_down = measure(x=up, obs=obs, memo=memo), measure(x=down, obs=obs, memo=memo)
+        z_up = _measure_memo(x=up, obs=obs, memo=memo)
+        z_down = _measure_memo(x=down, obs=obs, memo=memo)
         if z_up is None or z_down is None:
             return None
         for row in range(2):
@@ -326,8 +315,9 @@ def step(
     widen = record.rejected >= REJECTIONS_BEFORE_WIDENING
     for i, v in enumerate(x):
         p[5 * i] += (PERCENT_CHANGE * v) ** 2 + ((WIDENING * v) ** 2 if widen else 0.0)
-    predicted = measure(x=x, obs=obs, memo=memo)
-    jac = None if predicted is None else _jacobian(x=x, obs=obs, memo=memo, predicted=predicted)
+    solves = None if memo is None else memo.setdefault(obs, {})
+    predicted = _measure_memo(x=x, obs=obs, memo=solves)
+    jac = None if predicted is None else _jacobian(x=x, obs=obs, memo=solves, predicted=predicted)
     if predicted is None or jac is None:
         return _rejected(record, p=None, reason='observed rate above what the model can serve')
     h = (*jac[0], *jac[1])

@@ -10,11 +10,14 @@ statistics record); here the same closed form is asked with the same arguments, 
 is the analyzer's to the bit.
 
 What it computes: `service`, the mean service time when the closed form holds; `latencies`,
-the (TTFT, ITL) of `QueueAnalyzer.latencies` on the tuner's queue when it holds. Times in ms,
-λ per ms, the observed rate per second. What fails: nothing raises; both return None wherever
-the closed form does not hold or an input is outside what the fast path covers (no input
-tokens, a non-positive service time, a rate out of range), and the caller then solves the queue
-in full, which also judges the inputs.
+the (TTFT, ITL) of `QueueAnalyzer.latencies` on the tuner's queue when it holds;
+`wait_and_service`, the (W, S) of the queue with a given base and slope, by the closed form or
+else by the analyzer. Times in ms, λ per ms, the observed rate per second. What fails: nothing
+raises; `service` and `latencies` return None wherever the closed form does not hold or an
+input is outside what the fast path covers (no input tokens, a non-positive service time, a
+rate out of range), and the caller then solves the queue in full, which also judges the
+inputs; `wait_and_service` returns None for a service time ≤ 0 or a rate the queue cannot
+serve.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import math
 
 from llmscaler.analyze import queue_chain
 from llmscaler.analyze.perf_model import PerfParams, effective_concurrency
+from llmscaler.analyze.queue_model import QueueAnalyzer, QueueError, RateRange
 
 
 def service(*, base: float, slope: float, batch: int, queue: int, lam: float) -> float | None:
@@ -71,3 +75,40 @@ def latencies(
         max_batch_size=batch,
     )
     return 0.0 + (gamma + delta * input_tokens * conc), alpha + beta * conc
+
+
+def wait_and_service(
+    *,
+    x: tuple[float, ...],
+    base: float,
+    slope: float,
+    batch: int,
+    queue: int,
+    input_tokens: float,
+    output_tokens: float,
+    rate: float,
+    epsilon: float,
+) -> tuple[float, float] | None:
+    """(W, S) ms of the queue whose service time is base + slope·n at `rate` requests/s (the
+    Jacobian's perturbed queues: base and slope are not those of x)."""
+    if not (base + slope > 0 and base + slope * batch > 0):
+        return None
+    top = batch / (base + slope * batch)
+    if rate > top * (1 - epsilon) * 1000:
+        return None
+    serv = service(base=base, slope=slope, batch=batch, queue=queue, lam=rate / 1000)
+    if serv is not None:
+        return 0.0, serv
+    analyzer = QueueAnalyzer(
+        params=PerfParams(*x),
+        max_batch_size=batch,
+        max_queue_size=queue,
+        avg_input_tokens=input_tokens,
+        avg_output_tokens=output_tokens,
+        rate_range=RateRange(min=epsilon * 1000 / (base + slope), max=top * (1 - epsilon) * 1000),
+        base=base,
+        slope=slope,
+        monotone=base >= 0,
+    )
+    stats = analyzer.solve(lam=rate / 1000)
+    return None if isinstance(stats, QueueError) else (stats.avg_wait_time, stats.avg_serv_time)
