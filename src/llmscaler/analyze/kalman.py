@@ -305,10 +305,15 @@ def step(
 ) -> TunerResult:
     """Predict, update with `obs`, validate; the record as it stands after the step. `memo`
     (one per decision) shares the queue solves of variants with the same state and figures."""
-    figures = (obs.arrival_rate, obs.ttft, obs.itl, obs.avg_input_tokens, obs.avg_output_tokens)
-    if not all(math.isfinite(v) for v in figures) or obs.arrival_rate <= 0:
-        return TunerResult(record=record, accepted=False, reason='no usable observation')
-    if obs.ttft <= 0 or obs.itl <= 0 or obs.avg_output_tokens < 1:
+    # 0 < v < inf: positive and finite (NaN fails every comparison).
+    usable = (
+        0 < obs.arrival_rate < math.inf
+        and 0 < obs.ttft < math.inf
+        and 0 < obs.itl < math.inf
+        and math.isfinite(obs.avg_input_tokens)
+        and 1 <= obs.avg_output_tokens < math.inf
+    )
+    if not usable:
         return TunerResult(record=record, accepted=False, reason='no usable observation')
     x = record.x
     p = list(record.p)
@@ -349,19 +354,20 @@ def step(
     shrink = min([1.0] + [MAX_STEP * v / abs(m) for v, m in zip(x, moves, strict=True) if m])
     if shrink != 1.0:
         gain = [shrink * g for g in gain]
-    x_new = tuple(
+    x0, x1, x2, x3 = [
         min(max(v + shrink * m, seed / BOUND_FACTOR), seed * BOUND_FACTOR)
         for v, m, seed in zip(x, moves, record.seed, strict=True)
-    )
+    ]
     nis = y0 * i00 * y0 + y0 * i01 * y1 + y1 * i10 * y0 + y1 * i11 * y1
-    if not (nis < NIS_GATE and all(v > 0 and math.isfinite(v) for v in x_new)):
+    inf = math.inf
+    if not (nis < NIS_GATE and 0 < x0 < inf and 0 < x1 < inf and 0 < x2 < inf and 0 < x3 < inf):
         return _rejected(record, p=p, reason=f'validation failed (NIS {nis:.3g})')
     # Joseph form: the covariance of the gain actually applied, shrunk or not.
     p_new = kalman_update.joseph(p=p, gain=gain, h=h, r0=r0, r1=r1)
     return TunerResult(
         record=replace(
             record,
-            x=(x_new[0], x_new[1], x_new[2], x_new[3]),
+            x=(x0, x1, x2, x3),
             p=p_new,
             nis=nis,
             rejected=0,
