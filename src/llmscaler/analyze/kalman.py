@@ -138,9 +138,8 @@ def guess_seed(
 def seed_record(*, seed: PerfParams, engine: str, now: float) -> KalmanRecord:
     """A fresh filter at `seed` with covariance diag((0.5·seed)²)."""
     x = seed.as_tuple()
-    p = tuple(
-        (INITIAL_UNCERTAINTY * v) ** 2 if i == j else 0.0 for i, v in enumerate(x) for j in range(4)
-    )
+    a, b, c, d = ((INITIAL_UNCERTAINTY * v) ** 2 for v in x)
+    p = (a, 0.0, 0.0, 0.0, 0.0, b, 0.0, 0.0, 0.0, 0.0, c, 0.0, 0.0, 0.0, 0.0, d)
     return KalmanRecord(x=x, p=p, seed=x, engine=engine, nis=0.0, rejected=0, updated_at=now)
 
 
