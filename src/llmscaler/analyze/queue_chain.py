@@ -170,6 +170,10 @@ def _batch_sums(
         if fraction is None:
             return None
         total_n = (nb + 1) * after / r * fraction
+    if mean <= 2 * nb:
+        # (n + 1)·p_{n+1} = q·(n + r)·p_n summed over n < N: Σ_{n≤N} n·p_n = mean·Σ_{n≤N} p_n
+        # − (N + 1)·p_{N+1}/(1 − q), whose first term is at most twice the result here.
+        return total_n, mean * total_n - (nb + 1) * after / (1 - q)
     if q < (nb + 1) / (nb + r + 3):
         fraction = _fraction(float(nb), r + 1, q, TAIL * mean / ((nb + 1) * after))
         if fraction is None:
