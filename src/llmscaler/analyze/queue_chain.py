@@ -10,7 +10,8 @@ decides the cost of the whole analyzer. Three ways, each exact to rounding:
   1e-18 of the mass (bounded by a geometric series from p_N) the chain is that closed form
   (`Unqueued`: nothing waits); when they hold more (and λ < μ_N), its sums up to N are
   regularised incomplete beta functions, taken from their continued fractions (10-25 steps,
-  a fifth of a walk's time), and the queue's are a geometric series from p_N; otherwise None;
+  a quarter of a walk's time or less), and the queue's are a geometric series from p_N;
+  otherwise None;
 - `walk`: from the mode (found in closed form) outward, 32 states at a time with C-level
   products, until the rest is below 1e-18 of the sum; the queue states in closed form;
 - `full`: every state in log space, for service rates that are not monotone (base < 0).
@@ -172,7 +173,9 @@ def _batch_sums(
         total_n = (nb + 1) * after / r * fraction
     if mean <= 2 * nb:
         # (n + 1)·p_{n+1} = q·(n + r)·p_n summed over n < N: Σ_{n≤N} n·p_n = mean·Σ_{n≤N} p_n
-        # − (N + 1)·p_{N+1}/(1 − q), whose first term is at most twice the result here.
+        # − (N + 1)·p_{N+1}/(1 − q), no second fraction. With the mean at most 2N the
+        # difference keeps its digits (within 1e-13 of the walk in tests/unit/
+        # test_queue_model.py); above, the first term can dwarf the result.
         return total_n, mean * total_n - (nb + 1) * after / (1 - q)
     if q < (nb + 1) / (nb + r + 3):
         fraction = _fraction(float(nb), r + 1, q, TAIL * mean / ((nb + 1) * after))
