@@ -244,12 +244,19 @@ def test_fast_walk_equals_the_state_by_state_chain(
 
 @pytest.mark.parametrize(
     ('n', 'load', 'path'),
-    [(256, 0.4, 'closed'), (200, 0.85, 'sums'), (256, 0.88, 'sums'), (256, 0.95, 'walk')],
+    [
+        (256, 0.4, 'closed'),
+        (200, 0.85, 'sums'),
+        (256, 0.88, 'sums'),
+        (256, 0.95, 'sums'),
+        (16, 0.99, 'sums'),
+        (256, 1.05, 'walk'),
+    ],
 )
 def test_closed_form_and_its_truncation_equal_the_chain(n: int, load: float, path: str) -> None:
     # A replica that seldom fills its batch is the negative binomial's closed form; one that
-    # fills it now and then is that form less the states beyond N plus the queue; near the top
-    # rate the chain is walked. Each against WVA's product loop.
+    # fills it now and then is that form less the states beyond N plus the queue; above the
+    # top rate (λ > μ_N) the chain is walked. Each against WVA's product loop.
     params = PerfParams(alpha=15.0, beta=0.57, gamma=71.0, delta=0.0033)
     qa = build(params, n=n, q=100, i=820, o=200)
     lam = load * qa.rate_range.max / 1000
@@ -273,3 +280,40 @@ def test_closed_form_and_its_truncation_equal_the_chain(n: int, load: float, pat
         (in_system - in_servers) / (lam * (1 - p[-1])), rel=1e-6, abs=1e-9
     )
     assert stats.rho == pytest.approx(1 - p[0], abs=1e-12)
+
+
+def _statistics(sums: queue_chain.Sums, lam: float, n: int) -> tuple[float, float, float]:
+    p0, pk, total, first, total_n, first_n = sums
+    del p0
+    return first / total, first_n / total + n * (1 - total_n / total), lam * (1 - pk / total)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    params=st.builds(
+        PerfParams,
+        alpha=st.floats(0.5, 50.0),
+        beta=st.one_of(st.floats(1e-6, 1e-3), st.floats(1e-3, 2.0)),
+        gamma=st.floats(0.5, 500.0),
+        delta=st.one_of(st.just(0.0), st.floats(1e-6, 0.05)),
+    ),
+    load=st.floats(0.3, 0.99),
+    n=st.integers(1, 700),
+    q=st.sampled_from([0, 1, 10, 100, 400]),
+    i=st.integers(0, 4000),
+    o=st.integers(2, 800),
+)
+def test_closed_sums_equal_the_walk(
+    params: PerfParams, load: float, n: int, q: int, i: int, o: int
+) -> None:
+    # Where the batch fills now and then, `closed` takes the batch states' sums from the
+    # incomplete beta functions' continued fractions and p_N from Stirling's series (shapes
+    # up to 1e6 with a decode slope near 0): the walk's statistics to 1e-12.
+    qa = build(params, n=n, q=q, i=i, o=o)
+    lam = load * qa.rate_range.max / 1000
+    sums = queue_chain.closed(base=qa.base, slope=qa.slope, nb=n, k=qa.k, lam=lam)
+    if not isinstance(sums, tuple):
+        return
+    walked = queue_chain.walk(base=qa.base, slope=qa.slope, nb=n, k=qa.k, lam=lam)
+    for got, want in zip(_statistics(sums, lam, n), _statistics(walked, lam, n), strict=True):
+        assert got == pytest.approx(want, rel=1e-12)

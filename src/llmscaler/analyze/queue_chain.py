@@ -8,8 +8,9 @@ decides the cost of the whole analyzer. Three ways, each exact to rounding:
 - `closed`: while q = λ·slope < 1, the batch states are a negative binomial of r = base/slope
   + 1 and q, whose sums over all n ≥ 0 are closed. When the states from N on hold less than
   1e-18 of the mass (bounded by a geometric series from p_N) the chain is that closed form
-  (`Unqueued`: nothing waits); when they hold more but are few to walk, its sums are the
-  closed ones less the negative binomial's states beyond N plus the queue's geometric series;
+  (`Unqueued`: nothing waits); when they hold more (and λ < μ_N), its sums up to N are
+  regularised incomplete beta functions, taken from their continued fractions (10-25 steps,
+  a quarter of a walk's time or less), and the queue's are a geometric series from p_N;
   otherwise None;
 - `walk`: from the mode (found in closed form) outward, 32 states at a time with C-level
   products, until the rest is below 1e-18 of the sum; the queue states in closed form;
@@ -36,6 +37,10 @@ _LARGE_SHAPE = 1e12
 digits; the walk takes over."""
 _CHUNK = 32
 """States multiplied out per step of a walk (C-level products; the tail test runs per chunk)."""
+_STIRLING_FROM = 30
+"""Stirling's series to four terms is exact to rounding from here on."""
+_FRACTION_STEPS = 200
+"""Steps of a continued fraction before the walk takes over (10-25 where `closed` uses it)."""
 
 Sums = tuple[float, float, float, float, float, float]
 """Unnormalised (p_0, p_K, Σp, Σn·p, Σ_{n≤N} p, Σ_{n≤N} n·p) of the chain."""
@@ -62,10 +67,11 @@ def closed(*, base: float, slope: float, nb: int, k: int, lam: float) -> Unqueue
     batch limit and the queue) hold less than 1e-18 of the mass and of the mean (bounded
     by a geometric series from p_N, whose ratio λ/μ_N exceeds every later one), they are
     the chain's sums to rounding: nothing waits, X = λ and R = S = (base + slope)/(1 − q).
-    When they hold more, the batch states' sums are the closed ones less the negative
-    binomial's states beyond N (walked up from p_N until negligible, fewer states than a
-    walk of the batch when p_N is small) and the queue states are the geometric series
-    from p_N; every term is taken relative to the closed Σ."""
+    When they hold more, the batch states' sums are incomplete beta functions of the
+    negative binomial (`_batch_sums`, from p_N in closed form: `_log_binomial`) and the queue
+    states are the geometric series from p_N; every term is taken relative to the closed Σ.
+    None where λ ≥ μ_N, where a fraction does not settle, or where most of the mass lies
+    past N and the fraction's side would keep too few digits."""
     q = lam * slope
     if not (0 < q < 1):
         return None
@@ -85,13 +91,13 @@ def closed(*, base: float, slope: float, nb: int, k: int, lam: float) -> Unqueue
         and log_at_n + math.log(nb * tail + tail / (1 - top)) - math.log(mean) <= _LOG_TAIL
     ):
         return Unqueued(mean=mean, serv=(base + slope) / (1 - q), rho=-math.expm1(-log_total))
-    # States past N until the terms fall below 1e-18 (ratios ≤ λ/μ_N): walking them costs
-    # about what walking the batch does at 0.8·N (timed).
-    if (_LOG_TAIL - log_at_n) / math.log(top) > 0.8 * nb:
-        return None
+    # The test above may round; the sums below take p_N to the digits the walk would.
+    log_at_n = _log_binomial(r=r, q=q, nb=nb) - log_total
     at_n = math.exp(log_at_n)
-    beyond, beyond_first = _beyond(base=base, slope=slope, lam=lam, start=nb, term=at_n)
-    total_n, first_n = 1.0 - beyond, mean - beyond_first
+    batch = _batch_sums(r=r, q=q, nb=nb, mean=mean, after=at_n * q * (nb + r) / (nb + 1))
+    if batch is None:
+        return None
+    total_n, first_n = batch
     if k > nb:
         queue, queue_first, last = _tail(top, k - nb, low=nb)
         queue, queue_first, pk = at_n * queue, at_n * queue_first, at_n * last
@@ -107,26 +113,110 @@ def closed(*, base: float, slope: float, nb: int, k: int, lam: float) -> Unqueue
     )
 
 
-def _beyond(
-    *, base: float, slope: float, lam: float, start: int, term: float
-) -> tuple[float, float]:
-    """Σp and Σn·p of the negative binomial over start+1, start+2, … from p_start = `term`
-    (relative to the whole distribution's 1), until the rest is below 1e-18."""
-    lb, ls = lam * base, lam * slope
-    total = first = 0.0
-    j0 = start
-    while True:  # p_{j+1} = p_j·(λ·base/(j + 1) + λ·slope)
-        j1 = j0 + _CHUNK
-        ratios = map(add, map(truediv, repeat(lb), range(j0 + 1, j1 + 1)), repeat(ls))
-        terms = list(accumulate(ratios, mul, initial=term))
-        del terms[0]
-        term = terms[-1]
-        total += sum(terms)
-        first += sum(map(mul, range(j0 + 1, j1 + 1), terms))
-        ratio = lb / j1 + ls  # the ratios fall: the rest is below a geometric series
-        if term * ratio < TAIL * (1 - ratio):
-            return total, first
-        j0 = j1
+def _log_binomial(*, r: float, q: float, nb: int) -> float:
+    """log(C(N + r − 1, N)·q^N), the negative binomial's p_N·(1 − q)^−r, to a few 1e-14.
+
+    log Γ(N + r) − log Γ(r) − log N! rounds to about 1e-16 of its largest term, 1e-9 for a
+    shape r of 1e6 (a decode slope near 0): the two large log-gammas are taken as one
+    difference from Stirling's series instead, whose terms stay near the result's size."""
+    if r > nb and r >= _STIRLING_FROM:
+        return (
+            (r - 0.5) * math.log1p(nb / r)
+            + nb * math.log(q * (r + nb))
+            - nb
+            + _stirling(r + nb)
+            - _stirling(r)
+            - math.lgamma(nb + 1)
+        )
+    if nb + 1 >= _STIRLING_FROM:
+        shape = r - 1
+        return (
+            (nb + 0.5) * math.log1p(shape / (nb + 1))
+            + shape * math.log(nb + r)
+            - shape
+            + _stirling(nb + r)
+            - _stirling(nb + 1.0)
+            - math.lgamma(r)
+            + nb * math.log(q)
+        )
+    return math.lgamma(nb + r) - math.lgamma(r) - math.lgamma(nb + 1) + nb * math.log(q)
+
+
+def _stirling(x: float) -> float:
+    """log Γ(x) − (x − 1/2)·log x + x − log(2π)/2 for x ≥ 30 (four terms: below 1e-16)."""
+    inv = 1.0 / x
+    inv2 = inv * inv
+    return inv * (1 / 12 - inv2 * (1 / 360 - inv2 * (1 / 1260 - inv2 / 1680)))
+
+
+def _batch_sums(
+    *, r: float, q: float, nb: int, mean: float, after: float
+) -> tuple[float, float] | None:
+    """Σ_{n≤N} p_n and Σ_{n≤N} n·p_n of the negative binomial (r, q), relative to its whole
+    mass, from p_{N+1} = `after`; None where the continued fractions do not settle.
+
+    Both are regularised incomplete beta functions: P(X ≤ N) = I_{1−q}(r, N + 1) and, as
+    n·p_n(r) = mean·p_{n−1}(r + 1), Σ_{n≤N} n·p_n = mean·I_{1−q}(r + 1, N). Each is taken
+    from whichever side's fraction converges fast (x below (a + 1)/(a + b + 2)): the part
+    past N (a small term from p_{N+1}, subtracted from the whole) or the part up to N itself
+    (so that neither loses its digits to a difference)."""
+    if q < (nb + 2) / (nb + r + 3):
+        # The part past N: it only needs the digits it keeps against the whole.
+        fraction = _fraction(nb + 1.0, r, q, TAIL / after)
+        if fraction is None or after * fraction > 0.5:
+            return None
+        total_n = 1.0 - after * fraction
+    else:
+        fraction = _fraction(r, nb + 1.0, 1.0 - q, 0.0)
+        if fraction is None:
+            return None
+        total_n = (nb + 1) * after / r * fraction
+    if mean <= 2 * nb:
+        # (n + 1)·p_{n+1} = q·(n + r)·p_n summed over n < N: Σ_{n≤N} n·p_n = mean·Σ_{n≤N} p_n
+        # − (N + 1)·p_{N+1}/(1 − q), no second fraction. With the mean at most 2N the
+        # difference keeps its digits (within 1e-13 of the walk in tests/unit/
+        # test_queue_model.py); above, the first term can dwarf the result.
+        return total_n, mean * total_n - (nb + 1) * after / (1 - q)
+    if q < (nb + 1) / (nb + r + 3):
+        fraction = _fraction(float(nb), r + 1, q, TAIL * mean / ((nb + 1) * after))
+        if fraction is None:
+            return None
+        first_n = mean - (nb + 1) * after * fraction
+    else:
+        fraction = _fraction(r + 1, float(nb), 1.0 - q, 0.0)
+        if fraction is None:
+            return None
+        first_n = nb * (nb + 1) * after / (r + 1) * fraction
+    return total_n, first_n
+
+
+def _fraction(a: float, b: float, x: float, rel: float) -> float | None:
+    """The continued fraction of the regularised incomplete beta function (modified Lentz),
+    I_x(a, b) = x^a·(1 − x)^b / (a·B(a, b)) times this, to `rel` relative (1e-16 at least).
+    None when a denominator vanishes or after `_FRACTION_STEPS` steps without converging
+    (x well above (a + 1)/(a + b + 2), where it converges slowly): the walk then."""
+    rel = max(rel, 1e-16)
+    sum_ab, a1, a_1 = a + b, a + 1.0, a - 1.0
+    try:
+        c = 1.0
+        d = 1.0 / (1.0 - sum_ab * x / a1)
+        h = d
+        for m in range(1, _FRACTION_STEPS + 1):
+            m2 = 2 * m
+            term = m * (b - m) * x / ((a_1 + m2) * (a + m2))
+            d = 1.0 / (1.0 + term * d)
+            c = 1.0 + term / c
+            h *= d * c
+            term = -(a + m) * (sum_ab + m) * x / ((a + m2) * (a1 + m2))
+            d = 1.0 / (1.0 + term * d)
+            c = 1.0 + term / c
+            step = d * c
+            h *= step
+            if abs(step - 1.0) <= rel:
+                return h if h > 0 and math.isfinite(h) else None
+    except ZeroDivisionError:
+        return None
+    return None
 
 
 def walk(*, base: float, slope: float, nb: int, k: int, lam: float) -> Sums:
