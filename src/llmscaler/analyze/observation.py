@@ -30,6 +30,7 @@ finite, is never fresh.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -45,6 +46,17 @@ def freshness(*, observed_at: float, now: float, settings: CoreSettings) -> Fres
 
     A sample from the future (clock skew between scraper and caller) counts as fresh.
     """
+    return _age_class(
+        observed_at,
+        now,
+        (settings.fresh_threshold, settings.stale_threshold, settings.unavailable_threshold),
+    )
+
+
+def _age_class(
+    observed_at: float, now: float, thresholds: tuple[float, float, float]
+) -> Freshness | None:
+    # Positional, with the thresholds read once per model: it runs once per replica.
     try:
         age = now - observed_at
     except OverflowError:  # an integer time too large for a float
@@ -52,11 +64,12 @@ def freshness(*, observed_at: float, now: float, settings: CoreSettings) -> Fres
     if not math.isfinite(age):
         return None
     age = max(0.0, age)
-    if age < settings.fresh_threshold:
+    fresh, stale, unavailable = thresholds
+    if age < fresh:
         return Freshness.FRESH
-    if age < settings.stale_threshold:
+    if age < stale:
         return Freshness.STALE
-    if age < settings.unavailable_threshold:
+    if age < unavailable:
         return Freshness.UNAVAILABLE
     return None
 
@@ -102,7 +115,7 @@ def observe(
         [(f'pool {pool.model_id}', p) for p in validity.pool_problems(pool)] if pool else []
     )
     for variant in variants:
-        replicas = sorted(replicas_by_variant.get(variant.key, ()), key=lambda r: r.pod)
+        replicas = sorted(replicas_by_variant.get(variant.key, ()), key=_POD)
         classes[variant.name], problems[variant.name] = _classify(
             replicas=replicas, now=now, settings=settings, fresh=fresh, reporting=reporting
         )
@@ -114,6 +127,9 @@ def observe(
         problems=problems,
         in_flight=_in_flight(pool=pool, reporting=reporting),
     )
+
+
+_POD = operator.attrgetter('pod')
 
 
 def _in_flight(*, pool: PoolMetrics | None, reporting: Sequence[ReplicaMetrics]) -> float:
@@ -140,9 +156,15 @@ def _classify(
     """
     found: list[Freshness | None] = []
     problems: list[tuple[str, Problem]] = []
+    thresholds = (
+        settings.fresh_threshold,
+        settings.stale_threshold,
+        settings.unavailable_threshold,
+    )
+    replica_problems = validity.replica_problems
     for replica in replicas:
-        wrong = validity.replica_problems(replica)
-        age = freshness(observed_at=replica.observed_at, now=now, settings=settings)
+        wrong = replica_problems(replica)
+        age = _age_class(replica.observed_at, now, thresholds)
         if age is None and not any(p.metric == 'observed_at' for p in wrong):
             found.append(None)
             continue

@@ -58,6 +58,8 @@ from llmscaler.analyze.saturation_tokens_instance import (
     _positive,
     _replica,
     _role,
+    sizing,
+    write_records,
 )
 from llmscaler.analyze.saturation_tokens_instance import (
     waiting_queue_demand as waiting_queue_demand,
@@ -232,24 +234,24 @@ def analyze(
 
     computed: list[ReplicaCapacity] = []
     unsized: list[ReplicaMetrics] = []
+    shared = sizing(
+        model_id=model_id,
+        namespace=namespace,
+        config=config,
+        settings=settings,
+        memory=memory,
+        now=now,
+    )
     for rm in sorted(replicas, key=lambda r: (r.pod, r.variant, r.namespace)):
         owner = by_name.get(rm.variant)
         if owner is None:
             continue
-        instance = _replica(
-            rm=rm,
-            variant=owner,
-            model_id=model_id,
-            namespace=namespace,
-            config=config,
-            settings=settings,
-            memory=memory,
-            now=now,
-        )
+        instance = _replica(rm=rm, variant=owner, sizing=shared)
         if instance is not None:
             computed.append(instance)
         else:
             unsized.append(rm)
+    write_records(shared)
 
     averages = sq.workload_averages(replicas=replicas)
     threshold = _kv_threshold(config)

@@ -16,7 +16,8 @@ What it computes, per engine instance with `cache_config_info` (KV tokens > 0):
   k_eff⌋ + queue demand (label `P4-k1`), or no capacity (None) when nothing is stored. This path
   does not write the store: its k_eff is already thresholded, and storing it would shrink the
   capacity by the threshold again every cycle;
-- every other computed instance writes a live capacity record.
+- every other computed instance writes a live capacity record (built once per variant: each
+  instance's record replaces the one before, so only the last is built, see `Sizing`).
 Tokens in use are `ReplicaMetrics.tokens_in_use` (round(KV usage clamped to [0, 1] × KV tokens)).
 The engine parameters are the variant's, else the stored record's (`_engine_of`).
 
@@ -99,19 +100,88 @@ def _queue_count(rm: ReplicaMetrics) -> int:
     return int(_positive(rm.queue_length))
 
 
-def _replica(
+@dataclass(slots=True)
+class Sizing:
+    """What `_replica` needs that is the same for every instance of one model's analysis: read
+    once per call instead of once per instance (a model has tens of them).
+
+    `averages` remembers the k2 history mean by history key for this call; a P1 observation
+    recorded under a key forgets its mean, so a later instance reads the history as it is then.
+    `unwritten` holds, by knowledge key, the live record the last instance of a variant would
+    write: each instance replaces its predecessor's record, so only the last one is built, when
+    the key is next read (`_read`) or at the end of the instances (`write_records`).
+    """
+
+    model_id: str
+    namespace: str
+    config: SaturationConfig
+    settings: CoreSettings
+    memory: AnalysisMemory
+    now: float
+    threshold: float
+    queue_threshold: float | None
+    averages: dict[str, float | None]
+    unwritten: dict[str, tuple[Variant, int, int, EngineParams | None]]
+
+
+def sizing(
     *,
-    rm: ReplicaMetrics,
-    variant: Variant,
     model_id: str,
     namespace: str,
     config: SaturationConfig,
     settings: CoreSettings,
     memory: AnalysisMemory,
     now: float,
-) -> ReplicaCapacity | None:
-    """One instance's capacity; writes its k2 observation and live record to `memory`."""
-    threshold = _kv_threshold(config)
+) -> Sizing:
+    """The shared part of one model's instances, with nothing yet remembered or unwritten."""
+    return Sizing(
+        model_id=model_id,
+        namespace=namespace,
+        config=config,
+        settings=settings,
+        memory=memory,
+        now=now,
+        threshold=_kv_threshold(config),
+        queue_threshold=finite(config.queue_length_threshold),
+        averages={},
+        unwritten={},
+    )
+
+
+def write_records(sizing: Sizing) -> None:
+    """Write the live records still unwritten to `sizing.memory` (before reading it again)."""
+    for key in list(sizing.unwritten):
+        _write(sizing=sizing, key=key)
+
+
+def _write(*, sizing: Sizing, key: str) -> None:
+    variant, k_eff, total, engine = sizing.unwritten.pop(key)
+    written = ck.record_live(
+        knowledge=sizing.memory.knowledge,
+        namespace=sizing.namespace,
+        model_id=sizing.model_id,
+        variant=variant.name,
+        accelerator=variant.accelerator,
+        gpus_per_replica=variant.gpus_per_replica,
+        effective_capacity=float(k_eff),
+        total_kv_capacity_tokens=total,
+        now=sizing.now,
+        engine=engine,
+    )
+    if written is not None:
+        sizing.memory.knowledge_updates[key] = written
+
+
+def _read(*, sizing: Sizing, key: str) -> CapacityRecord | None:
+    if key in sizing.unwritten:
+        _write(sizing=sizing, key=key)
+    return sizing.memory.knowledge.get(key)
+
+
+def _replica(*, rm: ReplicaMetrics, variant: Variant, sizing: Sizing) -> ReplicaCapacity | None:
+    """One instance's capacity; writes its k2 observation and live record to `sizing.memory`."""
+    memory, now, threshold = sizing.memory, sizing.now, sizing.threshold
+    model_id, namespace = sizing.model_id, sizing.namespace
     queue = _queue_count(rm)
     role = _role(variant.role)
     queue_demand = waiting_queue_demand(
@@ -121,9 +191,9 @@ def _replica(
         role=role,
     )
     key = ck.knowledge_key(namespace=namespace, model_id=model_id, variant=variant.name)
-    stored = memory.knowledge.get(key)
     total = rm.kv_capacity_tokens
     if total <= 0:
+        stored = _read(sizing=sizing, key=key)
         capacity = _positive(stored.effective_capacity) if stored is not None else 0.0
         k_eff = math.floor(capacity * threshold) if capacity * threshold < _INT64_LIMIT else 0
         if k_eff <= 0:
@@ -151,8 +221,11 @@ def _replica(
         gpus_per_replica=variant.gpus_per_replica,
         bucket=bucket,
     )
-    queue_threshold = finite(config.queue_length_threshold)
-    engine = _engine_of(variant=variant, record=stored)
+    queue_threshold = sizing.queue_threshold
+    # The stored record only lends its engine when the variant names none (`_engine_of`).
+    engine = variant.engine
+    if engine is None:
+        engine = _engine_of(variant=variant, record=_read(sizing=sizing, key=key))
     # Each priority is computed only when the ones before it do not apply (all are pure).
     if queue_threshold is not None and queue >= int(queue_threshold) and tokens > 0:
         k2, source = tokens, 'P1-obs'
@@ -161,13 +234,12 @@ def _replica(
             key=hkey,
             value=float(tokens),
             now=now,
-            window=settings.k2_window,
+            window=sizing.settings.k2_window,
         )
         if samples is not None:
             memory.history_updates[hkey] = samples
-    elif (
-        mean := kh.average(history=memory.history, key=hkey, now=now, ttl=settings.k2_history_ttl)
-    ) is not None and mean > 0:
+            sizing.averages.pop(hkey, None)
+    elif (mean := _history_mean(sizing=sizing, key=hkey)) is not None and mean > 0:
         k2, source = math.floor(mean), 'P2-hist'
     elif (
         derived := ck.capacity_from_params(
@@ -179,20 +251,12 @@ def _replica(
         k2, source = k1, 'P4-k1'
     k_eff = min(k1, k2)
     demand = tokens + queue_demand
-    written = ck.record_live(
-        knowledge=memory.knowledge,
-        namespace=namespace,
-        model_id=model_id,
-        variant=variant.name,
-        accelerator=variant.accelerator,
-        gpus_per_replica=variant.gpus_per_replica,
-        effective_capacity=float(k_eff),
-        total_kv_capacity_tokens=total,
-        now=now,
-        engine=engine,
-    )
-    if written is not None:
-        memory.knowledge_updates[key] = written
+    # A capacity that is not positive writes nothing (`record_live`): the record before stays.
+    if k_eff > 0:
+        sizing.unwritten[key] = (variant, k_eff, total, engine)
+        if engine is None:
+            # Without an engine the record keeps the stored one's: read it now, not later.
+            _write(sizing=sizing, key=key)
     computed = ReplicaCapacity(
         pod=rm.pod,
         variant=variant.name,
@@ -204,6 +268,17 @@ def _replica(
         saturated=demand >= k_eff,
     )
     return computed
+
+
+def _history_mean(*, sizing: Sizing, key: str) -> float | None:
+    averages = sizing.averages
+    if key in averages:
+        return averages[key]
+    mean = kh.average(
+        history=sizing.memory.history, key=key, now=sizing.now, ttl=sizing.settings.k2_history_ttl
+    )
+    averages[key] = mean
+    return mean
 
 
 def _engine_of(*, variant: Variant, record: CapacityRecord | None) -> EngineParams | None:

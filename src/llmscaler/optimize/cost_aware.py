@@ -93,9 +93,11 @@ class _Signal:
     source: AnalyzerSignal
     required: dict[Role, float]
     spare: dict[Role, float]
+    prcs: dict[str, float]
+    """`_positive(source.capacity_of(name))` by variant name, read once: the loops ask often."""
 
     def prc(self, variant: str) -> float:
-        return _positive(self.source.capacity_of(variant))
+        return self.prcs.get(variant, 0.0)
 
 
 def _positive(value: float) -> float:
@@ -152,7 +154,11 @@ def _live_signals(signals: Sequence[AnalyzerSignal]) -> list[_Signal]:
         for scope in signal.roles:
             required[scope.role] = _demand(scope.required)
             spare[scope.role] = _spare(scope.spare)
-        out.append(_Signal(source=signal, required=required, spare=spare))
+        prcs: dict[str, float] = {}
+        for name, value in signal.capacity:
+            # The first entry of a name is the one `capacity_of` answers with.
+            prcs.setdefault(name, _positive(value))
+        out.append(_Signal(source=signal, required=required, spare=spare, prcs=prcs))
     return out
 
 
@@ -320,13 +326,13 @@ def _scale_down(
 
 
 def _reporting_scope(
-    signals: Sequence[AnalyzerSignal], variant: VariantCapacity
+    ordered: Sequence[AnalyzerSignal], variant: VariantCapacity
 ) -> tuple[float, float]:
     """(RC, SC) for the variant's role as the anchor saw them, for status and metrics.
 
     The anchor is the signal that prices the variant at exactly its `per_replica_capacity`;
-    failing that the first live signal carrying the role, then any signal carrying it."""
-    ordered = sorted(signals, key=lambda s: (not s.live, s.analyzer))
+    failing that the first live signal carrying the role, then any signal carrying it.
+    `ordered`: the signals live first, then by analyzer name (`_reporting_order`)."""
     carrying = [s for s in ordered if s.role(variant.role) is not None]
     matching = [
         s for s in carrying if s.capacity_of(variant.variant) == variant.per_replica_capacity
@@ -338,9 +344,14 @@ def _reporting_scope(
     return 0.0, 0.0
 
 
+def _reporting_order(signals: Sequence[AnalyzerSignal]) -> list[AnalyzerSignal]:
+    return sorted(signals, key=lambda s: (not s.live, s.analyzer))
+
+
 def _target(
     *, variant: VariantCapacity, target: int, signals: Sequence[AnalyzerSignal]
 ) -> VariantTarget:
+    """`signals` in `_reporting_order`."""
     current = max(0, variant.current_replicas)
     if target > current:
         reason = f'{REASON} scale-up'
@@ -373,6 +384,5 @@ def optimize(*, request: ScalingRequest) -> tuple[VariantTarget, ...]:
     else:
         _scale_down(live=live, by_role=by_role, targets=targets)
 
-    return tuple(
-        _target(variant=v, target=targets[v.variant], signals=request.signals) for v in variants
-    )
+    ordered = _reporting_order(request.signals)
+    return tuple(_target(variant=v, target=targets[v.variant], signals=ordered) for v in variants)
