@@ -266,10 +266,15 @@ class QueueAnalyzer:
         resp = in_system / throughput if throughput > 0 else 0.0
         serv = in_servers / throughput if throughput > 0 else 0.0
         wait = max(0.0, resp - serv)
-        # Fields in order: throughput, in system, in servers, response, service, wait, queue
-        # length, ρ.
         return QueueStats(
-            throughput, in_system, in_servers, resp, serv, wait, throughput * wait, 1.0 - p0
+            throughput=throughput,
+            avg_num_in_system=in_system,
+            avg_num_in_servers=in_servers,
+            avg_resp_time=resp,
+            avg_serv_time=serv,
+            avg_wait_time=wait,
+            avg_queue_length=throughput * wait,
+            rho=1.0 - p0,
         )
 
     def unqueued_rate(self, *, ttft: float = 0.0, itl: float = 0.0) -> float | None:
