@@ -54,6 +54,16 @@ def is_hybrid(model_config: ModelConfig) -> bool:
     )
 
 
+def _without_analyzers(model_config: ModelConfig) -> ModelConfig:
+    """The model's configuration with an empty `analyzers:` list (itself when it is empty:
+    the common case, and two dataclass copies per model and cycle otherwise)."""
+    if not model_config.saturation.analyzers:
+        return model_config
+    return dataclasses.replace(
+        model_config, saturation=dataclasses.replace(model_config.saturation, analyzers=())
+    )
+
+
 def slo_path(
     *,
     variants: Sequence[Variant],
@@ -89,10 +99,7 @@ def slo_path(
         path = token_targets(
             result=analysis.result,
             variants=variants,
-            model_config=dataclasses.replace(
-                model_config,
-                saturation=dataclasses.replace(model_config.saturation, analyzers=()),
-            ),
+            model_config=_without_analyzers(model_config),
             last_informative=last_informative,
             interval=interval,
             desired=desired,
