@@ -71,9 +71,9 @@ def test_the_pool_check_passes_exactly_the_records_without_problems(data: st.Dat
 def test_the_check_refuses_a_missing_required_figure_and_a_float_count() -> None:
     assert validity._SOUND_REPLICA(SOUND_REPLICA)
     for broken in (
-        dataclasses.replace(SOUND_REPLICA, kv_usage=None),  # type: ignore[arg-type]
+        dataclasses.replace(SOUND_REPLICA, kv_usage=None),
         dataclasses.replace(SOUND_REPLICA, num_gpu_blocks=1000.0),  # type: ignore[arg-type]
-        dataclasses.replace(SOUND_REPLICA, queue_length=True),  # type: ignore[arg-type]
+        dataclasses.replace(SOUND_REPLICA, queue_length=True),
         dataclasses.replace(SOUND_REPLICA, kv_usage=math.nan),
     ):
         assert not validity._SOUND_REPLICA(broken)
