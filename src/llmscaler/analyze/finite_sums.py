@@ -40,6 +40,15 @@ def _has_non_finite(values: Sequence[float]) -> float | None:
 def total(values: Iterable[float]) -> float:
     """The exact sum of `values`, saturated at ± the largest float; never raises."""
     items = list(values)
+    try:
+        quick = math.fsum(items)
+    except (OverflowError, ValueError):  # a partial sum overflowed, or +Inf met -Inf
+        pass
+    else:
+        # A finite exact sum means every value was finite (fsum carries NaN and ±Inf through)
+        # and nothing overflowed: the answer below, without looking at each value first.
+        if math.isfinite(quick):
+            return quick
     odd = _has_non_finite(items)
     if odd is not None:
         return odd

@@ -137,9 +137,14 @@ def _in_flight(*, pool: PoolMetrics | None, reporting: Sequence[ReplicaMetrics])
     if pool is not None:
         # An unread queue adds nothing here: it is a missing pool figure, which holds the model.
         figures += [pool.queue_size or 0.0, 1.0 if (pool.queue_bytes or 0.0) > 0 else 0.0]
-    for replica in reporting:
-        figures += [f for f in (replica.queue_length, replica.running_requests) if f is not None]
+    # Exact sums: the order of the figures does not matter.
+    figures += [f for f in map(_QUEUED, reporting) if f is not None]
+    figures += [f for f in map(_RUNNING, reporting) if f is not None]
     return finite_sums.total(figures)
+
+
+_QUEUED = operator.attrgetter('queue_length')
+_RUNNING = operator.attrgetter('running_requests')
 
 
 def _classify(
@@ -162,9 +167,16 @@ def _classify(
         settings.unavailable_threshold,
     )
     replica_problems = validity.replica_problems
+    fresh_below = thresholds[0]
     for replica in replicas:
         wrong = replica_problems(replica)
-        age = _age_class(replica.observed_at, now, thresholds)
+        # The common case inline (a sound figure, in the past, younger than the fresh
+        # threshold): one comparison instead of a call per replica.
+        observed = replica.observed_at
+        if not wrong and observed.__class__ is float and 0.0 <= now - observed < fresh_below:
+            age: Freshness | None = Freshness.FRESH
+        else:
+            age = _age_class(observed, now, thresholds)
         if age is None and not any(p.metric == 'observed_at' for p in wrong):
             found.append(None)
             continue
