@@ -121,9 +121,10 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
     by_group: dict[str, list[Variant]] = {}
     for variant in snapshot.variants:
         by_group.setdefault(variant.group, []).append(variant)
-    replicas_by_variant: dict[str, list[ReplicaMetrics]] = {}
+    # By (namespace, variant): a tuple is cheaper to build than the key string, per replica.
+    replicas_by_variant: dict[tuple[str, str], list[ReplicaMetrics]] = {}
     for replica in snapshot.replicas:
-        replicas_by_variant.setdefault(replica.variant_key, []).append(replica)
+        replicas_by_variant.setdefault((replica.namespace, replica.variant), []).append(replica)
     pools = {pool.group: pool for pool in snapshot.pools}
 
     # Expired once per cycle, not per model: the analyzers read the memory as given.

@@ -364,10 +364,12 @@ def step(
     # Joseph form: the covariance of the gain actually applied, shrunk or not.
     p_new = kalman_update.joseph(p=p, gain=gain, h=h, r0=r0, r1=r1)
     return TunerResult(
-        record=replace(
-            record,
+        # Built whole (every field named): `dataclasses.replace` reads the fields each time.
+        record=KalmanRecord(
             x=(x0, x1, x2, x3),
             p=p_new,
+            seed=record.seed,
+            engine=record.engine,
             nis=nis,
             rejected=0,
             updated_at=now,

@@ -101,12 +101,13 @@ class Observation:
 def observe(
     *,
     variants: Sequence[Variant],
-    replicas_by_variant: Mapping[str, Sequence[ReplicaMetrics]],
+    replicas_by_variant: Mapping[tuple[str, str], Sequence[ReplicaMetrics]],
     pool: PoolMetrics | None,
     settings: CoreSettings,
     now: float,
 ) -> Observation:
-    """Judge the metrics of one model's variants (`replicas_by_variant` is keyed by variant key)."""
+    """Judge the metrics of one model's variants (`replicas_by_variant` is keyed by
+    (namespace, variant name))."""
     fresh: list[ReplicaMetrics] = []
     reporting: list[ReplicaMetrics] = []
     classes: dict[str, list[Freshness | None]] = {}
@@ -115,7 +116,7 @@ def observe(
         [(f'pool {pool.model_id}', p) for p in validity.pool_problems(pool)] if pool else []
     )
     for variant in variants:
-        replicas = sorted(replicas_by_variant.get(variant.key, ()), key=_POD)
+        replicas = sorted(replicas_by_variant.get((variant.namespace, variant.name), ()), key=_POD)
         classes[variant.name], problems[variant.name] = _classify(
             replicas=replicas, now=now, settings=settings, fresh=fresh, reporting=reporting
         )

@@ -39,6 +39,7 @@ targets in ms. Pure: the caller passes and keeps the tuner records.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 
@@ -62,7 +63,7 @@ from llmscaler.config.types import QueueingModelConfig
 from llmscaler.model import KalmanRecord, PoolMetrics, ReplicaMetrics, Variant
 
 ANALYZER = 'queueing-model'
-_TUNED = tuple(f.name for f in fields(KalmanRecord) if f.name != 'engine')
+_TUNED = operator.attrgetter(*(f.name for f in fields(KalmanRecord) if f.name != 'engine'))
 """What a tuner step reads of its record: all but the engine fingerprint."""
 
 
@@ -187,7 +188,7 @@ def analyze(
             )
             # The step does not read the fingerprint: variants whose filters stand at the same
             # place and see the same figures take the same step, computed once.
-            same = (tuple(getattr(record, name) for name in _TUNED), obs)
+            same = (_TUNED(record), obs)
             if same not in steps:
                 steps[same] = kalman.step(record=record, obs=obs, now=now, memo=measured)
             step = steps[same]
@@ -344,10 +345,13 @@ def _batch(load: Workload) -> float | None:
     return None
 
 
+_QUEUED = operator.attrgetter('queue_length')
+
+
 def _backlog(*, replicas: Sequence[ReplicaMetrics], pool: PoolMetrics | None) -> float:
     """Requests waiting: every replica's queue and the gateway's (an unread one holds the model
     before this is used: `analyze.observation`)."""
-    waiting = math.fsum(r.queue_length or 0.0 for r in replicas)
+    waiting = math.fsum([q for q in map(_QUEUED, replicas) if q])
     return waiting + ((pool.queue_size or 0.0) if pool is not None else 0.0)
 
 

@@ -294,7 +294,7 @@ def metrics_status(
         return MetricsStatus(
             False, METRICS_INVALID if invalid else METRICS_MISSING, describe_problems(problems)
         )
-    fresh = sum(1 for c in classes if c is Freshness.FRESH)
+    fresh = list(classes).count(Freshness.FRESH)
     if variant.ready_replicas <= 0:
         return MetricsStatus(True, METRICS_FOUND, NO_READY_REPLICAS)
     if fresh >= variant.ready_replicas:
