@@ -143,6 +143,20 @@ def seed_record(*, seed: PerfParams, engine: str, now: float) -> KalmanRecord:
     return KalmanRecord(x=x, p=p, seed=x, engine=engine, nis=0.0, rejected=0, updated_at=now)
 
 
+def with_engine(record: KalmanRecord, *, engine: str) -> KalmanRecord:
+    """`record` under another engine fingerprint (a step shared by variants on different
+    accelerators); built whole, as `dataclasses.replace` reads the fields on every call."""
+    return KalmanRecord(
+        x=record.x,
+        p=record.p,
+        seed=record.seed,
+        engine=engine,
+        nis=record.nis,
+        rejected=record.rejected,
+        updated_at=record.updated_at,
+    )
+
+
 def params_of(record: KalmanRecord) -> PerfParams:
     return PerfParams(*record.x)
 

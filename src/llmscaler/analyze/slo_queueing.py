@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 
 from llmscaler.analyze import kalman, slo_targets
 from llmscaler.analyze.queue_model import (
@@ -195,7 +195,7 @@ def analyze(
             record = (
                 step.record
                 if step.record.engine == record.engine
-                else replace(step.record, engine=record.engine)
+                else kalman.with_engine(step.record, engine=record.engine)
             )
             if not step.accepted:
                 notes.setdefault(variant.name, f'tuner: {step.reason}')

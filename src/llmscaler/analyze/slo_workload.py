@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from operator import mul
 from typing import cast
 
@@ -62,8 +63,8 @@ def columns(replicas: Sequence[ReplicaMetrics]) -> _Columns:
 
 def joined(parts: Sequence[_Columns]) -> _Columns:
     """The columns of several groups of replicas as one (the model's from its variants')."""
-    return [w for rates, _ in parts for w in rates], tuple(
-        [v for _, values in parts for v in values[k]] for k in range(5)
+    return list(chain.from_iterable(rates for rates, _ in parts)), tuple(
+        list(chain.from_iterable(values[k] for _, values in parts)) for k in range(5)
     )
 
 

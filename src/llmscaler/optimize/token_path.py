@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from llmscaler.analyze import ballot, thresholds
-from llmscaler.analyze.types import AnalyzerResult, VariantTarget
+from llmscaler.analyze.types import AnalyzerResult, ScalingRequest, VariantTarget
 from llmscaler.config.types import ModelConfig
 from llmscaler.model import Variant
 from llmscaler.optimize import cost_aware
@@ -71,7 +71,12 @@ def token_targets(
         votes=[ballot.Vote(result=result, voting=_saturation_votes(model_config), live=live)],
         priority=saturation.priority,
     )
-    signal = thresholds.signal(result=result, live=live)
+    # One vote: when it counted, the request carries its signal already.
+    signal = (
+        verdict.signals[0]
+        if isinstance(verdict, ScalingRequest) and verdict.signals
+        else thresholds.signal(result=result, live=live)
+    )
     figures = tuple(
         (f'{name}_{s.role}', value)
         for s in signal.roles
