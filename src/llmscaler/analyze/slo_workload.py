@@ -68,17 +68,28 @@ def joined(parts: Sequence[_Columns]) -> _Columns:
     )
 
 
+_SCALES = (1.0, 1.0, MS, MS, 1.0)
+"""Of the columns after the rates: tokens in, tokens out, TTFT and ITL (s → ms), running."""
+
+
 def workload_of(columns: _Columns) -> Workload:
-    rates, (inputs, outputs, ttfts, itls, running) = columns
+    rates, figures = columns
     total = math.fsum(rates)
+    means = [
+        _weighted(rates, values, total, scale)
+        if None in values or total <= 0
+        # Every busy replica reports it: `_weighted`'s sums, without a call (4 per model).
+        else scale * math.fsum(map(mul, rates, cast('list[float]', values))) / total
+        for values, scale in zip(figures, _SCALES, strict=True)
+    ]
     return Workload(
         arrival_rate=total,
         busy=len(rates),
-        avg_input_tokens=_weighted(rates, inputs, total),
-        avg_output_tokens=_weighted(rates, outputs, total),
-        ttft_ms=_weighted(rates, ttfts, total, MS),
-        itl_ms=_weighted(rates, itls, total, MS),
-        running=_weighted(rates, running, total),
+        avg_input_tokens=means[0],
+        avg_output_tokens=means[1],
+        ttft_ms=means[2],
+        itl_ms=means[3],
+        running=means[4],
     )
 
 
