@@ -14,13 +14,14 @@ from llmscaler.engine import decide
 from llmscaler.model import (
     EMPTY_STATE,
     Action,
+    Decision,
     GpuLimit,
     PoolMetrics,
     ReplicaMetrics,
     Snapshot,
     Variant,
 )
-from llmscaler.optimize.limiter import NO_LIMITS
+from llmscaler.optimize.limiter import NO_LIMITS, limited_decision
 from tests.unit.strategies import NOW, snapshots
 
 NS = 'llm'
@@ -269,3 +270,38 @@ def test_a_quota_from_the_configuration_binds_without_any_inventory() -> None:
     )
     again = decide(snapshot=loose, config=cfg, state=EMPTY_STATE, now=NOW)
     assert sum(d.target - d.current for d in again.decisions) == 1
+
+
+def test_a_limited_decision_carries_every_other_field_over() -> None:
+    """`limited_decision` builds the Decision whole: a field it forgets would be reset."""
+    before = Decision(
+        variant='v',
+        namespace='ns',
+        model_id='m',
+        accelerator='H100',
+        current=3,
+        target=7,
+        action=Action.SCALE_UP,
+        reason='why',
+        analyzer='saturation',
+        figures=(('required', 1.5),),
+        metrics_available=False,
+        metrics_reason='MetricsStale',
+        message='1 of 3 ready replicas have fresh metrics',
+        limited=4,
+        limiter='earlier verdict',
+    )
+    # Every field differs from its default, so that a dropped one shows.
+    assert all(
+        getattr(before, f.name) != f.default
+        for f in dataclasses.fields(Decision)
+        if f.default is not dataclasses.MISSING
+    )
+    after = limited_decision(
+        before, target=5, action=Action.SCALE_UP, reason='why; limited', limited=2, limiter='l'
+    )
+    changed = {'target', 'action', 'reason', 'limited', 'limiter'}
+    for field in dataclasses.fields(Decision):
+        if field.name not in changed:
+            assert getattr(after, field.name) == getattr(before, field.name), field.name
+    assert (after.target, after.reason, after.limited, after.limiter) == (5, 'why; limited', 2, 'l')

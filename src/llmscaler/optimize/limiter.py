@@ -51,7 +51,7 @@ from dataclasses import replace
 from llmscaler.analyze.types import AnalyzerSignal, RoleSignal, ScalingRequest, VariantCapacity
 from llmscaler.config.quota import Limiters
 from llmscaler.config.types import Config
-from llmscaler.model import Decision, GpuLimit, Role, Snapshot, Variant, action_for
+from llmscaler.model import Action, Decision, GpuLimit, Role, Snapshot, Variant, action_for
 from llmscaler.optimize.constraints import (
     Budgets,
     Ledger,
@@ -131,7 +131,7 @@ def limit(*, decisions: Sequence[Decision], snapshot: Snapshot, config: Config) 
             extra = target - decision.target
             reason = f'{reason}; +{extra} in place of replicas a full GPU type holds back'
         out.append(
-            replace(
+            limited_decision(
                 decision,
                 target=target,
                 action=(
@@ -145,6 +145,32 @@ def limit(*, decisions: Sequence[Decision], snapshot: Snapshot, config: Config) 
             )
         )
     return out
+
+
+def limited_decision(
+    decision: Decision, *, target: int, action: Action, reason: str, limited: int, limiter: str
+) -> Decision:
+    """`decision` with the limiter's target, action, reason and verdict. Built whole, every
+    field named: `dataclasses.replace` reads the fields again for each of thousands of
+    decisions, and took a fifth of the stage (tests/unit/test_engine_limiter.py checks that every
+    other field is carried over)."""
+    return Decision(
+        variant=decision.variant,
+        namespace=decision.namespace,
+        model_id=decision.model_id,
+        accelerator=decision.accelerator,
+        current=decision.current,
+        target=target,
+        action=action,
+        reason=reason,
+        analyzer=decision.analyzer,
+        figures=decision.figures,
+        metrics_available=decision.metrics_available,
+        metrics_reason=decision.metrics_reason,
+        message=decision.message,
+        limited=limited,
+        limiter=limiter,
+    )
 
 
 def _limits(*, snapshot: Snapshot, config: Config) -> tuple[GpuLimit, ...]:
