@@ -66,6 +66,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from llmscaler.analyze import capacity_knowledge, k2_history, paths
 from llmscaler.analyze.observation import Observation, observe
@@ -177,6 +178,7 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
     # fair-shared within the snapshot's GPU budgets (greedy-by-score); others pass unchanged.
     decisions = limiter.limit(decisions=decisions, snapshot=snapshot, config=config)
     # --- end GPU limiter
+    keys = [v.key for v in snapshot.variants]
     new_state = State(
         k2_history=sorted_items(memory.history),
         capacity=sorted_items(
@@ -185,18 +187,22 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
         last_desired=sorted_items({d.key: d.target for d in decisions}),
         last_informative=sorted_items(memory.last_informative),
         # Tuner records of variants gone from the snapshot are dropped (as last_desired).
-        kalman=sorted_items(
-            {v.key: memory.kalman[v.key] for v in snapshot.variants if v.key in memory.kalman}
-        ),
+        kalman=sorted_items(_of_variants(memory.kalman, keys)),
         forecast=sorted_items(
             {g: memory.forecast[g] for g in sorted(by_group) if memory.forecast.get(g)}
         ),
-        learning=sorted_items(
-            {v.key: memory.learning[v.key] for v in snapshot.variants if v.key in memory.learning}
-        ),
+        learning=sorted_items(_of_variants(memory.learning, keys)),
     )
     decisions.sort(key=lambda d: (d.namespace, d.variant))
     return Outcome(decisions=tuple(decisions), state=new_state)
+
+
+_R = TypeVar('_R')
+
+
+def _of_variants(records: Mapping[str, _R], keys: Sequence[str]) -> dict[str, _R]:
+    """The records of the snapshot's variants (by key): those of variants gone are dropped."""
+    return {key: records[key] for key in keys if key in records}
 
 
 def _seeded_desired(variant: Variant) -> int | None:

@@ -138,7 +138,8 @@ def guess_seed(
 def seed_record(*, seed: PerfParams, engine: str, now: float) -> KalmanRecord:
     """A fresh filter at `seed` with covariance diag((0.5·seed)²)."""
     x = seed.as_tuple()
-    a, b, c, d = ((INITIAL_UNCERTAINTY * v) ** 2 for v in x)
+    u = INITIAL_UNCERTAINTY
+    a, b, c, d = (u * x[0]) ** 2, (u * x[1]) ** 2, (u * x[2]) ** 2, (u * x[3]) ** 2
     p = (a, 0.0, 0.0, 0.0, 0.0, b, 0.0, 0.0, 0.0, 0.0, c, 0.0, 0.0, 0.0, 0.0, d)
     return KalmanRecord(x=x, p=p, seed=x, engine=engine, nis=0.0, rejected=0, updated_at=now)
 

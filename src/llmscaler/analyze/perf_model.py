@@ -37,7 +37,14 @@ class PerfParams:
     @property
     def positive(self) -> bool:
         """All four are finite and > 0 (a learned set WVA would use)."""
-        return all(math.isfinite(v) and v > 0 for v in self.as_tuple())
+        # 0 < v < inf: finite and positive (NaN fails every comparison).
+        inf = math.inf
+        return (
+            0 < self.alpha < inf
+            and 0 < self.beta < inf
+            and 0 < self.gamma < inf
+            and 0 < self.delta < inf
+        )
 
 
 def prefill_time(*, params: PerfParams, avg_input_tokens: float, batch_size: float) -> float:

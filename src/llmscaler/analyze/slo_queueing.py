@@ -147,7 +147,8 @@ def analyze(
     sizings: dict[tuple[object, ...], float | str] = {}
     for variant in variants:
         load = loads[variant.name]
-        record = records.get(variant.key)
+        record_key = variant.key
+        record = records.get(record_key)
         fingerprint = engine_fingerprint(variant)
         configured = configured_seed(config=config, accelerator=variant.accelerator)
         if record is not None and record.engine != fingerprint:
@@ -199,7 +200,7 @@ def analyze(
             )
             if not step.accepted:
                 notes.setdefault(variant.name, f'tuner: {step.reason}')
-        updates[variant.key] = record
+        updates[record_key] = record
         params[variant.name] = kalman.params_of(record)
 
     demand = pool.arrival_rate if pool is not None and pool.arrival_rate is not None else None
