@@ -352,8 +352,8 @@ def test_the_chain_rule_jacobian_matches_differencing_each_parameter(
     obs = replace(probe, arrival_rate=load * top)
     predicted = kalman.measure(x=x, obs=obs)
     assert predicted is not None
-    fast = kalman._jacobian(x=x, obs=obs, memo=None, predicted=predicted)
-    plain = kalman._jacobian_plain(x=x, obs=obs, memo=None)
+    fast = kalman._jacobian(x=x, obs=obs, predicted=predicted)
+    plain = kalman._jacobian_plain(x=x, obs=obs)
     assert fast is not None
     assert plain is not None
     for row in range(2):

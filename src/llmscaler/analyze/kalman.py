@@ -162,22 +162,8 @@ def params_of(record: KalmanRecord) -> PerfParams:
     return PerfParams(*record.x)
 
 
-Solves = dict[tuple[float, ...], tuple[float, float] | None]
-"""One observation's queue solutions: h(x) by the state x (four figures), the Jacobian's (W, S)
-by the service time's (base, slope) (two)."""
-Measurements = dict[TunerObservation, Solves]
-"""Memo of the queue solutions within one decision: variants tuned on the same figures share
-them. By observation first, so that a step hashes its observation once, not per solution."""
-_UNKNOWN = (math.nan, math.nan)
-"""Not in a memo yet (None is a known answer: the load cannot be served)."""
-
-
-def measure(
-    *, x: tuple[float, ...], obs: TunerObservation, memo: Measurements | None = None
-) -> tuple[float, float] | None:
+def measure(*, x: tuple[float, ...], obs: TunerObservation) -> tuple[float, float] | None:
     """h(x): predicted (TTFT, ITL) in ms at the observed load; None when it cannot be served."""
-    if memo is not None:
-        return _measure_memo(x=x, obs=obs, memo=memo.setdefault(obs, {}))
     fast = tuner_queue.latencies(
         x=x,
         batch=obs.max_batch_size,
@@ -204,48 +190,26 @@ def measure(
     return solved[1], solved[2]
 
 
-def _queue_memo(
-    *, base: float, slope: float, x: tuple[float, ...], obs: TunerObservation, memo: Solves | None
+def _queue(
+    *, base: float, slope: float, x: tuple[float, ...], obs: TunerObservation
 ) -> tuple[float, float] | None:
-    """The (W, S) ms of the tuner's queue whose service time is base + slope·n, through the
-    observation's memo (keyed by (base, slope), not by α..δ)."""
-    known = _UNKNOWN if memo is None else memo.get((base, slope), _UNKNOWN)
-    if known is _UNKNOWN:
-        n = obs.max_batch_size
-        known = tuner_queue.wait_and_service(
-            x=x,
-            base=base,
-            slope=slope,
-            batch=n,
-            queue=QUEUE_FACTOR * n,
-            input_tokens=obs.avg_input_tokens,
-            output_tokens=obs.avg_output_tokens,
-            rate=obs.arrival_rate,
-            epsilon=EPSILON,
-        )
-        if memo is not None:
-            memo[(base, slope)] = known
-    return known
-
-
-def _measure_memo(
-    *, x: tuple[float, ...], obs: TunerObservation, memo: Solves | None
-) -> tuple[float, float] | None:
-    """`measure` through the observation's memo (keyed by x)."""
-    known = _UNKNOWN if memo is None else memo.get(x, _UNKNOWN)
-    if known is _UNKNOWN:
-        known = measure(x=x, obs=obs)
-        if memo is not None:
-            memo[x] = known
-    return known
+    """The (W, S) ms of the tuner's queue whose service time is base + slope·n."""
+    n = obs.max_batch_size
+    return tuner_queue.wait_and_service(
+        x=x,
+        base=base,
+        slope=slope,
+        batch=n,
+        queue=QUEUE_FACTOR * n,
+        input_tokens=obs.avg_input_tokens,
+        output_tokens=obs.avg_output_tokens,
+        rate=obs.arrival_rate,
+        epsilon=EPSILON,
+    )
 
 
 def _jacobian(
-    *,
-    x: tuple[float, ...],
-    obs: TunerObservation,
-    memo: Solves | None,
-    predicted: tuple[float, float],
+    *, x: tuple[float, ...], obs: TunerObservation, predicted: tuple[float, float]
 ) -> _Matrix | None:
     """2 × 4: TTFT = W + γ + δ·I·b̄ and ITL = α + β·b̄, where the queue (W, S) depends on the
     parameters only through its service time base + slope·n (base = γ + (O − 1)·α, slope =
@@ -254,7 +218,7 @@ def _jacobian(
     where differencing each of α, β, γ, δ takes eight. Without input tokens (base and the
     effective batch then differ in γ) each parameter is differenced."""
     if obs.avg_input_tokens == 0 or obs.avg_output_tokens < 1:
-        return _jacobian_plain(x=x, obs=obs, memo=memo)
+        return _jacobian_plain(x=x, obs=obs)
     alpha, beta, gamma, delta = x
     tokens, decodes = obs.avg_input_tokens, obs.avg_output_tokens - 1
     base, slope = gamma + decodes * alpha, delta * tokens + decodes * beta
@@ -266,7 +230,7 @@ def _jacobian(
         (base, slope + h_slope),
         (base, slope - h_slope),
     ):
-        queue = _queue_memo(base=b, slope=s, x=x, obs=obs, memo=memo)
+        queue = _queue(base=b, slope=s, x=x, obs=obs)
         if queue is None:
             return None
         solved.append(queue)
@@ -292,17 +256,15 @@ def _jacobian(
     ]
 
 
-def _jacobian_plain(
-    *, x: tuple[float, ...], obs: TunerObservation, memo: Solves | None
-) -> _Matrix | None:
+def _jacobian_plain(*, x: tuple[float, ...], obs: TunerObservation) -> _Matrix | None:
     """2 × 4 by central differences, step 0.01·|x_j| (0.01 at 0)."""
     jac: _Matrix = [[0.0] * len(x), [0.0] * len(x)]
     for j, value in enumerate(x):
         h = 0.01 * abs(value) if value != 0 else 0.01
         up = tuple(v + h if i == j else v for i, v in enumerate(x))
         down = tuple(v - h if i == j else v for i, v in enumerate(x))
-        z_up = _measure_memo(x=up, obs=obs, memo=memo)
-        z_down = _measure_memo(x=down, obs=obs, memo=memo)
+        z_up = measure(x=up, obs=obs)
+        z_down = measure(x=down, obs=obs)
         if z_up is None or z_down is None:
             return None
         for row in range(2):
@@ -315,10 +277,8 @@ def step(
     record: KalmanRecord,
     obs: TunerObservation,
     now: float,
-    memo: Measurements | None = None,
 ) -> TunerResult:
-    """Predict, update with `obs`, validate; the record as it stands after the step. `memo`
-    (one per decision) shares the queue solves of variants with the same state and figures."""
+    """Predict, update with `obs`, validate; the record as it stands after the step."""
     # 0 < v < inf: positive and finite (NaN fails every comparison).
     usable = (
         0 < obs.arrival_rate < math.inf
@@ -334,9 +294,8 @@ def step(
     widen = record.rejected >= REJECTIONS_BEFORE_WIDENING
     for i, v in enumerate(x):
         p[5 * i] += (PERCENT_CHANGE * v) ** 2 + ((WIDENING * v) ** 2 if widen else 0.0)
-    solves = None if memo is None else memo.setdefault(obs, {})
-    predicted = _measure_memo(x=x, obs=obs, memo=solves)
-    jac = None if predicted is None else _jacobian(x=x, obs=obs, memo=solves, predicted=predicted)
+    predicted = measure(x=x, obs=obs)
+    jac = None if predicted is None else _jacobian(x=x, obs=obs, predicted=predicted)
     if predicted is None or jac is None:
         return _rejected(record, p=None, reason='observed rate above what the model can serve')
     h = (*jac[0], *jac[1])

@@ -318,15 +318,18 @@ class QueueAnalyzer:
         stats = self.solve(lam=lam)
         if isinstance(stats, QueueError):
             return stats
-        conc = self.effective_concurrency(avg_service_time=stats.avg_serv_time)
-        prefill = prefill_time(
-            params=self.params, avg_input_tokens=self.avg_input_tokens, batch_size=conc
+        params, tokens = self.params, self.avg_input_tokens
+        conc = effective_concurrency(
+            avg_service_time=stats.avg_serv_time,
+            params=params,
+            avg_input_tokens=tokens,
+            avg_output_tokens=self.avg_output_tokens,
+            max_batch_size=self.max_batch_size,
         )
-        return (
-            stats,
-            stats.avg_wait_time + prefill,
-            decode_time(params=self.params, batch_size=conc),
-        )
+        # `prefill_time` and `decode_time` written out (the search and the tuner call this
+        # thousands of times per cycle), in their order of operations.
+        prefill = 0.0 if tokens == 0 else params.gamma + params.delta * tokens * conc
+        return stats, stats.avg_wait_time + prefill, params.alpha + params.beta * conc
 
     def analyze(self, *, request_rate: float) -> AnalysisMetrics | QueueError:
         """Performance at `request_rate` requests/s, 0 < rate ≤ `rate_range.max` (WVA `Analyze`)."""

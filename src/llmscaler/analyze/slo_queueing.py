@@ -141,8 +141,7 @@ def analyze(
     notes: dict[str, str] = {}
     params: dict[str, PerfParams] = {}
     # Variants of one model often share a tuner state and figures (same engine on several
-    # pools): their queue solves and sizings are computed once per analysis.
-    measured: kalman.Measurements = {}
+    # pools): their tuner steps and sizings are computed once per analysis.
     steps: dict[tuple[tuple[object, ...], kalman.TunerObservation], kalman.TunerResult] = {}
     sizings: dict[tuple[object, ...], float | str] = {}
     for variant in variants:
@@ -191,7 +190,7 @@ def analyze(
             # place and see the same figures take the same step, computed once.
             same = (_TUNED(record), obs)
             if same not in steps:
-                steps[same] = kalman.step(record=record, obs=obs, now=now, memo=measured)
+                steps[same] = kalman.step(record=record, obs=obs, now=now)
             step = steps[same]
             record = (
                 step.record
