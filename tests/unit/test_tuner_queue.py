@@ -194,3 +194,43 @@ def test_wait_and_service_at_a_perturbed_queue_are_the_analyzers(
     stats = moved.solve(lam=rate / 1000)
     assert not isinstance(stats, QueueError)
     assert got == (stats.avg_wait_time, stats.avg_serv_time)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    x=st.tuples(
+        st.floats(2.0, 40.0), st.floats(0.005, 0.5), st.floats(5.0, 300.0), st.floats(1e-5, 1e-3)
+    ),
+    scales=st.lists(st.tuples(st.floats(0.9, 1.1), st.floats(0.9, 1.1)), min_size=1, max_size=4),
+    load=st.floats(0.01, 1.1),
+    tokens=st.floats(1.0, 3000.0),
+    out=st.floats(1.0, 600.0),
+    n=st.integers(1, 512),
+)
+def test_waits_and_services_are_wait_and_service_at_each_point(
+    x: tuple[float, float, float, float],
+    scales: list[tuple[float, float]],
+    load: float,
+    tokens: float,
+    out: float,
+    n: int,
+) -> None:
+    # The Jacobian's four queues at once: the same answers to the bit as one at a time, and
+    # None exactly when one of them is None.
+    analyzer = _analyzer(x, n, tokens, out)
+    points = tuple((analyzer.base * b, analyzer.slope * s) for b, s in scales)
+    common = {
+        'x': x,
+        'batch': n,
+        'queue': 10 * n,
+        'input_tokens': tokens,
+        'output_tokens': out,
+        'rate': load * analyzer.rate_range.max,
+        'epsilon': EPSILON,
+    }
+    one_by_one = [tuner_queue.wait_and_service(base=b, slope=s, **common) for b, s in points]  # type: ignore[arg-type]
+    together = tuner_queue.waits_and_services(points=points, **common)  # type: ignore[arg-type]
+    if any(answer is None for answer in one_by_one):
+        assert together is None
+    else:
+        assert together == one_by_one

@@ -190,24 +190,6 @@ def measure(*, x: tuple[float, ...], obs: TunerObservation) -> tuple[float, floa
     return solved[1], solved[2]
 
 
-def _queue(
-    *, base: float, slope: float, x: tuple[float, ...], obs: TunerObservation
-) -> tuple[float, float] | None:
-    """The (W, S) ms of the tuner's queue whose service time is base + slope·n."""
-    n = obs.max_batch_size
-    return tuner_queue.wait_and_service(
-        x=x,
-        base=base,
-        slope=slope,
-        batch=n,
-        queue=QUEUE_FACTOR * n,
-        input_tokens=obs.avg_input_tokens,
-        output_tokens=obs.avg_output_tokens,
-        rate=obs.arrival_rate,
-        epsilon=EPSILON,
-    )
-
-
 def _jacobian(
     *, x: tuple[float, ...], obs: TunerObservation, predicted: tuple[float, float]
 ) -> _Matrix | None:
@@ -223,17 +205,24 @@ def _jacobian(
     tokens, decodes = obs.avg_input_tokens, obs.avg_output_tokens - 1
     base, slope = gamma + decodes * alpha, delta * tokens + decodes * beta
     h_base, h_slope = 0.01 * abs(base) or 0.01, 0.01 * abs(slope) or 0.01
-    solved: list[tuple[float, float]] = []
-    for b, s in (
-        (base + h_base, slope),
-        (base - h_base, slope),
-        (base, slope + h_slope),
-        (base, slope - h_slope),
-    ):
-        queue = _queue(base=b, slope=s, x=x, obs=obs)
-        if queue is None:
-            return None
-        solved.append(queue)
+    n = obs.max_batch_size
+    solved = tuner_queue.waits_and_services(
+        x=x,
+        points=(
+            (base + h_base, slope),
+            (base - h_base, slope),
+            (base, slope + h_slope),
+            (base, slope - h_slope),
+        ),
+        batch=n,
+        queue=QUEUE_FACTOR * n,
+        input_tokens=obs.avg_input_tokens,
+        output_tokens=obs.avg_output_tokens,
+        rate=obs.arrival_rate,
+        epsilon=EPSILON,
+    )
+    if solved is None:
+        return None
     (w1, s1), (w2, s2), (w3, s3), (w4, s4) = solved
     dw_base, ds_base = (w1 - w2) / (2 * h_base), (s1 - s2) / (2 * h_base)
     dw_slope, ds_slope = (w3 - w4) / (2 * h_slope), (s3 - s4) / (2 * h_slope)

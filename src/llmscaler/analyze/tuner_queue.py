@@ -112,3 +112,53 @@ def wait_and_service(
     )
     stats = analyzer.solve(lam=rate / 1000)
     return None if isinstance(stats, QueueError) else (stats.avg_wait_time, stats.avg_serv_time)
+
+
+def waits_and_services(
+    *,
+    x: tuple[float, ...],
+    points: tuple[tuple[float, float], ...],
+    batch: int,
+    queue: int,
+    input_tokens: float,
+    output_tokens: float,
+    rate: float,
+    epsilon: float,
+) -> list[tuple[float, float]] | None:
+    """`wait_and_service` at each (base, slope) of `points` (the Jacobian's four perturbed
+    queues), None as soon as one is None. The same answers to the bit: what does not depend
+    on the point (λ, the chain's length, whether λ admits the closed form) is taken once, and
+    a point whose chain is unqueued is read from the closed form without the two calls in
+    between; any other point goes through `wait_and_service` itself."""
+    lam = rate / 1000
+    k = batch + queue
+    closable = lam > 0 and math.isfinite(lam)
+    found: list[tuple[float, float]] = []
+    for base, slope in points:
+        if not (base + slope > 0 and base + slope * batch > 0):
+            return None
+        if rate > batch / (base + slope * batch) * (1 - epsilon) * 1000:
+            return None
+        closed = (
+            queue_chain.closed(base=base, slope=slope, nb=batch, k=k, lam=lam)
+            if closable and base >= 0
+            else None
+        )
+        if isinstance(closed, queue_chain.Unqueued):
+            found.append((0.0, closed.serv))
+            continue
+        solved = wait_and_service(
+            x=x,
+            base=base,
+            slope=slope,
+            batch=batch,
+            queue=queue,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            rate=rate,
+            epsilon=epsilon,
+        )
+        if solved is None:
+            return None
+        found.append(solved)
+    return found
