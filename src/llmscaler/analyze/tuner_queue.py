@@ -12,12 +12,13 @@ is the analyzer's to the bit.
 What it computes: `service`, the mean service time when the closed form holds; `latencies`,
 the (TTFT, ITL) of `QueueAnalyzer.latencies` on the tuner's queue when it holds;
 `wait_and_service`, the (W, S) of the queue with a given base and slope, by the closed form or
-else by the analyzer; `waits_and_services`, the same at several (base, slope) at once. Times in ms, λ per ms, the observed rate per second. What fails: nothing
-raises; `service` and `latencies` return None wherever the closed form does not hold or an
-input is outside what the fast path covers (no input tokens, a non-positive service time, a
-rate out of range), and the caller then solves the queue in full, which also judges the
-inputs; `wait_and_service` returns None for a service time ≤ 0 or a rate the queue cannot
-serve.
+else by the analyzer; `waits_and_services`, the same at several (base, slope) at once. Times
+in ms, λ per ms, the observed rate per second. What fails: nothing raises; `service` and
+`latencies` return None wherever the closed form does not hold or an input is outside what the
+fast path covers (no input tokens, a non-positive service time, a rate out of range), and the
+caller then solves the queue in full, which also judges the inputs; `wait_and_service` returns
+None for a service time ≤ 0 or a rate the queue cannot serve, `waits_and_services` when it does
+at any point.
 """
 
 from __future__ import annotations
