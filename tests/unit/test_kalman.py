@@ -199,7 +199,7 @@ def test_repeated_rejections_widen_the_prior_so_a_real_change_is_learnt(replica:
 )
 def test_unusable_observations_leave_the_state(replica: Replica, bad: dict[str, float]) -> None:
     record = kalman.seed_record(seed=replica.effective(10, 130), engine='e', now=0.0)
-    step = kalman.step(record=record, obs=replace(obs(5.0, 100.0, 20.0), **bad), now=1.0)  # type: ignore[arg-type]
+    step = kalman.step(record=record, obs=obs(5.0, 100.0, 20.0)._replace(**bad), now=1.0)  # type: ignore[arg-type]
     assert not step.accepted
     assert step.record.x == record.x
 
@@ -349,7 +349,7 @@ def test_the_chain_rule_jacobian_matches_differencing_each_parameter(
         max_batch_size=n,
     )  # fmt: skip
     top = n / (x[2] + (out - 1) * x[0] + (x[3] * tokens + (out - 1) * x[1]) * n) * 1000
-    obs = replace(probe, arrival_rate=load * top)
+    obs = probe._replace(arrival_rate=load * top)
     predicted = kalman.measure(x=x, obs=obs)
     assert predicted is not None
     fast = kalman._jacobian(x=x, obs=obs, predicted=predicted)

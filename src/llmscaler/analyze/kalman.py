@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from llmscaler.analyze import kalman_update, tuner_queue
 from llmscaler.analyze.queue_model import (
@@ -96,8 +97,7 @@ _Matrix = list[list[float]]
 """The Jacobian's two rows. P and the gain are flat row-major tuples (`analyze.kalman_update`)."""
 
 
-@dataclass(frozen=True, slots=True)
-class TunerObservation:
+class TunerObservation(NamedTuple):
     """One variant's figures for one step: rate in requests/s, times in ms, tokens per request."""
 
     arrival_rate: float

@@ -18,11 +18,10 @@ non-positive denominator in `effective_concurrency` gives 0 or N.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class PerfParams:
+class PerfParams(NamedTuple):
     """α, β (decode: ms, ms per request in the batch), γ, δ (prefill: ms, ms per input token
     per request in the batch): WVA's `DecodeParms{Alpha, Beta}` and `PrefillParms{Gamma, Delta}`."""
 

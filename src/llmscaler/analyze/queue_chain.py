@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import accumulate, repeat
 from operator import add, mul, truediv
+from typing import NamedTuple
 
 TAIL = 1e-18
 """A walk away from the mode stops when the rest of the chain is below this share of the sum."""
@@ -46,8 +46,10 @@ Sums = tuple[float, float, float, float, float, float]
 """Unnormalised (p_0, p_K, Σp, Σn·p, Σ_{n≤N} p, Σ_{n≤N} n·p) of the chain."""
 
 
-@dataclass(frozen=True, slots=True)
-class Unqueued:
+# Named tuples here and for the SLO path's other per-solution and per-variant records
+# (`PerfParams`, `TunerObservation`, `Workload`): built and hashed thousands of times per
+# cycle, at a third of a frozen dataclass's cost.
+class Unqueued(NamedTuple):
     """The chain that never reaches its batch limit: requests in service (= in system), the
     service (= response) time in ms, and ρ = 1 − p_0."""
 

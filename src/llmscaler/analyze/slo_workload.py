@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import chain
 from operator import mul
-from typing import cast
+from typing import NamedTuple, cast
 
 from llmscaler.model import ReplicaMetrics
 
@@ -26,8 +25,7 @@ MS = 1000.0
 """Seconds (snapshot) to milliseconds (queue model)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Workload:
+class Workload(NamedTuple):
     """Arrival-weighted means over busy replicas; None when no busy replica reports the figure."""
 
     arrival_rate: float
