@@ -44,6 +44,7 @@ import math
 from dataclasses import dataclass
 from itertools import repeat
 from operator import add, mul, truediv
+from typing import NamedTuple
 
 from llmscaler.analyze import queue_chain
 from llmscaler.analyze.perf_model import PerfParams as PerfParams
@@ -83,9 +84,9 @@ def state_dependent_valid(*, lam: float, k: int) -> bool:
     return lam >= 0 and k >= 1 and math.isfinite(lam)
 
 
-@dataclass(frozen=True, slots=True)
-class QueueStats:
-    """One solution of the chain; times in ms, throughput in requests per ms."""
+class QueueStats(NamedTuple):
+    """One solution of the chain; times in ms, throughput in requests per ms (a named tuple:
+    the search and the tuner take thousands a cycle)."""
 
     throughput: float
     avg_num_in_system: float
