@@ -92,11 +92,9 @@ def wait_and_service(
 ) -> tuple[float, float] | None:
     """(W, S) ms of the queue whose service time is base + slope·n at `rate` requests/s (the
     Jacobian's perturbed queues: base and slope are not those of x)."""
-    if not (base + slope > 0 and base + slope * batch > 0):
+    if not _admitted(base=base, slope=slope, batch=batch, rate=rate, epsilon=epsilon):
         return None
     top = batch / (base + slope * batch)
-    if rate > top * (1 - epsilon) * 1000:
-        return None
     serv = service(base=base, slope=slope, batch=batch, queue=queue, lam=rate / 1000)
     if serv is not None:
         return 0.0, serv
@@ -113,6 +111,13 @@ def wait_and_service(
     )
     stats = analyzer.solve(lam=rate / 1000)
     return None if isinstance(stats, QueueError) else (stats.avg_wait_time, stats.avg_serv_time)
+
+
+def _admitted(*, base: float, slope: float, batch: int, rate: float, epsilon: float) -> bool:
+    """A positive service time at 1 and N, and a rate (req/s) within the queue's range."""
+    if not (base + slope > 0 and base + slope * batch > 0):
+        return False
+    return not rate > batch / (base + slope * batch) * (1 - epsilon) * 1000
 
 
 def waits_and_services(
@@ -136,9 +141,7 @@ def waits_and_services(
     closable = lam > 0 and math.isfinite(lam)
     found: list[tuple[float, float]] = []
     for base, slope in points:
-        if not (base + slope > 0 and base + slope * batch > 0):
-            return None
-        if rate > batch / (base + slope * batch) * (1 - epsilon) * 1000:
+        if not _admitted(base=base, slope=slope, batch=batch, rate=rate, epsilon=epsilon):
             return None
         closed = (
             queue_chain.closed(base=base, slope=slope, nb=batch, k=k, lam=lam)
