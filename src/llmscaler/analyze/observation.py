@@ -171,10 +171,10 @@ def _classify(
     fresh_below = thresholds[0]
     for replica in replicas:
         wrong = replica_problems(replica)
-        # The common case inline (a sound figure, in the past, younger than the fresh
+        # The common case inline (a float time in the past, younger than the fresh
         # threshold): one comparison instead of a call per replica.
         observed = replica.observed_at
-        if not wrong and observed.__class__ is float and 0.0 <= now - observed < fresh_below:
+        if observed.__class__ is float and 0.0 <= now - observed < fresh_below:
             age: Freshness | None = Freshness.FRESH
         else:
             age = _age_class(observed, now, thresholds)
