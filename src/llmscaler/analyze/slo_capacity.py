@@ -36,7 +36,7 @@ from llmscaler.analyze.queue_model import (
     QueueAnalyzer,
     QueueError,
 )
-from llmscaler.analyze.slo_search import SearchError, TargetPerf, size
+from llmscaler.analyze.slo_search import SearchError, TargetPerf, max_rate
 from llmscaler.model import PoolMetrics, ReplicaMetrics, VariantLearning
 
 LOADED_SHARE: Final = 0.5
@@ -64,7 +64,13 @@ INTERFERENCE_STEPS: Final = 40
 
 
 def interference_rate(
-    *, params: PerfParams, in_tokens: float, out_tokens: float, itl: float, ceiling: float
+    *,
+    params: PerfParams,
+    in_tokens: float,
+    out_tokens: float,
+    itl: float,
+    ceiling: float,
+    seen_rate: float = 0.0,
 ) -> float:
     """The largest rate per replica (req/s, at most `ceiling`) at which the mean ITL stays within
     `itl` (ms) once prefill's share of the engine is counted.
@@ -74,11 +80,20 @@ def interference_rate(
     steps of a batch of b (ITL α + β·b, b from Little's law on the time per request) stretch to
     (α + β·b) / (1 − u). WVA's queue model leaves u out; on prompt-heavy traffic (long prompts,
     short answers) it then promises several times what a replica sustains. 0 when even an idle
-    replica misses `itl`."""
+    replica misses `itl`.
+
+    `seen_rate` (req/s per replica) is the load at which α and β were tuned on observed ITL:
+    those ITLs were already stretched by that load's share u_s, so the tuned α + β·b holds it
+    and only the growth beyond it is added, (α + β·b)·(1 − u_s)/(1 − u). Counting the whole
+    stretch again on tuned parameters predicted twice the ITL replicas showed (conversation
+    traffic at half their capacity). 0 (never seen busy) counts the whole stretch; so does a
+    u_s of 1 or more, where γ + δ·I cannot be one request's share of the engine."""
     alpha, beta, gamma, delta = params.as_tuple()
     prefill = gamma + delta * in_tokens
     t0 = gamma + out_tokens * alpha
     t1 = delta * in_tokens + out_tokens * beta
+    seen = seen_rate * prefill / 1000.0 if seen_rate > 0 else 0.0
+    kept = 1.0 - seen if seen < 1 else 1.0
 
     def stretched(rate: float) -> float:
         busy = rate * prefill / 1000.0
@@ -86,7 +101,7 @@ def interference_rate(
         if busy >= 1 or room <= 0:
             return math.inf
         batch = rate * t0 / room
-        return (alpha + beta * batch) / (1 - busy)
+        return (alpha + beta * batch) * kept / (1 - busy)
 
     if not (ceiling > 0 and math.isfinite(ceiling)) or stretched(0.0) > itl:
         return 0.0
@@ -118,8 +133,17 @@ def learnt_scale(
     params: PerfParams,
     batch: int,
     modelled: float,
+    targets: TargetPerf,
 ) -> float:
-    """The variant's capacity scale κ after this cycle (`analyze.predictive`, step 3)."""
+    """The variant's capacity scale κ after this cycle (`analyze.predictive`, step 3).
+
+    The reading is taken in latency, not in rate: e = observed / modelled latency at the rate
+    the variant shows, for TTFT and for ITL, and the reading is what one replica sustains
+    within the (scaled) `targets` once every modelled latency is multiplied by its e, over
+    what it sustains without. Where a replica runs at a few percent of a target the latency
+    curve is flat, and the rate at which the model predicts the latency seen (the reading of
+    a rate error) moves by half for a few milliseconds of noise; a latency error carried to
+    the target moves the capacity by about as much as the latency is off."""
     if (
         not load.busy
         or load.ttft_ms is None
@@ -131,35 +155,41 @@ def learnt_scale(
     rate = load.arrival_rate / load.busy
     if rate < LOADED_SHARE * previous * modelled:
         return previous
+    in_tokens, out_tokens = load.avg_input_tokens, max(1.0, load.avg_output_tokens)
     analyzer = QueueAnalyzer.build(
         params=params,
         max_batch_size=batch,
         max_queue_size=DEFAULT_MAX_QUEUE_SIZE,
-        avg_input_tokens=load.avg_input_tokens,
-        avg_output_tokens=max(1.0, load.avg_output_tokens),
+        avg_input_tokens=in_tokens,
+        avg_output_tokens=out_tokens,
     )
     if isinstance(analyzer, QueueError):
         return previous
-    readings = []
-    for target in (TargetPerf(ttft=load.ttft_ms), TargetPerf(itl=load.itl_ms)):
-        sized = size(analyzer=analyzer, targets=target)
-        if isinstance(sized, SearchError) or not sized.max_rate > 0:
-            continue
-        predicted = sized.max_rate
-        if target.itl > 0:
-            # The ITL reading is of the model with prefill's share counted (as it is sized).
-            predicted = interference_rate(
-                params=params,
-                in_tokens=load.avg_input_tokens,
-                out_tokens=max(1.0, load.avg_output_tokens),
-                itl=load.itl_ms,
-                ceiling=predicted,
-            )
-        if predicted > 0:
-            readings.append(rate / predicted)
-    if not readings:
+    seen = analyzer.latencies(lam=rate / 1000)
+    if isinstance(seen, QueueError) or not (seen[1] > 0 and seen[2] > 0):
         return previous
-    return toward(previous=previous, reading=min(readings))
+
+    def sustained(ttft: float, itl: float) -> float | None:
+        sized = max_rate(analyzer=analyzer, targets=TargetPerf(ttft=ttft, itl=itl))
+        if isinstance(sized, SearchError):
+            return None
+        return interference_rate(
+            params=params,
+            in_tokens=in_tokens,
+            out_tokens=out_tokens,
+            itl=itl,
+            ceiling=sized,
+            seen_rate=rate,
+        )
+
+    base = sustained(targets.ttft, targets.itl)
+    if base is None or not base > 0:
+        return previous
+    corrected = sustained(
+        targets.ttft * seen[1] / load.ttft_ms if load.ttft_ms > 0 else targets.ttft,
+        targets.itl * seen[2] / load.itl_ms if load.itl_ms > 0 else targets.itl,
+    )
+    return toward(previous=previous, reading=(corrected or 0.0) / base)
 
 
 def toward(*, previous: float, reading: float) -> float:
