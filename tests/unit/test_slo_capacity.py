@@ -9,15 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmscaler.analyze import slo_capacity
-from llmscaler.analyze.queue_model import (
-    DEFAULT_MAX_QUEUE_SIZE,
-    PerfParams,
-    QueueAnalyzer,
-    QueueError,
-)
+from llmscaler.analyze.queue_model import PerfParams
 from llmscaler.analyze.slo_attainment import Attainment
 from llmscaler.analyze.slo_queueing import Workload
-from llmscaler.analyze.slo_search import SearchError, TargetPerf, size
 from llmscaler.model import PoolMetrics, ReplicaMetrics, VariantLearning
 
 # Prompt-heavy traffic on a fast GPU: 2,000-token prompts, 23-token answers.
@@ -130,75 +124,28 @@ def test_a_higher_seen_load_never_lowers_the_cap(low: float, more: float) -> Non
     assert code_cap(low) <= code_cap(low + more)
 
 
-TARGETS = TargetPerf(ttft=1500.0, itl=50.0)
-
-
-def modelled_at(params: PerfParams, work: Workload) -> tuple[float, float]:
-    """The queue model's (TTFT, ITL) in ms at the load's rate per replica."""
-    analyzer = QueueAnalyzer.build(
-        params=params,
-        max_batch_size=256,
-        max_queue_size=DEFAULT_MAX_QUEUE_SIZE,
-        avg_input_tokens=work.avg_input_tokens or 0.0,
-        avg_output_tokens=work.avg_output_tokens or 1.0,
-    )
-    assert not isinstance(analyzer, QueueError)
-    solved = analyzer.latencies(lam=work.arrival_rate / work.busy / 1000)
-    assert not isinstance(solved, QueueError)
-    return solved[1], solved[2]
-
-
-def scale_after(previous: float, work: Workload, params: PerfParams = CODE) -> float:
-    return slo_capacity.learnt_scale(
-        previous=previous, load=work, params=params, batch=256, modelled=6.0, targets=TARGETS
-    )
-
-
 def test_a_slower_than_modelled_variant_lowers_its_scale() -> None:
-    scale = scale_after(1.0, load(rate=8.0, ttft=3000.0, itl=60.0))
+    scale = slo_capacity.learnt_scale(
+        previous=1.0,
+        load=load(rate=8.0, ttft=3000.0, itl=60.0),
+        params=CODE,
+        batch=256,
+        modelled=6.0,
+    )
     assert slo_capacity.SCALE_MIN <= scale < 1.0
 
 
-def test_latencies_the_model_predicts_are_a_reading_of_one() -> None:
-    work = load(rate=6.0, ttft=0.0, itl=0.0)
-    ttft, itl = modelled_at(CODE, work)
-    exact = scale_after(0.8, work._replace(ttft_ms=ttft, itl_ms=itl))
-    assert exact == pytest.approx(slo_capacity.toward(previous=0.8, reading=1.0), rel=1e-9)
-    # Faster than modelled reads above one, slower below.
-    assert scale_after(0.8, work._replace(ttft_ms=0.8 * ttft, itl_ms=0.8 * itl)) > exact
-    assert scale_after(0.8, work._replace(ttft_ms=1.2 * ttft, itl_ms=1.2 * itl)) < exact
-
-
-# Conversation traffic on a fast GPU: ~1,000-token prompts, ~250-token answers.
-CONV = PerfParams(7.3, 0.2, 55.0, 0.00035)
-
-
-def test_a_latency_error_far_below_a_target_moves_the_scale_by_about_as_much() -> None:
-    # At 7 req/s a replica's TTFT is a few percent of its target, where the curve is flat: the
-    # rate at which the model predicts a TTFT 25 % higher is far above 7 req/s. Read as a
-    # rate error that is a fall of half; read as a latency error it is a fall of about 25 %.
-    work = Workload(
-        arrival_rate=7.0, busy=1, avg_input_tokens=1000.0, avg_output_tokens=250.0,
-        ttft_ms=0.0, itl_ms=0.0,
-    )  # fmt: skip
-    ttft, itl = modelled_at(CONV, work)
-    assert ttft < 0.1 * TARGETS.ttft
-    analyzer = QueueAnalyzer.build(
-        params=CONV, max_batch_size=256, max_queue_size=DEFAULT_MAX_QUEUE_SIZE,
-        avg_input_tokens=1000.0, avg_output_tokens=250.0,
-    )  # fmt: skip
-    assert not isinstance(analyzer, QueueError)
-    at_seen = size(analyzer=analyzer, targets=TargetPerf(ttft=1.25 * ttft))
-    assert not isinstance(at_seen, SearchError)
-    assert 7.0 / at_seen.max_rate < 0.6  # the rate error
-    slower = scale_after(1.0, work._replace(ttft_ms=1.25 * ttft, itl_ms=itl), CONV)
-    assert slo_capacity.toward(previous=1.0, reading=0.75) <= slower <= 1.0
-    both = scale_after(1.0, work._replace(ttft_ms=1.25 * ttft, itl_ms=1.25 * itl), CONV)
-    assert slo_capacity.toward(previous=1.0, reading=0.6) < both < slower
-
-
 def test_a_lightly_loaded_variant_is_no_reading() -> None:
-    assert scale_after(0.7, load(rate=0.2, ttft=900.0, itl=40.0)) == 0.7
+    assert (
+        slo_capacity.learnt_scale(
+            previous=0.7,
+            load=load(rate=0.2, ttft=900.0, itl=40.0),
+            params=CODE,
+            batch=256,
+            modelled=6.0,
+        )
+        == 0.7
+    )
 
 
 def test_demonstrated_rises_only_with_targets_met() -> None:

@@ -16,12 +16,12 @@ one step:
    once that has lasted `scaleDownDelaySeconds` (`analyze.predictive_inputs`).
 2. **Prefill interference** (`interference_rate`): the rate is capped where the mean ITL,
    stretched by the share of the engine's time that prompts take beyond the share at the load
-   the parameters were tuned at (the variant's own rate now), reaches the ITL target.
+   the parameters were tuned at (the variant's own rate now, at most the rate it was seen
+   meeting its targets at), reaches the ITL target.
 3. **Observed latency** (`analyze.slo_capacity`): each variant busy at `LOADED_SHARE` or more
-   of what it is believed to sustain is a reading of the model's error: each latency it shows
-   over the one the model predicts at its rate, carried to the targets (what one replica
-   sustains with every modelled latency scaled by its error, over what it sustains without)
-   is this cycle's capacity scale κ, smoothed in log space, kept in
+   of what it is believed to sustain is a reading of the model's error: the rates r' at which
+   the model predicts the TTFT and the ITL the variant shows, against the rate r it shows them
+   at. The smaller r/r' is this cycle's capacity scale κ, smoothed in log space, kept in
    [`SCALE_MIN`, `SCALE_MAX`] and remembered (`State.learning`) with the highest rate the
    variant was seen meeting its targets at; the variant's capacity is the model's × κ. A cycle
    that drains a backlog (requests at the gateway, or more than `QUEUED_READING` waiting per
@@ -75,7 +75,6 @@ from llmscaler.analyze import (
     slo_capacity,
     slo_queueing,
 )
-from llmscaler.analyze.slo_search import TargetPerf
 from llmscaler.analyze.types import VariantTarget, held
 from llmscaler.config.types import PredictiveConfig, QueueingModelConfig
 from llmscaler.model import (
@@ -220,20 +219,22 @@ def predict(
         mine = by_variant.get(variant.name, ())
         record = analysis.kalman_updates.get(variant.key)
         load = slo_queueing.workload(mine)
+        before = learning.get(variant.key, VariantLearning())
+        scale, demonstrated = before.scale, before.demonstrated
         if record is not None and modelled > 0:
             # The queue model knows nothing of prefill sharing the engine with decode steps
-            # beyond the load its parameters were tuned at.
+            # beyond the load its parameters were tuned at: the load seen now, as far as the
+            # variant has been seen meeting its targets (an overloaded replica's rate, or one
+            # the tuner has not yet followed, says nothing of what the parameters hold).
             modelled = slo_capacity.interference_rate(
                 params=kalman.params_of(record),
                 in_tokens=in_tokens,
                 out_tokens=out_tokens,
                 itl=analysis.targets.itl,
                 ceiling=modelled,
-                seen_rate=load.arrival_rate / load.busy if load.busy else 0.0,
+                seen_rate=min(load.arrival_rate / load.busy, demonstrated) if load.busy else 0.0,
             )
         modelled_at[variant.name] = modelled
-        before = learning.get(variant.key, VariantLearning())
-        scale, demonstrated = before.scale, before.demonstrated
         reading = not slo_capacity.draining(replicas=mine, pool=pool)
         missed = None
         if reading and not backlogged:
@@ -269,7 +270,6 @@ def predict(
                     tokens_per_request=in_tokens + out_tokens / 2,
                 ),
                 modelled=modelled,
-                targets=TargetPerf(ttft=analysis.targets.ttft, itl=analysis.targets.itl),
             )
         learnt[variant.key] = VariantLearning(scale=scale, demonstrated=demonstrated)
         alone = modelled * scale

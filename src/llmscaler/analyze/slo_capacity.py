@@ -36,7 +36,7 @@ from llmscaler.analyze.queue_model import (
     QueueAnalyzer,
     QueueError,
 )
-from llmscaler.analyze.slo_search import SearchError, TargetPerf, max_rate
+from llmscaler.analyze.slo_search import SearchError, TargetPerf, size
 from llmscaler.model import PoolMetrics, ReplicaMetrics, VariantLearning
 
 LOADED_SHARE: Final = 0.5
@@ -133,17 +133,8 @@ def learnt_scale(
     params: PerfParams,
     batch: int,
     modelled: float,
-    targets: TargetPerf,
 ) -> float:
-    """The variant's capacity scale κ after this cycle (`analyze.predictive`, step 3).
-
-    The reading is taken in latency, not in rate: e = observed / modelled latency at the rate
-    the variant shows, for TTFT and for ITL, and the reading is what one replica sustains
-    within the (scaled) `targets` once every modelled latency is multiplied by its e, over
-    what it sustains without. Where a replica runs at a few percent of a target the latency
-    curve is flat, and the rate at which the model predicts the latency seen (the reading of
-    a rate error) moves by half for a few milliseconds of noise; a latency error carried to
-    the target moves the capacity by about as much as the latency is off."""
+    """The variant's capacity scale κ after this cycle (`analyze.predictive`, step 3)."""
     if (
         not load.busy
         or load.ttft_ms is None
@@ -155,41 +146,35 @@ def learnt_scale(
     rate = load.arrival_rate / load.busy
     if rate < LOADED_SHARE * previous * modelled:
         return previous
-    in_tokens, out_tokens = load.avg_input_tokens, max(1.0, load.avg_output_tokens)
     analyzer = QueueAnalyzer.build(
         params=params,
         max_batch_size=batch,
         max_queue_size=DEFAULT_MAX_QUEUE_SIZE,
-        avg_input_tokens=in_tokens,
-        avg_output_tokens=out_tokens,
+        avg_input_tokens=load.avg_input_tokens,
+        avg_output_tokens=max(1.0, load.avg_output_tokens),
     )
     if isinstance(analyzer, QueueError):
         return previous
-    seen = analyzer.latencies(lam=rate / 1000)
-    if isinstance(seen, QueueError) or not (seen[1] > 0 and seen[2] > 0):
+    readings = []
+    for target in (TargetPerf(ttft=load.ttft_ms), TargetPerf(itl=load.itl_ms)):
+        sized = size(analyzer=analyzer, targets=target)
+        if isinstance(sized, SearchError) or not sized.max_rate > 0:
+            continue
+        predicted = sized.max_rate
+        if target.itl > 0:
+            # The ITL reading is of the model with prefill's share counted (as it is sized).
+            predicted = interference_rate(
+                params=params,
+                in_tokens=load.avg_input_tokens,
+                out_tokens=max(1.0, load.avg_output_tokens),
+                itl=load.itl_ms,
+                ceiling=predicted,
+            )
+        if predicted > 0:
+            readings.append(rate / predicted)
+    if not readings:
         return previous
-
-    def sustained(ttft: float, itl: float) -> float | None:
-        sized = max_rate(analyzer=analyzer, targets=TargetPerf(ttft=ttft, itl=itl))
-        if isinstance(sized, SearchError):
-            return None
-        return interference_rate(
-            params=params,
-            in_tokens=in_tokens,
-            out_tokens=out_tokens,
-            itl=itl,
-            ceiling=sized,
-            seen_rate=rate,
-        )
-
-    base = sustained(targets.ttft, targets.itl)
-    if base is None or not base > 0:
-        return previous
-    corrected = sustained(
-        targets.ttft * seen[1] / load.ttft_ms if load.ttft_ms > 0 else targets.ttft,
-        targets.itl * seen[2] / load.itl_ms if load.itl_ms > 0 else targets.itl,
-    )
-    return toward(previous=previous, reading=(corrected or 0.0) / base)
+    return toward(previous=previous, reading=min(readings))
 
 
 def toward(*, previous: float, reading: float) -> float:
