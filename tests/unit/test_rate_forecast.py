@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmscaler.analyze.rate_forecast import RATE_WINDOW, RISE_Z, forecast, rising
+from llmscaler.analyze.rate_forecast import RATE_WINDOW, forecast
 from llmscaler.model import RateSample
 
 NOW = 10_000.0
@@ -119,37 +119,3 @@ def test_bound_is_finite_and_at_least_the_newest_rate(rates: list[float], horizo
     # Order of the samples does not matter.
     again = forecast(samples=list(reversed(series(rates))), now=NOW, horizon=horizon, quantile=0.95)
     assert again == got
-
-
-def test_a_step_up_is_rising_while_the_rate_window_still_lags_it() -> None:
-    # A step from 1 to 14 req/s 30 s before NOW: the 1-minute rate shows half of it.
-    before = series([1.0] * 10)[:-1]
-    assert rising(samples=before, now=NOW, rate=7.5)
-    assert not rising(samples=before, now=NOW, rate=1.0)
-    # Falling or flat is not rising; neither is a rate without an earlier sample.
-    assert not rising(samples=series([14.0] * 5)[:-1], now=NOW, rate=7.5)
-    assert not rising(samples=[], now=NOW, rate=7.5)
-    assert not rising(samples=[RateSample(at=NOW + 30, rate=0.0)], now=NOW, rate=7.5)
-
-
-@given(
-    previous=st.floats(min_value=0.0, max_value=1e4),
-    rate=st.floats(min_value=0.0, max_value=1e4),
-)
-def test_rising_is_a_rise_beyond_counting_noise(previous: float, rate: float) -> None:
-    got = rising(samples=[RateSample(at=NOW - 30, rate=previous)], now=NOW, rate=rate)
-    noise = math.sqrt((rate + previous) / RATE_WINDOW)
-    if rate - previous > RISE_Z * noise * (1 + 1e-9):
-        assert got
-    elif rate - previous < RISE_Z * noise * (1 - 1e-9):
-        assert not got
-
-
-def test_only_the_newest_earlier_sample_counts_and_bad_figures_are_ignored() -> None:
-    samples = [
-        RateSample(at=NOW - 60, rate=10.0),
-        RateSample(at=NOW - 30, rate=1.0),
-        RateSample(at=NOW - 20, rate=math.nan),
-    ]
-    assert rising(samples=samples, now=NOW, rate=5.0)
-    assert not rising(samples=samples, now=NOW, rate=math.inf)

@@ -77,53 +77,6 @@ def load(*, rate: float, ttft: float, itl: float, busy: int = 2) -> Workload:
     )
 
 
-def unstretched(params: PerfParams, rate: float, in_tokens: float, out_tokens: float) -> float:
-    """α + β·b at `rate`, b by Little's law as `interference_rate` takes it."""
-    alpha, beta, gamma, delta = params.as_tuple()
-    t0, t1 = gamma + out_tokens * alpha, delta * in_tokens + out_tokens * beta
-    return alpha + beta * rate * t0 / (1000 - rate * t1)
-
-
-def test_tuned_parameters_hold_the_stretch_of_the_load_they_were_seen_at() -> None:
-    # Parameters tuned at 3 req/s predict the ITL seen there without a stretch: at that ITL
-    # the cap is that rate, not the much lower rate at which the whole stretch reaches it.
-    seen_itl = unstretched(CODE, 3.0, 2000, 23)
-    anchored = slo_capacity.interference_rate(
-        params=CODE, in_tokens=2000, out_tokens=23, itl=seen_itl, ceiling=16.0, seen_rate=3.0
-    )
-    whole = slo_capacity.interference_rate(
-        params=CODE, in_tokens=2000, out_tokens=23, itl=seen_itl, ceiling=16.0
-    )
-    assert anchored == pytest.approx(3.0, rel=1e-9)
-    assert whole < 0.5 * anchored
-    # Beyond the seen load, the growth of the stretch still caps the rate.
-    capped = slo_capacity.interference_rate(
-        params=CODE, in_tokens=2000, out_tokens=23, itl=50.0, ceiling=16.0, seen_rate=3.0
-    )
-    prefill = (122.0 + 0.0018 * 2000) / 1000
-    grown = unstretched(CODE, capped, 2000, 23) * (1 - 3.0 * prefill) / (1 - capped * prefill)
-    assert 3.0 < capped < 16.0
-    assert grown == pytest.approx(50.0, rel=1e-6)
-
-
-def code_cap(seen_rate: float) -> float:
-    """The cap for prompt-heavy traffic at an ITL of 50 ms, tuned at `seen_rate`."""
-    return slo_capacity.interference_rate(
-        params=CODE, in_tokens=2000, out_tokens=23, itl=50.0, ceiling=16.0, seen_rate=seen_rate
-    )
-
-
-def test_a_seen_load_the_model_cannot_place_counts_the_whole_stretch() -> None:
-    # γ + δ·I says one replica's engine is all prompts at 10 req/s: no anchor.
-    assert code_cap(10.0) == code_cap(0.0)
-    assert code_cap(3.0) > code_cap(0.0)
-
-
-@given(low=st.floats(min_value=0.0, max_value=7.0), more=st.floats(min_value=0.0, max_value=1.0))
-def test_a_higher_seen_load_never_lowers_the_cap(low: float, more: float) -> None:
-    assert code_cap(low) <= code_cap(low + more)
-
-
 def test_a_slower_than_modelled_variant_lowers_its_scale() -> None:
     scale = slo_capacity.learnt_scale(
         previous=1.0,

@@ -15,9 +15,7 @@ one step:
    to receive and hold nothing is idle, not missing its token mix, and goes to its minimum
    once that has lasted `scaleDownDelaySeconds` (`analyze.predictive_inputs`).
 2. **Prefill interference** (`interference_rate`): the rate is capped where the mean ITL,
-   stretched by the share of the engine's time that prompts take beyond the share at the load
-   the parameters were tuned at (the variant's own rate now, at most the rate it was seen
-   meeting its targets at), reaches the ITL target.
+   stretched by the share of the engine's time that prompts take, reaches the ITL target.
 3. **Observed latency** (`analyze.slo_capacity`): each variant busy at `LOADED_SHARE` or more
    of what it is believed to sustain is a reading of the model's error: the rates r' at which
    the model predicts the TTFT and the ITL the variant shows, against the rate r it shows them
@@ -44,10 +42,7 @@ one step:
    no more than `TRUST` × the rate per replica it was seen meeting its targets at (but at
    least `TRUST_FLOOR` of its capacity, so that a fleet larger than its load can shrink), and
    only once the memory holds that long a history (a restarted controller, or the first
-   cycles, never scale down on one sample) and the arrival rate is not rising beyond its
-   counting noise (`rate_forecast.rising`: a 1-minute rate shows a step up only over the
-   following minute, and the end of a lull as long as the delay was trimmed as the load came
-   back); else the counts hold.
+   cycles, never scale down on one sample); else the counts hold.
 
 Every decision's reason says what it was sized for and what it bought (forecast, backlog, need,
 mix and its cost, capacity per replica per variant), and its figures carry the numbers
@@ -218,23 +213,19 @@ def predict(
         )
         mine = by_variant.get(variant.name, ())
         record = analysis.kalman_updates.get(variant.key)
-        load = slo_queueing.workload(mine)
-        before = learning.get(variant.key, VariantLearning())
-        scale, demonstrated = before.scale, before.demonstrated
         if record is not None and modelled > 0:
-            # The queue model knows nothing of prefill sharing the engine with decode steps
-            # beyond the load its parameters were tuned at: the load seen now, as far as the
-            # variant has been seen meeting its targets (an overloaded replica's rate, or one
-            # the tuner has not yet followed, says nothing of what the parameters hold).
+            # The queue model knows nothing of prefill sharing the engine with decode steps.
             modelled = slo_capacity.interference_rate(
                 params=kalman.params_of(record),
                 in_tokens=in_tokens,
                 out_tokens=out_tokens,
                 itl=analysis.targets.itl,
                 ceiling=modelled,
-                seen_rate=min(load.arrival_rate / load.busy, demonstrated) if load.busy else 0.0,
             )
         modelled_at[variant.name] = modelled
+        before = learning.get(variant.key, VariantLearning())
+        scale, demonstrated = before.scale, before.demonstrated
+        load = slo_queueing.workload(mine)
         reading = not slo_capacity.draining(replicas=mine, pool=pool)
         missed = None
         if reading and not backlogged:
@@ -304,10 +295,7 @@ def predict(
         [need, *(s.need for s in kept if s.at > now - config.scale_down_delay)], default=need
     )
     # Scale-down needs the whole window behind it: no history is no evidence of a lull.
-    # ... and a load that is rising now (a 1-minute rate lags it) allows none.
-    settled = any(s.at <= now - config.scale_down_delay for s in kept) and not (
-        rate_forecast.rising(samples=kept, now=now, rate=rate)
-    )
+    settled = any(s.at <= now - config.scale_down_delay for s in kept)
     targets, action, mix = _choose(
         options=options,
         trusted=[

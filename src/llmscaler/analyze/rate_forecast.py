@@ -52,9 +52,6 @@ TREND_WINDOW = 300.0
 """Seconds of samples the line is fitted to by default."""
 CONFIRM_WINDOW = 120.0
 """Seconds at the end of the window in which a trend must still show (four 30-s cycles)."""
-RISE_Z = 2.0
-"""A rate above the previous one by more than this many standard deviations of counting noise
-is rising (`rising`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,22 +105,6 @@ def forecast(
     return Forecast(
         newest=newest, level=level, trend=trend, sigma=sigma, horizon=horizon, upper=upper
     )
-
-
-def rising(*, samples: Sequence[RateSample], now: float, rate: float) -> bool:
-    """Whether `rate` (the 1-minute rate at `now`) is above the newest earlier sample by more
-    than `RISE_Z` × the counting noise of the two, √((r + r_prev)/RATE_WINDOW).
-
-    A load that steps up shows in a 1-minute rate only over the following minute: half-way
-    through, the rate seen is half the rate arriving. A forecast fitted to such samples
-    (its trend confirmed over minutes) lags the step, and a decision to remove replicas made
-    on it removes them as the load arrives. False without an earlier finite sample."""
-    earlier = [s for s in samples if s.at < now and math.isfinite(s.at) and math.isfinite(s.rate)]
-    if not earlier or not math.isfinite(rate):
-        return False
-    previous = max(earlier, key=lambda s: (s.at, s.rate)).rate
-    noise = math.sqrt(max(0.0, rate + previous) / RATE_WINDOW)
-    return rate - previous > RISE_Z * noise
 
 
 def _line(samples: Sequence[RateSample], *, now: float) -> tuple[float, float, float]:

@@ -64,13 +64,7 @@ INTERFERENCE_STEPS: Final = 40
 
 
 def interference_rate(
-    *,
-    params: PerfParams,
-    in_tokens: float,
-    out_tokens: float,
-    itl: float,
-    ceiling: float,
-    seen_rate: float = 0.0,
+    *, params: PerfParams, in_tokens: float, out_tokens: float, itl: float, ceiling: float
 ) -> float:
     """The largest rate per replica (req/s, at most `ceiling`) at which the mean ITL stays within
     `itl` (ms) once prefill's share of the engine is counted.
@@ -80,20 +74,11 @@ def interference_rate(
     steps of a batch of b (ITL α + β·b, b from Little's law on the time per request) stretch to
     (α + β·b) / (1 − u). WVA's queue model leaves u out; on prompt-heavy traffic (long prompts,
     short answers) it then promises several times what a replica sustains. 0 when even an idle
-    replica misses `itl`.
-
-    `seen_rate` (req/s per replica) is the load at which α and β were tuned on observed ITL:
-    those ITLs were already stretched by that load's share u_s, so the tuned α + β·b holds it
-    and only the growth beyond it is added, (α + β·b)·(1 − u_s)/(1 − u). Counting the whole
-    stretch again on tuned parameters predicted twice the ITL replicas showed (conversation
-    traffic at half their capacity). 0 (never seen busy) counts the whole stretch; so does a
-    u_s of 1 or more, where γ + δ·I cannot be one request's share of the engine."""
+    replica misses `itl`."""
     alpha, beta, gamma, delta = params.as_tuple()
     prefill = gamma + delta * in_tokens
     t0 = gamma + out_tokens * alpha
     t1 = delta * in_tokens + out_tokens * beta
-    seen = seen_rate * prefill / 1000.0 if seen_rate > 0 else 0.0
-    kept = 1.0 - seen if seen < 1 else 1.0
 
     def stretched(rate: float) -> float:
         busy = rate * prefill / 1000.0
@@ -101,7 +86,7 @@ def interference_rate(
         if busy >= 1 or room <= 0:
             return math.inf
         batch = rate * t0 / room
-        return (alpha + beta * batch) * kept / (1 - busy)
+        return (alpha + beta * batch) / (1 - busy)
 
     if not (ceiling > 0 and math.isfinite(ceiling)) or stretched(0.0) > itl:
         return 0.0
