@@ -15,7 +15,7 @@ off them.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import MISSING, fields, replace
 
 import numpy as np
 import pytest
@@ -363,3 +363,34 @@ def test_the_chain_rule_jacobian_matches_differencing_each_parameter(
             assert fast[row][j] * x[j] == pytest.approx(
                 plain[row][j] * x[j], rel=0.02, abs=1e-3 * predicted[row]
             )
+
+
+def test_records_built_whole_carry_every_other_field_over(replica: Replica) -> None:
+    """`with_engine` and an accepted `step` build the KalmanRecord whole (every field named):
+    a field they forget would be reset to its default."""
+    truth = replica.effective(10, 130)
+    seeded = kalman.seed_record(seed=truth, engine='e', now=0.0)
+    before = KalmanRecord(
+        x=seeded.x, p=seeded.p, seed=seeded.seed, engine='e', nis=2.5, rejected=1,
+        updated_at=50.0,
+    )  # fmt: skip
+    # Every field differs from its default, so that a dropped one shows.
+    assert all(
+        getattr(before, f.name) != f.default
+        for f in fields(KalmanRecord)
+        if f.default is not MISSING
+    )
+    moved = kalman.with_engine(before, engine='other')
+    assert moved.engine == 'other'
+    for f in fields(KalmanRecord):
+        if f.name != 'engine':
+            assert getattr(moved, f.name) == getattr(before, f.name), f.name
+    rate = replica.max_rate * 0.5
+    ttft, itl, _ = replica.observe(rate)
+    stepped = kalman.step(record=before, obs=obs(rate, ttft, itl), now=80.0)
+    assert stepped.accepted
+    changed = {'x', 'p', 'nis', 'rejected', 'updated_at'}
+    for f in fields(KalmanRecord):
+        if f.name not in changed:
+            assert getattr(stepped.record, f.name) == getattr(before, f.name), f.name
+    assert (stepped.record.rejected, stepped.record.updated_at) == (0, 80.0)
