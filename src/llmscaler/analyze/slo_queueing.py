@@ -53,9 +53,11 @@ from llmscaler.analyze.queue_model import (
 )
 from llmscaler.analyze.slo_search import SearchError, TargetPerf, max_rate
 from llmscaler.analyze.slo_workload import MS as MS
+from llmscaler.analyze.slo_workload import Columns
 from llmscaler.analyze.slo_workload import Workload as Workload
 from llmscaler.analyze.slo_workload import columns as _columns
-from llmscaler.analyze.slo_workload import joined as _joined
+from llmscaler.analyze.slo_workload import joined_workload as _joined_workload
+from llmscaler.analyze.slo_workload import running_mean as _running_mean
 from llmscaler.analyze.slo_workload import workload as workload
 from llmscaler.analyze.slo_workload import workload_of as _workload_of
 from llmscaler.analyze.types import AnalyzerResult, Totals, VariantCapacity
@@ -133,8 +135,9 @@ def analyze(
     for replica in replicas:
         by_variant.setdefault(replica.variant, []).append(replica)
     columns = {name: _columns(group) for name, group in by_variant.items()}
-    loads = {v.name: _workload_of(columns.get(v.name, ([], ([],) * 5))) for v in variants}
-    model_load = _workload_of(_joined(list(columns.values())))
+    no_columns: Columns = ([], ([],) * 5)
+    loads = {v.name: _workload_of(columns.get(v.name, no_columns), running=False) for v in variants}
+    model_load = _joined_workload(list(columns.values()))
     # Each variant's smallest KV cache bounds its batch for the tuner and for the sizing.
     caches = {v.name: _smallest_cache(by_variant.get(v.name, ())) for v in variants}
     updates: dict[str, KalmanRecord] = {}
@@ -165,7 +168,9 @@ def analyze(
                     ttft=load.ttft_ms or 0.0,
                     itl=load.itl_ms or 0.0,
                     avg_input_tokens=load.avg_input_tokens or 0.0,
-                    batch=_batch(load),
+                    batch=_batch(
+                        load._replace(running=_running_mean(columns.get(variant.name, no_columns)))
+                    ),
                 )
                 or kalman.DEFAULT_SEED
             )

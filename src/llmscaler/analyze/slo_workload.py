@@ -4,7 +4,9 @@ Why: the SLO analyzer (`analyze.slo_queueing`) sizes each variant, and tunes its
 model, on the mean token mix and latencies of its busy replicas (arrival rate > 0), weighted by
 their arrival rates (WVA's per-variant workload); the model's figures are the same means over
 all its variants' busy replicas. The busy replicas' figures are read once into columns, and a
-model's columns are its variants' joined, so no replica is read twice in one analysis.
+model's sums are taken over its variants' columns chained, so no replica is read twice in one
+analysis. The mean number of requests in service is read only where it is used (to seed a
+tuner): `workload_of(..., running=False)`, `running_mean`.
 
 Units: arrival rates in requests/s, tokens per request, TTFT and ITL observed in seconds and
 returned in ms. Sums are exact (`math.fsum`), so the means do not depend on replica order.
@@ -44,11 +46,11 @@ def workload(replicas: Sequence[ReplicaMetrics]) -> Workload:
     return workload_of(columns(replicas))
 
 
-_Columns = tuple[list[float], tuple[list[float | None], ...]]
+Columns = tuple[list[float], tuple[list[float | None], ...]]
 """Busy replicas' arrival rates and their input tokens, output tokens, TTFT, ITL, running."""
 
 
-def columns(replicas: Sequence[ReplicaMetrics]) -> _Columns:
+def columns(replicas: Sequence[ReplicaMetrics]) -> Columns:
     busy = [r for r in replicas if r.arrival_rate is not None and r.arrival_rate > 0]
     return [r.arrival_rate or 0.0 for r in busy], (
         [r.avg_input_tokens for r in busy],
@@ -59,7 +61,7 @@ def columns(replicas: Sequence[ReplicaMetrics]) -> _Columns:
     )
 
 
-def joined(parts: Sequence[_Columns]) -> _Columns:
+def joined(parts: Sequence[Columns]) -> Columns:
     """The columns of several groups of replicas as one (the model's from its variants')."""
     return list(chain.from_iterable(rates for rates, _ in parts)), tuple(
         list(chain.from_iterable(values[k] for _, values in parts)) for k in range(5)
@@ -70,15 +72,18 @@ _SCALES = (1.0, 1.0, MS, MS, 1.0)
 """Of the columns after the rates: tokens in, tokens out, TTFT and ITL (s → ms), running."""
 
 
-def workload_of(columns: _Columns) -> Workload:
+def workload_of(columns: Columns, *, running: bool = True) -> Workload:
+    """The workload of these columns; without `running`, its `running` is None (not read: the
+    SLO analysis reads it only to seed a tuner, `running_mean`)."""
     rates, figures = columns
     total = math.fsum(rates)
+    count = 5 if running else 4
     means = [
         _weighted(rates, values, total, scale)
         if None in values or total <= 0
         # Every busy replica reports it: `_weighted`'s sums, without a call (4 per model).
         else scale * math.fsum(map(mul, rates, cast('list[float]', values))) / total
-        for values, scale in zip(figures, _SCALES, strict=True)
+        for values, scale in zip(figures[:count], _SCALES[:count], strict=True)
     ]
     return Workload(
         arrival_rate=total,
@@ -87,7 +92,43 @@ def workload_of(columns: _Columns) -> Workload:
         avg_output_tokens=means[1],
         ttft_ms=means[2],
         itl_ms=means[3],
-        running=means[4],
+        running=means[4] if running else None,
+    )
+
+
+def running_mean(columns: Columns) -> float | None:
+    """`workload_of(columns).running` alone."""
+    rates, figures = columns
+    return _weighted(rates, figures[4], math.fsum(rates))
+
+
+def joined_workload(parts: Sequence[Columns]) -> Workload:
+    """`workload_of(joined(parts), running=False)`, the same to the last bit: an exact sum
+    does not depend on how its terms are grouped, so the model's sums are taken over the
+    variants' columns chained, without joining them (the common case: every busy replica
+    reports every figure)."""
+    if any(None in values for _, figures in parts for values in figures[:4]):
+        return workload_of(joined(parts), running=False)
+    total = math.fsum(chain.from_iterable(rates for rates, _ in parts))
+    if total <= 0:
+        return workload_of(joined(parts), running=False)
+    means = [
+        scale
+        * math.fsum(
+            chain.from_iterable(
+                map(mul, rates, cast('list[float]', figures[k])) for rates, figures in parts
+            )
+        )
+        / total
+        for k, scale in enumerate(_SCALES[:4])
+    ]
+    return Workload(
+        arrival_rate=total,
+        busy=sum(len(rates) for rates, _ in parts),
+        avg_input_tokens=means[0],
+        avg_output_tokens=means[1],
+        ttft_ms=means[2],
+        itl_ms=means[3],
     )
 
 
