@@ -25,6 +25,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
+from llmscaler import collector
 from llmscaler.config.types import Config, ModelConfig, QueueingModelConfig, SaturationConfig
 from llmscaler.engine import decide
 from llmscaler.model import (
@@ -169,13 +170,25 @@ def main() -> None:
         'token, 1 variant at 0': (token, with_zero, warm),
         'slo-queueing, cold': (slo, slo_snapshot, EMPTY_STATE),
         'slo-queueing, warm': (slo, slo_snapshot, slo_warm),
+        # As the controller and the simulator call it: the cyclic collector paused for the call
+        # (`llmscaler.collector`), its passes after the decision.
+        'slo, cold, gc paused': (slo, slo_snapshot, EMPTY_STATE),
+        'slo, warm, gc paused': (slo, slo_snapshot, slo_warm),
     }
     for label, (config, snap, state) in cases.items():
         if args.only not in label:
             continue
 
-        def once(config: Config = config, snap: Snapshot = snap, state: State = state) -> object:
-            return decide(snapshot=snap, config=config, state=state, now=NOW)
+        def once(
+            config: Config = config,
+            snap: Snapshot = snap,
+            state: State = state,
+            paused: bool = label.endswith('gc paused'),
+        ) -> object:
+            if not paused:
+                return decide(snapshot=snap, config=config, state=state, now=NOW)
+            with collector.paused():
+                return decide(snapshot=snap, config=config, state=state, now=NOW)
 
         seconds, cpu = timed_both(once, repeat=args.repeat)
         peak = peak_bytes(once)

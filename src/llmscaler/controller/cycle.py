@@ -36,6 +36,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from llmscaler import collector
 from llmscaler.clock import Clock
 from llmscaler.collect.attribution import attribute, with_ready_pods
 from llmscaler.collect.scrape import PodScrapeSource
@@ -218,7 +219,8 @@ class MainCycle:
                 self._inventory(world=world, config=config) if self._inventory is not None else ()
             ),
         )
-        outcome = decide(snapshot=snapshot, config=config, state=self.state, now=now)
+        with collector.paused():
+            outcome = decide(snapshot=snapshot, config=config, state=self.state, now=now)
         self.state = outcome.state
         self._story.decisions(outcome.decisions)
         self._story.invalid(

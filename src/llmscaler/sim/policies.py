@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from llmscaler import collector
 from llmscaler.config.types import Config, ModelConfig, PredictiveConfig, QueueingModelConfig
 from llmscaler.enforce import scale_from_zero
 from llmscaler.engine import decide
@@ -128,9 +129,10 @@ class CorePolicy:
         return self._decisions
 
     def targets(self, *, view: ControlView) -> dict[str, int]:
-        outcome = decide(
-            snapshot=view.snapshot, config=self.config, state=self._state, now=view.now
-        )
+        with collector.paused():
+            outcome = decide(
+                snapshot=view.snapshot, config=self.config, state=self._state, now=view.now
+            )
         self._state = outcome.state
         self._decisions = outcome.decisions
         return {d.variant: d.target for d in outcome.decisions}
