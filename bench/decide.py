@@ -10,7 +10,9 @@ than the wall time.
 Goal: ≤ 0.5 s for one decide() on one core. The SLO (queueing-model) path runs on the same fleet
 with the figures it needs (arrival rate, TTFT, ITL per replica, the gateway's arrival rate):
 once from an empty state (every variant seeds its tuner) and once on the state of a previous
-cycle (one EKF step and one sizing per variant), the steady state of a controller.
+cycle (one EKF step and one sizing per variant), the steady state of a controller; each also
+with the cyclic garbage collector paused for the call, as the controller and the simulator run
+it (`llmscaler.collector`).
 
 Usage: python bench/decide.py [--models N] [--repeat K] [--only slo]
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import statistics
 import time
@@ -42,6 +45,7 @@ NOW = 100_000.0
 ACCELERATORS = (('h100', 3.90, 27_500), ('a100', 3.67, 27_500), ('l40s', 1.90, 11_500))
 
 
+@functools.cache
 def build(
     *, models: int, replicas: int, zero: str = '', slo: bool = False, hot: bool = False
 ) -> Snapshot:
@@ -108,6 +112,45 @@ def build(
     return Snapshot(variants=tuple(variants), replicas=tuple(metrics), pools=tuple(pools))
 
 
+TOKEN = Config(default=ModelConfig(saturation=SaturationConfig(analyzer_name='saturation')))
+SLO = Config(default=ModelConfig(queueing=QueueingModelConfig(target_ttft=1500.0, target_itl=60.0)))
+CASES = (
+    'saturation-percentage',
+    'saturation-token',
+    'token, 1 variant at 0',
+    'slo-queueing, cold',
+    'slo-queueing, warm',
+)
+PAUSED = ', gc paused'
+"""The SLO cases are also timed as the controller and the simulator call `decide()`: with the
+cyclic collector paused for the call (`llmscaler.collector`), its passes after the decision."""
+
+
+def inputs(label: str, *, models: int, replicas: int) -> tuple[Config, Snapshot, State]:
+    """The configuration, snapshot and state of one case of `CASES` (bench/instructions.py
+    counts the same cases)."""
+    if label == 'saturation-percentage':
+        return Config(), build(models=models, replicas=replicas), EMPTY_STATE
+    if label == 'saturation-token':
+        return TOKEN, build(models=models, replicas=replicas), EMPTY_STATE
+    if label == 'token, 1 variant at 0':
+        # On the state of a previous cycle, so the idle variant's capacity comes from stored
+        # knowledge (the path that looks for compatible records).
+        plain = build(models=models, replicas=replicas)
+        warm = decide(snapshot=plain, config=TOKEN, state=EMPTY_STATE, now=NOW - 30).state
+        return TOKEN, build(models=models, replicas=replicas, zero='a100'), warm
+    if label not in ('slo-queueing, cold', 'slo-queueing, warm'):
+        raise ValueError(f'unknown case {label!r}')
+    snapshot = build(models=models, replicas=replicas, slo=True)
+    if label.endswith('cold'):
+        return SLO, snapshot, EMPTY_STATE
+    return (
+        SLO,
+        snapshot,
+        decide(snapshot=snapshot, config=SLO, state=EMPTY_STATE, now=NOW - 30).state,
+    )
+
+
 def timed(fn: Callable[[], object], *, repeat: int) -> float:
     return timed_both(fn, repeat=repeat)[0]
 
@@ -144,7 +187,6 @@ def main() -> None:
     args = parser.parse_args()
 
     snapshot = build(models=args.models, replicas=args.replicas)
-    with_zero = build(models=args.models, replicas=args.replicas, zero='a100')
     records = [dataclasses.astuple(r) for r in snapshot.replicas]
     baseline, baseline_cpu = timed_both(lambda: json.dumps(records), repeat=args.repeat)
     print(
@@ -155,35 +197,18 @@ def main() -> None:
         f'baseline json.dumps(replica records): {baseline * 1000:8.1f} ms  '
         f'(CPU {baseline_cpu * 1000:.1f} ms)'
     )
-    token = Config(default=ModelConfig(saturation=SaturationConfig(analyzer_name='saturation')))
-    # The zero-replica case runs on the state of a previous cycle, so the idle variant's capacity
-    # comes from stored knowledge (the path that looks for compatible records).
-    warm = decide(snapshot=snapshot, config=token, state=EMPTY_STATE, now=NOW - 30).state
-    slo_snapshot = build(models=args.models, replicas=args.replicas, slo=True)
-    slo = Config(
-        default=ModelConfig(queueing=QueueingModelConfig(target_ttft=1500.0, target_itl=60.0))
-    )
-    slo_warm = decide(snapshot=slo_snapshot, config=slo, state=EMPTY_STATE, now=NOW - 30).state
     cases = {
-        'saturation-percentage': (Config(), snapshot, EMPTY_STATE),
-        'saturation-token': (token, snapshot, EMPTY_STATE),
-        'token, 1 variant at 0': (token, with_zero, warm),
-        'slo-queueing, cold': (slo, slo_snapshot, EMPTY_STATE),
-        'slo-queueing, warm': (slo, slo_snapshot, slo_warm),
-        # As the controller and the simulator call it: the cyclic collector paused for the call
-        # (`llmscaler.collector`), its passes after the decision.
-        'slo, cold, gc paused': (slo, slo_snapshot, EMPTY_STATE),
-        'slo, warm, gc paused': (slo, slo_snapshot, slo_warm),
+        label: inputs(label.replace(PAUSED, ''), models=args.models, replicas=args.replicas)
+        for label in (*CASES, *(f'{label}{PAUSED}' for label in CASES if 'slo' in label))
+        if args.only in label
     }
     for label, (config, snap, state) in cases.items():
-        if args.only not in label:
-            continue
 
         def once(
             config: Config = config,
             snap: Snapshot = snap,
             state: State = state,
-            paused: bool = label.endswith('gc paused'),
+            paused: bool = label.endswith(PAUSED),
         ) -> object:
             if not paused:
                 return decide(snapshot=snap, config=config, state=state, now=NOW)
@@ -193,7 +218,7 @@ def main() -> None:
         seconds, cpu = timed_both(once, repeat=args.repeat)
         peak = peak_bytes(once)
         print(
-            f'decide() {label:22s}: {seconds * 1000:8.1f} ms  '
+            f'decide() {label:33s}: {seconds * 1000:8.1f} ms  '
             f'({seconds / baseline:5.1f}x baseline)  CPU {cpu * 1000:6.1f} ms  '
             f'({cpu / baseline_cpu:5.1f}x)  peak {peak / 2**20:6.1f} MiB'
         )

@@ -33,44 +33,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import decide as decide_bench
-from llmscaler.config.types import Config, ModelConfig, QueueingModelConfig, SaturationConfig
 from llmscaler.engine import decide
-from llmscaler.model import EMPTY_STATE
 
-CASES = (
-    'baseline',
-    'saturation-percentage',
-    'saturation-token',
-    'slo-queueing, cold',
-    'slo-queueing, warm',
-)
+CASES = ('baseline', *decide_bench.CASES)
 _REFS = re.compile(r'I\s+refs:\s+([\d,]+)')
 
 
 def call_of(case: str, *, models: int) -> Callable[[], object]:
     """The call a case measures, its inputs built (and, for a warm case, its state)."""
     if case == 'baseline':
-        records = [
-            dataclasses.astuple(r) for r in decide_bench.build(models=models, replicas=10).replicas
-        ]
+        snapshot = decide_bench.build(models=models, replicas=10)
+        records = [dataclasses.astuple(r) for r in snapshot.replicas]
         return lambda: json.dumps(records)
-    slo = case.startswith('slo')
-    snapshot = decide_bench.build(models=models, replicas=10, slo=slo)
-    if slo:
-        config = Config(
-            default=ModelConfig(queueing=QueueingModelConfig(target_ttft=1500.0, target_itl=60.0))
-        )
-    elif case == 'saturation-token':
-        config = Config(
-            default=ModelConfig(saturation=SaturationConfig(analyzer_name='saturation'))
-        )
-    else:
-        config = Config()
-    state = EMPTY_STATE
-    if case.endswith('warm'):
-        state = decide(
-            snapshot=snapshot, config=config, state=EMPTY_STATE, now=decide_bench.NOW - 30
-        ).state
+    config, snapshot, state = decide_bench.inputs(case, models=models, replicas=10)
     return lambda: decide(snapshot=snapshot, config=config, state=state, now=decide_bench.NOW)
 
 

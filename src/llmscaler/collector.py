@@ -5,12 +5,12 @@ collector's passes over the youngest objects are cheap, but a full pass walks ev
 (the snapshot's tens of thousands of replica records, the state, the configuration), and a cycle
 that keeps many new records (the first after a start, where every variant seeds its tuner) sets
 one or two of those off inside the call: about 30 ms of a 500 ms call at 1,000 models
-(docs/performance.md, `bench/instructions.py`). The
-core's records hold no reference cycles (tests/unit/test_collector.py checks every path), so what
-a call drops is freed by reference counting as it goes, collector or not. The controller's cycle
-and the simulator's core policies therefore run the call with the collector paused: its passes
-happen after the decision, in the cycle's I/O and idle time, instead of inside it. The work is
-moved, not saved.
+(docs/performance.md: cachegrind's cache simulation, and timed runs). The core's records hold no
+reference cycles (tests/unit/test_collector.py checks every analyzer path and a binding GPU
+limiter), so what a call drops is freed by reference counting as it goes, collector or not. The
+controller's cycle and the simulator's core policies therefore run the call with the collector
+paused: its passes happen after the decision, in the cycle's I/O and idle time, instead of
+inside it. The work is moved, not saved.
 
 What fails: nothing raises here; the collector's state before the block is restored after it,
 also when the block raises, and a collector that was already off stays off.

@@ -9,13 +9,17 @@ import pytest
 
 from llmscaler import collector
 from llmscaler.config.types import (
+    AnalyzerSpec,
     Config,
     ModelConfig,
     QueueingModelConfig,
     SaturationConfig,
 )
 from llmscaler.engine import decide
-from llmscaler.model import EMPTY_STATE
+from llmscaler.model import EMPTY_STATE, GpuLimit
+from tests.unit.strategies import NOW as LIMITER_NOW
+from tests.unit.test_engine_limiter import config as limiter_config
+from tests.unit.test_engine_limiter import two_hot_models
 from tests.unit.test_predictive import CONFIG as PREDICTIVE
 from tests.unit.test_predictive import NOW, fleet
 
@@ -51,13 +55,18 @@ def test_a_collector_that_was_off_stays_off() -> None:
     assert not gc.isenabled()
 
 
+SLO = QueueingModelConfig(target_ttft=1500.0, target_itl=60.0)
 PATHS = {
     'default': Config(),
     'saturation-token': Config(
         default=ModelConfig(saturation=SaturationConfig(analyzer_name='saturation'))
     ),
-    'slo-queueing': Config(
-        default=ModelConfig(queueing=QueueingModelConfig(target_ttft=1500.0, target_itl=60.0))
+    'slo-queueing': Config(default=ModelConfig(queueing=SLO)),
+    'hybrid': Config(
+        default=ModelConfig(
+            queueing=SLO,
+            saturation=SaturationConfig(analyzers=(AnalyzerSpec(name='queueing-model'),)),
+        )
     ),
     'predictive': PREDICTIVE,
 }
@@ -76,4 +85,18 @@ def test_decisions_leave_no_reference_cycles(path: str) -> None:
             state = decide(
                 snapshot=snapshot, config=config, state=state, now=NOW + 30 * cycle
             ).state
+        assert gc.collect() == 0
+
+
+def test_a_binding_gpu_limiter_leaves_no_reference_cycles() -> None:
+    snapshot = two_hot_models((GpuLimit(provider='inventory', accelerator='A100', limit=12),))
+    gc.collect()
+    with collector.paused():
+        outcome = decide(
+            snapshot=snapshot,
+            config=limiter_config(limiter=True),
+            state=EMPTY_STATE,
+            now=LIMITER_NOW,
+        )
+        assert any(d.limited > 0 for d in outcome.decisions)
         assert gc.collect() == 0

@@ -106,7 +106,9 @@ def joined_workload(parts: Sequence[Columns]) -> Workload:
     """`workload_of(joined(parts), running=False)`, the same to the last bit: an exact sum
     does not depend on how its terms are grouped, so the model's sums are taken over the
     variants' columns chained, without joining them (the common case: every busy replica
-    reports every figure)."""
+    reports every figure). `workload_of` keeps its own loop over one group's columns: one
+    function over any number of groups, per-figure generators and all, cost 2 % more
+    instructions per SLO cycle (bench/instructions.py)."""
     if any(None in values for _, figures in parts for values in figures[:4]):
         return workload_of(joined(parts), running=False)
     total = math.fsum(chain.from_iterable(rates for rates, _ in parts))
