@@ -98,6 +98,14 @@ class ManualClock:
         self._now = until
         await _settle()
 
+    def jump(self, seconds: float) -> None:
+        """Move time forward by `seconds` and wake nobody: what a process stopped (SIGSTOP, a
+        paused VM) finds on resuming, before any of its timers has fired. Sleepers due by now
+        wake on the next `advance()`."""
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f'cannot move a clock by {seconds!r} seconds')
+        self._now += seconds
+
 
 async def _settle() -> None:
     # Let woken tasks run until they block again (on I/O or on the next sleep).

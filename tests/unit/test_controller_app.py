@@ -17,6 +17,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -252,6 +253,39 @@ async def test_renewal_failing_for_the_deadline_exits_1_and_writes_nothing_more(
     await asyncio.sleep(1.2)  # longer than a cycle
     assert len(writes(api)) == before
     assert replicas(api, 'a') >= 2
+
+
+class FreezingSource(FakeSource):
+    """A FakeSource during whose first read the process is stopped for `frozen` seconds."""
+
+    def __init__(self, api: FakeAPI, *, clock: ManualClock, frozen: float, **kw: Any) -> None:
+        super().__init__(api, **kw)
+        self.clock, self.frozen, self.reads = clock, frozen, 0
+
+    async def read(self, *, scope: tuple[ModelScope, ...], now: float) -> Reading:
+        self.reads += 1
+        if self.reads == 1:
+            self.clock.jump(self.frozen)
+        return await super().read(scope=scope, now=now)
+
+
+async def test_a_leader_resuming_past_its_renew_deadline_writes_nothing(api: FakeAPI) -> None:
+    """Stopped inside its first cycle for longer than the renew deadline, the leader resumes
+    with a scale-up decided; a standby may lead by now, so the write must not go out."""
+    seed_variant(api, 'a', high=10)
+    clock = ManualClock()
+    source = FreezingSource(api, clock=clock, frozen=5.0, load={'a': SATURATED})
+    controller = Controller(options=run_options(api, *ELECTION), clock=clock, source=source)
+    async with running(controller) as task:
+        await eventually(
+            lambda: controller.cycle.last_completed is not None, 'the cycle the freeze fell in'
+        )
+        assert controller.elector.is_leader  # hold() has not run since the freeze
+        assert writes(api) == []
+        await clock.advance(0)  # its timers fire: hold() sees the deadline passed
+        assert await asyncio.wait_for(asyncio.shield(task), 5.0) == EXIT_LOST
+    assert writes(api) == []
+    assert replicas(api, 'a') == 1
 
 
 async def test_the_lease_is_renewed_while_the_caches_sync(api: FakeAPI) -> None:

@@ -407,6 +407,40 @@ async def test_the_renew_deadline_counts_from_the_last_success(h: Harness) -> No
     assert h.changes['a'] == [(True, 0.0), (False, 18.0)]
 
 
+async def test_writes_are_refused_once_the_renew_deadline_passes_unnoticed(h: Harness) -> None:
+    """A leader frozen past its deadline: hold() has not run, but its writes are refused."""
+    a = h.elector('a')
+    assert a.write_refusal() == f'not the holder of lease {NS}/{NAME}'
+    await a.acquire()
+    assert a.write_refusal() is None
+    await h.clock.advance(9.5)  # no hold() running: as if the process had been stopped
+    assert a.write_refusal() is None
+    await h.clock.advance(0.5)
+    assert a.is_leader  # nothing has noticed yet ...
+    assert a.write_refusal() == f'lease {NS}/{NAME} last renewed 10.0 s ago (renew deadline 10 s)'
+    holding = h.start(a.hold())
+    await h.quiesce()
+    assert holding.done()
+    assert not a.is_leader  # ... until hold() runs
+    assert a.write_refusal() == f'not the holder of lease {NS}/{NAME}'
+
+
+async def test_each_renewal_reopens_writes_for_a_renew_deadline(h: Harness) -> None:
+    a = h.elector('a')
+    await a.acquire()
+    holding = h.start(a.hold())
+    h.api.fail(status=500, path_prefix=LEASE_PATH, times=3)  # 2, 4, 6 fail
+    await h.run_until(7)
+    assert a.write_refusal() is None  # 7 s since the renewal at 0
+    await h.run_until(8)
+    assert a.write_refusal() is None  # renewed at 8
+    holding.cancel()  # the process stops before the renewal due at 10
+    await h.clock.advance(9.9)
+    assert a.write_refusal() is None
+    await h.clock.advance(0.1)
+    assert a.write_refusal() == f'lease {NS}/{NAME} last renewed 10.0 s ago (renew deadline 10 s)'
+
+
 async def test_a_hung_renewal_is_abandoned_at_the_deadline(h: Harness) -> None:
     a = h.elector('a')
     await a.acquire()
@@ -521,6 +555,8 @@ def test_property_at_most_one_live_leader(steps: list[str]) -> None:
                     assert len(leaders) <= 1, (h.clock.monotonic(), leaders)
                     for name in leaders:
                         assert h.lease()['spec']['holderIdentity'] == name
+                    writers = [n for n, e in live.items() if e.write_refusal() is None]
+                    assert set(writers) <= set(leaders), (writers, leaders)
                 # The electors make at least one request a second between them, so the queued
                 # faults drain within `injected` seconds; then a takeover needs under 20 s.
                 injected = steps.count('409') + sum(int(s[4:]) for s in steps if s[:3] == '500')

@@ -20,7 +20,9 @@ them in the right order and stops them cleanly, the way a controller-runtime man
 
 What fails: losing the Lease (renewal failing for the renew deadline, or another holder seen)
 stops the loops at once and exits 1, as client-go's `OnStoppedLeading` does: a controller that
-is no longer sure it leads must not write. A loop that dies of an unexpected error also exits 1
+is no longer sure it leads must not write. Until the loss is noticed, every write but the
+Lease's asks the elector first (`kube.write_fence`), so a leader frozen past its renew deadline
+sends nothing when it resumes. A loop that dies of an unexpected error also exits 1
 (the Deployment restarts the pod). API and metric failures inside the loops never end them (see
 `cycle` and `from_zero`). A configuration that cannot work (see `options`) exits 2 before
 anything starts, with one line per problem on stderr and no traceback; so does a kubeconfig
@@ -81,6 +83,7 @@ from llmscaler.kube.informer import Cache
 from llmscaler.kube.leader import LeaderConfig, LeaderElector
 from llmscaler.kube.scale import ScaleClient
 from llmscaler.kube.status import StatusWriter
+from llmscaler.kube.write_fence import fence_writes
 from llmscaler.model import GpuLimit
 
 log = logging.getLogger('llmscaler.controller')
@@ -149,6 +152,8 @@ class Controller:
             config=lease,
             on_change=lambda leading: self.metrics.leader(is_leader=leading),
         )
+        if options.leader_elect:
+            fence_writes(self.client, refusal=self.elector.write_refusal)
         self.scraper: PodScrapeSource | None = None
         scraping = options.metrics_source == 'pods' or options.prometheus is None
         self._owns_source = source is None

@@ -24,6 +24,10 @@ What it does (`LeaderElector`):
   what is left of `renew_deadline` since the last successful renewal (a hung request cannot keep
   us believing we lead while the Lease lapses). It returns when renewal has failed for
   `renew_deadline`, or at once when another holder is seen.
+- `write_refusal()` says whether this replica may write now: only while it leads and its last
+  successful renewal is younger than `renew_deadline`. The controller checks it before every
+  write but the Lease's own (`kube.client.fence_writes`), so a leader frozen past its deadline
+  cannot send a write from where it stopped before `hold()` notices the loss.
 - `release()` (clean shutdown) writes an empty holder, `leaseDurationSeconds: 1` and renewTime
   now, so a standby takes over at its next retry instead of waiting out the lease. A 409 (our
   copy is stale) leads to one fresh read, and the write is retried only if we still hold it. It
@@ -172,6 +176,23 @@ class LeaderElector:
     @property
     def is_leader(self) -> bool:
         return self._leader
+
+    def write_refusal(self) -> str | None:
+        """None while this replica may write as the leader; else why it may not.
+
+        `hold()` notices a lapsed Lease only when it next runs. A process frozen past its renew
+        deadline (SIGSTOP, a paused VM, a long swap) resumes wherever it stopped, perhaps just
+        before a write, while a standby may already lead. This check runs on the injected clock,
+        which kept going while the process was frozen, so such a write is refused instead."""
+        if not self._leader:
+            return f'not the holder of {self._where}'
+        age = self._clock.monotonic() - self._renewed_at
+        if age < self._config.renew_deadline:
+            return None
+        return (
+            f'{self._where} last renewed {age:.1f} s ago '
+            f'(renew deadline {self._config.renew_deadline:g} s)'
+        )
 
     @property
     def transitions(self) -> int:
