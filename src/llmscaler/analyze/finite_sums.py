@@ -65,14 +65,19 @@ def mean(values: Sequence[float]) -> float:
     """The mean of `values` (0.0 for none), exact to rounding; never raises."""
     if not values:
         return 0.0
-    odd = _has_non_finite(values)
-    if odd is not None:
-        return odd
     count = len(values)
     try:
-        result = math.fsum(values) / count
-    except OverflowError:
-        result = math.inf
+        quick = math.fsum(values)
+    except (OverflowError, ValueError):  # a partial sum overflowed, or +Inf met -Inf
+        quick = math.inf
+    if math.isfinite(quick):
+        # A finite exact sum means every value was finite (as in `total`): no look at each.
+        result = quick / count
+    else:
+        odd = _has_non_finite(values)
+        if odd is not None:
+            return odd
+        result = math.inf  # finite values whose exact sum leaves the float range
     if math.isinf(result):
         result = _scaled_sum(values) * 2.0
     # The mean lies between the smallest and the largest value; the two roundings (of the sum,

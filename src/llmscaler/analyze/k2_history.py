@@ -25,6 +25,7 @@ with NaN are false) and `math.inf` disables expiry.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from math import isfinite
 
 from llmscaler.analyze import finite_sums
 from llmscaler.model import K2Sample, finite
@@ -42,8 +43,9 @@ History = dict[str, tuple[K2Sample, ...]]
 
 def output_bucket(*, avg_output_tokens: float | None) -> str:
     """`short` (< 100), `medium` ([100, 500)) or `long` (>= 500) by average output tokens."""
-    value = finite(avg_output_tokens)
-    if value is None or value < SHORT_OUTPUT_THRESHOLD:
+    value = avg_output_tokens
+    # `finite` written out: this runs once per replica per cycle.
+    if value is None or not isfinite(value) or value < SHORT_OUTPUT_THRESHOLD:
         return 'short'
     if value < MEDIUM_OUTPUT_THRESHOLD:
         return 'medium'

@@ -55,7 +55,6 @@ from llmscaler.analyze.saturation_tokens_instance import ReplicaCapacity as Repl
 from llmscaler.analyze.saturation_tokens_instance import (
     _engine_of,
     _kv_threshold,
-    _positive,
     _replica,
     _role,
     sizing,
@@ -74,6 +73,7 @@ from llmscaler.model import (
     ReplicaMetrics,
     Role,
     Variant,
+    positive_or_zero,
 )
 
 ANALYZER_NAME = 'saturation-token'
@@ -141,7 +141,7 @@ def _variant(
         demand = finite_sums.total(float(r.demand) for r in instances)
     else:
         capacity, reason, live, demand = 0.0, 'no-data', 0, 0.0
-        if record is not None and _positive(record.effective_capacity) > 0:
+        if record is not None and positive_or_zero(record.effective_capacity) > 0:
             capacity = ck.estimate_stored_capacity(
                 knowledge=knowledge,
                 record=record,

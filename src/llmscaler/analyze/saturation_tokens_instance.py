@@ -44,6 +44,8 @@ from llmscaler.model import (
     Role,
     Variant,
     finite,
+    positive_or_zero,
+    tokens_in_use_of,
 )
 
 _INT64_LIMIT = float(2**63)
@@ -67,16 +69,11 @@ class ReplicaCapacity(NamedTuple):
     saturated: bool
 
 
-def _positive(value: float | None) -> float:
-    clean = finite(value)
-    return clean if clean is not None and clean > 0 else 0.0
+_ROLES: dict[str, Role] = {role: role for role in ROLES}
 
 
 def _role(value: str) -> Role:
-    for role in ROLES:
-        if value == role:
-            return role
-    return 'both'
+    return _ROLES.get(value, 'both')
 
 
 def waiting_queue_demand(
@@ -84,9 +81,9 @@ def waiting_queue_demand(
 ) -> int:
     """Tokens the local engine queue will need: queue × I (prefill) or queue × (I + O), in float,
     truncated; 0 when the product is not > 0, >= 2^63, NaN or Inf."""
-    per_request = _positive(avg_input)
+    per_request = positive_or_zero(avg_input)
     if role != 'prefill':
-        per_request += _positive(avg_output)
+        per_request += positive_or_zero(avg_output)
     product = float(queue_length) * per_request
     if not product > 0 or product >= _INT64_LIMIT:
         return 0
@@ -96,11 +93,6 @@ def waiting_queue_demand(
 def _kv_threshold(config: SaturationConfig) -> float:
     value = finite(config.kv_cache_threshold)
     return value if value is not None and value > 0 else _DEFAULT_KV_THRESHOLD
-
-
-def _queue_count(rm: ReplicaMetrics) -> int:
-    # WVA's collector hands the analyzer an integer queue length.
-    return int(_positive(rm.queue_length))
 
 
 @dataclass(slots=True)
@@ -191,7 +183,7 @@ def _replica(*, rm: ReplicaMetrics, variant: Variant, sizing: Sizing) -> Replica
     """One instance's capacity; writes its k2 observation and live record to `sizing.memory`."""
     memory, now, threshold = sizing.memory, sizing.now, sizing.threshold
     model_id, namespace = sizing.model_id, sizing.namespace
-    queue = _queue_count(rm)
+    queue = int(positive_or_zero(rm.queue_length))  # WVA's collector hands over an integer queue
     role = _role(variant.role)
     queue_demand = waiting_queue_demand(
         queue_length=queue,
@@ -206,11 +198,11 @@ def _replica(*, rm: ReplicaMetrics, variant: Variant, sizing: Sizing) -> Replica
     total = rm.kv_capacity_tokens
     if total <= 0:
         stored = _read(sizing=sizing, key=key)
-        capacity = _positive(stored.effective_capacity) if stored is not None else 0.0
+        capacity = positive_or_zero(stored.effective_capacity) if stored is not None else 0.0
         k_eff = math.floor(capacity * threshold) if capacity * threshold < _INT64_LIMIT else 0
         if k_eff <= 0:
             return None
-        usage = min(1.0, _positive(rm.kv_usage))
+        usage = min(1.0, positive_or_zero(rm.kv_usage))
         demand = math.floor(usage * k_eff) + queue_demand
         fallback = ReplicaCapacity(
             pod=rm.pod,
@@ -225,7 +217,7 @@ def _replica(*, rm: ReplicaMetrics, variant: Variant, sizing: Sizing) -> Replica
         return fallback
 
     k1 = math.floor(total * threshold)
-    tokens = rm.tokens_in_use
+    tokens = tokens_in_use_of(total=total, usage=rm.kv_usage)  # `rm.tokens_in_use`, `total` known
     bucket = kh.output_bucket(avg_output_tokens=rm.avg_output_tokens)
     hkey = sizing.history_keys.get((variant.name, bucket))
     if hkey is None:
@@ -272,17 +264,9 @@ def _replica(*, rm: ReplicaMetrics, variant: Variant, sizing: Sizing) -> Replica
         if engine is None:
             # Without an engine the record keeps the stored one's: read it now, not later.
             _write(sizing=sizing, key=key)
-    computed = ReplicaCapacity(
-        pod=rm.pod,
-        variant=variant.name,
-        k1=k1,
-        k2=k2,
-        k_eff=k_eff,
-        demand=demand,
-        source=source,
-        saturated=demand >= k_eff,
-    )
-    return computed
+    # Positional (pod, variant, k1, k2, k_eff, demand, source, saturated): one per replica per
+    # cycle, and a named tuple takes keywords at about twice the cost.
+    return ReplicaCapacity(rm.pod, variant.name, k1, k2, k_eff, demand, source, demand >= k_eff)
 
 
 def _history_mean(*, sizing: Sizing, key: str) -> float | None:

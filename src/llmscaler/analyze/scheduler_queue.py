@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llmscaler.analyze import finite_sums
-from llmscaler.model import PoolMetrics, ReplicaMetrics, Role, finite
+from llmscaler.model import PoolMetrics, ReplicaMetrics, Role, finite, positive_or_zero
 
 BYTES_PER_TOKEN = 4.0
 """WVA `BytesPerToken`: a conservative characters-per-token figure for the queue bytes."""
@@ -62,13 +62,8 @@ class QueueDemand:
         return self.total
 
 
-def _positive(value: float | None) -> float:
-    clean = finite(value)
-    return clean if clean is not None and clean > 0 else 0.0
-
-
 def _mean(values: Sequence[float]) -> float:
-    return _positive(finite_sums.mean(values))
+    return positive_or_zero(finite_sums.mean(values))
 
 
 def workload_averages(*, replicas: Sequence[ReplicaMetrics]) -> WorkloadAverages:
@@ -80,8 +75,9 @@ def workload_averages(*, replicas: Sequence[ReplicaMetrics]) -> WorkloadAverages
     inputs: list[float] = []
     outputs: list[float] = []
     hits: list[float] = []
-    for rm in sorted(replicas, key=lambda r: (r.pod, r.variant)):
-        inp, out = _positive(rm.avg_input_tokens), _positive(rm.avg_output_tokens)
+    # The means are exact (`finite_sums.mean`), so the replicas' order does not matter.
+    for rm in replicas:
+        inp, out = positive_or_zero(rm.avg_input_tokens), positive_or_zero(rm.avg_output_tokens)
         if inp <= 0 and out <= 0:
             continue
         hit = finite(rm.prefix_cache_hit_rate)
@@ -99,7 +95,7 @@ def scheduler_queue_demand(*, pool: PoolMetrics | None, averages: WorkloadAverag
     """inputTok = max(bytes / 4, q·Ī) × (1 − h̄), outputTok = q·Ō (wva.md §4.3)."""
     if pool is None:
         return QueueDemand()
-    size, size_bytes = _positive(pool.queue_size), _positive(pool.queue_bytes)
+    size, size_bytes = positive_or_zero(pool.queue_size), positive_or_zero(pool.queue_bytes)
     if size <= 0 and size_bytes <= 0:
         return QueueDemand()
     input_tokens = max(size_bytes / BYTES_PER_TOKEN, _saturated(size * averages.avg_input))

@@ -45,6 +45,7 @@ from llmscaler.model.basics import PositiveCount as PositiveCount
 from llmscaler.model.basics import Role as Role
 from llmscaler.model.basics import finite as finite
 from llmscaler.model.basics import group_key as group_key
+from llmscaler.model.basics import positive_or_zero as positive_or_zero
 from llmscaler.model.basics import variant_key as variant_key
 from llmscaler.model.snapshot import UNLIMITED_GPUS as UNLIMITED_GPUS
 from llmscaler.model.snapshot import Decision as Decision
@@ -56,6 +57,7 @@ from llmscaler.model.snapshot import ReplicaMetrics as ReplicaMetrics
 from llmscaler.model.snapshot import Snapshot as Snapshot
 from llmscaler.model.snapshot import Variant as Variant
 from llmscaler.model.snapshot import action_for as action_for
+from llmscaler.model.snapshot import tokens_in_use_of as tokens_in_use_of
 from llmscaler.model.state import EMPTY_STATE as EMPTY_STATE
 from llmscaler.model.state import CapacityRecord as CapacityRecord
 from llmscaler.model.state import K2Sample as K2Sample

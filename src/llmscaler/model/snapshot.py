@@ -10,6 +10,7 @@ What fails: nothing raises; construction does not validate.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import isfinite
 from typing import Annotated, Final
 
 from annotated_types import Ge, Gt, Le
@@ -24,7 +25,6 @@ from llmscaler.model.basics import (
     NonNegative,
     PositiveCount,
     Role,
-    finite,
     group_key,
     variant_key,
 )
@@ -159,12 +159,7 @@ class ReplicaMetrics:
     @property
     def tokens_in_use(self) -> int:
         """`round(kv_usage × capacity)`, clamped to [0, capacity] (WVA collector rule)."""
-        total = self.kv_capacity_tokens
-        usage = finite(self.kv_usage)
-        if total == 0 or usage is None:
-            return 0
-        # Clamp the fraction first: an absurd finite usage (1e305) must not overflow the product.
-        return round(min(1.0, max(0.0, usage)) * total)
+        return tokens_in_use_of(total=self.kv_capacity_tokens, usage=self.kv_usage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +259,16 @@ class Decision:
     @property
     def key(self) -> str:
         return variant_key(namespace=self.namespace, name=self.variant)
+
+
+def tokens_in_use_of(*, total: int, usage: float | None) -> int:
+    """`round(usage × total)` with the usage clamped to [0, 1] (WVA collector rule); 0 when
+    there is no cache (`total` 0) or the usage is absent, NaN or ±Inf. A function of its own
+    so that a caller that already holds `total` need not compute it again."""
+    if total == 0 or usage is None or not isfinite(usage):
+        return 0
+    # Clamp the fraction first: an absurd finite usage (1e305) must not overflow the product.
+    return round(min(1.0, max(0.0, usage)) * total)
 
 
 def action_for(*, current: int, target: int) -> Action:

@@ -76,7 +76,7 @@ from llmscaler.analyze.types import (
     VariantCapacity,
     VariantTarget,
 )
-from llmscaler.model import Role
+from llmscaler.model import Role, positive_or_zero
 
 REASON = 'V2'
 DEFAULT_COST = 10.0
@@ -94,15 +94,10 @@ class _Signal:
     required: dict[Role, float]
     spare: dict[Role, float]
     prcs: dict[str, float]
-    """`_positive(source.capacity_of(name))` by variant name, read once: the loops ask often."""
+    """`positive_or_zero(source.capacity_of(name))` by variant name, read once: loops ask often."""
 
     def prc(self, variant: str) -> float:
         return self.prcs.get(variant, 0.0)
-
-
-def _positive(value: float) -> float:
-    """`value` when it is a finite positive number, else 0."""
-    return value if math.isfinite(value) and value > 0 else 0.0
 
 
 def _demand(value: float) -> float:
@@ -157,7 +152,7 @@ def _live_signals(signals: Sequence[AnalyzerSignal]) -> list[_Signal]:
         prcs: dict[str, float] = {}
         for name, value in signal.capacity:
             # The first entry of a name is the one `capacity_of` answers with.
-            prcs.setdefault(name, _positive(value))
+            prcs.setdefault(name, positive_or_zero(value))
         out.append(_Signal(source=signal, required=required, spare=spare, prcs=prcs))
     return out
 
@@ -180,13 +175,13 @@ def _pick(
     eligible = [
         v
         for v in candidates
-        if _positive(v.per_replica_capacity) > 0 and v.max_replicas - targets[v.variant] > 0
+        if positive_or_zero(v.per_replica_capacity) > 0 and v.max_replicas - targets[v.variant] > 0
     ]
     if not eligible:
         return None
     best = min(
         eligible,
-        key=lambda v: (_cost(v) / _positive(v.per_replica_capacity), _cost(v), v.variant),
+        key=lambda v: (_cost(v) / positive_or_zero(v.per_replica_capacity), _cost(v), v.variant),
     )
     return best, best.max_replicas - targets[best.variant]
 
@@ -300,7 +295,7 @@ def _scale_down(
             key=lambda v: (-_cost(v), _weighted_prc(live, v.variant), v.variant),
         )
         for index, variant in enumerate(ordered):
-            if _positive(variant.per_replica_capacity) <= 0:
+            if positive_or_zero(variant.per_replica_capacity) <= 0:
                 continue
             current = targets[variant.variant]
             removable = current - max(0, variant.min_replicas)
@@ -362,7 +357,7 @@ def _target(
     required, spare = _reporting_scope(signals, variant)
     utilization = variant.utilization
     figures = (
-        ('per_replica_capacity', _positive(variant.per_replica_capacity)),
+        ('per_replica_capacity', positive_or_zero(variant.per_replica_capacity)),
         ('required', required if math.isfinite(required) else 0.0),
         ('spare', spare if math.isfinite(spare) else 0.0),
         ('utilization', utilization if math.isfinite(utilization) else 0.0),

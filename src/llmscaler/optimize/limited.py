@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llmscaler.analyze.types import ScalingRequest, VariantCapacity, VariantTarget
-from llmscaler.model import Role
+from llmscaler.model import Role, positive_or_zero
 from llmscaler.optimize import cost_aware
 from llmscaler.optimize.constraints import Budgets, Ledger
 
@@ -77,10 +77,6 @@ class LimitedOutcome:
 
     models: tuple[LimitedModel, ...]
     left: Budgets
-
-
-def _finite_positive(value: float) -> float:
-    return value if math.isfinite(value) and value > 0 else 0.0
 
 
 def _weight(value: float) -> float:
@@ -124,7 +120,7 @@ def _working(request: ScalingRequest) -> _Model:
         for scope in signal.roles:
             required = scope.required
             rem[scope.role] = required if math.isfinite(required) and required > 0 else 0.0
-        prc = {name: _finite_positive(value) for name, value in signal.capacity}
+        prc = {name: positive_or_zero(value) for name, value in signal.capacity}
         signals.append((_weight(signal.score), rem, prc))
     by_role: dict[Role, list[VariantCapacity]] = {}
     for variant in sorted(request.variants, key=lambda v: v.variant):
@@ -141,7 +137,7 @@ def _pick(*, model: _Model, role: Role, ledger: Ledger) -> tuple[VariantCapacity
     """The cheapest-by-efficiency variant of `role` that still fits, and its replica cap."""
     best: tuple[tuple[float, float, str], VariantCapacity, int] | None = None
     for variant in model.by_role.get(role, []):
-        prc = _finite_positive(variant.per_replica_capacity)
+        prc = positive_or_zero(variant.per_replica_capacity)
         headroom = variant.max_replicas - model.targets[variant.variant]
         if prc <= 0 or headroom <= 0:
             continue
@@ -275,7 +271,7 @@ def _targets(*, model: _Model) -> tuple[VariantTarget, ...]:
                 variant=variant.variant,
                 target=target,
                 reason=reason,
-                figures=(('per_replica_capacity', _finite_positive(variant.per_replica_capacity)),),
+                figures=(('per_replica_capacity', positive_or_zero(variant.per_replica_capacity)),),
             )
         )
     return tuple(out)
