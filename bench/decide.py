@@ -12,7 +12,8 @@ with the figures it needs (arrival rate, TTFT, ITL per replica, the gateway's ar
 once from an empty state (every variant seeds its tuner) and once on the state of a previous
 cycle (one EKF step and one sizing per variant), the steady state of a controller; each also
 with the cyclic garbage collector paused for the call, as the controller and the simulator run
-it (`llmscaler.collector`).
+it (`llmscaler.collector`). The token path with the GPU limiter (`enableLimiter`) runs on a
+hotter fleet with per-type GPU budgets that bind (`budgeted`, the fleet of bench/limited.py).
 
 Usage: python bench/decide.py [--models N] [--repeat K] [--only slo]
 """
@@ -34,6 +35,7 @@ from llmscaler.engine import decide
 from llmscaler.model import (
     EMPTY_STATE,
     EngineParams,
+    GpuLimit,
     PoolMetrics,
     ReplicaMetrics,
     Snapshot,
@@ -112,18 +114,44 @@ def build(
     return Snapshot(variants=tuple(variants), replicas=tuple(metrics), pools=tuple(pools))
 
 
+ROOM = 300
+"""GPUs of each type free beyond the current replicas in `budgeted`: far fewer than asked for."""
+
+
+def budgeted(*, models: int, replicas: int) -> Snapshot:
+    """The fleet above, hot enough that most models want more, with per-type GPU budgets that
+    bind (`ROOM` GPUs free per type): the GPU limiter's case, here and in bench/limited.py."""
+    fleet = build(models=models, replicas=replicas, hot=True)
+    limits = tuple(
+        GpuLimit(provider='inventory', accelerator=acc.upper(), limit=models * replicas + ROOM)
+        for acc, _, _ in ACCELERATORS
+    )
+    return dataclasses.replace(fleet, gpu_limits=limits)
+
+
 TOKEN = Config(default=ModelConfig(saturation=SaturationConfig(analyzer_name='saturation')))
+LIMITED = Config(
+    default=ModelConfig(
+        saturation=SaturationConfig(analyzer_name='saturation', enable_limiter=True)
+    )
+)
 SLO = Config(default=ModelConfig(queueing=QueueingModelConfig(target_ttft=1500.0, target_itl=60.0)))
 CASES = (
     'saturation-percentage',
     'saturation-token',
     'token, 1 variant at 0',
+    'token + GPU limiter',
     'slo-queueing, cold',
     'slo-queueing, warm',
 )
 PAUSED = ', gc paused'
-"""The SLO cases are also timed as the controller and the simulator call `decide()`: with the
-cyclic collector paused for the call (`llmscaler.collector`), its passes after the decision."""
+"""The SLO and limiter cases are also timed as the controller and the simulator call
+`decide()`: with the cyclic collector paused for the call (`llmscaler.collector`), its passes
+after the decision."""
+
+
+def _paused_too(label: str) -> bool:
+    return 'slo' in label or 'limiter' in label
 
 
 def inputs(label: str, *, models: int, replicas: int) -> tuple[Config, Snapshot, State]:
@@ -139,6 +167,8 @@ def inputs(label: str, *, models: int, replicas: int) -> tuple[Config, Snapshot,
         plain = build(models=models, replicas=replicas)
         warm = decide(snapshot=plain, config=TOKEN, state=EMPTY_STATE, now=NOW - 30).state
         return TOKEN, build(models=models, replicas=replicas, zero='a100'), warm
+    if label == 'token + GPU limiter':
+        return LIMITED, budgeted(models=models, replicas=replicas), EMPTY_STATE
     if label not in ('slo-queueing, cold', 'slo-queueing, warm'):
         raise ValueError(f'unknown case {label!r}')
     snapshot = build(models=models, replicas=replicas, slo=True)
@@ -199,7 +229,10 @@ def main() -> None:
     )
     cases = {
         label: inputs(label.replace(PAUSED, ''), models=args.models, replicas=args.replicas)
-        for label in (*CASES, *(f'{label}{PAUSED}' for label in CASES if 'slo' in label))
+        for label in (
+            *CASES,
+            *(f'{label}{PAUSED}' for label in CASES if 'slo' in label or 'limiter' in label),
+        )
         if args.only in label
     }
     for label, (config, snap, state) in cases.items():

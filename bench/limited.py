@@ -31,7 +31,6 @@ from llmscaler.engine import decide
 from llmscaler.model import (
     EMPTY_STATE,
     GpuLimit,
-    Snapshot,
 )
 from llmscaler.optimize import limiter
 from llmscaler.optimize.constraints import merge_constraints
@@ -40,18 +39,6 @@ from llmscaler.optimize.limited import optimize_limited
 NOW = decide_bench.NOW
 ACCELERATORS = decide_bench.ACCELERATORS
 timed = decide_bench.timed
-ROOM = 300
-"""GPUs of each type free beyond the current replicas: far fewer than are asked for."""
-
-
-def build(*, models: int, replicas: int) -> Snapshot:
-    """The fleet of bench/decide.py, hot enough that most models want more, with budgets."""
-    fleet = decide_bench.build(models=models, replicas=replicas, hot=True)
-    limits = tuple(
-        GpuLimit(provider='inventory', accelerator=acc.upper(), limit=models * replicas + ROOM)
-        for acc, _, _ in ACCELERATORS
-    )
-    return dataclasses.replace(fleet, gpu_limits=limits)
 
 
 def requests(*, models: int, replicas: int) -> list[ScalingRequest]:
@@ -105,19 +92,20 @@ def main() -> None:
     parser.add_argument('--repeat', type=int, default=5)
     args = parser.parse_args()
 
-    snapshot = build(models=args.models, replicas=args.replicas)
+    snapshot = decide_bench.budgeted(models=args.models, replicas=args.replicas)
     records = [dataclasses.astuple(r) for r in snapshot.replicas]
     baseline = timed(lambda: json.dumps(records), repeat=args.repeat)
     print(
         f'snapshot: {args.models} models x {len(ACCELERATORS)} variants x {args.replicas} '
-        f'replicas = {len(snapshot.replicas)} replica records; {ROOM} GPUs free per type'
+        f'replicas = {len(snapshot.replicas)} replica records; '
+        f'{decide_bench.ROOM} GPUs free per type'
     )
     print(f'baseline json.dumps(replica records): {baseline * 1000:8.1f} ms')
 
     asks = requests(models=args.models, replicas=args.replicas)
     free = merge_constraints(
         limits=tuple(
-            GpuLimit(provider='inventory', accelerator=acc.upper(), limit=ROOM)
+            GpuLimit(provider='inventory', accelerator=acc.upper(), limit=decide_bench.ROOM)
             for acc, _, _ in ACCELERATORS
         )
     )
