@@ -3,7 +3,8 @@
 Why: every other part of `llmscaler.model` (and the analyzers) builds on these; they sit apart
 so that the snapshot and the state can share them without one importing the other.
 
-What fails: nothing raises; `finite` turns NaN and ±Inf into None.
+What fails: nothing raises; `finite` turns NaN and ±Inf into None, `positive_or_zero` turns
+them (and None, 0 and negatives) into 0.0.
 """
 
 from __future__ import annotations
