@@ -38,6 +38,7 @@ targets in ms. Pure: the caller passes and keeps the tuner records.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Mapping, Sequence
@@ -62,7 +63,7 @@ from llmscaler.analyze.slo_workload import workload as workload
 from llmscaler.analyze.slo_workload import workload_of as _workload_of
 from llmscaler.analyze.types import AnalyzerResult, Totals, VariantCapacity
 from llmscaler.config.types import QueueingModelConfig
-from llmscaler.model import KalmanRecord, PoolMetrics, ReplicaMetrics, Variant
+from llmscaler.model import EngineParams, KalmanRecord, PoolMetrics, ReplicaMetrics, Variant
 
 ANALYZER = 'queueing-model'
 _TUNED = operator.attrgetter(*(f.name for f in fields(KalmanRecord) if f.name != 'engine'))
@@ -93,7 +94,14 @@ def configured_seed(*, config: QueueingModelConfig, accelerator: str) -> PerfPar
 
 def engine_fingerprint(variant: Variant) -> str:
     """What the learnt parameters depend on: accelerator, GPUs and serving arguments."""
-    return f'{variant.accelerator}|{variant.gpus_per_replica}|{variant.engine!r}'
+    return f'{variant.accelerator}|{variant.gpus_per_replica}|{_engine_text(variant.engine)}'
+
+
+@functools.lru_cache(maxsize=256)
+def _engine_text(engine: EngineParams | None) -> str:
+    # A fleet has a few distinct engines and thousands of variants: each variant's fingerprint
+    # is taken every cycle, and the dataclass's repr costs six times its hash.
+    return repr(engine)
 
 
 def max_batch(
