@@ -86,7 +86,61 @@ async def test_every_state_changing_method_is_fenced(api: FakeAPI, client: Async
             await attempt
     sent = [r.method for r in api.requests if '/configmaps' in r.path]
     assert sent == ['POST']  # only the write made while the gate was open
-    assert gate.asked == 1 + len(attempts)
+    # The write that went out was asked twice (handed over, then before its headers); each
+    # refused one once.
+    assert gate.asked == 2 + len(attempts)
+
+
+class LateGate(Gate):
+    """Open when a write is handed to the client, closed by the time its headers would go
+    (while `closing`; else always open)."""
+
+    closing = True
+
+    def __call__(self) -> str | None:
+        self.asked += 1
+        late = self.closing and self.asked % 2 == 0
+        return 'the Lease lapsed while connecting' if late else None
+
+
+async def test_a_write_is_asked_again_just_before_its_headers_go(
+    api: FakeAPI, client: AsyncClient
+) -> None:
+    gate = LateGate()
+    fence_writes(client, refusal=gate)
+    with pytest.raises(WriteFenced, match='the Lease lapsed while connecting'):
+        await client.create(configmap('late'))
+    assert [r for r in api.requests if '/configmaps' in r.path] == []
+    assert gate.asked == 2
+    # The connection it was to use is closed, not left half-used: the client goes on working.
+    gate.closing = False
+    await client.create(configmap('later'))
+    names = [c.metadata and c.metadata.name async for c in client.list(ConfigMap, namespace=NS)]
+    assert names == ['later']
+
+
+async def test_a_trace_the_caller_set_still_sees_every_event(api: FakeAPI) -> None:
+    made = make_client(server=api.url, timeout=5.0)
+    gate = Gate()
+    gate.reason = None
+    fence_writes(made, refusal=gate)
+    seen: list[str] = []
+
+    async def trace(event: str, info: dict[str, object]) -> None:
+        seen.append(event)
+
+    http = made._client._client  # the connection `fence_writes` hooks (see its TypeError)
+    try:
+        response = await http.post(
+            f'{api.url}/api/v1/namespaces/{NS}/configmaps',
+            json={'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'traced'}},
+            extensions={'trace': trace},
+        )
+    finally:
+        await made.aclose()
+    assert response.status_code == 201
+    assert 'http11.send_request_headers.started' in seen
+    assert gate.asked == 2
 
 
 async def test_reads_and_watches_are_never_asked(api: FakeAPI, client: AsyncClient) -> None:

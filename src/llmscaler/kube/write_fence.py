@@ -8,9 +8,13 @@ write site would miss the next one added; the HTTP client is the one place every
 
 What it does (`fence_writes`): adds a request hook to the client's HTTP connection. A request
 whose method changes state (anything but GET, HEAD and OPTIONS) and which is not about the
-coordination.k8s.io API (the Lease itself: renewals and the release must go out) first asks
-`refusal()`; a reason means the request is not sent and `WriteFenced` is raised in its place.
-Reads and watches are never held back, so a standby's caches stay warm.
+coordination.k8s.io API (the Lease itself: renewals and the release must go out) asks
+`refusal()` twice: when it is handed to the client, and again just before its headers are
+written (httpcore's `trace` extension), since taking a connection from the pool or opening one
+can take as long as the client's timeout; a reason either time means the request is not sent
+and `WriteFenced` is raised in its place (a connection refused at the second check is closed,
+nothing having been written on it). Reads and watches are never held back, so a standby's
+caches stay warm.
 
 What fails: `WriteFenced` is an httpx2 transport error, so every caller already handles it as it
 handles a connection that failed (logged with the object it concerns, counted, retried or
@@ -18,15 +22,15 @@ re-decided next cycle); nothing reached the server. `fence_writes` raises TypeEr
 lightkube client does not hold an httpx2 client where this module expects one (a lightkube
 upgrade that moved it): better a start-up failure than an unfenced leader.
 
-What it cannot do: a freeze between the check and the moment the bytes leave the socket still
-lets that one write through. Kubernetes has no fencing token a server would check; the margin is
-the difference between the lease duration and the renew deadline.
+What it cannot do: a freeze between the second check and the moment the bytes leave the
+socket still lets that one write through. Kubernetes has no fencing token a server would check;
+the margin is the difference between the lease duration and the renew deadline.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 import httpx2
 from lightkube import AsyncClient
@@ -51,13 +55,25 @@ def fence_writes(client: AsyncClient, *, refusal: Callable[[], str | None]) -> N
             '._client._client'
         )
 
-    async def check(request: httpx2.Request) -> None:
-        if request.method in SAFE_METHODS or UNFENCED_API in request.url.path:
-            return
+    def refuse(request: httpx2.Request) -> None:
         why = refusal()
         if why is not None:
             raise WriteFenced(
                 f'{request.method} {request.url.path} not sent: {why}', request=request
             )
+
+    async def check(request: httpx2.Request) -> None:
+        if request.method in SAFE_METHODS or UNFENCED_API in request.url.path:
+            return
+        refuse(request)
+        earlier = request.extensions.get('trace')
+
+        async def before_headers(event: str, info: dict[str, Any]) -> None:
+            if earlier is not None:
+                await earlier(event, info)
+            if event.endswith('send_request_headers.started'):
+                refuse(request)
+
+        request.extensions = {**request.extensions, 'trace': before_headers}
 
     http.event_hooks['request'].append(check)
