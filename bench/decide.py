@@ -150,10 +150,6 @@ PAUSED = ', gc paused'
 after the decision."""
 
 
-def _paused_too(label: str) -> bool:
-    return 'slo' in label or 'limiter' in label
-
-
 def inputs(label: str, *, models: int, replicas: int) -> tuple[Config, Snapshot, State]:
     """The configuration, snapshot and state of one case of `CASES` (bench/instructions.py
     counts the same cases)."""

@@ -26,7 +26,7 @@ What it does (`LeaderElector`):
   `renew_deadline`, or at once when another holder is seen.
 - `write_refusal()` says whether this replica may write now: only while it leads and its last
   successful renewal is younger than `renew_deadline`. The controller checks it before every
-  write but the Lease's own (`kube.client.fence_writes`), so a leader frozen past its deadline
+  write but the Lease's own (`kube.write_fence.fence_writes`), so a leader frozen past its deadline
   cannot send a write from where it stopped before `hold()` notices the loss.
 - `release()` (clean shutdown) writes an empty holder, `leaseDurationSeconds: 1` and renewTime
   now, so a standby takes over at its next retry instead of waiting out the lease. A 409 (our
