@@ -8,8 +8,10 @@ five synthetic stress cases; 30 minutes each, `multi-turn` 10, the Azure traces'
 hour) with every
 policy the simulator knows by name and needs no file for (`kaito-cron` needs a schedule and
 `floor:` a floor: see bench/peers.py), and prints per case and policy: SLO attainment, cost,
-cost × clairvoyant and × static-best, scale events, TTFT and ITL p99. `--write-docs` puts the
-tables, a sentence per policy (figures from this run) and a plot into docs/policies.md.
+cost × clairvoyant and × static-best, scale events, TTFT and ITL p99, and what the replicas
+kept after the work was done cost (not charged: docs/simulator.md, "What is charged").
+`--write-docs` puts the tables, a sentence per policy (figures from this run) and a plot into
+docs/policies.md.
 
 Run: `.venv/bin/python bench/policy.py [--write-docs] [--case NAME] [--policy NAME]` (about
 four minutes on one core; the two searches take most of it).
@@ -119,14 +121,14 @@ def table(*, label: str, rows: Sequence[PolicySummary]) -> list[str]:
         f'**{label}**',
         '',
         '| policy | SLO % | cost $ | × clairvoyant | × static-best | scale events | '
-        'TTFT p99 s | ITL p99 ms |',
-        '|---|---:|---:|---:|---:|---:|---:|---:|',
+        'TTFT p99 s | ITL p99 ms | after the work $ |',
+        '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
     ]
     for row in rows:
         lines.append(
             f'| `{row.policy}` | {100 * row.slo_attainment:.1f} | {row.cost_usd:.2f} | '
             f'{_ratio(row, bound)} | {_ratio(row, static)} | {row.scale_events} | '
-            f'{row.ttft_p99:.2f} | {1000 * row.itl_p99:.0f} |'
+            f'{row.ttft_p99:.2f} | {1000 * row.itl_p99:.0f} | {row.tail_cost_usd:.2f} |'
         )
     return lines
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -147,6 +148,22 @@ def test_costs_hours_and_replicas() -> None:
     assert s.mean_replicas == pytest.approx(3.5)
     assert s.cost_vs_reference is None
     assert (s.policy, s.trace, s.duration) == ('default', 'tiny', 3600.0)
+    assert s.tail_cost_usd == 0.0
+
+
+def test_the_tail_after_the_work_is_reported_not_charged() -> None:
+    result = replace(
+        tiny_result(duration=4000.0),
+        charged_until=3200.0,
+        tail_replica_seconds={'a': 1600.0, 'b': 800.0},
+    )
+    s = summarize(result=result, slo=SLO_1)
+    assert s.cost_usd == pytest.approx(14.25)
+    # 1600 s of 'a' at $6/h and 800 s of 'b' at $1.5/h.
+    assert s.tail_cost_usd == pytest.approx(6.0 * 1600 / 3600 + 1.5 * 800 / 3600)
+    # The mean is over the charged time, like the cost.
+    assert s.mean_replicas == pytest.approx((7200.0 + 5400.0) / 3200.0)
+    assert s.duration == 4000.0
 
 
 def test_outcomes_percentiles_and_attainment() -> None:

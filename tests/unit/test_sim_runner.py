@@ -117,9 +117,14 @@ def test_fixed_target_scales_after_the_actuation_delay_and_serves_everything() -
     assert finished(result)
     # an idle H100: TTFT = one prefill step of the 500-token prompt (about 20 ms)
     assert [r.ttft for r in result.requests] == pytest.approx([idle_prefill(500)] * 120)
-    # last arrival 238, tail 300 → end 538; h100-0000 0 → 538, h100-0001 32 → 538
+    # last arrival 238, tail 300 → end 538; h100-0000 0 → 538, h100-0001 32 → 538, charged
+    # until the last request finishes (238 + one idle request's time), the rest after it
     assert result.duration == 538.0
-    assert result.replica_seconds == pytest.approx({'h100': 538.0 + 506.0})
+    done = max(r.finished for r in result.requests)
+    assert 238.0 < done < 239.0
+    assert result.charged_until == done
+    assert result.replica_seconds == pytest.approx({'h100': done + (done - 32.0)})
+    assert result.tail_replica_seconds == pytest.approx({'h100': 2 * (538.0 - done)})
     # each request is done in ~0.37 s, so every arrival finds both replicas idle: lowest name
     assert {r.replica for r in result.requests} == {'h100-0000'}
     assert result.policy == 'fixed'
@@ -200,8 +205,11 @@ def test_wake_scales_from_zero_and_the_gateway_queue_drains() -> None:
     assert all(r.ttft > 33.0 for r in result.requests)
     queue = dict(zip(result.timeline.times, result.timeline.gateway_queue, strict=True))
     assert (queue[0.0], queue[10.0], queue[30.0], queue[40.0]) == (0, 2, 2, 0)
-    # end 4 + 300 = 304; one replica from 17
-    assert result.replica_seconds == pytest.approx({'h100': 287.0})
+    # end 4 + 300 = 304; one replica from 17, charged until the second request finishes
+    done = max(r.finished for r in result.requests)
+    assert result.charged_until == done
+    assert result.replica_seconds == pytest.approx({'h100': done - 17.0})
+    assert result.tail_replica_seconds == pytest.approx({'h100': 304.0 - done})
 
 
 def test_queued_requests_fail_after_the_gateway_timeout() -> None:
@@ -214,6 +222,8 @@ def test_queued_requests_fail_after_the_gateway_timeout() -> None:
     assert [r.failed for r in result.requests] == [True, True, False]
     assert all(math.isnan(r.finished) for r in result.requests)
     assert result.replica_seconds == {'h100': 0.0}
+    # A request still waiting is work not done: the whole run is charged.
+    assert result.charged_until == 200.0
 
 
 def test_a_request_timeout_bounds_every_completed_request() -> None:
@@ -331,7 +341,7 @@ def test_round_robin_router_setting() -> None:
     assert [r.replica for r in result.requests] == [f'h100-000{i % 3}' for i in range(6)]
 
 
-def test_empty_trace_costs_the_tail() -> None:
+def test_an_empty_trace_is_no_work_its_replicas_are_all_tail() -> None:
     empty = Trace(
         name='empty',
         arrivals=np.zeros(0),
@@ -342,7 +352,9 @@ def test_empty_trace_costs_the_tail() -> None:
         trace=empty, variants=[h100(initial_replicas=2)], policy=Fixed({}), settings=SimSettings()
     )
     assert result.requests == []
-    assert result.replica_seconds == {'h100': 600.0}  # 2 × 300
+    assert result.charged_until == 0.0
+    assert result.replica_seconds == {'h100': 0.0}
+    assert result.tail_replica_seconds == {'h100': 600.0}  # 2 × 300
 
 
 def test_progress_is_reported_up_to_one() -> None:

@@ -7,8 +7,12 @@ What it computes (`summarize`), for one result:
 
 - cost_usd = Σ_v replica_seconds_v / 3600 × cost_per_hour_v; gpu_hours = Σ_v replica_seconds_v /
   3600 × gpus_per_replica_v; replica_hours per variant (every variant of the result, sorted by
-  name); mean_replicas = Σ_v replica_seconds_v / duration (the time-weighted mean number of
-  replicas that existed, consistent with the cost).
+  name); mean_replicas = Σ_v replica_seconds_v / charged_until (the time-weighted mean number
+  of replicas that existed, consistent with the cost). Replicas are charged until the work is
+  done (`SimResult.charged_until`: the last arrival or completion; `duration` when NaN): a
+  policy that cannot know the trace ends would otherwise pay its scale-down delay after it,
+  while a clairvoyant one does not. tail_cost_usd is what the replicas cost after that
+  (`tail_replica_seconds`), reported apart.
 - Request outcomes: *completed* = not failed and with a finite finish time; *failed* = the
   `failed` flag; *incomplete* = neither (still queued or running when the run ended). They add
   up to `requests`. Failures by their `failure` reason: failed_queue_timeout (timed out in the
@@ -105,6 +109,8 @@ class PolicySummary:
     prefix_hit_rate: float | None = None
     """Share of the completed requests' prompt tokens found in a prefix cache; None when no
     variant keeps one."""
+    tail_cost_usd: float = 0.0
+    """What the replicas cost after the traces end (not in `cost_usd`)."""
 
 
 def _percentiles(values: FloatArray) -> tuple[float, float, float]:
@@ -187,6 +193,7 @@ def model_part(*, result: SimResult, model: str) -> SimResult:
         requests=[r for r in result.requests if r.model == model],
         variants=variants,
         replica_seconds={k: v for k, v in result.replica_seconds.items() if k in names},
+        tail_replica_seconds={k: v for k, v in result.tail_replica_seconds.items() if k in names},
         events=[e for e in result.events if e.variant in names],
         gpu_waits=[w for w in result.gpu_waits if w.variant in names],
     )
@@ -213,6 +220,9 @@ def summarize(
             slo = slo[model]
     ttft_bound, itl_bound = _bounds(result, slo)
     cost, gpu_hours, replica_hours, replica_seconds = _replica_figures(result)
+    charged = result.charged_until
+    if not math.isfinite(charged):
+        charged = float(result.duration)
     req = request_columns(result=result)
     total = int(req.arrival.shape[0])
     completed = req.completed
@@ -257,10 +267,20 @@ def summarize(
         scale_ups=ups,
         scale_downs=downs,
         replica_hours=replica_hours,
-        mean_replicas=_per_unit_time(replica_seconds, float(result.duration)),
+        mean_replicas=_per_unit_time(replica_seconds, charged),
         cost_vs_reference=None if reference_cost is None else _ratio(cost, reference_cost),
         throughput=_per_unit_time(tokens, float(result.duration)),
         prefix_hit_rate=_prefix_hit_rate(result),
+        tail_cost_usd=_tail_cost(result),
+    )
+
+
+def _tail_cost(result: SimResult) -> float:
+    specs = {v.name: v for v in result.variants}
+    return math.fsum(
+        seconds / 3600.0 * specs[name].cost_per_hour
+        for name, seconds in sorted(result.tail_replica_seconds.items())
+        if name in specs
     )
 
 

@@ -37,7 +37,9 @@ usage and the sums of waiting and running requests, plus the gateway queue lengt
 model; per model too with several); with an inventory, the GPUs bound per accelerator type
 and the replicas waiting for GPUs per variant. The run stops at the longest trace's duration +
 tail: requests not finished then stay unfinished (not failed); an engine step already started at
-the end completes.
+the end completes. Replicas are charged until the work is done (`charged_until`: the last
+arrival or the last completion, whichever is later; the run's end while a request is neither
+completed nor failed); what they cost after that is reported apart (`tail_replica_seconds`).
 
 What fails: `run` raises `ValueError` for no variants, duplicate variant names, variants in
 several namespaces, a model whose variants name different model ids or two models with one
@@ -315,6 +317,11 @@ def run(
         progress=progress,
     )
     loop.run(traces)
+    window = charged_until(
+        requests=loop.requests, traces_end=max(t.duration for _, t in traces), end=loop.end
+    )
+    charged = loop.cluster.finish(end=window)
+    whole = loop.cluster.finish(end=loop.end)
     return SimResult(
         policy=policy.name,
         trace=traces[0][1].name
@@ -323,10 +330,29 @@ def run(
         duration=loop.end,
         requests=loop.requests,
         variants=tuple(variants),
-        replica_seconds=loop.cluster.finish(end=loop.end),
+        replica_seconds=charged,
+        charged_until=window,
+        tail_replica_seconds={
+            name: max(0.0, whole[name] - charged[name]) for name in sorted(whole)
+        },
         events=loop.events,
         timeline=loop.timeline,
         sample_interval=settings.sample_interval,
         inventory=dict(loop.cluster.inventory),
         gpu_waits=loop.cluster.gpu_waits(end=loop.end),
     )
+
+
+def charged_until(*, requests: Sequence[SimRequest], traces_end: float, end: float) -> float:
+    """When the work of a run is done: its last arrival (`traces_end`) or its last completion,
+    whichever is later, and `end` while a request is neither completed nor failed. A trace cut
+    from continuous traffic says nothing of the load after its end: replicas kept after the work
+    is done cost a policy only because it cannot know the trace ends, and are not charged."""
+    done = traces_end
+    for request in requests:
+        if request.failed:
+            continue
+        if not math.isfinite(request.finished):
+            return end
+        done = max(done, request.finished)
+    return min(done, end)

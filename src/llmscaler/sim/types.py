@@ -334,7 +334,8 @@ class SimResult:
     requests: list[SimRequest]
     variants: tuple[VariantSpec, ...]
     replica_seconds: dict[str, float]
-    """Seconds of replica existence per variant (creation to removal): cost = hours × $/h."""
+    """Seconds of replica existence per variant (creation to removal) until the work was done
+    (`charged_until`): what is charged, cost = hours × $/h."""
     events: list[ScaleEvent]
     timeline: Timeline
     sample_interval: float
@@ -345,6 +346,12 @@ class SimResult:
     """Replicas that waited for GPUs, in the order they were created."""
     notes: list[str] = field(default_factory=list)
     """What the report should say about this run beyond its figures (one line each)."""
+    charged_until: float = math.nan
+    """When the run's work was done (s; `sim.runner.charged_until`): replicas are charged until
+    then (NaN: until `duration`). A trace cut from continuous traffic says nothing of the load
+    after its end, and a policy is not charged for not knowing that it ends."""
+    tail_replica_seconds: dict[str, float] = field(default_factory=dict)
+    """Seconds of replica existence per variant after `charged_until`: reported, not charged."""
 
 
 @dataclass(frozen=True, slots=True)
