@@ -122,6 +122,44 @@ def test_scale_down_waits_for_the_recent_need_and_then_trims() -> None:
     assert 30 * k >= SETTINGS.scale_down_delay
 
 
+@pytest.mark.parametrize(('returning', 'trims'), [(5.0, False), (3.5, True)])
+def test_no_scale_down_in_a_cycle_whose_arrival_rate_more_than_doubled(
+    returning: float, trims: bool
+) -> None:
+    """A lull as long as the scale-down delay ends: the cycle that first may trim sees the load
+    coming back. More than doubled, it holds; a smaller rise still trims."""
+    state = EMPTY_STATE
+    for k in range(4):
+        decisions, state = cycle(fleet(h100=4, l40s=0, rate=2.0), state, NOW + 30 * k)
+        assert decisions['h100'].target == 4
+    decisions, state = cycle(fleet(h100=4, l40s=0, rate=returning), state, NOW + 120)
+    assert (decisions['h100'].target < 4) is trims, decisions['h100'].reason
+    if not trims:
+        assert 'no scale-down while load arrives' in decisions['h100'].reason
+        # The next cycle the rate no longer doubles: the guard is off (what the fleet is
+        # counted for then decides, `test_a_scale_down_counts_only_on_what_a_variant_has_shown`).
+        decisions, _ = cycle(fleet(h100=4, l40s=0, rate=returning), state, NOW + 150)
+        assert 'load arrives' not in decisions['h100'].reason
+
+
+@pytest.mark.parametrize(
+    ('previous', 'rate', 'rises'),
+    [
+        (2.0, 4.5, True),
+        (2.0, 4.0, False),  # exactly doubled: not more than
+        (0.0, 0.05, False),  # three requests in a minute after none: within the count's noise
+        (0.0, 0.1, True),
+        (0.0, 1.0, True),
+        (10.0, 0.0, False),
+        (0.0, 0.0, False),
+    ],
+)
+def test_a_rate_rises_when_more_than_doubled_beyond_its_noise(
+    previous: float, rate: float, rises: bool
+) -> None:
+    assert predictive.rate_rises(previous=previous, rate=rate) is rises
+
+
 def test_a_variant_slower_than_modelled_is_scaled_down_and_remembered() -> None:
     # Busy L40S replicas showing 10x the ITL the model predicts at their rate.
     decisions, state = cycle(fleet(h100=0, l40s=2, rate=3.0, itl=0.5), EMPTY_STATE, NOW)

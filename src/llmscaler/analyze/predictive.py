@@ -42,7 +42,9 @@ one step:
    no more than `TRUST` × the rate per replica it was seen meeting its targets at (but at
    least `TRUST_FLOOR` of its capacity, so that a fleet larger than its load can shrink), and
    only once the memory holds that long a history (a restarted controller, or the first
-   cycles, never scale down on one sample); else the counts hold.
+   cycles, never scale down on one sample), and not in a cycle whose arrival rate more than
+   doubled (`ARRIVING`: after a lull as long as that delay, the return of the load would
+   otherwise trim the fleet as it arrives); else the counts hold.
 
 Every decision's reason says what it was sized for and what it bought (forecast, backlog, need,
 mix and its cost, capacity per replica per variant), and its figures carry the numbers
@@ -93,6 +95,14 @@ what its replicas sustain, and must still be able to shrink."""
 HYSTERESIS: Final = 0.15
 """A scale-down keeps this much capacity above the recent need: a fleet trimmed to the need
 exactly is short of it at the next cycle's noise, and scales straight back up."""
+ARRIVING: Final = 2.0
+"""A cycle whose arrival rate is more than this × the previous cycle's (and beyond the 1-minute
+count's noise) takes no scale-down: load is arriving. After a lull as long as the scale-down
+delay, the first cycles of the load's return see a fraction of it (the rate is a 1-minute
+mean) and would trim the fleet just before it is needed."""
+RISE_NOISE: Final = 2.0
+"""... "beyond the noise": by more than this many standard deviations of a Poisson count over
+the minute the rate is read on."""
 SWITCH_SAVING: Final = 0.10
 """A scale-up rebuilds the mix from scratch only when that costs at least this much less."""
 MAX_SAMPLES: Final = 256
@@ -296,6 +306,7 @@ def predict(
     )
     # Scale-down needs the whole window behind it: no history is no evidence of a lull.
     settled = any(s.at <= now - config.scale_down_delay for s in kept)
+    arriving = bool(kept) and rate_rises(previous=kept[-1].rate, rate=rate)
     targets, action, mix = _choose(
         options=options,
         trusted=[
@@ -304,9 +315,11 @@ def predict(
         ],
         current=current,
         need=need,
-        recent_need=recent_need if settled else math.inf,
+        recent_need=recent_need if settled and not arriving else math.inf,
         have=have,
     )
+    if arriving and action == 'hold':
+        action = 'hold (the arrival rate more than doubled: no scale-down while load arrives)'
     coupled = exact_mix.coupled_rates([o for o in options if targets.get(o.variant, 0) > 0])
     mix_text = ', '.join(f'{name}={count}' for name, count in mix.counts)
     reason = (
@@ -357,6 +370,13 @@ def predict(
         samples=new_samples,
         learning=learnt,
     )
+
+
+def rate_rises(*, previous: float, rate: float) -> bool:
+    """The 1-minute arrival rate (req/s) more than `ARRIVING` × the previous cycle's, by more
+    than `RISE_NOISE` standard deviations of its count."""
+    noise = RISE_NOISE * math.sqrt(max(previous, rate) / 60.0)
+    return rate > ARRIVING * previous and rate - previous > noise
 
 
 def _choose(
