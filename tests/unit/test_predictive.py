@@ -61,13 +61,15 @@ def fleet(*, h100: int, l40s: int, rate: float, itl: float = 0.02, ttft: float =
     return Snapshot(variants=variants, replicas=tuple(replicas), pools=(pool,))
 
 
-def cycle(snapshot: Snapshot, state: State, now: float) -> tuple[dict[str, Decision], State]:
+def cycle(
+    snapshot: Snapshot, state: State, now: float, config: Config = CONFIG
+) -> tuple[dict[str, Decision], State]:
     shifted = dataclasses.replace(
         snapshot,
         replicas=tuple(dataclasses.replace(r, observed_at=now - 5) for r in snapshot.replicas),
         pools=tuple(dataclasses.replace(p, observed_at=now - 5) for p in snapshot.pools),
     )
-    outcome = decide(snapshot=shifted, config=CONFIG, state=state, now=now)
+    outcome = decide(snapshot=shifted, config=config, state=state, now=now)
     return by_name(outcome.decisions), outcome.state
 
 
@@ -120,6 +122,38 @@ def test_scale_down_waits_for_the_recent_need_and_then_trims() -> None:
     assert decisions['h100'].target < 4
     assert 'scale down' in decisions['h100'].reason
     assert 30 * k >= SETTINGS.scale_down_delay
+
+
+@pytest.mark.parametrize(('itl', 'stretch_from'), [(0.02, 4.0), (0.09, 0.0)])
+def test_prefill_stretch_counts_from_the_rate_a_variant_meets_its_targets_at(
+    itl: float, stretch_from: float
+) -> None:
+    """Two H100s at 4 req/s each, their ITL within the target (the tuned line holds the stretch
+    up to there) or past it (the whole stretch counts)."""
+    decisions, _ = cycle(fleet(h100=2, l40s=0, rate=8.0, itl=itl), EMPTY_STATE, NOW)
+    figures = dict(decisions['h100'].figures)
+    assert figures['stretch_from_rate'] == pytest.approx(stretch_from)
+    assert dict(decisions['l40s'].figures)['stretch_from_rate'] == 0.0  # no busy replica
+
+
+def test_a_prompt_heavy_variant_meeting_its_targets_is_counted_for_more() -> None:
+    """Prefill 150 ms a request: at 4 req/s it takes 60 % of the engine. Seen meeting its targets
+    there, the variant is counted for the stretch's growth only, and sustains more."""
+    heavy = (('H100', (8.0, 0.05, 150.0, 0.0006)), PARAMS[1])
+    config = Config(
+        default=ModelConfig(
+            predictive=dataclasses.replace(
+                SETTINGS, slo=dataclasses.replace(SETTINGS.slo, perf_parms=heavy)
+            )
+        )
+    )
+
+    def modelled(itl: float) -> float:
+        decisions, _ = cycle(fleet(h100=2, l40s=0, rate=8.0, itl=itl), EMPTY_STATE, NOW, config)
+        return dict(decisions['h100'].figures)['capacity_modelled']
+
+    lean, whole = modelled(0.02), modelled(0.09)
+    assert lean > whole > 0
 
 
 @pytest.mark.parametrize(('returning', 'trims'), [(5.0, False), (3.5, True)])

@@ -66,6 +66,44 @@ def test_interference_rate_is_within_ceiling_and_grows_with_the_target(
     assert math.isfinite(low)
 
 
+def test_a_rate_met_already_holds_its_stretch_only_the_growth_beyond_counts() -> None:
+    whole = slo_capacity.interference_rate(
+        params=CODE, in_tokens=2000, out_tokens=23, itl=50.0, ceiling=16.0
+    )
+    lean = slo_capacity.interference_rate(
+        params=CODE, in_tokens=2000, out_tokens=23, itl=50.0, ceiling=16.0, met_at=whole
+    )
+    assert lean > whole
+    # There the line alone, times the growth of the stretch from the rate met, is the target.
+    alpha, beta, gamma, delta = CODE.as_tuple()
+    prefill = gamma + delta * 2000
+    t0, t1 = gamma + 23 * alpha, delta * 2000 + 23 * beta
+    line = alpha + beta * lean * t0 / (1000 - lean * t1)
+    growth = (1 - whole * prefill / 1000) / (1 - lean * prefill / 1000)
+    assert line * growth == pytest.approx(50.0, rel=1e-6)
+
+
+@given(
+    itl=st.floats(min_value=6, max_value=500),
+    ceiling=st.floats(min_value=0.01, max_value=100),
+    low=st.floats(min_value=0, max_value=100),
+    high=st.floats(min_value=0, max_value=100),
+)
+def test_the_rate_grows_with_the_rate_met_and_stays_within_the_ceiling(
+    itl: float, ceiling: float, low: float, high: float
+) -> None:
+    low, high = min(low, high), max(low, high)
+    rates = [
+        slo_capacity.interference_rate(
+            params=CODE, in_tokens=2000, out_tokens=23, itl=itl, ceiling=ceiling, met_at=met
+        )
+        for met in (0.0, low, high)
+    ]
+    assert rates == sorted(rates)
+    assert rates[0] >= 0.0
+    assert rates[-1] <= ceiling
+
+
 def load(*, rate: float, ttft: float, itl: float, busy: int = 2) -> Workload:
     return Workload(
         arrival_rate=rate,

@@ -15,7 +15,11 @@ one step:
    to receive and hold nothing is idle, not missing its token mix, and goes to its minimum
    once that has lasted `scaleDownDelaySeconds` (`analyze.predictive_inputs`).
 2. **Prefill interference** (`interference_rate`): the rate is capped where the mean ITL,
-   stretched by the share of the engine's time that prompts take, reaches the ITL target.
+   stretched by the share of the engine's time that prompts take, reaches the ITL target. A
+   variant whose busy replicas meet both targets now (and drain no backlog) shows ITLs that
+   already hold that stretch at their rate, and its tuned line was fitted on them: only the
+   stretch's growth beyond that rate is counted (figure `stretch_from_rate`). A variant not
+   seen meeting them, idle or overloaded, is counted with the whole stretch.
 3. **Observed latency** (`analyze.slo_capacity`): each variant busy at `LOADED_SHARE` or more
    of what it is believed to sustain is a reading of the model's error: the rates r' at which
    the model predicts the TTFT and the ITL the variant shows, against the rate r it shows them
@@ -71,6 +75,7 @@ from llmscaler.analyze import (
     slo_attainment,
     slo_capacity,
     slo_queueing,
+    slo_targets,
 )
 from llmscaler.analyze.types import VariantTarget, held
 from llmscaler.config.types import PredictiveConfig, QueueingModelConfig
@@ -213,6 +218,7 @@ def predict(
     capacities = {c.variant: c for c in analysis.result.variants}
     learnt: dict[str, VariantLearning] = {}
     modelled_at: dict[str, float] = {}
+    stretch_from: dict[str, float] = {}
     trusted: dict[str, float] = {}
     options: list[exact_mix.MixOption] = []
     for variant in variants:
@@ -223,6 +229,9 @@ def predict(
         )
         mine = by_variant.get(variant.name, ())
         record = analysis.kalman_updates.get(variant.key)
+        load = slo_queueing.workload(mine)
+        reading = not slo_capacity.draining(replicas=mine, pool=pool)
+        met_at = _met_at(load=load, targets=analysis.targets) if reading else 0.0
         if record is not None and modelled > 0:
             # The queue model knows nothing of prefill sharing the engine with decode steps.
             modelled = slo_capacity.interference_rate(
@@ -231,12 +240,12 @@ def predict(
                 out_tokens=out_tokens,
                 itl=analysis.targets.itl,
                 ceiling=modelled,
+                met_at=met_at,
             )
         modelled_at[variant.name] = modelled
+        stretch_from[variant.name] = met_at
         before = learning.get(variant.key, VariantLearning())
         scale, demonstrated = before.scale, before.demonstrated
-        load = slo_queueing.workload(mine)
-        reading = not slo_capacity.draining(replicas=mine, pool=pool)
         missed = None
         if reading and not backlogged:
             missed = slo_capacity.missed_targets(
@@ -271,6 +280,7 @@ def predict(
                     tokens_per_request=in_tokens + out_tokens / 2,
                 ),
                 modelled=modelled,
+                met_at=met_at,
             )
         learnt[variant.key] = VariantLearning(scale=scale, demonstrated=demonstrated)
         alone = modelled * scale
@@ -341,6 +351,7 @@ def predict(
                 figures=(
                     *analysis.variant_figures.get(variant.name, ()),
                     ('capacity_modelled', modelled_at.get(variant.name, 0.0)),
+                    ('stretch_from_rate', stretch_from.get(variant.name, 0.0)),
                     ('capacity_alone', option.rate),
                     ('capacity_coupled', coupled.get(variant.name, 0.0)),
                     ('capacity_scale', known.scale),
@@ -370,6 +381,16 @@ def predict(
         samples=new_samples,
         learning=learnt,
     )
+
+
+def _met_at(*, load: slo_queueing.Workload, targets: slo_targets.SloTargets) -> float:
+    """The rate per replica the variant's busy replicas serve within both (scaled) targets now,
+    or 0: the rate up to which the tuned ITL line holds prefill's stretch (step 2)."""
+    if not load.busy or load.ttft_ms is None or load.itl_ms is None:
+        return 0.0
+    if load.ttft_ms > targets.ttft or load.itl_ms > targets.itl:
+        return 0.0
+    return load.arrival_rate / load.busy
 
 
 def rate_rises(*, previous: float, rate: float) -> bool:

@@ -7,7 +7,8 @@ prompts share the engine with decode steps (chunked prefill), and the parameters
 for the traffic at hand. `analyze.predictive` corrects for both with these pure functions:
 
 - `interference_rate`: the rate per replica at which prefill's share of the engine stretches
-  the mean ITL to its target;
+  the mean ITL to its target (beyond the rate the variant was seen meeting its targets at,
+  whose ITLs the tuned line already holds);
 - `learnt_scale`: one cycle's reading of the model's error from a loaded variant's observed
   TTFT and ITL (the rates at which the model — the queue model, and for ITL the interference
   cap too — predicts them, against the rate it shows them at), smoothed in log space into the
@@ -64,7 +65,13 @@ INTERFERENCE_STEPS: Final = 40
 
 
 def interference_rate(
-    *, params: PerfParams, in_tokens: float, out_tokens: float, itl: float, ceiling: float
+    *,
+    params: PerfParams,
+    in_tokens: float,
+    out_tokens: float,
+    itl: float,
+    ceiling: float,
+    met_at: float = 0.0,
 ) -> float:
     """The largest rate per replica (req/s, at most `ceiling`) at which the mean ITL stays within
     `itl` (ms) once prefill's share of the engine is counted.
@@ -74,19 +81,31 @@ def interference_rate(
     steps of a batch of b (ITL α + β·b, b from Little's law on the time per request) stretch to
     (α + β·b) / (1 − u). WVA's queue model leaves u out; on prompt-heavy traffic (long prompts,
     short answers) it then promises several times what a replica sustains. 0 when even an idle
-    replica misses `itl`."""
+    replica misses `itl`.
+
+    `met_at` (req/s per replica): a rate the variant was just seen serving within its targets.
+    The line α + β·b is tuned on the ITLs replicas show, and up to that rate those already hold
+    prefill's stretch: counted again, the model predicts two or three times the ITL replicas
+    show (87 ms for 33 on the simulator's long prompts). Up to `met_at` the line stands alone;
+    beyond it, only the stretch's growth, (α + β·b)·(1 − u₀)/(1 − u) with u₀ its share there.
+    0 (the default): the whole stretch, for a variant not seen meeting its targets."""
     alpha, beta, gamma, delta = params.as_tuple()
     prefill = gamma + delta * in_tokens
     t0 = gamma + out_tokens * alpha
     t1 = delta * in_tokens + out_tokens * beta
+    kept = 1.0 - met_at * prefill / 1000.0
 
     def stretched(rate: float) -> float:
-        busy = rate * prefill / 1000.0
         room = 1000.0 - rate * t1
-        if busy >= 1 or room <= 0:
+        if room <= 0:
             return math.inf
-        batch = rate * t0 / room
-        return (alpha + beta * batch) / (1 - busy)
+        line = alpha + beta * rate * t0 / room
+        if rate <= met_at:
+            return line
+        busy = rate * prefill / 1000.0
+        if busy >= 1:
+            return math.inf
+        return line * kept / (1 - busy)
 
     if not (ceiling > 0 and math.isfinite(ceiling)) or stretched(0.0) > itl:
         return 0.0
@@ -118,8 +137,10 @@ def learnt_scale(
     params: PerfParams,
     batch: int,
     modelled: float,
+    met_at: float = 0.0,
 ) -> float:
-    """The variant's capacity scale κ after this cycle (`analyze.predictive`, step 3)."""
+    """The variant's capacity scale κ after this cycle (`analyze.predictive`, step 3); `met_at`
+    as for `interference_rate`, whose model the ITL reading is of."""
     if (
         not load.busy
         or load.ttft_ms is None
@@ -154,6 +175,7 @@ def learnt_scale(
                 out_tokens=max(1.0, load.avg_output_tokens),
                 itl=load.itl_ms,
                 ceiling=predicted,
+                met_at=met_at,
             )
         if predicted > 0:
             readings.append(rate / predicted)
