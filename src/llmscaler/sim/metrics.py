@@ -110,7 +110,8 @@ class PolicySummary:
     """Share of the completed requests' prompt tokens found in a prefix cache; None when no
     variant keeps one."""
     tail_cost_usd: float = 0.0
-    """What the replicas cost after the traces end (not in `cost_usd`)."""
+    """What the replicas cost after the work was done (`SimResult.charged_until`; not in
+    `cost_usd`)."""
 
 
 def _percentiles(values: FloatArray) -> tuple[float, float, float]:
