@@ -75,7 +75,6 @@ from llmscaler.analyze import (
     slo_attainment,
     slo_capacity,
     slo_queueing,
-    slo_targets,
 )
 from llmscaler.analyze.types import VariantTarget, held
 from llmscaler.config.types import PredictiveConfig, QueueingModelConfig
@@ -231,7 +230,14 @@ def predict(
         record = analysis.kalman_updates.get(variant.key)
         load = slo_queueing.workload(mine)
         reading = not slo_capacity.draining(replicas=mine, pool=pool)
-        met_at = _met_at(load=load, targets=analysis.targets) if reading else 0.0
+        # The rate its busy replicas serve within both targets now (0: none, or missed).
+        met_at = (
+            slo_capacity.demonstrated(
+                previous=0.0, load=load, ttft=analysis.targets.ttft, itl=analysis.targets.itl
+            )
+            if reading
+            else 0.0
+        )
         if record is not None and modelled > 0:
             # The queue model knows nothing of prefill sharing the engine with decode steps.
             modelled = slo_capacity.interference_rate(
@@ -381,16 +387,6 @@ def predict(
         samples=new_samples,
         learning=learnt,
     )
-
-
-def _met_at(*, load: slo_queueing.Workload, targets: slo_targets.SloTargets) -> float:
-    """The rate per replica the variant's busy replicas serve within both (scaled) targets now,
-    or 0: the rate up to which the tuned ITL line holds prefill's stretch (step 2)."""
-    if not load.busy or load.ttft_ms is None or load.itl_ms is None:
-        return 0.0
-    if load.ttft_ms > targets.ttft or load.itl_ms > targets.itl:
-        return 0.0
-    return load.arrival_rate / load.busy
 
 
 def rate_rises(*, previous: float, rate: float) -> bool:

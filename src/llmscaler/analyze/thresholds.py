@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 from llmscaler.analyze.types import AnalyzerResult, AnalyzerSignal, RoleSignal, Totals
-from llmscaler.model import Role
+from llmscaler.model import Role, positive_or_zero
 
 
 def _usable(*values: float) -> bool:
@@ -74,10 +74,6 @@ def _role_signal(*, role: Role, totals: Totals, result: AnalyzerResult) -> RoleS
     )
 
 
-def _capacity(value: float) -> float:
-    return value if math.isfinite(value) and value > 0 else 0.0
-
-
 def signal(*, result: AnalyzerResult, live: bool) -> AnalyzerSignal:
     """The analyzer's demand on the optimizer: RC/SC per scope and per-replica capacities."""
     if result.roles:
@@ -89,7 +85,7 @@ def signal(*, result: AnalyzerResult, live: bool) -> AnalyzerSignal:
         roles = (_role_signal(role='both', totals=result.totals, result=result),)
     capacity = tuple(
         sorted(
-            ((v.variant, _capacity(v.per_replica_capacity)) for v in result.variants),
+            ((v.variant, positive_or_zero(v.per_replica_capacity)) for v in result.variants),
             key=lambda item: (item[0], item[1]),
         )
     )

@@ -100,10 +100,6 @@ class _Signal:
         return self.prcs.get(variant, 0.0)
 
 
-def _demand(value: float) -> float:
-    return value if math.isfinite(value) and value > 0 else 0.0
-
-
 def _spare(value: float) -> float:
     # NaN or negative proves no spare (a veto); +Inf is kept and vetoes nothing.
     if math.isnan(value) or value < 0:
@@ -147,7 +143,7 @@ def _live_signals(signals: Sequence[AnalyzerSignal]) -> list[_Signal]:
         required: dict[Role, float] = {}
         spare: dict[Role, float] = {}
         for scope in signal.roles:
-            required[scope.role] = _demand(scope.required)
+            required[scope.role] = positive_or_zero(scope.required)
             spare[scope.role] = _spare(scope.spare)
         prcs: dict[str, float] = {}
         for name, value in signal.capacity:
@@ -335,7 +331,7 @@ def _reporting_scope(
     for signal in matching + carrying:
         scope = signal.role(variant.role)
         if scope is not None:
-            return _demand(scope.required), _spare(scope.spare)
+            return positive_or_zero(scope.required), _spare(scope.spare)
     return 0.0, 0.0
 
 

@@ -118,8 +118,7 @@ def _working(request: ScalingRequest) -> _Model:
             continue
         rem: dict[Role, float] = {}
         for scope in signal.roles:
-            required = scope.required
-            rem[scope.role] = required if math.isfinite(required) and required > 0 else 0.0
+            rem[scope.role] = positive_or_zero(scope.required)
         prc = {name: positive_or_zero(value) for name, value in signal.capacity}
         signals.append((_weight(signal.score), rem, prc))
     by_role: dict[Role, list[VariantCapacity]] = {}

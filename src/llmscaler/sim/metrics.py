@@ -277,12 +277,8 @@ def summarize(
 
 
 def _tail_cost(result: SimResult) -> float:
-    specs = {v.name: v for v in result.variants}
-    return math.fsum(
-        seconds / 3600.0 * specs[name].cost_per_hour
-        for name, seconds in sorted(result.tail_replica_seconds.items())
-        if name in specs
-    )
+    """What `tail_replica_seconds` cost, priced (and checked) as the charged seconds are."""
+    return _replica_figures(replace(result, replica_seconds=result.tail_replica_seconds))[0]
 
 
 def _prefix_hit_rate(result: SimResult) -> float | None:
