@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from llmscaler.analyze import predictive
+from llmscaler.analyze import mix_hysteresis
 from llmscaler.config.types import Config, ModelConfig, PredictiveConfig, QueueingModelConfig
 from llmscaler.controller.conditions import optimization_ready
 from llmscaler.engine import decide
@@ -21,7 +21,6 @@ from llmscaler.model import (
     Snapshot,
     State,
 )
-from llmscaler.optimize import exact_mix
 from tests.unit.test_engine import MODEL, NS, by_name, replica, variant
 
 NOW = 100_000.0
@@ -176,24 +175,6 @@ def test_no_scale_down_in_a_cycle_whose_arrival_rate_more_than_doubled(
         assert 'load arrives' not in decisions['h100'].reason
 
 
-@pytest.mark.parametrize(
-    ('previous', 'rate', 'rises'),
-    [
-        (2.0, 4.5, True),
-        (2.0, 4.0, False),  # exactly doubled: not more than
-        (0.0, 0.05, False),  # three requests in a minute after none: within the count's noise
-        (0.0, 0.1, True),
-        (0.0, 1.0, True),
-        (10.0, 0.0, False),
-        (0.0, 0.0, False),
-    ],
-)
-def test_a_rate_rises_when_more_than_doubled_beyond_its_noise(
-    previous: float, rate: float, rises: bool
-) -> None:
-    assert predictive.rate_rises(previous=previous, rate=rate) is rises
-
-
 def test_a_variant_slower_than_modelled_is_scaled_down_and_remembered() -> None:
     # Busy L40S replicas showing 10x the ITL the model predicts at their rate.
     decisions, state = cycle(fleet(h100=0, l40s=2, rate=3.0, itl=0.5), EMPTY_STATE, NOW)
@@ -306,9 +287,11 @@ def test_a_scale_down_counts_only_on_what_a_variant_has_shown() -> None:
     learnt = state.learning_map()[f'{NS}/h100']
     assert learnt.demonstrated == 1.0
     figures = dict(decisions['h100'].figures)
-    counted = max(predictive.TRUST * 1.0, predictive.TRUST_FLOOR * figures['capacity_alone'])
+    counted = max(
+        mix_hysteresis.TRUST * 1.0, mix_hysteresis.TRUST_FLOOR * figures['capacity_alone']
+    )
     assert counted < figures['capacity_alone']
-    need = figures['need_rate'] * (1 + predictive.HYSTERESIS)
+    need = figures['need_rate'] * (1 + mix_hysteresis.HYSTERESIS)
     assert decisions['h100'].target == math.ceil(need / counted)
     assert decisions['h100'].target < 4, decisions['h100'].reason
 
@@ -349,25 +332,3 @@ def test_the_va_status_explains_the_decision() -> None:
     assert '(predictive: forecast ' in update.message
     for part in ('need ', '; mix h100=', 'costs ', 'scale up'):
         assert part in update.message
-
-
-def test_a_need_no_mix_covers_drops_the_variant_that_holds_the_others_back() -> None:
-    """Behind a least-loaded router, two slow replicas cap eight fast ones at their in-flight
-    limit: keeping them sustains 18 req/s, dropping them 48. Short of any cover, the scale-up
-    goes to the set that sustains the most, and the fast variant keeps its replicas."""
-    fast = exact_mix.MixOption(variant='h100', rate=6.0, cost=3.9, low=0, high=8, t0=1500, t1=8)
-    slow = exact_mix.MixOption(variant='l4', rate=0.5, cost=0.8, low=0, high=4, t0=6000, t1=60)
-    current = {'h100': 8, 'l4': 2}
-    have = exact_mix.capacity(options=[fast, slow], counts=current)
-    targets, action, mix = predictive._choose(
-        options=[fast, slow],
-        trusted=[fast, slow],
-        current=current,
-        need=1000.0,
-        recent_need=1000.0,
-        have=have,
-    )
-    assert targets == {'h100': 8, 'l4': 0}
-    assert action == 'scale up to the most the maxima sustain (need not covered)'
-    assert mix.capacity == pytest.approx(48.0)
-    assert mix.capacity > 2 * have

@@ -36,19 +36,14 @@ one step:
 5. **Mix** (`optimize.exact_mix`): exact, over the variants' counts within [min, max], with the
    capacities coupled as a least-loaded router couples them. Variants without a performance
    model (no configured `perfParms`, never busy) keep their count.
-6. **Hysteresis**: when the fleet (pending replicas included) covers less than the need, it
-   scales up in one step: the cheapest additions to the current counts, or, when the cheapest
-   mix from scratch costs `SWITCH_SAVING` less, that mix added to the current counts (replicas
-   that serve now stay until a later scale-down finds them spare; when the current counts
-   already hold that mix, the fleet becomes it). Otherwise a scale-down takes the cheapest part
-   of the current fleet that still covers the largest need of the last `scaleDownDelaySeconds`
-   with `HYSTERESIS` to spare (no new replicas on the way down), counting on each variant for
-   no more than `TRUST` × the rate per replica it was seen meeting its targets at (but at
-   least `TRUST_FLOOR` of its capacity, so that a fleet larger than its load can shrink), and
-   only once the memory holds that long a history (a restarted controller, or the first
-   cycles, never scale down on one sample), and not in a cycle whose arrival rate more than
-   doubled (`ARRIVING`: after a lull as long as that delay, the return of the load would
-   otherwise trim the fleet as it arrives); else the counts hold.
+6. **Hysteresis** (`analyze.mix_hysteresis`): when the fleet (pending replicas included)
+   covers less than the need, it scales up in one step to the cheapest cover; otherwise a
+   scale-down takes the cheapest part of the current fleet that still covers the largest need
+   of the last `scaleDownDelaySeconds` with a margin, counting on each variant for little more
+   than the rate it was seen meeting its targets at, and only once the memory holds that long
+   a history (a restarted controller, or the first cycles, never scale down on one sample) and
+   not in a cycle whose arrival rate more than doubled (after a lull as long as that delay, the
+   return of the load would otherwise trim the fleet as it arrives); else the counts hold.
 
 Every decision's reason says what it was sized for and what it bought (forecast, backlog, need,
 mix and its cost, capacity per replica per variant), and its figures carry the numbers
@@ -70,6 +65,7 @@ from typing import Final
 
 from llmscaler.analyze import (
     kalman,
+    mix_hysteresis,
     predictive_inputs,
     rate_forecast,
     slo_attainment,
@@ -89,26 +85,6 @@ from llmscaler.model import (
 from llmscaler.optimize import exact_mix
 
 ANALYZER: Final = 'predictive'
-TRUST: Final = 1.5
-"""A scale-down counts on a variant for at most this × the rate per replica it was seen
-meeting its targets at (`VariantLearning.demonstrated`): the model may be optimistic where the
-variant has not been."""
-TRUST_FLOOR: Final = 0.5
-"""... but for at least this share of its capacity: a fleet larger than the load never shows
-what its replicas sustain, and must still be able to shrink."""
-HYSTERESIS: Final = 0.15
-"""A scale-down keeps this much capacity above the recent need: a fleet trimmed to the need
-exactly is short of it at the next cycle's noise, and scales straight back up."""
-ARRIVING: Final = 2.0
-"""A cycle whose arrival rate is more than this × the previous cycle's (and beyond the 1-minute
-count's noise) takes no scale-down: load is arriving. After a lull as long as the scale-down
-delay, the first cycles of the load's return see a fraction of it (the rate is a 1-minute
-mean) and would trim the fleet just before it is needed."""
-RISE_NOISE: Final = 2.0
-"""... "beyond the noise": by more than this many standard deviations of a Poisson count over
-the minute the rate is read on."""
-SWITCH_SAVING: Final = 0.10
-"""A scale-up rebuilds the mix from scratch only when that costs at least this much less."""
 MAX_SAMPLES: Final = 256
 """Forecast samples kept per model at most."""
 
@@ -290,7 +266,7 @@ def predict(
             )
         learnt[variant.key] = VariantLearning(scale=scale, demonstrated=demonstrated)
         alone = modelled * scale
-        trusted[variant.name] = min(alone, max(TRUST * demonstrated, TRUST_FLOOR * alone))
+        trusted[variant.name] = mix_hysteresis.trusted_rate(alone=alone, demonstrated=demonstrated)
         if record is None or alone <= 0:
             # No performance model for it: it keeps its count, outside the mix.
             options.append(
@@ -322,8 +298,7 @@ def predict(
     )
     # Scale-down needs the whole window behind it: no history is no evidence of a lull.
     settled = any(s.at <= now - config.scale_down_delay for s in kept)
-    arriving = bool(kept) and rate_rises(previous=kept[-1].rate, rate=rate)
-    targets, action, mix = _choose(
+    chosen = mix_hysteresis.choose(
         options=options,
         trusted=[
             dataclasses.replace(o, rate=trusted.get(o.variant, 0.0)) if o.rate > 0 else o
@@ -331,11 +306,11 @@ def predict(
         ],
         current=current,
         need=need,
-        recent_need=recent_need if settled and not arriving else math.inf,
+        recent_need=recent_need if settled else math.inf,
         have=have,
+        arriving=bool(kept) and mix_hysteresis.rate_rises(previous=kept[-1].rate, rate=rate),
     )
-    if arriving and action == 'hold':
-        action = 'hold (the arrival rate more than doubled: no scale-down while load arrives)'
+    targets, action, mix = chosen.targets, chosen.action, chosen.mix
     coupled = exact_mix.coupled_rates([o for o in options if targets.get(o.variant, 0) > 0])
     mix_text = ', '.join(f'{name}={count}' for name, count in mix.counts)
     reason = (
@@ -387,75 +362,3 @@ def predict(
         samples=new_samples,
         learning=learnt,
     )
-
-
-def rate_rises(*, previous: float, rate: float) -> bool:
-    """The 1-minute arrival rate (req/s) more than `ARRIVING` × the previous cycle's, by more
-    than `RISE_NOISE` standard deviations of its count."""
-    noise = RISE_NOISE * math.sqrt(max(previous, rate) / 60.0)
-    return rate > ARRIVING * previous and rate - previous > noise
-
-
-def _choose(
-    *,
-    options: Sequence[exact_mix.MixOption],
-    trusted: Sequence[exact_mix.MixOption],
-    current: Mapping[str, int],
-    need: float,
-    recent_need: float,
-    have: float,
-) -> tuple[dict[str, int], str, exact_mix.Mix]:
-    """(targets, what was done, the mix that was priced) — step 6 of the module docstring."""
-    if have + 1e-9 < need:
-        added = exact_mix.cheapest(
-            options=[
-                dataclasses.replace(o, low=max(o.low, min(current[o.variant], o.high)))
-                for o in options
-            ],
-            need=need,
-            prefer=current,
-        )
-        fresh = exact_mix.cheapest(options=options, need=need, prefer=current)
-        if fresh.met and fresh.cost < added.cost * (1 - SWITCH_SAVING):
-            counts = dict(fresh.counts)
-            if all(count <= current[name] for name, count in counts.items()):
-                # The current fleet holds the cheaper mix and more: the surplus drags it down
-                # behind the router (the coupling), so the mix alone is the scale-up.
-                return counts, 'switch to a cheaper mix the current replicas already hold', fresh
-            targets = {name: max(count, current[name]) for name, count in counts.items()}
-            return targets, 'scale up to a cheaper mix (current replicas kept for now)', fresh
-        if added.met:
-            return dict(added.counts), 'scale up', added
-        # Keeping every current replica cannot cover the need: a mix without some variants (a
-        # slow one holds the fast ones back behind the router) may, or sustain more. Only the
-        # variants it leaves out lose replicas; those it keeps keep theirs (more of a serving
-        # variant never lowers what the set sustains).
-        if fresh.met:
-            action, chosen = 'scale up to a mix without the variants that hold it back', fresh
-        elif fresh.capacity > added.capacity + 1e-9:
-            action, chosen = 'scale up to the most the maxima sustain (need not covered)', fresh
-        else:
-            return dict(added.counts), 'scale up to every maximum kept (need not covered)', added
-        targets = {
-            name: max(count, current[name]) if count > 0 else 0 for name, count in chosen.counts
-        }
-        return targets, action, chosen
-    if recent_need < have:
-        trimmed = exact_mix.cheapest(
-            options=[
-                dataclasses.replace(o, low=min(o.low, current[o.variant]), high=current[o.variant])
-                for o in trusted
-            ],
-            need=recent_need * (1 + HYSTERESIS),
-            prefer=current,
-        )
-        now_cost = math.fsum(o.cost * current[o.variant] for o in options)
-        if trimmed.met and trimmed.cost < now_cost - 1e-9:
-            return dict(trimmed.counts), 'scale down (the recent need allows it)', trimmed
-    held = exact_mix.Mix(
-        counts=tuple(sorted(current.items())),
-        capacity=have,
-        cost=math.fsum(o.cost * current[o.variant] for o in options),
-        met=have + 1e-9 >= need,
-    )
-    return dict(current), 'hold', held

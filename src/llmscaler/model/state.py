@@ -97,7 +97,7 @@ class VariantLearning:
 
     `scale` is the factor κ applied to the modelled capacity at the SLO; `demonstrated` the
     highest rate per replica (req/s) at which the variant was seen meeting its targets, the
-    most a scale-down may count on it for beyond `analyze.predictive.TRUST` (0: never seen)."""
+    most a scale-down may count on it for beyond `analyze.mix_hysteresis.TRUST` (0: never seen)."""
 
     __pydantic_config__ = _STRICT_KEYS
 
