@@ -56,6 +56,17 @@ def test_a_trend_is_followed_no_further_ahead_than_it_was_seen() -> None:
     assert full.upper == pytest.approx(full.level + 150 / 30 + z * full.sigma)
 
 
+def test_a_trend_seen_only_in_the_confirming_window_is_followed_only_as_far() -> None:
+    """A rise that slows: the line through the last 90 s is the shallower, and it is the one
+    followed; it was seen over 90 s, so it is followed 90 s ahead, not the whole horizon (the
+    window's older samples showed another, steeper line)."""
+    slowing = [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0, 15.0, 16.0]
+    z = NormalDist().inv_cdf(0.95)
+    got = forecast(samples=series(slowing), now=NOW, horizon=150, quantile=0.95)
+    assert got.trend == pytest.approx(195 / 4500)  # the least-squares slope of 12, 14, 15, 16
+    assert got.upper == pytest.approx(got.level + 90 * got.trend + z * got.sigma)
+
+
 def test_falling_load_never_lowers_the_bound_below_the_newest_rate() -> None:
     got = forecast(
         samples=series([float(r) for r in range(20, 10, -1)]), now=NOW, horizon=150, quantile=0.95

@@ -23,11 +23,13 @@ The forecast, from the samples of the last `trend_window` seconds (the newest in
   chosen line, and at least the Poisson noise of a rate counted over RATE_WINDOW seconds (a few
   samples on a straight line are not proof that the next minute will be as quiet);
 - upper = level + trend · reach + z_q · σ, with z_q the standard normal quantile of `quantile`
-  and reach = min(horizon, the age of the oldest sample): a trend is followed no further ahead
-  than it has been seen. In a run's or a restart's first minutes the samples span less than
-  the horizon; at the start of the Azure conversation trace a rise from 9 to 27 req/s seen
-  over 60 s was otherwise followed for 150 s, to 72 req/s, and bought two replicas the load
-  never needed.
+  and reach = min(horizon, the age of the oldest sample of the chosen fit): a trend is
+  followed no further ahead than it has been seen. In a run's or a restart's first minutes the
+  samples span less than the horizon; at the start of the Azure conversation trace a rise from
+  9 to 27 req/s seen over 60 s was otherwise followed for 150 s, to 72 req/s, and bought two
+  replicas the load never needed. The same holds for the confirming fit: a rise seen only in
+  the last 90 s (a step, which the 1-minute rate shows as a minute's ramp) is followed 90 s
+  ahead, not the whole horizon.
 
 What fails: `forecast` raises ValueError on a quantile outside (0.5, 1), a negative or
 non-finite horizon, or a non-finite `now`; samples that are not finite or not in the past
@@ -92,15 +94,17 @@ def forecast(
         return Forecast(newest=0.0, level=0.0, trend=0.0, sigma=0.0, horizon=horizon, upper=0.0)
     newest = recent[-1].rate
     confirming = [s for s in recent if s.at > now - min(trend_window, confirm_window)]
-    intercept, slope, residual = min(
-        _line(recent, now=now), _line(confirming, now=now), key=lambda fit: fit[1]
+    # The fit with the smaller slope, and of two equal slopes the one seen for longer.
+    (intercept, slope, residual), seen = min(
+        ((_line(recent, now=now), recent), (_line(confirming, now=now), confirming)),
+        key=lambda fit: (fit[0][1], fit[1][0].at),
     )
     level = max(newest, intercept)
     trend = max(0.0, slope)
     sigma = math.sqrt(residual + level / RATE_WINDOW)
     z = NormalDist().inv_cdf(quantile)
-    # A trend is followed no further ahead than it has been seen.
-    reach = min(horizon, now - recent[0].at)
+    # A trend is followed no further ahead than the samples it was fitted to span.
+    reach = min(horizon, now - seen[0].at)
     upper = level + trend * reach + z * sigma
     return Forecast(
         newest=newest, level=level, trend=trend, sigma=sigma, horizon=horizon, upper=upper
