@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,8 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration import prom
-
-needs_kubectl = pytest.mark.skipif(shutil.which('kubectl') is None, reason='kubectl not on PATH')
+from tests.prerequisites import need_program
 
 
 def children_of(pid: int) -> dict[int, str]:
@@ -153,10 +151,10 @@ async def leading(log: Path, *, timeout: float) -> None:
         await asyncio.sleep(0.1)
 
 
-@needs_kubectl
 async def test_the_printed_kubectl_command_shows_the_vas_and_the_demo_ends_clean(
     tmp_path: Path,
 ) -> None:
+    need_program('kubectl')
     with demo('--duration', '25s', '--no-prometheus', '--workdir', str(tmp_path)) as running:
         assert 'scrapes the pods directly' in await running.line_with('metrics:', timeout=60)
         watch = await running.line_with(' get va -w', timeout=10)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import subprocess
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -18,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import pytest
 import yaml
 
 from llmscaler.devcluster.process import PrometheusMissing, free_port, prometheus_binary
+from tests import prerequisites
 
 __all__ = ['Target', 'binary', 'free_port', 'running', 'wait_for']
 
@@ -39,11 +38,8 @@ def binary() -> str:
     """The `prometheus` binary; skips the test without one, fails it in CI."""
     try:
         return prometheus_binary()
-    except PrometheusMissing as missing:
-        message = f'{missing} (.ci/run installs it)'
-        if os.environ.get('CI') == 'true':
-            pytest.fail(message)
-        pytest.skip(message)
+    except PrometheusMissing as absent:
+        prerequisites.missing(f'{absent} (.ci/run installs it)')
 
 
 @contextlib.asynccontextmanager

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from llmscaler.collect import exposition as ex
 from llmscaler.collect.exposition import EPP_FAMILIES, VLLM_FAMILIES, Page, Sample, parse
+from tests.prerequisites import need_file
 
 EXAMPLE = Path(__file__).resolve().parents[3] / 'shared' / 'reference' / 'vllm_metrics_example.txt'
 WANTED = VLLM_FAMILIES | EPP_FAMILIES
@@ -22,9 +23,7 @@ Key = tuple[str, tuple[tuple[str, str], ...]]
 
 
 def example_page() -> bytes:
-    if not EXAMPLE.exists():
-        pytest.skip(f'{EXAMPLE} is not present')
-    return EXAMPLE.read_bytes()
+    return need_file(EXAMPLE).read_bytes()
 
 
 def as_dict(page: Page) -> dict[Key, float]:

@@ -31,6 +31,7 @@ from llmscaler.collect.scrape_reading import (
 )
 from llmscaler.collect.types import ErrorReason, ModelScope, Reading, SourceError
 from llmscaler.collect.windows import SeriesWindow
+from tests.prerequisites import need_file
 
 NS = 'llm'
 MODEL = 'meta-llama/Llama-3.1-8B-Instruct'
@@ -51,9 +52,7 @@ TPOT_UNUSED = (
 
 def example_page(values: dict[str, float], *, old_names: bool = False, model: str = MODEL) -> bytes:
     """The example page with the given series' values replaced (`name` or `name{label="x"`)."""
-    if not EXAMPLE.exists():
-        pytest.skip(f'{EXAMPLE} is not present')
-    text = EXAMPLE.read_text()
+    text = need_file(EXAMPLE).read_text()
     for series, value in values.items():
         name, _, label = series.partition('{')
         pattern = re.compile(

@@ -43,6 +43,7 @@ from llmscaler.controller.options import resolve_options
 from llmscaler.kube.crd import InvalidObject, parse_va
 from llmscaler.kube.targets import ScaleTarget, accessor
 from llmscaler.vllm_args import parse_engine_args_report
+from tests.prerequisites import need_program
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -74,8 +75,7 @@ Doc = dict[str, Any]
 
 @pytest.fixture(scope='module')
 def renders() -> dict[str, list[Doc]]:
-    if shutil.which('kubectl') is None:
-        pytest.skip('kubectl not on PATH')
+    need_program('kubectl')
     out: dict[str, list[Doc]] = {}
     for path in KUSTOMIZATIONS:
         run = subprocess.run(

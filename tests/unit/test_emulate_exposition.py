@@ -32,6 +32,7 @@ from llmscaler.emulate.exposition import (
 from llmscaler.sim.engine_base import ReplicaCounters
 from llmscaler.sim.presets import preset
 from llmscaler.sim.types import VariantSpec
+from tests.prerequisites import need_file
 
 EXAMPLE = Path(__file__).resolve().parents[3] / 'shared' / 'reference' / 'vllm_metrics_example.txt'
 MODEL = 'meta-llama/Llama-3.1-8B-Instruct'
@@ -204,9 +205,9 @@ def test_page_has_the_example_families_types_and_label_names() -> None:
 
 
 def test_page_matches_the_real_example_page() -> None:
-    if not EXAMPLE.exists():
-        pytest.skip(f'{EXAMPLE} is absent (reference material lives outside the repository)')
-    example_text = EXAMPLE.read_text()
+    example_text = need_file(
+        EXAMPLE, what='reference material lives outside the repository'
+    ).read_text()
     ours_text = page(stats=one_request_stats())
     example, ours = shape_of(example_text), shape_of(ours_text)
     assert set(ours) <= set(example)

@@ -3,7 +3,7 @@
 kubectl runs as an asyncio subprocess so the in-process server keeps serving. The printer-column
 tests are how a user sees `kubectl get va` (and `-o wide`): the fake apiserver renders Tables from
 the CRD in deploy/base/crds (`llmscaler.devcluster.fakeapi.table`), kubectl prints them. Skipped
-when no kubectl is on PATH (CI machines have one).
+when no kubectl is on PATH, a failure with CI=true (`tests.prerequisites`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import asyncio
 import datetime
 import json
 import re
-import shutil
 import subprocess
 from collections.abc import AsyncIterator
 from typing import Any
@@ -31,10 +30,14 @@ from llmscaler.devcluster.fakeapi.table import (
     printer_columns,
 )
 from llmscaler.kube.crd import InvalidObject, parse_va
+from tests.prerequisites import need_program
 
 Doc = dict[str, Any]
 
-pytestmark = pytest.mark.skipif(shutil.which('kubectl') is None, reason='kubectl not on PATH')
+
+@pytest.fixture(autouse=True)
+def _kubectl() -> None:
+    need_program('kubectl')
 
 
 @pytest.fixture

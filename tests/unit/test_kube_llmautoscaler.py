@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from llmscaler.kube.llmautoscaler import (
     core_spec,
     parse_llmautoscaler,
 )
+from tests.prerequisites import need_program
 from tests.unit.test_kube_crd import facets, walk
 
 CRD_PATH = (
@@ -282,8 +282,7 @@ def test_parse_never_raises_on_odd_input() -> None:
 
 @pytest.fixture
 async def api() -> AsyncIterator[FakeAPI]:
-    if shutil.which('kubectl') is None:
-        pytest.skip('kubectl not on PATH')
+    need_program('kubectl')
     async with FakeAPI() as running:
         obj = example()
         parsed = parse_llmautoscaler(obj)

@@ -10,8 +10,6 @@ tail 300 s.
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +20,7 @@ from hypothesis import strategies as st
 from llmscaler.sim.presets import preset
 from llmscaler.sim.runner import SimSettings, check_settings, run
 from llmscaler.sim.types import ControlView, ScaleEvent, SimResult, Trace, VariantSpec
+from tests.prerequisites import need_file
 
 TRACES = Path(__file__).resolve().parents[3] / 'shared' / 'traces'
 
@@ -441,26 +440,21 @@ def test_infinite_wake_period_disables_wake() -> None:
     assert len(policy.views) == 10  # control at 30, 60, …, 300; end = 8 + 300 = 308
 
 
-# ---- speed -----------------------------------------------------------------------------------
+# ---- a real hour -------------------------------------------------------------------------------
 
 
-def test_an_hour_of_azure_conversation_traffic_on_eight_replicas_is_quick() -> None:
-    path = TRACES / 'AzureLLMInferenceTrace_conv.csv'
-    if not path.exists():
-        pytest.skip(f'trace not found: {path}')
+def test_an_hour_of_azure_conversation_traffic_on_eight_replicas_is_served_whole() -> None:
+    """How fast is bench/simulate.py's to print (about 1.5 s on one core); here, only that
+    every request of a real hour at ×2.5 is served."""
+    path = need_file(TRACES / 'AzureLLMInferenceTrace_conv.csv')
     from llmscaler.sim.trace import load_trace
 
     trace = load_trace(path=path, rate_scale=2.5, seed=1)  # ≈ 48k requests in an hour
-    timed: Callable[[], float] = time.perf_counter
-    started = timed()
     result = run(
         trace=trace,
         variants=[h100(initial_replicas=8, max_replicas=8)],
         policy=Fixed({}),
         settings=SimSettings(),
     )
-    elapsed = timed() - started
     assert len(result.requests) > 40_000
     assert finished(result)
-    # about 1.5 s on one core; a generous bound so a busy machine does not fail it
-    assert elapsed < 30.0

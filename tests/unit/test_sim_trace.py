@@ -22,6 +22,7 @@ from llmscaler.sim.trace import (
     scale_rate,
 )
 from llmscaler.sim.types import Trace
+from tests.prerequisites import need_file
 
 TRACES = Path(__file__).resolve().parents[3] / 'shared' / 'traces'
 CONV = TRACES / 'AzureLLMInferenceTrace_conv.csv'
@@ -59,9 +60,7 @@ def trace_of(arrivals: list[float], tokens: list[tuple[int, int]] | None = None)
 def test_real_azure_files(
     path: Path, rows: int, minutes: float, mean_in: float, mean_out: float
 ) -> None:
-    if not path.exists():
-        pytest.skip(f'{path} is absent (real traces live outside the repository)')
-    trace = load_trace(path=path)
+    trace = load_trace(path=need_file(path, what='real traces live outside the repository'))
     assert len(trace) == rows
     assert trace.skipped_rows == 0
     assert trace.arrivals[0] == 0.0
@@ -73,9 +72,7 @@ def test_real_azure_files(
 
 
 def test_real_conv_first_gaps() -> None:
-    if not CONV.exists():
-        pytest.skip(f'{CONV} is absent')
-    trace = load_trace(path=CONV)
+    trace = load_trace(path=need_file(CONV))
     # 18:15:50.9951690 − 18:15:46.6805900 = 4.3145790 s.
     assert trace.arrivals[1] == pytest.approx(4.314579, abs=1e-6)
     assert (int(trace.input_tokens[0]), int(trace.output_tokens[0])) == (374, 44)
@@ -417,9 +414,7 @@ def test_bad_window_is_a_value_error(ten_rows: Path, start: float, duration: flo
 
 
 def test_scale_rate_on_the_real_trace() -> None:
-    if not CONV.exists():
-        pytest.skip(f'{CONV} is absent')
-    trace = load_trace(path=CONV)
+    trace = load_trace(path=need_file(CONV))
     half = scale_rate(trace=trace, factor=0.5, seed=1)
     more = scale_rate(trace=trace, factor=2.5, seed=1)
     # 19366 × 0.5 = 9683; 19366 × 2.5 = 48415. Binomial sd ≈ 70 and ≈ 70: 3 % is > 8 sd.

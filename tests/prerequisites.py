@@ -1,0 +1,38 @@
+"""Prerequisites from outside the repository: a test without one is skipped locally and fails
+in CI.
+
+Why: a green CI run that skipped the kubectl conformance checks or the tests on the real Azure
+traces would hide a missing install step or a moved file. .ci/run installs what the tests need
+and runs them with CI=true, where an absent prerequisite is a failure with its reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+
+def missing(reason: str) -> NoReturn:
+    """Skip the test with `reason`, or fail it with CI=true."""
+    if os.environ.get('CI') == 'true':
+        pytest.fail(f'{reason} (a prerequisite; CI=true requires it)')
+    pytest.skip(reason)
+
+
+def need_file(path: Path, *, what: str = 'it lives outside the repository') -> Path:
+    """`path`, or skip / fail (`missing`) when it does not exist."""
+    if not path.exists():
+        missing(f'{path} is absent ({what})')
+    return path
+
+
+def need_program(name: str) -> str:
+    """The program `name` on PATH, or skip / fail (`missing`)."""
+    found = shutil.which(name)
+    if found is None:
+        missing(f'{name} not on PATH')
+    return found
