@@ -51,6 +51,7 @@ docs: $(STAMP)
 	$(BIN)/python bench/fidelity.py --write-docs
 	$(BIN)/python bench/peers.py --write-docs
 	$(BIN)/python bench/policy.py --write-docs
+	$(BIN)/python bench/knee.py --write-docs
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

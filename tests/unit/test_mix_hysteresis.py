@@ -16,17 +16,28 @@ H100 = exact_mix.MixOption(variant='h100', rate=10.0, cost=3.9, low=0, high=8)
 L40S = exact_mix.MixOption(variant='l40s', rate=4.0, cost=1.9, low=0, high=8)
 
 
+def choice(
+    *,
+    need: float,
+    options: list[exact_mix.MixOption],
+    current: dict[str, int],
+    trusted: list[exact_mix.MixOption] | None = None,
+) -> mix_hysteresis.Choice:
+    """The choice for a fleet at `current` whose need (now and recent) is `need`; a scale-down
+    counts the variants at `trusted` (default: `options`)."""
+    return mix_hysteresis.choose(
+        options=options,
+        trusted=options if trusted is None else trusted,
+        current=current,
+        need=need,
+        recent_need=need,
+        have=exact_mix.capacity(options=options, counts=current),
+    )
+
+
 def test_a_fleet_short_of_the_need_scales_up_in_one_step() -> None:
     current = {'h100': 1, 'l40s': 0}
-    have = exact_mix.capacity(options=[H100, L40S], counts=current)
-    chosen = mix_hysteresis.choose(
-        options=[H100, L40S],
-        trusted=[H100, L40S],
-        current=current,
-        need=35.0,
-        recent_need=35.0,
-        have=have,
-    )
+    chosen = choice(need=35.0, options=[H100, L40S], current=current)
     assert chosen.action == 'scale up'
     assert chosen.mix.met
     assert exact_mix.capacity(options=[H100, L40S], counts=chosen.targets) >= 35.0
@@ -36,18 +47,9 @@ def test_a_fleet_short_of_the_need_scales_up_in_one_step() -> None:
 def test_a_scale_down_keeps_the_hysteresis_above_the_recent_need() -> None:
     """Four H100 at 10 req/s each, a recent need of 18: two would cover it, the hysteresis
     asks for 18 × 1.15 > 20, so three stay."""
-    current = {'h100': 4, 'l40s': 0}
-    chosen = mix_hysteresis.choose(
-        options=[H100],
-        trusted=[H100],
-        current={'h100': 4},
-        need=18.0,
-        recent_need=18.0,
-        have=40.0,
-    )
+    chosen = choice(need=18.0, options=[H100], current={'h100': 4})
     assert chosen.targets == {'h100': 3}, chosen.action
     assert chosen.action == 'scale down (the recent need allows it)'
-    assert current['h100'] > chosen.targets['h100']
 
 
 def test_no_scale_down_while_load_arrives_and_the_hold_says_why() -> None:
@@ -75,14 +77,7 @@ def test_a_scale_down_counts_each_variant_at_its_trusted_rate() -> None:
     trusted = mix_hysteresis.trusted_rate(alone=10.0, demonstrated=4.0)
     assert trusted == pytest.approx(mix_hysteresis.TRUST * 4.0)
     counted = exact_mix.MixOption(variant='h100', rate=trusted, cost=3.9, low=0, high=8)
-    chosen = mix_hysteresis.choose(
-        options=[H100],
-        trusted=[counted],
-        current={'h100': 6},
-        need=8.0,
-        recent_need=8.0,
-        have=60.0,
-    )
+    chosen = choice(need=8.0, options=[H100], current={'h100': 6}, trusted=[counted])
     # ⌈8 × 1.15 / 6⌉ = 2; counted at its capacity of 10, one would do.
     assert (
         chosen.targets
@@ -128,14 +123,7 @@ def test_a_need_no_mix_covers_drops_the_variant_that_holds_the_others_back() -> 
     slow = exact_mix.MixOption(variant='l4', rate=0.5, cost=0.8, low=0, high=4, t0=6000, t1=60)
     current = {'h100': 8, 'l4': 2}
     have = exact_mix.capacity(options=[fast, slow], counts=current)
-    chosen = mix_hysteresis.choose(
-        options=[fast, slow],
-        trusted=[fast, slow],
-        current=current,
-        need=1000.0,
-        recent_need=1000.0,
-        have=have,
-    )
+    chosen = choice(need=1000.0, options=[fast, slow], current=current)
     assert chosen.targets == {'h100': 8, 'l4': 0}
     assert chosen.action == 'scale up to the most the maxima sustain (need not covered)'
     assert chosen.mix.capacity == pytest.approx(48.0)
