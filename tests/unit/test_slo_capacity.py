@@ -122,8 +122,35 @@ def test_a_slower_than_modelled_variant_lowers_its_scale() -> None:
         params=CODE,
         batch=256,
         modelled=6.0,
+        ttft_target=4000.0,
+        itl_target=80.0,
     )
     assert slo_capacity.SCALE_MIN <= scale < 1.0
+
+
+def test_a_reading_far_below_its_target_moves_the_scale_less() -> None:
+    """The same latencies read against targets ten times higher: the curve is flat there, and
+    the reading moves κ a tenth as far in log space (weight 0.1 of `SCALE_WEIGHT`)."""
+    seen = load(rate=8.0, ttft=3000.0, itl=60.0)
+
+    def scale(*, ttft_target: float, itl_target: float) -> float:
+        return slo_capacity.learnt_scale(
+            previous=1.0,
+            load=seen,
+            params=CODE,
+            batch=256,
+            modelled=6.0,
+            ttft_target=ttft_target,
+            itl_target=itl_target,
+        )
+
+    near = scale(ttft_target=4000.0, itl_target=80.0)
+    far = scale(ttft_target=60_000.0, itl_target=1200.0)
+    assert near < far < 1.0
+    # Whichever latency gave the reading, it was at a twentieth of its target, 0.1 of the share.
+    assert math.log(far) == pytest.approx(
+        math.log(near) * (3000.0 / 60_000.0) / slo_capacity.READING_SHARE
+    )
 
 
 def test_a_lightly_loaded_variant_is_no_reading() -> None:
@@ -134,6 +161,8 @@ def test_a_lightly_loaded_variant_is_no_reading() -> None:
             params=CODE,
             batch=256,
             modelled=6.0,
+            ttft_target=4000.0,
+            itl_target=80.0,
         )
         == 0.7
     )

@@ -262,6 +262,8 @@ def predict(
                     tokens_per_request=in_tokens + out_tokens / 2,
                 ),
                 modelled=modelled,
+                ttft_target=analysis.targets.ttft,
+                itl_target=analysis.targets.itl,
                 met_at=met_at,
             )
         learnt[variant.key] = VariantLearning(scale=scale, demonstrated=demonstrated)

@@ -12,7 +12,9 @@ for the traffic at hand. `analyze.predictive` corrects for both with these pure 
 - `learnt_scale`: one cycle's reading of the model's error from a loaded variant's observed
   TTFT and ITL (the rates at which the model — the queue model, and for ITL the interference
   cap too — predicts them, against the rate it shows them at), smoothed in log space into the
-  variant's capacity scale κ, which scales the capacity both give;
+  variant's capacity scale κ, which scales the capacity both give. A reading moves κ in
+  proportion to how far the latency it reads is toward its target (`READING_SHARE`): where
+  the latency curve is flat, a few milliseconds of model error read as a large error in rate;
 - `demonstrated`: the highest rate per replica the variant was seen meeting its targets at;
 - `missed_targets`: what the requests that missed their targets teach (`analyze.slo_attainment`,
   from vLLM's latency histograms): a variant missing beyond its budget at a rate sustains
@@ -49,6 +51,13 @@ QUEUED_READING: Final = 5.0
 """Waiting requests per replica above which a cycle is no reading of the model's error."""
 SCALE_MIN: Final = 0.05
 SCALE_MAX: Final = 2.0
+READING_SHARE: Final = 0.5
+"""A reading of a latency at this share of its (scaled) target or more moves κ by
+`SCALE_WEIGHT`; one at a smaller share by that much less, in proportion. Far below its target
+the latency curve is flat, and a few milliseconds of model error there read as a large error in
+rate: two readings of a TTFT at a fifth of its target took a quarter off an L40S's capacity
+(the held-out `conv-low` of docs/policies.md). Not taking such readings at all was tried: their
+slow drift is also what held the fleet a flash crowd needs."""
 
 
 def draining(*, replicas: Sequence[ReplicaMetrics], pool: PoolMetrics | None) -> bool:
@@ -137,9 +146,12 @@ def learnt_scale(
     params: PerfParams,
     batch: int,
     modelled: float,
+    ttft_target: float,
+    itl_target: float,
     met_at: float = 0.0,
 ) -> float:
-    """The variant's capacity scale κ after this cycle (`analyze.predictive`, step 3); `met_at`
+    """The variant's capacity scale κ after this cycle (`analyze.predictive`, step 3), the
+    targets (ms, scaled by the latency margin) weighing the readings (`READING_SHARE`); `met_at`
     as for `interference_rate`, whose model the ITL reading is of."""
     if (
         not load.busy
@@ -161,8 +173,11 @@ def learnt_scale(
     )
     if isinstance(analyzer, QueueError):
         return previous
-    readings = []
-    for target in (TargetPerf(ttft=load.ttft_ms), TargetPerf(itl=load.itl_ms)):
+    readings: list[tuple[float, float]] = []
+    for target, seen, goal in (
+        (TargetPerf(ttft=load.ttft_ms), load.ttft_ms, ttft_target),
+        (TargetPerf(itl=load.itl_ms), load.itl_ms, itl_target),
+    ):
         sized = size(analyzer=analyzer, targets=target)
         if isinstance(sized, SearchError) or not sized.max_rate > 0:
             continue
@@ -178,18 +193,20 @@ def learnt_scale(
                 met_at=met_at,
             )
         if predicted > 0:
-            readings.append(rate / predicted)
+            weight = min(1.0, seen / (READING_SHARE * goal)) if goal > 0 else 1.0
+            readings.append((rate / predicted, weight))
     if not readings:
         return previous
-    return toward(previous=previous, reading=min(readings))
+    reading, weight = min(readings)
+    return toward(previous=previous, reading=reading, weight=weight)
 
 
-def toward(*, previous: float, reading: float) -> float:
-    """The scale moved `SCALE_WEIGHT` of the way to `reading` in log space, within
+def toward(*, previous: float, reading: float, weight: float = 1.0) -> float:
+    """The scale moved `weight` × `SCALE_WEIGHT` of the way to `reading` in log space, within
     [`SCALE_MIN`, `SCALE_MAX`]."""
     reading = min(SCALE_MAX, max(SCALE_MIN, reading))
     smoothed = math.exp(
-        math.log(previous) + SCALE_WEIGHT * (math.log(reading) - math.log(previous))
+        math.log(previous) + SCALE_WEIGHT * weight * (math.log(reading) - math.log(previous))
     )
     return min(SCALE_MAX, max(SCALE_MIN, smoothed))
 
