@@ -37,3 +37,8 @@ def test_an_unknown_case_names_every_case() -> None:
 def test_a_duration_must_be_positive_and_finite(duration: float) -> None:
     with pytest.raises(ValueError, match='duration'):
         cases.case(name='ramp', policies=[], duration=duration)
+
+
+def test_the_seed_is_the_documents() -> None:
+    assert cases.case(name='ramp', policies=[])['seed'] == 1
+    assert cases.case(name='ramp', policies=[], seed=3)['seed'] == 3

@@ -143,10 +143,15 @@ NAMES = (*_AZURE, *(name for name in _SYNTHETIC if name not in HELD_OUT))
 
 
 def case(
-    *, name: str, policies: list[str], duration: float | None = None, traces: Path = TRACES
+    *,
+    name: str,
+    policies: list[str],
+    duration: float | None = None,
+    traces: Path = TRACES,
+    seed: int = 1,
 ) -> dict[str, Any]:
     """The scenario document of case `name` running `policies` (module docstring); `duration`
-    None: the case's own."""
+    None: the case's own; `seed` draws the synthetic load (and a scaled trace's copies)."""
     if duration is None:
         duration = SHORT.get(name, DURATION)
     if not (duration > 0 and math.isfinite(duration)):
@@ -174,5 +179,5 @@ def case(
         'policies': list(policies),
         'settings': settings,
         'warm_start': True,
-        'seed': 1,
+        'seed': seed,
     }
