@@ -115,37 +115,32 @@ def load(*, rate: float, ttft: float, itl: float, busy: int = 2) -> Workload:
     )
 
 
-def test_a_slower_than_modelled_variant_lowers_its_scale() -> None:
-    scale = slo_capacity.learnt_scale(
-        previous=1.0,
-        load=load(rate=8.0, ttft=3000.0, itl=60.0),
+def scale_after(
+    seen: Workload, *, previous: float = 1.0, ttft_target: float = 4000.0, itl_target: float = 80.0
+) -> float:
+    """κ after one cycle of the CODE model (6 req/s modelled) showing `seen`."""
+    return slo_capacity.learnt_scale(
+        previous=previous,
+        load=seen,
         params=CODE,
         batch=256,
         modelled=6.0,
-        ttft_target=4000.0,
-        itl_target=80.0,
+        ttft_target=ttft_target,
+        itl_target=itl_target,
     )
+
+
+def test_a_slower_than_modelled_variant_lowers_its_scale() -> None:
+    scale = scale_after(load(rate=8.0, ttft=3000.0, itl=60.0))
     assert slo_capacity.SCALE_MIN <= scale < 1.0
 
 
 def test_a_reading_far_below_its_target_moves_the_scale_less() -> None:
-    """The same latencies read against targets ten times higher: the curve is flat there, and
-    the reading moves κ a tenth as far in log space (weight 0.1 of `SCALE_WEIGHT`)."""
+    """The same latencies read against targets fifteen times higher: the curve is flat there,
+    and the reading moves κ a tenth as far in log space (weight 0.1 of `SCALE_WEIGHT`)."""
     seen = load(rate=8.0, ttft=3000.0, itl=60.0)
-
-    def scale(*, ttft_target: float, itl_target: float) -> float:
-        return slo_capacity.learnt_scale(
-            previous=1.0,
-            load=seen,
-            params=CODE,
-            batch=256,
-            modelled=6.0,
-            ttft_target=ttft_target,
-            itl_target=itl_target,
-        )
-
-    near = scale(ttft_target=4000.0, itl_target=80.0)
-    far = scale(ttft_target=60_000.0, itl_target=1200.0)
+    near = scale_after(seen)
+    far = scale_after(seen, ttft_target=60_000.0, itl_target=1200.0)
     assert near < far < 1.0
     # Whichever latency gave the reading, it was at a twentieth of its target, 0.1 of the share.
     assert math.log(far) == pytest.approx(
@@ -154,18 +149,7 @@ def test_a_reading_far_below_its_target_moves_the_scale_less() -> None:
 
 
 def test_a_lightly_loaded_variant_is_no_reading() -> None:
-    assert (
-        slo_capacity.learnt_scale(
-            previous=0.7,
-            load=load(rate=0.2, ttft=900.0, itl=40.0),
-            params=CODE,
-            batch=256,
-            modelled=6.0,
-            ttft_target=4000.0,
-            itl_target=80.0,
-        )
-        == 0.7
-    )
+    assert scale_after(load(rate=0.2, ttft=900.0, itl=40.0), previous=0.7) == 0.7
 
 
 def test_demonstrated_rises_only_with_targets_met() -> None:
