@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run demo test lint typecheck contracts unit bench docs clean
+.PHONY: run demo test lint typecheck contracts unit bench docs perf-docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ docs: $(STAMP)
 	$(BIN)/python bench/peers.py --write-docs
 	$(BIN)/python bench/policy.py --write-docs
 	$(BIN)/python bench/knee.py --write-docs
+
+# The benchmarks' figures in docs/performance.md, from runs on this machine (about ten minutes;
+# bench/instructions.py needs valgrind).
+perf-docs: $(STAMP)
+	$(BIN)/python bench/perfdocs.py --write-docs
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
