@@ -204,7 +204,7 @@ def goal_rows(*, results: Results, policy: str = 'predictive') -> list[str]:
         met = near and events <= GOAL_EVENTS and not rivals
         lines.append(
             f'| {case} | {100 * mine.slo_attainment:.1f} | {100 * bound.slo_attainment:.1f} | '
-            f'{points:+.1f} | {cost:.2f}× | {events:.2f}× | {cheapest} | '
+            f'{points:+.1f} | {_goal_ratio(cost)} | {events:.2f}× | {cheapest} | '
             f'{"yes" if met else "no"} |'
         )
     return lines
@@ -217,6 +217,18 @@ def _against(mine: PolicySummary, bound: PolicySummary) -> tuple[float, float, b
     points = 0.0 if abs(points) < 0.05 else points  # no '-0.0'
     cost = mine.cost_usd / bound.cost_usd
     return points, cost, points <= GOAL_POINTS and cost <= GOAL_COST
+
+
+def _goal_ratio(cost: float) -> str:
+    """A cost ratio as the goal tables show it: to two decimals, or to as many more as it takes
+    for the figure shown to stand on the same side of `GOAL_COST` as the ratio itself (1.1004
+    is over the goal, and '1.10×' would hide it)."""
+    over = cost > GOAL_COST
+    for places in range(2, 7):
+        shown = f'{cost:.{places}f}'
+        if (float(shown) > GOAL_COST) == over:
+            break
+    return f'{shown}×'
 
 
 def _shown(attainment: float) -> int:
@@ -306,7 +318,7 @@ def seed_rows(results: Mapping[tuple[str, int], Sequence[PolicySummary]]) -> lis
         _, cost, met = _against(mine, bound)
         lines.append(
             f'| {case} | {seed} | {100 * mine.slo_attainment:.1f} | '
-            f'{100 * bound.slo_attainment:.1f} | {cost:.2f}× | {"yes" if met else "no"} |'
+            f'{100 * bound.slo_attainment:.1f} | {_goal_ratio(cost)} | {"yes" if met else "no"} |'
         )
     return lines
 

@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.bench_scripts import load
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location('perfdocs', ROOT / 'bench' / 'perfdocs.py')
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules['perfdocs'] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-perfdocs = _load()
+perfdocs = load('perfdocs')
 
 
 def page(**bodies: str) -> str:

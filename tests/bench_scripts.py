@@ -1,0 +1,29 @@
+"""The benchmark scripts of bench/, imported by the tests that check their logic.
+
+Why: bench/ is a folder of scripts, not a package (each is run as `python bench/NAME.py`), so a
+test reaches one by its path; this does it once for every test that needs one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+BENCH = Path(__file__).resolve().parent.parent / 'bench'
+
+
+def load(name: str) -> ModuleType:
+    """bench/`name`.py as a module (imported once; its folder on the path, as when it runs)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(name, BENCH / f'{name}.py')
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
