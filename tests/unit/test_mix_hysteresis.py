@@ -128,3 +128,29 @@ def test_a_need_no_mix_covers_drops_the_variant_that_holds_the_others_back() -> 
     assert chosen.action == 'scale up to the most the maxima sustain (need not covered)'
     assert chosen.mix.capacity == pytest.approx(48.0)
     assert chosen.mix.capacity > 2 * have
+
+
+def test_a_scale_down_while_replicas_start_only_cancels_those_not_serving() -> None:
+    """Four H100s serve and twelve cheaper-per-request L40Ss were bought, five of them serving.
+    Counted at their capacities, the L40Ss alone cover the recent need and the cheapest trim
+    drops every H100; but seven L40Ss serve nothing yet. With the serving counts the trim keeps
+    every serving replica and cancels only starting ones."""
+    cheap = exact_mix.MixOption(variant='l40s', rate=4.0, cost=1.2, low=0, high=12)
+    current = {'h100': 4, 'l40s': 12}
+
+    def trim(serving: dict[str, int] | None) -> mix_hysteresis.Choice:
+        return mix_hysteresis.choose(
+            options=[H100, cheap],
+            trusted=[H100, cheap],
+            current=current,
+            need=30.0,
+            recent_need=30.0,
+            have=exact_mix.capacity(options=[H100, cheap], counts=current),
+            serving=serving,
+        )
+
+    assert trim(None).targets['h100'] == 0
+    chosen = trim({'h100': 4, 'l40s': 5})
+    assert chosen.action == 'scale down (the recent need allows it)'
+    assert chosen.targets == {'h100': 4, 'l40s': 5}
+    assert chosen.mix.capacity >= 30.0 * (1 + mix_hysteresis.HYSTERESIS)

@@ -155,6 +155,41 @@ def test_a_prompt_heavy_variant_meeting_its_targets_is_counted_for_more() -> Non
     assert lean > whole > 0
 
 
+def starting(snapshot: Snapshot, *, name: str, pending: int) -> Snapshot:
+    """`snapshot` with the last `pending` replicas of variant `name` still starting: counted in
+    its spec, not ready, and not reporting."""
+    serving = next(v for v in snapshot.variants if v.name == name).current_replicas - pending
+    return dataclasses.replace(
+        snapshot,
+        variants=tuple(
+            dataclasses.replace(v, ready_replicas=serving, pending_replicas=pending)
+            if v.name == name
+            else v
+            for v in snapshot.variants
+        ),
+        replicas=tuple(
+            r
+            for r in snapshot.replicas
+            if r.variant != name or int(r.pod.rsplit('-', 1)[1]) < serving
+        ),
+    )
+
+
+@pytest.mark.parametrize('pending', [0, 2])
+def test_a_scale_down_while_replicas_start_keeps_those_that_serve(pending: int) -> None:
+    """Once the load has fallen for the scale-down delay, the trim keeps one H100 of four;
+    with two of the four still starting it cancels those two and keeps the two that serve."""
+    state = EMPTY_STATE
+    for k in range(6):
+        _, state = cycle(fleet(h100=4, l40s=0, rate=30.0), state, NOW + 30 * k)
+    t = NOW + 180
+    for k in range(16):
+        snapshot = starting(fleet(h100=4, l40s=0, rate=2.0), name='h100', pending=pending)
+        decisions, state = cycle(snapshot, state, t + 30 * k)
+    assert 'scale down' in decisions['h100'].reason
+    assert decisions['h100'].target == (1 if pending == 0 else 4 - pending)
+
+
 @pytest.mark.parametrize(('returning', 'trims'), [(5.0, False), (3.5, True)])
 def test_no_scale_down_in_a_cycle_whose_arrival_rate_more_than_doubled(
     returning: float, trims: bool

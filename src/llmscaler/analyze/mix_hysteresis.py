@@ -15,7 +15,12 @@ cycle churns replicas). Kept apart, it is tested on mixes directly, without a cy
 - **Scale-down**: the cheapest part of the current fleet that still covers the recent need
   with `HYSTERESIS` to spare, no new replicas on the way down, each variant counted at its
   `trusted_rate`. Not in a cycle whose load is arriving (`rate_rises`), nor when the caller
-  has no window of history (it passes an infinite recent need).
+  has no window of history (it passes an infinite recent need). While replicas are starting
+  the caller passes the `serving` counts, and no variant goes below them: only replicas not
+  yet serving may be cancelled. The mix counts a starting replica at its capacity (it is
+  bought for the need), but until it serves it serves nothing; a trim that removed serving
+  replicas of one variant for starting ones of another left the load on a fraction of the
+  fleet for a start-up.
 - Otherwise the counts hold.
 
 What fails: nothing raises; a need no mix covers is reported in the action, and the counts are
@@ -88,16 +93,23 @@ def choose(
     recent_need: float,
     have: float,
     arriving: bool = False,
+    serving: Mapping[str, int] | None = None,
 ) -> Choice:
     """The counts of this cycle (see the module docstring): `options` at the variants'
     capacities, `trusted` at what a scale-down counts them for, `need` and `recent_need` in
-    req/s (`math.inf`: no scale-down), `have` what the current counts sustain."""
+    req/s (`math.inf`: no scale-down), `have` what the current counts sustain, `serving` the
+    replicas per variant a scale-down may not remove (None: any)."""
     if have + 1e-9 < need:
         return _scale_up(options=options, current=current, need=need)
     if recent_need < have and not arriving:
+        floor = serving or {}
         trimmed = exact_mix.cheapest(
             options=[
-                dataclasses.replace(o, low=min(o.low, current[o.variant]), high=current[o.variant])
+                dataclasses.replace(
+                    o,
+                    low=max(min(o.low, current[o.variant]), floor.get(o.variant, 0)),
+                    high=current[o.variant],
+                )
                 for o in trusted
             ],
             need=recent_need * (1 + HYSTERESIS),

@@ -43,7 +43,9 @@ one step:
    than the rate it was seen meeting its targets at, and only once the memory holds that long
    a history (a restarted controller, or the first cycles, never scale down on one sample) and
    not in a cycle whose arrival rate more than doubled (after a lull as long as that delay, the
-   return of the load would otherwise trim the fleet as it arrives); else the counts hold.
+   return of the load would otherwise trim the fleet as it arrives), nor, while any replica is
+   starting (`pending_replicas`), below the replicas that serve (`ready_replicas`); else the
+   counts hold.
 
 Every decision's reason says what it was sized for and what it bought (forecast, backlog, need,
 mix and its cost, capacity per replica per variant), and its figures carry the numbers
@@ -311,6 +313,11 @@ def predict(
         recent_need=recent_need if settled else math.inf,
         have=have,
         arriving=bool(kept) and mix_hysteresis.rate_rises(previous=kept[-1].rate, rate=rate),
+        serving=(
+            {v.name: min(v.current_replicas, v.ready_replicas) for v in variants}
+            if any(v.pending_replicas > 0 for v in variants)
+            else None
+        ),
     )
     targets, action, mix = chosen.targets, chosen.action, chosen.mix
     coupled = exact_mix.coupled_rates([o for o in options if targets.get(o.variant, 0) > 0])
