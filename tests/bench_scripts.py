@@ -15,15 +15,17 @@ BENCH = Path(__file__).resolve().parent.parent / 'bench'
 
 
 def load(name: str) -> ModuleType:
-    """bench/`name`.py as a module (imported once; its folder on the path, as when it runs)."""
-    if name in sys.modules:
-        return sys.modules[name]
+    """bench/`name`.py as a module (imported once, under a name of its own so that it never
+    stands for another module of that name; its folder on the path, as when it runs)."""
+    key = f'bench_script_{name}'
+    if key in sys.modules:
+        return sys.modules[key]
     if str(BENCH) not in sys.path:
         sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(name, BENCH / f'{name}.py')
+    spec = importlib.util.spec_from_file_location(key, BENCH / f'{name}.py')
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    sys.modules[key] = module
     spec.loader.exec_module(module)
     return module
