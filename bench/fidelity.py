@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import doc_blocks
 from llmscaler.sim import fidelity, published, stepmodel
 from llmscaler.sim.measurement import Figure, Measurement, Provenance
 
@@ -186,19 +187,10 @@ def fit_summary(e: stepmodel.Efficiency) -> str:
     return '\n'.join(lines)
 
 
-def _replace(text: str, markers: tuple[str, str], body: str) -> str:
-    begin, end = markers
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    return f'{head}{begin}\n{body}\n{end}{tail}'
-
-
 def write_docs() -> None:
-    text = DOC.read_text()
     rows = fidelity.rows()
-    text = _replace(text, TABLE, fidelity.table(rows))
-    text = _replace(text, FIT, fit_summary(stepmodel.FITTED))
-    DOC.write_text(text)
+    doc_blocks.write(DOC, markers=TABLE, body=fidelity.table(rows))
+    doc_blocks.write(DOC, markers=FIT, body=fit_summary(stepmodel.FITTED))
     inside = sum(r.within_goal for r in rows)
     print(f'wrote {DOC}: {len(rows)} rows, {inside} within ±10 %')
 

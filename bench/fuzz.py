@@ -46,6 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import doc_blocks
 import fuzz_configmaps
 import fuzz_pages
 import fuzz_snapshots
@@ -157,9 +158,7 @@ def _first_of_each_kind(tally: Tally) -> list[Example]:
 
 
 def write_docs(text: str) -> None:
-    page = DOCS.read_text(encoding='utf-8')
-    start, end = page.index(BEGIN) + len(BEGIN), page.index(END)
-    DOCS.write_text(page[:start] + '\n' + text + '\n' + page[end:], encoding='utf-8')
+    doc_blocks.write(DOCS, markers=(BEGIN, END), body=text)
     print(f'figures written to {DOCS}')
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+import doc_blocks
 from llmscaler.sim import cases, scenario, simulate
 from llmscaler.sim.metrics import PolicySummary
 
@@ -74,9 +75,7 @@ def main() -> int:
     text = '\n'.join(table(rows))
     print(text)
     if args.write_docs:
-        doc = DOC.read_text()
-        start, end = doc.index(MARKERS[0]), doc.index(MARKERS[1])
-        DOC.write_text(doc[: start + len(MARKERS[0])] + '\n' + text + '\n' + doc[end:])
+        doc_blocks.write(DOC, markers=MARKERS, body=text)
         print(f'wrote {DOC.relative_to(ROOT)}')
     return 0
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import doc_blocks
 from llmscaler.sim.scenario_setup import FIXED_POLICIES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,9 +164,7 @@ def block(results: Mapping[str, Sequence[Row]]) -> str:
 
 
 def write(text: str) -> None:
-    doc = DOC.read_text()
-    start, end = doc.index(MARKERS[0]), doc.index(MARKERS[1])
-    DOC.write_text(doc[: start + len(MARKERS[0])] + '\n' + text + '\n' + doc[end:])
+    doc_blocks.write(DOC, markers=MARKERS, body=text)
 
 
 def main() -> int:

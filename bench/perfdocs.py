@@ -32,6 +32,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import doc_blocks
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / 'docs' / 'performance.md'
 
@@ -103,7 +105,6 @@ def run(bench: Bench) -> str:
             '```text',
             *printed,
             '```',
-            '',
         ]
     )
 
@@ -132,12 +133,8 @@ def problems(text: str) -> list[str]:
 
 def splice(text: str, key: str, body: str) -> str:
     """`text` with the block of `key` replaced by `body`."""
-    begin, end = f'<!-- perf:{key}:begin -->', f'<!-- perf:{key}:end -->'
-    if begin not in text or end not in text:
-        raise SystemExit(f'{DOC.name}: markers {begin} … {end} not found')
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    return f'{head}{begin}\n{body}{end}{tail}'
+    markers = (f'<!-- perf:{key}:begin -->', f'<!-- perf:{key}:end -->')
+    return doc_blocks.replace(text, markers=markers, body=body, where=DOC.name)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,6 +34,8 @@ from pathlib import Path
 
 import matplotlib as mpl
 
+import doc_blocks
+
 mpl.use('Agg')
 import matplotlib.pyplot as plt
 from rich.console import Console
@@ -326,9 +328,7 @@ def seed_rows(results: Mapping[tuple[str, int], Sequence[PolicySummary]]) -> lis
 
 
 def write(text: str, *, markers: tuple[str, str] = MARKERS) -> None:
-    doc = DOC.read_text()
-    start, end = doc.index(markers[0]), doc.index(markers[1])
-    DOC.write_text(doc[: start + len(markers[0])] + '\n' + text + '\n' + doc[end:])
+    doc_blocks.write(DOC, markers=markers, body=text)
 
 
 def main() -> int:

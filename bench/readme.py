@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import doc_blocks
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / 'README.md'
 PLOT = ROOT / 'docs' / 'img' / 'default-replicas.png'
@@ -43,16 +45,6 @@ def make_run(*, out: Path) -> str:
     return '\n'.join(['```', '$ make run', *body, 'report: out/report.html', '```'])
 
 
-def replace_block(text: str, body: str) -> str:
-    """`text` with what stands between the markers replaced by `body`."""
-    begin, end = MARKERS
-    if begin not in text or end not in text:
-        raise SystemExit(f'README.md: markers {begin} … {end} not found')
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    return f'{head}{begin}\n{body}\n{end}{tail}'
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--check', action='store_true', help='compare only; exit 1 if stale')
@@ -61,7 +53,7 @@ def main() -> int:
         out = Path(tmp) / 'out'
         block = make_run(out=out)
         text = README.read_text(encoding='utf-8')
-        fresh = replace_block(text, block)
+        fresh = doc_blocks.replace(text, markers=MARKERS, body=block, where=README.name)
         if args.check:
             if fresh != text:
                 print('README.md: the make-run table is stale; run python bench/readme.py')

@@ -46,6 +46,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import doc_blocks
 from llmscaler.config.types import Config, SaturationConfig
 from llmscaler.sim import cases
 from llmscaler.sim.metrics import summarize
@@ -203,9 +204,7 @@ EXPERIMENTS: dict[str, Callable[[], tuple[Config, float | None, Reduce | None]]]
 
 
 def write(text: str) -> None:
-    doc = DOC.read_text()
-    start, end = doc.index(MARKERS[0]), doc.index(MARKERS[1])
-    DOC.write_text(doc[: start + len(MARKERS[0])] + '\n' + text + '\n' + doc[end:])
+    doc_blocks.write(DOC, markers=MARKERS, body=text)
 
 
 def main() -> int:
