@@ -54,7 +54,7 @@ docs: $(STAMP)
 	$(BIN)/python bench/knee.py --write-docs
 
 # The benchmarks' figures in docs/performance.md, from runs on this machine (about ten minutes;
-# bench/instructions.py needs valgrind).
+# bench/instructions.py needs valgrind; without it nothing runs).
 perf-docs: $(STAMP)
 	$(BIN)/python bench/perfdocs.py --write-docs
 

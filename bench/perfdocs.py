@@ -13,8 +13,9 @@ made by the command listed here (a benchmark added, removed or rerun with other 
 without the page being regenerated fails it; tests/unit/test_bench_perfdocs.py runs it).
 
 What fails: a benchmark that exits with a status other than 0 stops the run with its standard
-error, before the page is written (a page is never half regenerated). `bench/instructions.py`
-needs valgrind.
+error, before the page is written (a page is never half regenerated). A benchmark that needs a
+program (`bench/instructions.py`: valgrind) that is not installed stops the run before any
+benchmark runs, with a one-line error and status 2.
 
 Run: `.venv/bin/python bench/perfdocs.py [--only KEY[,KEY...]] [--write-docs | --check]`
 (all of them take about ten minutes on two cores; `make perf-docs`).
@@ -27,6 +28,7 @@ import datetime
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -44,6 +46,8 @@ class Bench:
 
     key: str
     argv: tuple[str, ...]
+    needs: str = ''
+    """A program the benchmark runs under, checked before any benchmark runs."""
 
     @property
     def command(self) -> str:
@@ -52,7 +56,7 @@ class Bench:
 
 BENCHES = (
     Bench('decide', ('bench/decide.py',)),
-    Bench('instructions', ('bench/instructions.py',)),
+    Bench('instructions', ('bench/instructions.py',), needs='valgrind'),
     Bench('limited', ('bench/limited.py',)),
     Bench('simulate', ('bench/simulate.py', '--case', 'all')),
     Bench('metrics', ('bench/metrics.py',)),
@@ -155,6 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f'unknown keys: {", ".join(unknown)}')
     chosen = [b for b in BENCHES if not keys or b.key in keys]
+    for bench in chosen:
+        if bench.needs and shutil.which(bench.needs) is None:
+            parser.error(
+                f'{bench.key} needs {bench.needs} (apt-get install -y {bench.needs}); '
+                f'install it, or leave {bench.key} out with --only'
+            )
     made = {}
     for bench in chosen:
         print(f'running {bench.command}', file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,3 +85,24 @@ def test_a_run_records_its_command_machine_and_output() -> None:
     assert made.startswith(f'`{printing.command}`, run by `bench/perfdocs.py` on ')
     assert f'{perfdocs.machine()}:' in made
     assert made.endswith('```text\nfigure 42\n```')
+
+
+def test_a_missing_program_stops_the_run_before_any_benchmark(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ran: list[str] = []
+    monkeypatch.setattr(perfdocs.shutil, 'which', lambda name: None)
+
+    def run(bench: Any) -> str:
+        ran.append(bench.key)
+        return ''
+
+    monkeypatch.setattr(perfdocs, 'run', run)
+    with pytest.raises(SystemExit) as stopped:
+        perfdocs.main(['--only', 'decide,instructions'])
+    assert stopped.value.code == 2
+    assert ran == []
+    assert 'instructions needs valgrind' in capsys.readouterr().err
+    # Left out, nothing is missing: the rest runs.
+    assert perfdocs.main(['--only', 'decide']) == 0
+    assert ran == ['decide']

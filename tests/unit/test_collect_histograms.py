@@ -28,7 +28,7 @@ from llmscaler.collect.prometheus import PrometheusConfig
 from llmscaler.collect.types import ErrorReason
 from llmscaler.collect.windows import SeriesWindow
 from llmscaler.model import LatencyHistogram
-from tests.unit.test_collect_prometheus import (
+from tests.fake_prometheus import (
     LLAMA,
     FakePrometheus,
     read,
@@ -36,7 +36,7 @@ from tests.unit.test_collect_prometheus import (
     sample,
     vector,
 )
-from tests.unit.test_collect_prometheus import prom as prom  # the fixture, shared
+from tests.fake_prometheus import prom as prom  # the fixture, shared
 
 H = LatencyHistogram
 

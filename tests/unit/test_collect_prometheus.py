@@ -1,7 +1,7 @@
 """Tests of the Prometheus source against a real loopback HTTP server playing Prometheus' API.
 
-The server answers `GET /api/v1/query` with canned JSON chosen by the exact query string and logs
-every request. Prometheus computes the windows and ratios itself, so the worked values below are
+The server (tests/fake_prometheus.py; over TLS in test_collect_prometheus_tls.py) answers the
+instant-query endpoint with canned JSON chosen by the exact query string and logs every request. Prometheus computes the windows and ratios itself, so the worked values below are
 the figures a real server would return (the arithmetic is in the comments) and the source must pass
 them on unchanged, attributed to the right pod or model.
 """
@@ -11,25 +11,18 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import shutil
 import socket
-import ssl
-import subprocess
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmscaler.clock import ManualClock
 from llmscaler.collect.http import OFF_LOOP_BYTES
-from llmscaler.collect.prometheus import PrometheusConfig, PrometheusSource, ssl_context
-from llmscaler.collect.queries import build
+from llmscaler.collect.prometheus import PrometheusConfig, PrometheusSource
 from llmscaler.collect.types import (
     ErrorReason,
     ModelReading,
@@ -40,10 +33,27 @@ from llmscaler.collect.types import (
 )
 from llmscaler.config.types import CoreSettings
 from llmscaler.controller.app import Controller
-from llmscaler.devcluster import loopback
 from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.engine import freshness
 from llmscaler.model import Freshness
+from tests.fake_prometheus import (
+    LLAMA,
+    NOW,
+    QUERIES,
+    REGISTRY_SIZE,
+    SCOPE,
+    Canned,
+    FakePrometheus,
+    at,
+    pod,
+    prometheus_error,
+    read,
+    reasons,
+    sample,
+    scraped,
+    vector,
+)
+from tests.fake_prometheus import prom as prom  # the fixture
 from tests.unit.test_collect_http import RawServer, claims, drip, endless
 from tests.unit.test_controller_cycle import (
     condition_message,
@@ -52,138 +62,6 @@ from tests.unit.test_controller_cycle import (
     seed_variant,
 )
 from tests.waiting import eventually
-
-NOW = 1_700_000_000.0
-LLAMA = 'meta-llama/Llama-3.1-8B'
-SCOPE = (
-    ModelScope(model_id=LLAMA, namespace='ns-a', latency_histograms=True),
-    ModelScope(model_id='qwen', namespace='ns-b'),
-)
-QUERIES = {query.name: query.promql for query in build(scope=SCOPE)}
-# One query per registry family plus one request-count query for the single retention (600 s).
-# test_collect_queries pins the family list; here the count must not grow with pods or models.
-REGISTRY_SIZE = len(QUERIES)
-
-
-@dataclass
-class Canned:
-    body: str
-    status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-
-
-def sample(value: str, /, **labels: str) -> dict[str, Any]:
-    """One series of an instant vector, stamped with the evaluation time as Prometheus does."""
-    return {'metric': labels, 'value': [NOW, value]}
-
-
-def at(ts: float, series: dict[str, Any]) -> dict[str, Any]:
-    return {**series, 'value': [ts, series['value'][1]]}
-
-
-def scraped(age: float, /, **labels: str) -> dict[str, Any]:
-    """A `last_sample` series: the scrape time `NOW - age` is the value, the stamp is still NOW.
-
-    Prometheus writes timestamps with millisecond precision, as does this.
-    """
-    return sample(f'{NOW - age:.3f}', **labels)
-
-
-def vector(*samples: dict[str, Any], warnings: list[str] | None = None) -> Canned:
-    body: dict[str, Any] = {
-        'status': 'success',
-        'data': {'resultType': 'vector', 'result': list(samples)},
-    }
-    if warnings:
-        body['warnings'] = warnings
-    return Canned(json.dumps(body))
-
-
-def prometheus_error(error_type: str, error: str) -> str:
-    return json.dumps({'status': 'error', 'errorType': error_type, 'error': error})
-
-
-@dataclass(frozen=True)
-class Logged:
-    query: str
-    time: str
-    authorization: str | None
-
-
-class FakePrometheus:
-    """Prometheus' instant-query endpoint on 127.0.0.1 with an ephemeral port."""
-
-    def __init__(self) -> None:
-        self.canned: dict[str, Canned] = {}
-        self.log: list[Logged] = []
-        self.delay = 0.0
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self.url = ''
-        self._served: loopback.Served | None = None
-
-    def answer(self, name: str, canned: Canned, *, scope: tuple[ModelScope, ...] = SCOPE) -> None:
-        promql = {query.name: query.promql for query in build(scope=scope)}[name]
-        self.canned[promql] = canned
-
-    async def _handle(self, request: web.Request) -> web.Response:
-        form = await request.post()
-        query = str(form.get('query', ''))
-        self.log.append(
-            Logged(query, str(form.get('time', '')), request.headers.get('Authorization'))
-        )
-        canned = self.canned.get(query, vector())
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            await asyncio.sleep(max(canned.delay, self.delay))
-        finally:
-            self.in_flight -= 1
-        return web.Response(
-            status=canned.status,
-            text=canned.body,
-            headers=canned.headers,
-            content_type='application/json',
-        )
-
-    async def start(self, *, tls: ssl.SSLContext | None = None) -> None:
-        app = web.Application()
-        app.router.add_post('/api/v1/query', self._handle)
-        self._served = await loopback.serve(app, tls=tls)
-        self.url = self._served.url
-
-    async def stop(self) -> None:
-        if self._served is not None:
-            await self._served.close()
-
-
-@pytest.fixture
-async def prom() -> AsyncIterator[FakePrometheus]:
-    server = FakePrometheus()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-async def read(
-    config: PrometheusConfig, scope: tuple[ModelScope, ...] = SCOPE, now: float = NOW
-) -> Reading:
-    source = PrometheusSource(config=config)
-    try:
-        return await source.read(scope=scope, now=now)
-    finally:
-        await source.aclose()
-
-
-def pod(reading: Reading, namespace: str, name: str) -> PodReading:
-    (found,) = [p for p in reading.pods if (p.namespace, p.pod) == (namespace, name)]
-    return found
-
-
-def reasons(reading: Reading) -> dict[str, ErrorReason]:
-    return {error.target: error.reason for error in reading.errors}
-
 
 # --- worked values -------------------------------------------------------------------------------
 
@@ -1071,163 +949,6 @@ async def test_token_file_is_read_every_cycle(prom: FakePrometheus, tmp_path: Pa
     assert len(reading.errors) == REGISTRY_SIZE
     assert {e.reason for e in reading.errors} == {ErrorReason.UNREACHABLE}
     assert 'bearer token file unreadable' in reading.errors[0].message
-
-
-# --- TLS -----------------------------------------------------------------------------------------
-
-
-def test_ssl_context_defaults_verify() -> None:
-    context = ssl_context(config=PrometheusConfig(base_url='https://prometheus:9090'))
-    assert context.verify_mode == ssl.CERT_REQUIRED
-    assert context.check_hostname
-
-
-def test_ssl_context_insecure_skip_verify() -> None:
-    config = PrometheusConfig(base_url='https://prometheus:9090', insecure_skip_verify=True)
-    context = ssl_context(config=config)
-    assert context.verify_mode == ssl.CERT_NONE
-    assert not context.check_hostname
-
-
-def test_missing_ca_file_fails_at_construction(tmp_path: Path) -> None:
-    config = PrometheusConfig(base_url='https://prometheus:9090', ca_file=tmp_path / 'none.pem')
-    with pytest.raises(FileNotFoundError):
-        PrometheusSource(config=config)
-
-
-@dataclass(frozen=True)
-class Pki:
-    ca: Path
-    server_cert: Path
-    server_key: Path
-    client_cert: Path
-    client_key: Path
-
-
-def _openssl(command: str, *, cwd: Path) -> None:
-    # No argument of these commands contains a space.
-    subprocess.run(['openssl', *command.split()], cwd=cwd, check=True, capture_output=True)
-
-
-@pytest.fixture(scope='module')
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory)
-
-
-def make_pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    """A throw-away CA, a server certificate for prometheus.test and 127.0.0.1, a client one.
-
-    Made with the openssl command line (the tests skip where it is missing): the `cryptography`
-    package is not installed in the project's environment.
-    """
-    if shutil.which('openssl') is None:
-        pytest.skip('the openssl command is not installed')
-    d = tmp_path_factory.mktemp('pki')
-    ec = '-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes'
-    _openssl(
-        f'req -x509 {ec} -keyout ca.key -out ca.pem -days 2 -subj /CN=test-ca'
-        ' -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign',
-        cwd=d,
-    )
-    for name, extensions in (
-        ('server', 'subjectAltName=DNS:prometheus.test,IP:127.0.0.1\nextendedKeyUsage=serverAuth'),
-        ('client', 'extendedKeyUsage=clientAuth'),
-    ):
-        (d / f'{name}.ext').write_text(
-            f'{extensions}\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n'
-            'authorityKeyIdentifier=keyid\nsubjectKeyIdentifier=hash\n'
-        )
-        _openssl(f'req {ec} -keyout {name}.key -out {name}.csr -subj /CN={name}', cwd=d)
-        _openssl(
-            f'x509 -req -in {name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out {name}.pem'
-            f' -days 2 -extfile {name}.ext',
-            cwd=d,
-        )
-    return Pki(d / 'ca.pem', d / 'server.pem', d / 'server.key', d / 'client.pem', d / 'client.key')
-
-
-@pytest.fixture
-async def tls_prom(pki: Pki) -> AsyncIterator[tuple[FakePrometheus, list[str | None]]]:
-    """An HTTPS fake Prometheus that records the SNI names it is offered."""
-    server_names: list[str | None] = []
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(pki.server_cert, pki.server_key)
-
-    def record(_sock: ssl.SSLObject, name: str | None, _ctx: ssl.SSLContext) -> None:
-        server_names.append(name)
-
-    context.sni_callback = record
-    server = FakePrometheus()
-    await server.start(tls=context)
-    yield server, server_names
-    await server.stop()
-
-
-async def test_tls_verified_with_the_ca_file(
-    tls_prom: tuple[FakePrometheus, list[str | None]], pki: Pki
-) -> None:
-    prom, _ = tls_prom
-    reading = await read(PrometheusConfig(base_url=prom.url, ca_file=pki.ca))
-    assert reading.errors == ()
-    assert len(prom.log) == REGISTRY_SIZE
-
-
-async def test_a_token_goes_over_https_without_any_opt_in(
-    tls_prom: tuple[FakePrometheus, list[str | None]], pki: Pki
-) -> None:
-    prom, _ = tls_prom
-    reading = await read(PrometheusConfig(base_url=prom.url, ca_file=pki.ca, bearer_token='s3cret'))
-    assert reading.errors == ()
-    assert [entry.authorization for entry in prom.log] == ['Bearer s3cret'] * REGISTRY_SIZE
-
-
-async def test_tls_fails_without_the_ca_file_unless_skipping_verification(
-    tls_prom: tuple[FakePrometheus, list[str | None]],
-) -> None:
-    prom, _ = tls_prom
-    reading = await read(PrometheusConfig(base_url=prom.url))
-    assert {e.reason for e in reading.errors} == {ErrorReason.UNREACHABLE}
-    assert 'CERTIFICATE_VERIFY_FAILED' in reading.errors[0].message
-    assert prom.log == []
-    reading = await read(PrometheusConfig(base_url=prom.url, insecure_skip_verify=True))
-    assert reading.errors == ()
-    assert len(prom.log) == REGISTRY_SIZE
-
-
-async def test_server_name_overrides_sni_and_hostname_check(
-    tls_prom: tuple[FakePrometheus, list[str | None]], pki: Pki
-) -> None:
-    prom, server_names = tls_prom
-    config = PrometheusConfig(base_url=prom.url, ca_file=pki.ca, server_name='prometheus.test')
-    reading = await read(config)
-    assert reading.errors == ()
-    assert set(server_names) == {'prometheus.test'}
-    # The certificate names prometheus.test and 127.0.0.1, not this name.
-    config = PrometheusConfig(base_url=prom.url, ca_file=pki.ca, server_name='other.test')
-    reading = await read(config)
-    assert {e.reason for e in reading.errors} == {ErrorReason.UNREACHABLE}
-    assert 'other.test' in reading.errors[0].message
-
-
-async def test_client_certificate(pki: Pki) -> None:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=pki.ca)
-    context.load_cert_chain(pki.server_cert, pki.server_key)
-    context.verify_mode = ssl.CERT_REQUIRED
-    server = FakePrometheus()
-    await server.start(tls=context)
-    try:
-        with_cert = PrometheusConfig(
-            base_url=server.url,
-            ca_file=pki.ca,
-            client_cert_file=pki.client_cert,
-            client_key_file=pki.client_key,
-        )
-        assert (await read(with_cert)).errors == ()
-        reading = await read(PrometheusConfig(base_url=server.url, ca_file=pki.ca))
-    finally:
-        await server.stop()
-    assert len(reading.errors) == REGISTRY_SIZE
-    assert {e.reason for e in reading.errors} == {ErrorReason.UNREACHABLE}
 
 
 # --- a whole cycle -------------------------------------------------------------------------------

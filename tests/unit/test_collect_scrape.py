@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
-import shutil
 import socket
 import ssl
 import subprocess
@@ -35,8 +34,9 @@ from llmscaler.collect.scrape import (
 )
 from llmscaler.collect.types import ErrorReason, MetricsSource, ModelScope, Reading, SourceError
 from llmscaler.model import LatencyHistogram
+from tests.pki import Pki, make_pki
+from tests.prerequisites import need_program
 from tests.unit.test_collect_http import RawServer, claims, drip, endless
-from tests.unit.test_collect_prometheus import Pki, make_pki
 from tests.unit.test_collect_scrape_reading import (
     MODEL,
     NS,
@@ -442,9 +442,7 @@ async def test_latency_histograms_are_the_last_minutes_increase_across_scrapes(
 
 @pytest.fixture(scope='module')
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    openssl = shutil.which('openssl')
-    if openssl is None:
-        pytest.skip('the openssl command is needed to make a self-signed certificate')
+    openssl = need_program('openssl')
     folder = tmp_path_factory.mktemp('tls')
     cert, key = folder / 'cert.pem', folder / 'key.pem'
     subprocess.run(

