@@ -30,7 +30,7 @@ from llmscaler.devcluster.fakeapi.table import (
     printer_columns,
 )
 from llmscaler.kube.crd import InvalidObject, parse_va
-from tests.prerequisites import need_program
+from tests.prerequisites import missing, need_program
 
 Doc = dict[str, Any]
 
@@ -115,7 +115,7 @@ async def test_scale_deployment(api: FakeAPI) -> None:
 
 async def test_patch_va_status(api: FakeAPI) -> None:
     if not await supports_subresource():
-        pytest.skip('this kubectl has no patch --subresource')
+        missing('this kubectl has no patch --subresource (kubectl 1.24 or later has it)')
     code, _, err = await kubectl(
         api,
         'patch',
