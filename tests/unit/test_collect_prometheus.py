@@ -1,9 +1,10 @@
 """Tests of the Prometheus source against a real loopback HTTP server playing Prometheus' API.
 
 The server (tests/fake_prometheus.py; over TLS in test_collect_prometheus_tls.py) answers the
-instant-query endpoint with canned JSON chosen by the exact query string and logs every request. Prometheus computes the windows and ratios itself, so the worked values below are
-the figures a real server would return (the arithmetic is in the comments) and the source must pass
-them on unchanged, attributed to the right pod or model.
+instant-query endpoint with canned JSON chosen by the exact query string and logs every request.
+Prometheus computes the windows and ratios itself, so the worked values below are the figures a
+real server would return (the arithmetic is in the comments) and the source must pass them on
+unchanged, attributed to the right pod or model.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ from llmscaler.controller.app import Controller
 from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.engine import freshness
 from llmscaler.model import Freshness
+from tests.controller_harness import (
+    condition_message,
+    conditions,
+    run_options,
+    seed_variant,
+)
 from tests.fake_prometheus import (
     LLAMA,
     NOW,
@@ -55,12 +62,6 @@ from tests.fake_prometheus import (
 )
 from tests.fake_prometheus import prom as prom  # the fixture
 from tests.unit.test_collect_http import RawServer, claims, drip, endless
-from tests.unit.test_controller_cycle import (
-    condition_message,
-    conditions,
-    run_options,
-    seed_variant,
-)
 from tests.waiting import eventually
 
 # --- worked values -------------------------------------------------------------------------------

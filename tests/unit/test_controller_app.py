@@ -27,7 +27,7 @@ from llmscaler.collect.types import ModelScope, Reading
 from llmscaler.controller.app import EXIT_CONFIG, EXIT_LOST, EXIT_OK, Controller, main
 from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.model import EMPTY_STATE
-from tests.unit.test_controller_cycle import (
+from tests.controller_harness import (
     SATURATED,
     FakeSource,
     caught_up,

@@ -12,7 +12,7 @@ from llmscaler.controller.app import Controller
 from llmscaler.controller.inventory import gpu_limits, node_accelerator, slim_gpu_pod, slim_node
 from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.model import Action, GpuLimit
-from tests.unit.test_controller_cycle import (
+from tests.controller_harness import (
     NS,
     SATURATED,
     FakeSource,

@@ -26,7 +26,7 @@ from llmscaler.controller.publish import (
 )
 from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.model import Action, GpuLimit
-from tests.unit.test_controller_cycle import (
+from tests.controller_harness import (
     NS,
     SATURATED,
     FakeSource,

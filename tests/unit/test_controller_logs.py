@@ -21,7 +21,7 @@ from llmscaler.controller.logs import HTTP_LOGGERS, configure_logging
 from llmscaler.controller.story import Story, hold_of
 from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.model import Action, Decision
-from tests.unit.test_controller_cycle import (
+from tests.controller_harness import (
     SATURATED,
     FakeSource,
     api,

@@ -9,7 +9,7 @@ import pytest
 from llmscaler.config.predictive import PREDICTIVE_CONFIGMAP
 from llmscaler.config.types import PredictiveConfig
 from llmscaler.devcluster.fakeapi import FakeAPI
-from tests.unit.test_controller_cycle import (
+from tests.controller_harness import (
     CTL,
     IDLE,
     MODEL,
