@@ -200,3 +200,27 @@ def test_missed_targets_only_ever_lower_what_a_variant_is_worth() -> None:
         )
         is None
     )
+
+
+def test_misses_of_an_overloaded_variant_lower_nothing_but_what_it_showed() -> None:
+    # 2 req/s per replica against 1.5 it is counted for (κ 0.5 × 3): the misses say it
+    # sustains less than 2, not less than 1.5.
+    load = Workload(
+        arrival_rate=4.0, busy=2, avg_input_tokens=2000, avg_output_tokens=20, ttft_ms=300,
+        itl_ms=10,
+    )  # fmt: skip
+    missing = Attainment(finished=400, missed=0.16)  # a reading of 1 req/s
+    over = slo_capacity.missed_targets(
+        previous=VariantLearning(scale=0.5, demonstrated=3.0), seen=missing, load=load,
+        modelled=3.0, budget=0.01,
+    )  # fmt: skip
+    assert over is not None
+    assert over.scale == 0.5
+    assert over.demonstrated == pytest.approx(1.0)
+    # Counted for 2.4 (κ 0.8 × 3) and missing at 2: the variant is worth less than believed.
+    under = slo_capacity.missed_targets(
+        previous=VariantLearning(scale=0.8, demonstrated=3.0), seen=missing, load=load,
+        modelled=3.0, budget=0.01,
+    )  # fmt: skip
+    assert under is not None
+    assert under.scale < 0.8

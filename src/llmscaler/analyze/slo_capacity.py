@@ -19,7 +19,9 @@ for the traffic at hand. `analyze.predictive` corrects for both with these pure 
 - `missed_targets`: what the requests that missed their targets teach (`analyze.slo_attainment`,
   from vLLM's latency histograms): a variant missing beyond its budget at a rate sustains
   less than that rate, however far below its believed capacity it runs — the mean latencies
-  cannot say so, and `learnt_scale` reads nothing below `LOADED_SHARE`;
+  cannot say so, and `learnt_scale` reads nothing below `LOADED_SHARE`; misses at a rate
+  above its believed capacity are the overload's, and lower nothing but what it was seen
+  meeting its targets at;
 - `draining`: whether a backlog is being drained, when no cycle is a reading.
 
 What fails: nothing raises; inputs the functions cannot read leave the previous value (or 0
@@ -221,15 +223,20 @@ def missed_targets(
 ) -> VariantLearning | None:
     """What the variant's requests that missed their targets teach (`slo_attainment`), or None
     when they teach nothing: its scale moves toward the rate it sustains as far as they tell
-    (never up), and the rate it was seen meeting its targets at is no higher than that."""
+    (never up), and the rate it was seen meeting its targets at is no higher than that.
+
+    Misses at a rate per replica above what the variant is counted for (κ × `modelled`) are
+    the overload's: they say it sustains less than that rate, not less than it is counted
+    for, and its scale is kept. Read as a fault of the variant, a fleet overloaded at its
+    maxima lowered what its fastest variant was worth, cycle after cycle, and the mix swung
+    between variants (docs/policies.md)."""
     if seen is None or not load.busy or not modelled > 0:
         return None
-    sustained = slo_attainment.capacity_reading(
-        seen=seen, rate=load.arrival_rate / load.busy, budget=budget
-    )
+    rate = load.arrival_rate / load.busy
+    sustained = slo_attainment.capacity_reading(seen=seen, rate=rate, budget=budget)
     if sustained is None:
         return None
     scale = previous.scale
-    if sustained / modelled < scale:
+    if sustained / modelled < scale and rate <= scale * modelled:
         scale = toward(previous=scale, reading=sustained / modelled)
     return VariantLearning(scale=scale, demonstrated=min(previous.demonstrated, sustained))
