@@ -173,54 +173,46 @@ def test_draining_is_a_gateway_queue_or_many_waiting_per_replica() -> None:
     assert not slo_capacity.draining(replicas=[], pool=None)
 
 
+TWO_PER_REPLICA = Workload(
+    arrival_rate=4.0, busy=2, avg_input_tokens=2000, avg_output_tokens=20, ttft_ms=300, itl_ms=10
+)
+MISSING = Attainment(finished=400, missed=0.16)
+"""Missed at 2 req/s per replica: a reading of half of it, 1 req/s."""
+
+
+def missed(
+    *, scale: float, demonstrated: float, modelled: float, seen: Attainment = MISSING
+) -> VariantLearning | None:
+    return slo_capacity.missed_targets(
+        previous=VariantLearning(scale=scale, demonstrated=demonstrated),
+        seen=seen,
+        load=TWO_PER_REPLICA,
+        modelled=modelled,
+        budget=0.01,
+    )
+
+
 def test_missed_targets_only_ever_lower_what_a_variant_is_worth() -> None:
-    load = Workload(
-        arrival_rate=4.0, busy=2, avg_input_tokens=2000, avg_output_tokens=20, ttft_ms=300,
-        itl_ms=10,
-    )  # fmt: skip
-    missing = Attainment(finished=400, missed=0.16)  # sustains half of its 2 req/s: 1 req/s
-    low = slo_capacity.missed_targets(
-        previous=VariantLearning(scale=0.05, demonstrated=3.0), seen=missing, load=load,
-        modelled=10.0, budget=0.01,
-    )  # fmt: skip
+    low = missed(scale=0.05, demonstrated=3.0, modelled=10.0)
     assert low is not None
     assert low.scale == 0.05
     assert low.demonstrated == pytest.approx(1.0)
-    high = slo_capacity.missed_targets(
-        previous=VariantLearning(scale=1.0, demonstrated=0.0), seen=missing, load=load,
-        modelled=10.0, budget=0.01,
-    )  # fmt: skip
+    high = missed(scale=1.0, demonstrated=0.0, modelled=10.0)
     assert high is not None
     assert high.scale == pytest.approx(math.exp(0.7 * math.log(1.0) + 0.3 * math.log(0.1)))
     assert high.demonstrated == 0.0
     within = Attainment(finished=400, missed=0.002)
-    assert (
-        slo_capacity.missed_targets(
-            previous=VariantLearning(), seen=within, load=load, modelled=10.0, budget=0.01
-        )
-        is None
-    )
+    assert missed(scale=1.0, demonstrated=0.0, modelled=10.0, seen=within) is None
 
 
 def test_misses_of_an_overloaded_variant_lower_nothing_but_what_it_showed() -> None:
     # 2 req/s per replica against 1.5 it is counted for (κ 0.5 × 3): the misses say it
     # sustains less than 2, not less than 1.5.
-    load = Workload(
-        arrival_rate=4.0, busy=2, avg_input_tokens=2000, avg_output_tokens=20, ttft_ms=300,
-        itl_ms=10,
-    )  # fmt: skip
-    missing = Attainment(finished=400, missed=0.16)  # a reading of 1 req/s
-    over = slo_capacity.missed_targets(
-        previous=VariantLearning(scale=0.5, demonstrated=3.0), seen=missing, load=load,
-        modelled=3.0, budget=0.01,
-    )  # fmt: skip
+    over = missed(scale=0.5, demonstrated=3.0, modelled=3.0)
     assert over is not None
     assert over.scale == 0.5
     assert over.demonstrated == pytest.approx(1.0)
     # Counted for 2.4 (κ 0.8 × 3) and missing at 2: the variant is worth less than believed.
-    under = slo_capacity.missed_targets(
-        previous=VariantLearning(scale=0.8, demonstrated=3.0), seen=missing, load=load,
-        modelled=3.0, budget=0.01,
-    )  # fmt: skip
+    under = missed(scale=0.8, demonstrated=3.0, modelled=3.0)
     assert under is not None
     assert under.scale < 0.8
