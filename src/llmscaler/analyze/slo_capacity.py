@@ -227,9 +227,9 @@ def missed_targets(
 
     Misses at a rate per replica above what the variant is counted for (κ × `modelled`) are
     the overload's: they say it sustains less than that rate, not less than it is counted
-    for, and its scale is kept. Read as a fault of the variant, a fleet overloaded at its
-    maxima lowered what its fastest variant was worth, cycle after cycle, and the mix swung
-    between variants (docs/policies.md)."""
+    for, and its scale is kept. Read as a fault of the variant, an overload (a burst that
+    outgrew the fleet while replicas started) took the scales lower cycle after cycle, and
+    the policy bought replicas it then trimmed for twenty minutes (docs/policies.md)."""
     if seen is None or not load.busy or not modelled > 0:
         return None
     rate = load.arrival_rate / load.busy
