@@ -51,6 +51,7 @@ docs: $(STAMP)
 	$(BIN)/python bench/fidelity.py --write-docs
 	$(BIN)/python bench/peers.py --write-docs
 	$(BIN)/python bench/policy.py --write-docs
+	$(BIN)/python bench/ablations.py --write-docs
 	$(BIN)/python bench/knee.py --write-docs
 
 # The benchmarks' figures in docs/performance.md, from runs on this machine (about ten minutes;

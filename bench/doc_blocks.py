@@ -27,3 +27,12 @@ def write(path: Path, *, markers: tuple[str, str], body: str) -> None:
     """Replace the block between `markers` in the page at `path` by `body`."""
     text = path.read_text(encoding='utf-8')
     path.write_text(replace(text, markers=markers, body=body, where=path.name), encoding='utf-8')
+
+
+def emit(path: Path, *, markers: tuple[str, str], body: str, write_docs: bool) -> None:
+    """Print `body` and, with `write_docs`, put it between `markers` in the page at `path`
+    (what every such script does with the text it made)."""
+    print(body)
+    if write_docs:
+        write(path, markers=markers, body=body)
+        print(f'wrote {path.parent.name}/{path.name}')

@@ -73,10 +73,7 @@ def main() -> int:
         for rate in rates
     ]
     text = '\n'.join(table(rows))
-    print(text)
-    if args.write_docs:
-        doc_blocks.write(DOC, markers=MARKERS, body=text)
-        print(f'wrote {DOC.relative_to(ROOT)}')
+    doc_blocks.emit(DOC, markers=MARKERS, body=text, write_docs=args.write_docs)
     return 0
 
 

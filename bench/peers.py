@@ -163,10 +163,6 @@ def block(results: Mapping[str, Sequence[Row]]) -> str:
     return '\n'.join([head, '', *table(results), '', *sentences(results)])
 
 
-def write(text: str) -> None:
-    doc_blocks.write(DOC, markers=MARKERS, body=text)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--write-docs', action='store_true', help='write docs/simulator.md')
@@ -178,10 +174,7 @@ def main() -> int:
         for label, name in CASES:
             results[label] = run(trace=TRACES / name, names=names, out=Path(tmp) / label)
     text = block(results)
-    print(text)
-    if args.write_docs:
-        write(text)
-        print(f'wrote {DOC.relative_to(ROOT)}')
+    doc_blocks.emit(DOC, markers=MARKERS, body=text, write_docs=args.write_docs)
     return 0
 
 

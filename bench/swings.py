@@ -203,10 +203,6 @@ EXPERIMENTS: dict[str, Callable[[], tuple[Config, float | None, Reduce | None]]]
 }
 
 
-def write(text: str) -> None:
-    doc_blocks.write(DOC, markers=MARKERS, body=text)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--case', action='append', choices=cases.NAMES, help='only these cases')
@@ -266,10 +262,7 @@ def main() -> int:
             cells = [f'{per[n][0]} ({100 * per[n][1]:.0f} %, {per[n][2]:.1f})' for n in names]
             parts.append(f'| {label} | ' + ' | '.join(cells) + ' |')
     text = '\n'.join(parts)
-    print(text)
-    if args.write_docs:
-        write(text)
-        print(f'wrote {DOC.relative_to(ROOT)}')
+    doc_blocks.emit(DOC, markers=MARKERS, body=text, write_docs=args.write_docs)
     return 0
 
 

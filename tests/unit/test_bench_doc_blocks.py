@@ -32,3 +32,18 @@ def test_write_replaces_the_block_in_the_file(tmp_path: Path) -> None:
     page.write_text('a\n<!-- x:begin -->\n<!-- x:end -->\nb\n', encoding='utf-8')
     doc_blocks.write(page, markers=MARKERS, body='| 1 |')
     assert page.read_text(encoding='utf-8') == 'a\n<!-- x:begin -->\n| 1 |\n<!-- x:end -->\nb\n'
+
+
+def test_emit_prints_the_block_and_writes_it_only_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / 'docs' / 'page.md'
+    page.parent.mkdir()
+    empty = 'a\n<!-- x:begin -->\n<!-- x:end -->\n'
+    page.write_text(empty, encoding='utf-8')
+    doc_blocks.emit(page, markers=MARKERS, body='| 2 |', write_docs=False)
+    assert capsys.readouterr().out == '| 2 |\n'
+    assert page.read_text(encoding='utf-8') == empty
+    doc_blocks.emit(page, markers=MARKERS, body='| 2 |', write_docs=True)
+    assert capsys.readouterr().out == '| 2 |\nwrote docs/page.md\n'
+    assert page.read_text(encoding='utf-8') == 'a\n<!-- x:begin -->\n| 2 |\n<!-- x:end -->\n'
