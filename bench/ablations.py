@@ -16,7 +16,7 @@ in the process that writes the page; the core reads them at call time, so a patc
 behaves as if it had been written with that value.
 
 Run: `.venv/bin/python bench/ablations.py [--write-docs] [--case NAME] [--workers N]` (about
-fifteen minutes on two cores).
+ten minutes on two cores).
 """
 
 from __future__ import annotations
