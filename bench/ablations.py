@@ -29,14 +29,12 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Console
-
 import doc_blocks
-from llmscaler.sim import cases, scenario, simulate
+import policy
+from llmscaler.sim import cases
 from llmscaler.sim.metrics import PolicySummary
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACES = ROOT.parent / 'shared' / 'traces'
 DOC = ROOT / 'docs' / 'policies.md'
 MARKERS = ('<!-- ablations:begin -->', '<!-- ablations:end -->')
 POLICY = 'predictive'
@@ -65,22 +63,19 @@ of its target (`slo_capacity.READING_SHARE`)."""
 
 
 def run_case(case: str, ablation: int | None) -> PolicySummary:
-    """`predictive` on `case` (seed 1), with `ABLATIONS[ablation]` applied when not None."""
-    patch = ABLATIONS[ablation] if ablation is not None else None
-    module = importlib.import_module(patch.module) if patch is not None else None
-    before = getattr(module, patch.name) if patch is not None else None
-    if patch is not None:
-        setattr(module, patch.name, patch.value)
+    """`predictive` on `case` (seed 1, as bench/policy.py runs it), with `ABLATIONS[ablation]`
+    applied when not None."""
+    if ablation is None:
+        (summary,) = policy.run_case(name=case, names=[POLICY])
+        return summary
+    patch = ABLATIONS[ablation]
+    module = importlib.import_module(patch.module)
+    before = getattr(module, patch.name)
+    setattr(module, patch.name, patch.value)
     try:
-        document = cases.case(name=case, policies=[POLICY], traces=TRACES)
-        setup = scenario.from_document(document=document, where=case)
-        outcome = simulate.run(
-            setup=setup, out=None, console=Console(stderr=True, quiet=True), progress=False
-        )
+        (summary,) = policy.run_case(name=case, names=[POLICY])
     finally:
-        if patch is not None:
-            setattr(module, patch.name, before)
-    (summary,) = outcome.summaries
+        setattr(module, patch.name, before)
     return summary
 
 

@@ -47,7 +47,7 @@ def test_a_patched_constant_is_restored_after_its_case(monkeypatch: pytest.Monke
         seen.append(getattr(module, first.name))
         raise RuntimeError('stop')
 
-    monkeypatch.setattr(ablations.cases, 'case', fails)
+    monkeypatch.setattr(ablations.policy, 'run_case', fails)
     with pytest.raises(RuntimeError):
         ablations.run_case('on-off', 0)
     assert seen == [first.value]
