@@ -145,6 +145,54 @@ def seed_variant(api: FakeAPI, name: str, *, replicas: int = 1, **spec: Any) -> 
         api.seed(pod(name, index))
 
 
+# --- GPU inventory ----------------------------------------------------------------------------
+
+# Nodes with GPUs, other workloads' GPU pods, and the usual Pods bound to a node with a GPU each.
+
+
+def node(
+    name: str,
+    *,
+    gpus: object = '8',
+    product: str | None = 'NVIDIA-L40S',
+    ready: str | None = 'True',
+    cordoned: bool = False,
+) -> Obj:
+    labels = {'nvidia.com/gpu.product': product} if product else {}
+    status: Obj = {'allocatable': {'nvidia.com/gpu': gpus, 'cpu': '64'}}
+    if ready is not None:
+        status['conditions'] = [{'type': 'Ready', 'status': ready}]
+    return {
+        'apiVersion': 'v1',
+        'kind': 'Node',
+        'metadata': {'name': name, 'labels': labels},
+        'spec': {'unschedulable': cordoned},
+        'status': status,
+    }
+
+
+def gpu_pod(
+    name: str, *, on: str, gpus: int = 1, namespace: str = 'other', phase: str = 'Running'
+) -> Obj:
+    return {
+        'apiVersion': 'v1',
+        'kind': 'Pod',
+        'metadata': {'name': name, 'namespace': namespace, 'labels': {'app': 'batch'}},
+        'spec': {
+            'nodeName': on,
+            'containers': [{'name': 'c', 'resources': {'limits': {'nvidia.com/gpu': str(gpus)}}}],
+        },
+        'status': {'phase': phase},
+    }
+
+
+def bound_pod(deploy: str, index: int, *, on: str) -> Obj:
+    obj = copy.deepcopy(pod(deploy, index))
+    obj['spec']['nodeName'] = on
+    obj['spec']['containers'][0]['resources'] = {'limits': {'nvidia.com/gpu': '1'}}
+    return obj
+
+
 # --- reading the fake back --------------------------------------------------------------------
 
 
@@ -250,6 +298,14 @@ def settle(api: FakeAPI, name: str) -> None:
     for index in range(want):
         if pod(name, index)['metadata']['name'] not in present:
             api.seed(pod(name, index))
+
+
+def settle_to(server: FakeAPI, name: str, replicas: int) -> None:
+    """Put the Deployment back at `replicas` (as if someone else had scaled it)."""
+    obj = server.get(api_version='apps/v1', kind='Deployment', namespace=NS, name=name)
+    obj['spec']['replicas'] = replicas
+    obj['metadata'].pop('resourceVersion', None)
+    server.store.update(server.store_resource(obj), NS, name, obj, part='main')
 
 
 # --- the metric source ------------------------------------------------------------------------

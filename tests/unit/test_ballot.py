@@ -24,7 +24,7 @@ from llmscaler.analyze.types import (
     ScalingRequest,
     Totals,
 )
-from tests.unit.test_thresholds import capacity
+from tests.unit.analyze_fixtures import capacity
 
 
 def result(name: str, *, informative: bool = True, prc: float = 100.0) -> AnalyzerResult:

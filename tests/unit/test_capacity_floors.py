@@ -28,8 +28,8 @@ from llmscaler.enforce.capacity_floors import (
 from llmscaler.engine import decide
 from llmscaler.model import EMPTY_STATE, EngineParams, Snapshot
 from llmscaler.optimize.cover import Option, cover
+from tests.unit.engine_fixtures import replica, variant
 from tests.unit.strategies import NOW
-from tests.unit.test_engine import replica, variant
 
 
 def utc(*args: int) -> float:

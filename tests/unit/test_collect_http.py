@@ -1,15 +1,14 @@
 """Tests of the HTTP plumbing shared by the metric sources, against real loopback servers.
 
-`RawServer` is a loopback HTTP/1.1 server whose answers are written byte by byte, so that a test
-can misbehave as no framework would let it: drip a body one byte at a time, stream without end,
-announce a Content-Length it never sends. The source tests (Prometheus, pod scraping,
-scale-from-zero) use it too.
+The servers that misbehave on purpose are `tests.unit.raw_http`'s `RawServer`, whose answers are
+written byte by byte: drip a body one byte at a time, stream without end, announce a
+Content-Length it never sends. The source tests (Prometheus, pod scraping, scale-from-zero) use it
+too.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gzip
 import math
 import socket
@@ -17,8 +16,7 @@ import ssl
 import threading
 import time
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -48,31 +46,10 @@ from llmscaler.collect.http import (
 )
 from llmscaler.collect.types import ErrorReason
 from llmscaler.devcluster import loopback
+from tests.unit.raw_http import Behaviour, RawServer, claims, drip, endless, response_head
 from tests.waiting import eventually
 
-# --- a server that misbehaves on purpose ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Seen:
-    """One request as the server received it; header names in lower case."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-
-Behaviour = Callable[[asyncio.StreamWriter], Awaitable[None]]
-
-
-def _head(status: int, headers: dict[str, str]) -> bytes:
-    lines = [
-        f'HTTP/1.1 {status} X',
-        'Connection: close',
-        *(f'{k}: {v}' for k, v in headers.items()),
-    ]
-    return ('\r\n'.join(lines) + '\r\n\r\n').encode()
+# --- more answers of the misbehaving server (tests.unit.raw_http) --------------------------------
 
 
 def answer(
@@ -83,46 +60,8 @@ def answer(
     async def behave(writer: asyncio.StreamWriter) -> None:
         fields = {'Content-Type': content_type, 'Content-Length': str(len(body))}
         fields.update({k.replace('_', '-'): v for k, v in headers.items()})
-        writer.write(_head(status, fields) + body)
+        writer.write(response_head(status, fields) + body)
         await writer.drain()
-
-    return behave
-
-
-def drip(*, every: float = 0.2, content_type: str = 'text/plain') -> Behaviour:
-    """Headers at once, then a body of one-byte chunks, one every `every` seconds, for ever."""
-
-    async def behave(writer: asyncio.StreamWriter) -> None:
-        writer.write(_head(200, {'Content-Type': content_type, 'Transfer-Encoding': 'chunked'}))
-        while True:
-            writer.write(b'1\r\nx\r\n')
-            await writer.drain()
-            await asyncio.sleep(every)
-
-    return behave
-
-
-def endless(*, chunk: int = 16 * 1024, content_type: str = 'text/plain') -> Behaviour:
-    """A chunked body that never ends, as fast as the client reads it."""
-
-    async def behave(writer: asyncio.StreamWriter) -> None:
-        writer.write(_head(200, {'Content-Type': content_type, 'Transfer-Encoding': 'chunked'}))
-        piece = f'{chunk:x}\r\n'.encode() + b'#' * chunk + b'\r\n'
-        while True:
-            writer.write(piece)
-            await writer.drain()
-            await asyncio.sleep(0)
-
-    return behave
-
-
-def claims(length: int, *, content_type: str = 'text/plain') -> Behaviour:
-    """Announces a body of `length` bytes, then sends nothing (for ever)."""
-
-    async def behave(writer: asyncio.StreamWriter) -> None:
-        writer.write(_head(200, {'Content-Type': content_type, 'Content-Length': str(length)}))
-        await writer.drain()
-        await asyncio.sleep(3600)
 
     return behave
 
@@ -134,73 +73,6 @@ def silent() -> Behaviour:
         await asyncio.sleep(3600)
 
     return behave
-
-
-@dataclass
-class RawServer:
-    """A loopback HTTP/1.1 server (https with `tls`) answering every request with `behaviour`.
-
-    It records each request (`seen`) and counts the connections whose answer ended because the
-    client went away (`dropped`): a client that gives up closes its connection.
-    """
-
-    behaviour: Behaviour
-    tls: ssl.SSLContext | None = None
-    seen: list[Seen] = field(default_factory=list)
-    dropped: int = 0
-    port: int = 0
-    _server: asyncio.Server | None = None
-    _stop: asyncio.Event = field(default_factory=asyncio.Event)
-    _handlers: set[asyncio.Task[None]] = field(default_factory=set)
-
-    @property
-    def url(self) -> str:
-        return f'{"https" if self.tls else "http"}://127.0.0.1:{self.port}'
-
-    async def __aenter__(self) -> RawServer:
-        self._server = await asyncio.start_server(self._serve, '127.0.0.1', 0, ssl=self.tls)
-        self.port = int(self._server.sockets[0].getsockname()[1])
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        # Handlers end by themselves once told to (cancelling them makes asyncio log noise).
-        self._stop.set()
-        await asyncio.gather(*self._handlers, return_exceptions=True)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        handler = asyncio.current_task()
-        assert handler is not None
-        self._handlers.add(handler)
-        work = asyncio.create_task(self._answer(reader, writer))
-        stop = asyncio.create_task(self._stop.wait())
-        try:
-            await asyncio.wait((work, stop), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (work, stop):
-                task.cancel()
-            await asyncio.gather(work, stop, return_exceptions=True)
-            self._handlers.discard(handler)
-            writer.close()
-            with contextlib.suppress(ConnectionError, ssl.SSLError):
-                await writer.wait_closed()
-
-    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await reader.readuntil(b'\r\n\r\n')
-            request, *lines = head.decode('latin-1').split('\r\n')
-            headers = {}
-            for line in lines:
-                name, sep, value = line.partition(':')
-                if sep:
-                    headers[name.strip().lower()] = value.strip()
-            body = await reader.readexactly(int(headers.get('content-length', '0')))
-            method, path, _ = request.split(' ', 2)
-            self.seen.append(Seen(method, path, headers, body))
-            await self.behaviour(writer)
-        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
-            self.dropped += 1
 
 
 # --- TLS -----------------------------------------------------------------------------------------
@@ -391,7 +263,7 @@ def chunked(body: bytes, *, size: int = 1000, **headers: str) -> Behaviour:
     async def behave(writer: asyncio.StreamWriter) -> None:
         fields = {'Content-Type': 'text/plain', 'Transfer-Encoding': 'chunked'}
         fields.update({k.replace('_', '-'): v for k, v in headers.items()})
-        writer.write(_head(200, fields))
+        writer.write(response_head(200, fields))
         for start in range(0, len(body), size):
             piece = body[start : start + size]
             writer.write(f'{len(piece):x}\r\n'.encode() + piece + b'\r\n')
@@ -525,7 +397,7 @@ async def test_inspect_refuses_before_the_body() -> None:
         return Failure(ErrorReason.HTTP_5XX, f'HTTP {status}') if status >= 500 else None
 
     async def fails(writer: asyncio.StreamWriter) -> None:
-        writer.write(_head(503, {'Content-Length': '100'}))  # and no body
+        writer.write(response_head(503, {'Content-Length': '100'}))  # and no body
         await writer.drain()
         await asyncio.sleep(3600)
 

@@ -61,7 +61,7 @@ from tests.fake_prometheus import (
     vector,
 )
 from tests.fake_prometheus import prom as prom  # the fixture
-from tests.unit.test_collect_http import RawServer, claims, drip, endless
+from tests.unit.raw_http import RawServer, claims, drip, endless
 from tests.waiting import eventually
 
 # --- worked values -------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Tests of the pod-scraping source against real loopback HTTP(S) servers serving /metrics pages.
 
-Pages and their hand-worked figures are those of `test_collect_scrape_reading` (the figures are
-computed by `collect.scrape_reading`, tested there); here they show that scraping feeds the
-windows: what is fetched, kept, classified and forgotten, with the HTTP client, TLS and tokens.
+Pages (`tests.unit.scrape_pages`) and their hand-worked figures are those of
+`test_collect_scrape_reading` (the figures are computed by `collect.scrape_reading`, tested
+there); here they show that scraping feeds the windows: what is fetched, kept, classified and
+forgotten, with the HTTP client, TLS and tokens.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from llmscaler.collect.types import ErrorReason, MetricsSource, ModelScope, Read
 from llmscaler.model import LatencyHistogram
 from tests.pki import Pki, make_pki
 from tests.prerequisites import need_program
-from tests.unit.test_collect_http import RawServer, claims, drip, endless
-from tests.unit.test_collect_scrape_reading import (
+from tests.unit.raw_http import RawServer, claims, drip, endless
+from tests.unit.scrape_pages import (
     MODEL,
     NS,
     SCOPE,

@@ -17,11 +17,11 @@ from llmscaler.config.types import (
 )
 from llmscaler.engine import decide
 from llmscaler.model import EMPTY_STATE, GpuLimit
+from tests.unit.limiter_fixtures import config as limiter_config
+from tests.unit.limiter_fixtures import two_hot_models
+from tests.unit.predictive_fixtures import CONFIG as PREDICTIVE
+from tests.unit.predictive_fixtures import NOW, fleet
 from tests.unit.strategies import NOW as LIMITER_NOW
-from tests.unit.test_engine_limiter import config as limiter_config
-from tests.unit.test_engine_limiter import two_hot_models
-from tests.unit.test_predictive import CONFIG as PREDICTIVE
-from tests.unit.test_predictive import NOW, fleet
 
 
 @pytest.fixture(autouse=True)

@@ -31,8 +31,8 @@ from llmscaler.controller.caches import Caches, WorldCache, build_caches, config
 from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.kube.client import LeaderWorkerSetResource, VariantAutoscalingResource, make_client
 from llmscaler.kube.informer import Informer
-from tests.unit.test_controller_world import pod, va
-from tests.unit.test_kube_targets import deployment, lws, stateful_set
+from tests.unit.workloads import deployment, lws, stateful_set
+from tests.unit.world_objects import pod, va
 from tests.waiting import eventually
 
 CTRL = 'wva-system'

@@ -24,7 +24,7 @@ from llmscaler.enforce.scale_from_zero import wake
 from llmscaler.kube.client import make_client
 from llmscaler.model import GpuLimit, PoolMetrics, Variant
 from llmscaler.optimize.constraints import Budgets
-from tests.unit.test_controller_from_zero import NS, Epp, Harness, queued, va
+from tests.unit.from_zero_harness import NS, Epp, Harness, queued, va
 
 LIMITED = Config(default=ModelConfig(saturation=SaturationConfig(enable_limiter=True)))
 LIMITED_TOTAL = 'wva_decisions_limited_total'

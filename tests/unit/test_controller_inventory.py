@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import copy
-from typing import Any
 
 from llmscaler.clock import ManualClock
 from llmscaler.config.configmaps import SATURATION_CONFIGMAP
@@ -17,56 +15,22 @@ from tests.controller_harness import (
     SATURATED,
     FakeSource,
     api,  # noqa: F401 (the fixture)
+    bound_pod,
+    cached_replicas,
     condition_message,
     conditions,
     configmap,
     decision,
     deployment,
     events,
-    pod,
+    gpu_pod,
+    node,
     run_options,
     scale_writes,
+    settle_to,
     va,
 )
 from tests.waiting import eventually
-
-Obj = dict[str, Any]
-
-
-def node(
-    name: str,
-    *,
-    gpus: object = '8',
-    product: str | None = 'NVIDIA-L40S',
-    ready: str | None = 'True',
-    cordoned: bool = False,
-) -> Obj:
-    labels = {'nvidia.com/gpu.product': product} if product else {}
-    status: Obj = {'allocatable': {'nvidia.com/gpu': gpus, 'cpu': '64'}}
-    if ready is not None:
-        status['conditions'] = [{'type': 'Ready', 'status': ready}]
-    return {
-        'apiVersion': 'v1',
-        'kind': 'Node',
-        'metadata': {'name': name, 'labels': labels},
-        'spec': {'unschedulable': cordoned},
-        'status': status,
-    }
-
-
-def gpu_pod(
-    name: str, *, on: str, gpus: int = 1, namespace: str = 'other', phase: str = 'Running'
-) -> Obj:
-    return {
-        'apiVersion': 'v1',
-        'kind': 'Pod',
-        'metadata': {'name': name, 'namespace': namespace, 'labels': {'app': 'batch'}},
-        'spec': {
-            'nodeName': on,
-            'containers': [{'name': 'c', 'resources': {'limits': {'nvidia.com/gpu': str(gpus)}}}],
-        },
-        'status': {'phase': phase},
-    }
 
 
 def test_node_types_follow_the_gpu_product_labels_in_wvas_order() -> None:
@@ -116,26 +80,6 @@ def test_unbound_and_cpu_pods_are_not_kept() -> None:
     assert kept['gpus'] == 2
 
 
-def settle_to(server: FakeAPI, name: str, replicas: int) -> None:
-    """Put the Deployment back at `replicas` (as if someone else had scaled it)."""
-    obj = server.get(api_version='apps/v1', kind='Deployment', namespace=NS, name=name)
-    obj['spec']['replicas'] = replicas
-    obj['metadata'].pop('resourceVersion', None)
-    server.store.update(server.store_resource(obj), NS, name, obj, part='main')
-
-
-def cached(controller: Controller, name: str) -> int | None:
-    obj = controller.caches.deployments.get(namespace=NS, name=name)
-    return None if obj is None else int(obj['spec']['replicas'])
-
-
-def bound_pod(deploy: str, index: int, *, on: str) -> Obj:
-    obj = copy.deepcopy(pod(deploy, index))
-    obj['spec']['nodeName'] = on
-    obj['spec']['containers'][0]['resources'] = {'limits': {'nvidia.com/gpu': '1'}}
-    return obj
-
-
 async def test_a_full_node_holds_the_scale_up_and_the_va_says_why(api: FakeAPI) -> None:  # noqa: F811
     # One L40S node with 2 GPUs: one holds a's replica, another workload holds the other.
     api.seed(node('n1', gpus='2'))
@@ -156,7 +100,7 @@ async def test_a_full_node_holds_the_scale_up_and_the_va_says_why(api: FakeAPI) 
         assert conditions(api, 'a')['ResourcesAvailable'] == ('Unknown', 'NoGpuLimits')
         await eventually(controller.inventory.synced, 'the inventory to sync')
         settle_to(api, 'a', 1)
-        await eventually(lambda: cached(controller, 'a') == 1, 'the scale-down to be seen')
+        await eventually(lambda: cached_replicas(controller, 'a') == 1, 'the scale-down to be seen')
         report = await controller.cycle.run_once()
         # Saturated: V1 asks for a second replica; no GPU is free, so it is held back.
         assert decision(report, 'a') == (1, 1, Action.NO_CHANGE)

@@ -31,14 +31,18 @@ from tests.controller_harness import (
     SATURATED,
     FakeSource,
     api,  # noqa: F401 (the fixture)
+    bound_pod,
+    cached_replicas,
     conditions,
     configmap,
     decision,
     deployment,
+    gpu_pod,
+    node,
     run_options,
+    settle_to,
     va,
 )
-from tests.unit.test_controller_inventory import bound_pod, cached, gpu_pod, node, settle_to
 from tests.waiting import eventually
 
 Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -98,7 +102,7 @@ async def test_limited_metrics_then_the_limiter_off_clears_the_condition(api: Fa
         await controller.cycle.run_once()  # starts the inventory
         await eventually(controller.inventory.synced, 'the inventory to sync')
         settle_to(api, 'a', 1)
-        await eventually(lambda: cached(controller, 'a') == 1, 'the scale-down to be seen')
+        await eventually(lambda: cached_replicas(controller, 'a') == 1, 'the scale-down to be seen')
         report = await controller.cycle.run_once()
         assert decision(report, 'a') == (1, 1, Action.NO_CHANGE)
         assert conditions(api, 'a')['ResourcesAvailable'] == ('False', 'ResourceConstrained')

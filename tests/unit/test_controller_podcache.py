@@ -26,7 +26,7 @@ from llmscaler.controller.podcache import PodCache, slim_pod
 from llmscaler.controller.pods import epp_targets, pod_info, scrape_targets
 from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.kube.client import make_client
-from tests.unit.test_controller_world import (
+from tests.unit.world_objects import (
     HASH,
     JSON,
     LWS_NAME,

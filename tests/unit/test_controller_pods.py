@@ -1,6 +1,6 @@
 """Pods: owner chains, readiness, and the pages to scrape (controller.pods).
 
-Worked examples use the objects of tests/unit/test_controller_world.py: a Deployment
+Worked examples use the objects of tests/unit/world_objects.py: a Deployment
 `llama-8b-a100` whose pods carry `pod-template-hash=7c9f5d` and are owned by ReplicaSet
 `llama-8b-a100-7c9f5d`, a LeaderWorkerSet `vllm-405b` and a StatefulSet `qwen-decode`.
 """
@@ -14,7 +14,7 @@ import pytest
 from llmscaler.collect.attribution import PodInfo
 from llmscaler.collect.scrape import ScrapeTarget
 from llmscaler.controller.pods import epp_targets, parse_selector, pod_info, scrape_targets
-from tests.unit.test_controller_world import (
+from tests.unit.world_objects import (
     HASH,
     LLAMA,
     LLAMA_405B,

@@ -17,7 +17,6 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmscaler.config.types import Config
 from llmscaler.controller.pools import (
     V1,
     V1ALPHA2,
@@ -30,86 +29,9 @@ from llmscaler.controller.pools import (
     slim_endpoint_slice,
 )
 from llmscaler.controller.poolsources import hold
-from llmscaler.controller.world import World, build_world
+from tests.unit.pool_objects import ALPHA, GA, NS, alpha_pool, v1_pool, world
 
-NS = 'llm'
-GA = '/'.join(V1)
-ALPHA = '/'.join(V1ALPHA2)
 CRDS = Path(__file__).resolve().parents[2] / 'src/llmscaler/devcluster/crds/inferencepools.yaml'
-
-
-def v1_pool(
-    name: str = 'chat', *, namespace: str = NS, labels: dict[str, str] | None = None, **epp: Any
-) -> dict[str, Any]:
-    ref: dict[str, Any] = {'name': f'{name}-epp', 'port': {'number': 9002}, **epp}
-    return {
-        'apiVersion': GA,
-        'kind': 'InferencePool',
-        'metadata': {'name': name, 'namespace': namespace},
-        'spec': {
-            'selector': {'matchLabels': labels if labels is not None else {'pool': name}},
-            'targetPorts': [{'number': 8000}],
-            'endpointPickerRef': ref,
-        },
-    }
-
-
-def alpha_pool(
-    name: str = 'chat', *, namespace: str = NS, labels: dict[str, Any] | None = None, **ref: Any
-) -> dict[str, Any]:
-    return {
-        'apiVersion': ALPHA,
-        'kind': 'InferencePool',
-        'metadata': {'name': name, 'namespace': namespace},
-        'spec': {
-            'selector': labels if labels is not None else {'pool': name},
-            'targetPortNumber': 8000,
-            'extensionRef': {'name': f'{name}-epp', **ref},
-        },
-    }
-
-
-def deployment(name: str, *, namespace: str = NS, labels: dict[str, str]) -> dict[str, Any]:
-    template_labels = {'app': name, **labels}
-    return {
-        'apiVersion': 'apps/v1',
-        'kind': 'Deployment',
-        'metadata': {'name': name, 'namespace': namespace},
-        'spec': {
-            'replicas': 0,
-            'selector': {'matchLabels': {'app': name}},
-            'template': {
-                'metadata': {'labels': template_labels},
-                'spec': {'containers': [{'name': 'vllm', 'image': 'vllm/vllm-openai'}]},
-            },
-        },
-    }
-
-
-def va(name: str, *, namespace: str = NS, model: str = 'm') -> dict[str, Any]:
-    return {
-        'apiVersion': 'llmd.ai/v1alpha1',
-        'kind': 'VariantAutoscaling',
-        'metadata': {'name': name, 'namespace': namespace},
-        'spec': {
-            'scaleTargetRef': {'kind': 'Deployment', 'name': name},
-            'modelID': model,
-            'minReplicas': 0,
-            'maxReplicas': 4,
-            'variantCost': '10',
-        },
-    }
-
-
-def world(*variants: tuple[str, str, dict[str, str]]) -> World:
-    """VAs and Deployments of (namespace, name, template labels)."""
-    deploys = [deployment(n, namespace=ns, labels=labels) for ns, n, labels in variants]
-    return build_world(
-        vas=[va(n, namespace=ns) for ns, n, _ in variants],
-        targets={('Deployment', ns, n): d for (ns, n, _), d in zip(variants, deploys, strict=True)},
-        pods=(),
-        config=Config(),
-    )
 
 
 def pools(*objects: dict[str, Any]) -> tuple[Pool, ...]:

@@ -31,8 +31,8 @@ from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.kube.client import make_client
 from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.scale import ScaleClient
-from tests.unit.test_controller_from_zero import Epp, queued
-from tests.unit.test_controller_pools import alpha_pool, deployment, v1_pool, va, world
+from tests.unit.from_zero_harness import Epp, queued
+from tests.unit.pool_objects import alpha_pool, deployment, v1_pool, va, world
 
 NS = 'llm'
 GA = '/'.join(V1)

@@ -12,37 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from llmscaler.emulate.fleet import Emulator, ReplicaUnavailable
+from llmscaler.emulate.fleet import ReplicaUnavailable
 from llmscaler.emulate.load import PoissonLoad, TraceLoad
 from llmscaler.sim.presets import preset
 from llmscaler.sim.trace import load_trace
-from llmscaler.sim.types import PerfModel, VariantSpec
-from tests.unit.test_emulate_load import trace_of
-
-MODEL = 'meta-llama/Llama-3.1-8B-Instruct'
-T0 = 1000.0
-
-
-LINEAR = PerfModel(
-    step_overhead=0.007,
-    decode_per_seq=0.042e-3,
-    prefill_per_token=24e-6,
-    kv_read_per_token=0.052e-6,
-)
-
-
-def h100(**overrides: int) -> VariantSpec:
-    return preset(
-        name='llama-3.1-8b-h100', variant_name='llama-3.1-8b-h100', perf=LINEAR, **overrides
-    )
-
-
-class FakeClock:
-    def __init__(self, t: float = T0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
+from tests.unit.emulate_fixtures import LINEAR, T0, FakeClock, emulator, h100, trace_of
 
 
 class Recorder:
@@ -61,19 +35,6 @@ class Recorder:
 
     def reject(self, *, status: int, message: str) -> None:
         self.rejected = (status, message)
-
-
-def emulator(
-    clock: FakeClock, *, replicas: int, spec: VariantSpec | None = None, **kw: object
-) -> Emulator:
-    return Emulator(
-        spec=spec or h100(),
-        replicas=replicas,
-        model_name=MODEL,
-        namespace='ns',
-        clock=clock,
-        **kw,  # type: ignore[arg-type]
-    )
 
 
 # ---- the replica model behind the pages ------------------------------------------------------

@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from prometheus_client.parser import text_string_to_metric_families
 
 from llmscaler.emulate.exposition import CONTENT_TYPE
 from llmscaler.emulate.http import Completion, epp_app, parse_completion, replica_app
-from tests.unit.test_emulate_fleet import MODEL, T0, FakeClock, emulator
+from tests.unit.emulate_fixtures import MODEL, OPENMETRICS, T0, FakeClock, emulator, samples, until
 
-OPENMETRICS = 'application/openmetrics-text; version=1.0.0; charset=utf-8'
 Client = TestClient[web.Request, web.Application]
 
 
@@ -29,25 +27,6 @@ Client = TestClient[web.Request, web.Application]
 async def serving(app: web.Application) -> AsyncIterator[Client]:
     async with TestClient(TestServer(app)) as client:
         yield client
-
-
-def samples(text: str) -> dict[tuple[str, str], float]:
-    """(sample name, one distinguishing label value or '') → value, buckets left out."""
-    out: dict[tuple[str, str], float] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            key = s.labels.get('finished_reason') or s.labels.get('pod_name') or ''
-            if 'le' not in s.labels:
-                out[(s.name, key)] = s.value
-    return out
-
-
-async def until(condition: Callable[[], bool], timeout: float = 2.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        assert loop.time() < deadline, 'timed out'
-        await asyncio.sleep(0.002)
 
 
 # ---- pages ---------------------------------------------------------------------------------------

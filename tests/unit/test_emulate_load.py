@@ -6,26 +6,12 @@ import math
 import re
 from itertools import islice
 
-import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from llmscaler.emulate.load import PoissonLoad, TraceLoad, arrivals, check_positive
-from llmscaler.sim.types import Trace
-
-
-def trace_of(
-    times: list[float], *, inputs: list[int] | None = None, outputs: list[int] | None = None
-) -> Trace:
-    """A trace at `times`; lengths 1, 2, 3, … and 10, 11, 12, … unless given."""
-    n = len(times)
-    return Trace(
-        name='t',
-        arrivals=np.array(times, dtype=np.float64),
-        input_tokens=np.array(inputs or range(1, n + 1), dtype=np.int64),
-        output_tokens=np.array(outputs or range(10, 10 + n), dtype=np.int64),
-    )
+from tests.unit.emulate_fixtures import trace_of
 
 
 @given(

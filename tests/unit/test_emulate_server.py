@@ -28,8 +28,7 @@ from llmscaler.emulate.load import PoissonLoad, TraceLoad, arrivals
 from llmscaler.emulate.server import RunningEmulator, build_parser, main, serve
 from llmscaler.sim.replica_fast import FastReplica
 from llmscaler.sim.types import SimRequest, VariantSpec
-from tests.unit.test_emulate_fleet import MODEL, T0, FakeClock, h100
-from tests.unit.test_emulate_http import OPENMETRICS, samples, until
+from tests.unit.emulate_fixtures import MODEL, OPENMETRICS, T0, FakeClock, h100, samples, until
 
 SRC = Path(__file__).resolve().parents[2] / 'src'
 

@@ -28,7 +28,6 @@ from llmscaler.kube.crd import (
     CONDITION_TARGET_RESOLVED,
     CONDITION_TYPE_PATTERN,
     INT32_MAX,
-    INT64_MAX,
     REASON_OPTIMIZATION_REFUSED,
     REASON_TARGET_FOUND,
     REASON_TARGET_NOT_FOUND,
@@ -42,6 +41,7 @@ from llmscaler.kube.crd import (
     parse_va,
     set_condition,
 )
+from tests.unit.crd_compare import facets, walk
 
 CRD_PATH = (
     Path(__file__).resolve().parents[2]
@@ -49,17 +49,6 @@ CRD_PATH = (
     / 'base'
     / 'crds'
     / 'llmd.ai_variantautoscalings.yaml'
-)
-FACETS = (
-    'type',
-    'format',
-    'default',
-    'minimum',
-    'maximum',
-    'minLength',
-    'maxLength',
-    'pattern',
-    'enum',
 )
 
 # The two example VAs of seed 000 ("Multi-Variant InferencePool Example").
@@ -114,41 +103,6 @@ def crd_schema() -> dict[str, Any]:
 
 def model_schema() -> dict[str, Any]:
     return VariantAutoscaling.model_json_schema(by_alias=True, mode='validation')
-
-
-def resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
-    """A pydantic schema node with $ref inlined and `X | None` reduced to X."""
-    node = dict(node)
-    if '$ref' in node:
-        node = {**defs[node.pop('$ref').rsplit('/', 1)[-1]], **node}
-    if 'anyOf' in node:
-        branches = [b for b in node.pop('anyOf') if b != {'type': 'null'}]
-        assert len(branches) == 1, branches
-        node = {**resolve(branches[0], defs), **node}
-    return node
-
-
-def facets(node: dict[str, Any]) -> dict[str, Any]:
-    """The validation facets, normalised: None/[] defaults mean 'absent', int32/int64 imply max."""
-    out = {k: node[k] for k in FACETS if k in node}
-    if out.get('default', 0) in (None, []):
-        del out['default']
-    implied_max = {'int32': INT32_MAX, 'int64': INT64_MAX}.get(out.get('format', ''))
-    if implied_max is not None and out.get('maximum') == implied_max:
-        del out['maximum']
-    return out
-
-
-def walk(
-    crd: dict[str, Any], model: dict[str, Any], defs: dict[str, Any], path: str
-) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """Pairs (path, CRD node, model node) for every node below `path`, in CRD order."""
-    model = resolve(model, defs)
-    yield path, crd, model
-    for name, child in crd.get('properties', {}).items():
-        yield from walk(child, model.get('properties', {}).get(name, {}), defs, f'{path}.{name}')
-    if 'items' in crd:
-        yield from walk(crd['items'], model.get('items', {}), defs, f'{path}[]')
 
 
 def differences(crd: dict[str, Any], model: dict[str, Any]) -> list[str]:

@@ -27,7 +27,7 @@ from llmscaler.kube.llmautoscaler import (
     parse_llmautoscaler,
 )
 from tests.prerequisites import need_program
-from tests.unit.test_kube_crd import facets, walk
+from tests.unit.crd_compare import facets, walk
 
 CRD_PATH = (
     Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from llmscaler.sim.presets import preset
 from llmscaler.sim.replica_fast import FastReplica
 from llmscaler.sim.runner import SimSettings, run
 from llmscaler.sim.types import SimRequest, Trace, VariantSpec
-from tests.unit.test_sim_replica import LINEAR
+from tests.unit.sim_fixtures import LINEAR
 
 BYTES = float(hardware.model('meta-llama/Llama-3.1-8B-Instruct').kv_bytes_per_token(tp=1))
 

@@ -20,8 +20,8 @@ import pytest
 from llmscaler.cli import main
 from llmscaler.model import Variant
 from llmscaler.sim.kaito import KaitoPolicy, is_kaito, parse_kaito
-from tests.unit.test_engine import variant
-from tests.unit.test_sim_policies import replica, running, view
+from tests.unit.engine_fixtures import variant
+from tests.unit.sim_fixtures import replica, running, view
 
 
 def fleet(count: int, *, pending: int = 0) -> list[Variant]:

@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 
 from llmscaler.model import ReplicaMetrics
 from llmscaler.sim.peers import HpaKvPolicy, KedaQueuePolicy
+from tests.unit.engine_fixtures import variant
+from tests.unit.sim_fixtures import replica, running, view
 from tests.unit.strategies import NOW
-from tests.unit.test_engine import variant
-from tests.unit.test_sim_policies import replica, running, view
 
 
 def test_keda_queue_trigger() -> None:

@@ -12,7 +12,7 @@ import pytest
 from llmscaler.sim.metrics import summarize_all
 from llmscaler.sim.plots import DPI, FILES, HEIGHT, MAX_POINTS, WIDTH, _binned, plot_all
 from llmscaler.sim.types import SLO, SimResult
-from tests.unit.test_sim_metrics import SLO_1, empty_result, tiny_result, tiny_timeline
+from tests.unit.sim_fixtures import SLO_1, empty_result, tiny_result, tiny_timeline
 
 SIGNATURE = b'\x89PNG\r\n\x1a\n'
 

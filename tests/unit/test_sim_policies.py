@@ -16,48 +16,13 @@ from hypothesis import given, settings
 
 from llmscaler.config.types import Config
 from llmscaler.engine import decide
-from llmscaler.model import EMPTY_STATE, PoolMetrics, ReplicaMetrics, Snapshot, Variant
+from llmscaler.model import EMPTY_STATE, PoolMetrics, Snapshot
 from llmscaler.sim.policies import CorePolicy, StaticPolicy, parse_static
 from llmscaler.sim.types import ControlView
 from tests.unit.configs import TOKEN
+from tests.unit.engine_fixtures import MODEL, NS, variant
+from tests.unit.sim_fixtures import replica, running, view
 from tests.unit.strategies import NOW, snapshots
-from tests.unit.test_engine import MODEL, NS, variant
-
-
-def running(name: str, count: int, **kw: object) -> Variant:
-    """A variant with `count` replicas, all ready."""
-    return variant(name, current_replicas=count, ready_replicas=count, **kw)
-
-
-def replica(name: str, pod: int, *, queue: float = 0.0, kv: float = 0.0) -> ReplicaMetrics:
-    return ReplicaMetrics(
-        pod=f'{name}-{pod}',
-        variant=name,
-        namespace=NS,
-        observed_at=NOW - 5.0,
-        kv_usage=kv,
-        queue_length=queue,
-        num_gpu_blocks=1000,
-        block_size=16,
-        avg_input_tokens=1000.0,
-        avg_output_tokens=200.0,
-    )
-
-
-def view(
-    variants: list[Variant],
-    replicas: list[ReplicaMetrics] = (),  # type: ignore[assignment]
-    pools: list[PoolMetrics] = (),  # type: ignore[assignment]
-    *,
-    now: float = NOW,
-) -> ControlView:
-    return ControlView(
-        now=now,
-        snapshot=Snapshot(variants=tuple(variants), replicas=tuple(replicas), pools=tuple(pools)),
-        replicas={v.name: v.current_replicas for v in variants},
-        ready={v.name: v.ready_replicas for v in variants},
-    )
-
 
 # ---- CorePolicy ------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from llmscaler.sim.prefix_cache import PrefixCache, block_keys
 from llmscaler.sim.replica import ReferenceReplica
 from llmscaler.sim.replica_fast import FastReplica
 from llmscaler.sim.types import SimRequest, VariantSpec
-from tests.unit.test_sim_replica import (
+from tests.unit.sim_fixtures import (
     ENGINES,
     STEPS,
     Engine,

@@ -23,7 +23,7 @@ from llmscaler.sim.scenario import from_document, with_overrides
 from llmscaler.sim.synthetic_prefix import PrefixSpec, add_prefixes, chain_ids
 from llmscaler.sim.trace import TraceError, load_trace, scale_rate
 from llmscaler.sim.types import SLO, ControlView, SimRequest, Trace, VariantSpec
-from tests.unit.test_sim_replica import LINEAR, drive
+from tests.unit.sim_fixtures import LINEAR, drive
 
 MOONCAKE = Path(__file__).parent / 'data' / 'mooncake-sample.jsonl'
 

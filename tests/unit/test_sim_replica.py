@@ -14,9 +14,7 @@ engine must stay at least 10× faster there.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
-from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -28,33 +26,21 @@ from llmscaler.sim.engine_base import ReplicaCounters
 from llmscaler.sim.replica import ReferenceReplica
 from llmscaler.sim.replica_fast import FastReplica
 from llmscaler.sim.types import PerfModel, SimRequest, VariantSpec
-
-Engine = ReferenceReplica | FastReplica
-ENGINES = pytest.mark.parametrize('cls', [ReferenceReplica, FastReplica], ids=['ref', 'fast'])
-
-LINEAR = PerfModel(
-    step_overhead=0.007,
-    decode_per_seq=0.042e-3,
-    prefill_per_token=24e-6,
-    kv_read_per_token=0.052e-6,
+from tests.unit.sim_fixtures import (
+    ENGINES,
+    STEPS,
+    Engine,
+    drive,
+    engine,
+    h100,
+    roofline,
+    stream,
+    summary,
 )
-
-
-def h100(**overrides: int) -> VariantSpec:
-    return presets.preset(name='llama-3.1-8b-h100', variant_name='v', perf=LINEAR, **overrides)
-
-
-def roofline(name: str = 'llama-3.1-8b-h100', **overrides: int) -> VariantSpec:
-    """A preset with its derived step model."""
-    return presets.preset(name=name, variant_name='v', **overrides)
 
 
 def request(rid: int, *, at: float = 0.0, size: int, out: int) -> SimRequest:
     return SimRequest(rid=rid, arrival=at, input_tokens=size, output_tokens=out)
-
-
-def engine(cls: type[Engine], spec: VariantSpec, now: float = 0.0) -> Engine:
-    return cls(spec=spec, name='v-0000', now=now)
 
 
 # ---- worked single requests ------------------------------------------------------------------
@@ -489,75 +475,6 @@ def test_fast_replica_serves_a_budget_below_max_num_seqs_by_reference_stepping()
 # ---- agreement between the engines -----------------------------------------------------------
 
 
-def drive(
-    e: Engine,
-    rs: Sequence[SimRequest],
-    *,
-    probes: Sequence[float],
-    cancels: Sequence[tuple[float, int]] = (),
-    found: list[bool] | None = None,
-) -> list[SimRequest]:
-    """Advance to every arrival, probe and cancel time in order, submit at arrivals, cancel
-    request i at (t, i) (appending what `cancel` returned to `found`), then run dry.
-
-    Checks the gauges at every call.
-    """
-    events = sorted(
-        [(r.arrival, 0, i) for i, r in enumerate(rs)]
-        + [(t, 1, -1) for t in probes]
-        + [(t, 2, i) for t, i in cancels]
-    )
-    done: list[SimRequest] = []
-    usable = e.spec.num_gpu_blocks - 1
-    for t, kind, i in events:
-        done += e.advance(until=t)
-        assert 0.0 <= e.kv_usage <= 1.0
-        held = e.held_blocks()
-        assert held == usable - e.free_blocks
-        assert 0 <= held <= usable
-        if kind == 0:
-            e.submit(request=rs[i], now=t)
-        elif kind == 2:
-            hit = e.cancel(request=rs[i], now=t)
-            if found is not None:
-                found.append(hit)
-            held = e.held_blocks()
-            assert held == usable - e.free_blocks
-    done += e.advance(until=math.inf)
-    assert e.in_flight == 0
-    return done
-
-
-def stream(
-    *,
-    seed: int,
-    n: int,
-    rate: float,
-    cv: float,
-    log_in: tuple[float, float],
-    log_out: tuple[float, float],
-) -> list[tuple[float, int, int]]:
-    rng = np.random.default_rng(seed)
-    shape = 1.0 / cv**2
-    arrivals = np.cumsum(rng.gamma(shape, 1.0 / (shape * rate), n))
-    sizes = np.clip(np.exp(rng.normal(log_in[0], log_in[1], n)), 1, 30_000).astype(int)
-    outs = np.clip(np.exp(rng.normal(log_out[0], log_out[1], n)), 1, 3000).astype(int)
-    return [(float(a), int(i), int(o)) for a, i, o in zip(arrivals, sizes, outs, strict=True)]
-
-
-def summary(rs: Sequence[SimRequest]) -> dict[str, float]:
-    ttft = np.array([r.ttft for r in rs])
-    itl = np.array([r.mean_itl for r in rs if r.output_tokens > 1])
-    makespan = max(r.finished for r in rs) - min(r.arrival for r in rs)
-    return {
-        'ttft_p50': float(np.percentile(ttft, 50)),
-        'ttft_p99': float(np.percentile(ttft, 99)),
-        'itl_p50': float(np.percentile(itl, 50)),
-        'itl_p99': float(np.percentile(itl, 99)),
-        'throughput': sum(r.output_tokens for r in rs) / makespan,
-    }
-
-
 TRACES = {
     # Gamma inter-arrivals with CV 3, Azure-conversation-like lengths.
     'bursty': (
@@ -612,33 +529,6 @@ def test_engines_agree_on_traces(trace: str) -> None:
     if trace == 'long-prompts':
         assert min(r.input_tokens for r in ref_rs) > 2048  # every prompt is chunked
 
-
-STEP = PerfModel(
-    step_overhead=0.0071,
-    decode_per_seq=0.00043,
-    prefill_per_token=0.000027,
-    kv_read_per_token=3.1e-6,
-)
-# Roofline steps at the scale of these small streams (tens of tokens): one whose decode
-# attention is memory-bound, one that starts compute-bound and turns memory-bound as contexts
-# grow (kv 3.1 µs against 2.9 µs per pair: at context ≥ 14.5 tokens per sequence), each with a
-# plain and a smooth linear-layer maximum.
-ROOFLINE_STEP = PerfModel(
-    step_overhead=0.002,
-    decode_per_seq=0.00043,
-    prefill_per_token=0.00041,
-    kv_read_per_token=3.1e-6,
-    weight_read=0.005,
-    token_traffic=0.00002,
-    attention_per_pair=2.9e-6,
-    comm_per_token=0.00001,
-)
-STEPS = (
-    STEP,
-    ROOFLINE_STEP,
-    dataclasses.replace(ROOFLINE_STEP, sharpness=1.0),
-    dataclasses.replace(ROOFLINE_STEP, attention_per_pair=0.2e-6, sharpness=2.0),
-)
 
 Case = tuple[
     VariantSpec, list[tuple[float, int, int]], list[float], int | None, list[tuple[float, int]]

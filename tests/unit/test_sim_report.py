@@ -27,7 +27,7 @@ from llmscaler.sim.report import (
     write_report,
 )
 from llmscaler.sim.types import SLO, SimResult
-from tests.unit.test_sim_metrics import SLO_1, empty_result, tiny_result
+from tests.unit.sim_fixtures import SLO_1, empty_result, tiny_result
 
 SCENARIO: dict[str, object] = {
     'name': 'tiny',

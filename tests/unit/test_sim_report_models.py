@@ -23,7 +23,7 @@ import pytest
 from llmscaler.sim.metrics import gpu_summary, summarize, summarize_models
 from llmscaler.sim.report_table import gpu_lines, model_table_cells, table_cells
 from llmscaler.sim.types import SLO, GpuWait, SimResult
-from tests.unit.test_sim_metrics import SLO_1, tiny_result
+from tests.unit.sim_fixtures import SLO_1, tiny_result
 
 BIG = {0, 1, 3, 5}
 

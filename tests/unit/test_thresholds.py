@@ -12,27 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmscaler.analyze.thresholds import required_capacity, signal, spare_capacity
-from llmscaler.analyze.types import AnalyzerResult, Totals, VariantCapacity
-from llmscaler.model import Role
-
-
-def capacity(name: str, prc: float, role: Role = 'both', reason: str = 'P1-obs') -> VariantCapacity:
-    return VariantCapacity(
-        variant=name,
-        namespace='ns',
-        role=role,
-        cost=10.0,
-        accelerator='H100',
-        gpus_per_replica=1,
-        min_replicas=1,
-        max_replicas=4,
-        current_replicas=1,
-        per_replica_capacity=prc,
-        replica_count=1,
-        pending=0,
-        total_demand=0.0,
-        reason=reason,
-    )
+from llmscaler.analyze.types import AnalyzerResult, Totals
+from tests.unit.analyze_fixtures import capacity
 
 
 def test_required_capacity_worked_example() -> None:
