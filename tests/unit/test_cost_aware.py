@@ -16,7 +16,7 @@ from llmscaler.analyze.types import (
     VariantTarget,
 )
 from llmscaler.model import Role
-from llmscaler.optimize.cost_aware import optimize
+from llmscaler.optimize.cost_aware import joint_commit, joint_sizes, optimize
 
 
 def vc(
@@ -552,3 +552,51 @@ def test_unbounded_single_role_scale_up_covers_demand_on_the_best_variant(
     assert added == math.ceil(rc / best.per_replica_capacity - 1e-9)
     assert added * best.per_replica_capacity >= rc - 1e-6
     assert sum(targets.values()) - 2 == added
+
+
+# --- one round of the joint scale-up, as the cost-aware and the limited optimizers share it ---
+
+
+def test_joint_sizes_takes_the_smallest_covered_share_over_roles() -> None:
+    # Prefill needs 250 at PRC 100 (3, covering 1.2 of it), decode 150 at 100 within a headroom
+    # of 1 (covering 2/3): δ is the decode's share.
+    picks: dict[Role, tuple[VariantCapacity, int]] = {
+        'prefill': (vc('p', role='prefill'), 10),
+        'decode': (vc('d', role='decode'), 1),
+    }
+    sizes, delta = joint_sizes(
+        picks=picks, binders={'prefill': (250.0, 100.0), 'decode': (150.0, 100.0)}, roles=2
+    )
+    assert sizes == {'prefill': (3, 250.0, 100.0), 'decode': (1, 150.0, 100.0)}
+    assert delta == pytest.approx(100.0 / 150.0)
+    assert joint_commit(n=3, demand=250.0, prc=100.0, delta=delta) == 1
+    assert joint_commit(n=1, demand=150.0, prc=100.0, delta=delta) == 1
+
+
+def test_joint_sizes_a_role_without_a_pick_bounds_delta_at_one() -> None:
+    sizes, delta = joint_sizes(
+        picks={'both': (vc('a'), 10)}, binders={'both': (50.0, 100.0)}, roles=2
+    )
+    assert sizes == {'both': (1, 50.0, 100.0)}
+    assert delta == 1.0
+    alone, unbounded = joint_sizes(
+        picks={'both': (vc('a'), 10)}, binders={'both': (50.0, 100.0)}, roles=1
+    )
+    assert alone == sizes
+    assert unbounded == 2.0
+
+
+def test_joint_sizes_no_demand_or_no_price_sizes_nothing() -> None:
+    for binder in ((0.0, 100.0), (100.0, 0.0), (0.0, 0.0)):
+        sizes, delta = joint_sizes(picks={'both': (vc('a'), 10)}, binders={'both': binder}, roles=1)
+        assert sizes['both'][0] == 0
+        assert delta == (1.0 if binder[0] <= 0 else 0.0)
+
+
+def test_joint_sizes_an_underflowing_share_still_commits_one() -> None:
+    sizes, delta = joint_sizes(
+        picks={'both': (vc('a'), 1)}, binders={'both': (1e308, 1e-308)}, roles=1
+    )
+    assert sizes['both'][0] == 1
+    assert delta == math.ulp(0.0)
+    assert joint_commit(n=1, demand=1e308, prc=1e-308, delta=delta) == 1

@@ -66,7 +66,7 @@ names are assumed unique within a request (one namespace, one model). Nothing ra
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from llmscaler.analyze import finite_sums
@@ -133,6 +133,34 @@ def replica_floor(value: float) -> int:
     if value >= _HUGE:
         return _HUGE
     return max(0, math.floor(value + _EPSILON))
+
+
+def joint_sizes(
+    *,
+    picks: Mapping[Role, tuple[VariantCapacity, int]],
+    binders: Mapping[Role, tuple[float, float]],
+    roles: int,
+) -> tuple[dict[Role, tuple[int, float, float]], float]:
+    """One round of the joint scale-up (§7.1 step 3): each picked variant's count
+    n = min(⌈demand / PRC⌉, headroom) for its role's binding (demand, PRC), and δ, the smallest
+    share of its demand any role's count covers (1 when some of the `roles` has no pick)."""
+    sizes: dict[Role, tuple[int, float, float]] = {}
+    delta = 1.0 if len(picks) < roles else math.inf
+    for role, (_, headroom) in picks.items():
+        demand, prc = binders[role]
+        n = min(replica_ceil(demand / prc), headroom) if demand > 0 and prc > 0 else 0
+        util = n * prc / demand if demand > 0 else 1.0
+        if n > 0 and not util > 0:
+            # n·PRC/demand underflowed: still a positive fraction, so the commit happens.
+            util = math.ulp(0.0)
+        sizes[role] = (n, demand, prc)
+        delta = min(delta, util)
+    return sizes, delta
+
+
+def joint_commit(*, n: int, demand: float, prc: float, delta: float) -> int:
+    """Replicas a role commits in a round: ⌊δ · demand / PRC⌋, at least one of its n, at most n."""
+    return min(max(replica_floor(delta * demand / prc), min(1, n)), n)
 
 
 def _live_signals(signals: Sequence[AnalyzerSignal]) -> list[_Signal]:
@@ -218,19 +246,15 @@ def _scale_up(
                 return
             picks[role] = pick
 
-        sizes: dict[Role, tuple[int, float, float]] = {}
         # A role without demand has utilization 1 by definition (§7.1 step 3).
-        delta = 1.0 if len(picks) < len(roles) else math.inf
-        for role, (variant, headroom) in picks.items():
-            binder = _binder(live, role, variant.variant)
-            demand, prc = binder if binder is not None else (0.0, 0.0)
-            n = min(replica_ceil(demand / prc), headroom) if demand > 0 else 0
-            util = n * prc / demand if demand > 0 else 1.0
-            if n > 0 and not util > 0:
-                # n·PRC/demand underflowed: still a positive fraction, so the commit happens.
-                util = math.ulp(0.0)
-            sizes[role] = (n, demand, prc)
-            delta = min(delta, util)
+        sizes, delta = joint_sizes(
+            picks=picks,
+            binders={
+                role: _binder(live, role, variant.variant) or (0.0, 0.0)
+                for role, (variant, _) in picks.items()
+            },
+            roles=len(roles),
+        )
         if delta <= 0:
             return
 
@@ -239,7 +263,7 @@ def _scale_up(
             n, demand, prc = sizes[role]
             if demand <= 0 or prc <= 0:
                 continue
-            k = min(max(replica_floor(delta * demand / prc), min(1, n)), n)
+            k = joint_commit(n=n, demand=demand, prc=prc, delta=delta)
             if k <= 0:
                 continue
             committed = True

@@ -154,6 +154,23 @@ def _pick(*, model: _Model, role: Role, ledger: Ledger) -> tuple[VariantCapacity
     return None if best is None else (best[1], best[2])
 
 
+def _binder(
+    *, model: _Model, capped: list[dict[Role, float]], role: Role, variant: str
+) -> tuple[float, float]:
+    """The (capped demand, PRC) of the signal that needs the most replicas of `variant` for
+    `role` (the first of equals), (0, 0) when no signal prices it."""
+    demand, prc, ratio = 0.0, 0.0, -1.0
+    for index, (_, _, prcs) in enumerate(model.signals):
+        if role not in capped[index]:
+            continue
+        price = prcs.get(variant, 0.0)
+        if price <= 0:
+            continue
+        if capped[index][role] / price > ratio:
+            demand, prc, ratio = capped[index][role], price, capped[index][role] / price
+    return demand, prc
+
+
 def _commit_round(*, model: _Model, cap_at: float, ledger: Ledger) -> None:
     """The joint commit of `cost_aware` on demand capped at `cap_at`, within the budgets."""
     capped = [
@@ -170,25 +187,14 @@ def _commit_round(*, model: _Model, cap_at: float, ledger: Ledger) -> None:
             if pick is None:
                 return
             picks[role] = pick
-        sizes: dict[Role, tuple[int, float, float]] = {}
-        delta = 1.0 if len(picks) < len(roles) else math.inf
-        for role, (variant, cap) in picks.items():
-            demand, prc = 0.0, 0.0
-            ratio = -1.0
-            for index, (_, _, prcs) in enumerate(model.signals):
-                if role not in capped[index]:
-                    continue
-                price = prcs.get(variant.variant, 0.0)
-                if price <= 0:
-                    continue
-                if capped[index][role] / price > ratio:
-                    demand, prc, ratio = capped[index][role], price, capped[index][role] / price
-            n = min(cost_aware.replica_ceil(demand / prc), cap) if demand > 0 and prc > 0 else 0
-            util = n * prc / demand if demand > 0 else 1.0
-            if n > 0 and not util > 0:
-                util = math.ulp(0.0)
-            sizes[role] = (n, demand, prc)
-            delta = min(delta, util)
+        sizes, delta = cost_aware.joint_sizes(
+            picks=picks,
+            binders={
+                role: _binder(model=model, capped=capped, role=role, variant=variant.variant)
+                for role, (variant, _) in picks.items()
+            },
+            roles=len(roles),
+        )
         if delta <= 0:
             return
         committed = False
@@ -196,7 +202,7 @@ def _commit_round(*, model: _Model, cap_at: float, ledger: Ledger) -> None:
             n, demand, prc = sizes[role]
             if demand <= 0 or prc <= 0:
                 continue
-            k = min(max(cost_aware.replica_floor(delta * demand / prc), min(1, n)), n)
+            k = cost_aware.joint_commit(n=n, demand=demand, prc=prc, delta=delta)
             # Roles were sized before any committed: another role may have taken the GPUs.
             fit = ledger.fits(
                 accelerator=variant.accelerator,
