@@ -44,15 +44,23 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
 import yaml
 
 from llmscaler.devcluster import objects
 
-if TYPE_CHECKING:
-    from llmscaler.devcluster.cluster import Cluster
+
+class ClusterAccess(Protocol):
+    """What a controller process needs of its cluster (`devcluster.cluster.Cluster`): a
+    working directory for its files and a kubeconfig for the fake API."""
+
+    @property
+    def workdir(self) -> Path: ...
+
+    def kubeconfig(self, path: Path, *, client: str | None = None) -> Path: ...
+
 
 _POLL = 0.05
 _METRICS_LINE = re.compile(r'serving /metrics on (?P<host>\S+) port (?P<port>\d+)')
@@ -121,7 +129,7 @@ class ControllerProcess:
     def __init__(
         self,
         *,
-        cluster: Cluster,
+        cluster: ClusterAccess,
         args: Sequence[str],
         env: Mapping[str, str] | None = None,
         name: str = 'controller',

@@ -77,14 +77,13 @@ per model nor one shared trace.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pydantic
 
 from llmscaler.sim import presets
-from llmscaler.sim.runner import SimSettings
 from llmscaler.sim.scenario_checks import (
     _check_disaggregated,
     _check_initial,
@@ -124,63 +123,9 @@ from llmscaler.sim.scenario_setup import warm_fleet as warm_fleet
 from llmscaler.sim.scenario_setup import warm_start_fleet as warm_start_fleet
 from llmscaler.sim.scenario_setup import with_initial
 from llmscaler.sim.scenario_setup import with_start_fleet as with_start_fleet
+from llmscaler.sim.scenario_types import ModelSetup as ModelSetup
+from llmscaler.sim.scenario_types import Scenario as Scenario
 from llmscaler.sim.types import SLO, VariantSpec
-
-
-@dataclass(frozen=True, slots=True)
-class ModelSetup:
-    """One model of a scenario: its variants, its workload, the SLO it is judged by."""
-
-    name: str
-    model_id: str
-    variants: tuple[VariantSpec, ...]
-    workload: WorkloadModel | None
-    """Its own workload; None: its rows of the scenario's shared trace."""
-    slo: SLO | None = None
-    """Its SLO or the scenario's; None: derived (`scenario_setup.derive_slo`)."""
-    where: str = ''
-    """Its place in the document, a prefix of field names ('' or 'models.1.')."""
-
-
-@dataclass(frozen=True, slots=True)
-class Scenario:
-    """A validated scenario, ready to run. `variants` are every model's, models in document
-    order; `workload` the one model's, or the trace the models share (else empty)."""
-
-    name: str
-    variants: tuple[VariantSpec, ...]
-    workload: WorkloadModel
-    policies: tuple[str, ...]
-    settings: SimSettings
-    slo: SLO | None = None
-    seed: int = 1
-    source: str = '<built-in>'
-    document: dict[str, Any] = field(default_factory=dict)
-    warm_start: bool = False
-    models: tuple[ModelSetup, ...] = ()
-    inventory: dict[str, int] | None = None
-    """GPUs per accelerator type; None: unlimited."""
-
-    @property
-    def several_models(self) -> bool:
-        return len(self.models) > 1
-
-    @property
-    def first_variants(self) -> tuple[str, ...]:
-        """The first variant of each model: where `static:N` puts its N."""
-        return tuple(m.variants[0].name for m in self.models if m.variants)
-
-    @property
-    def workload_text(self) -> str:
-        """The workload in a few words (`describe_workload`), per model with several."""
-        if not self.several_models:
-            return describe_workload(workload=self.workload)
-        if self.workload.trace is not None:
-            return describe_workload(workload=self.workload) + ', split by model'
-        return '; '.join(
-            f'{m.name}: {describe_workload(workload=m.workload or WorkloadModel())}'
-            for m in self.models
-        )
 
 
 def _variant(model: VariantModel, *, place: str, namespace: str, where: str) -> VariantSpec:

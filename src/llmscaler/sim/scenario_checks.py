@@ -32,7 +32,7 @@ from llmscaler.sim.scenario_document import ScenarioError
 from llmscaler.sim.types import VariantSpec
 
 if TYPE_CHECKING:
-    from llmscaler.sim.scenario import ModelSetup
+    from llmscaler.sim.scenario_types import ModelSetup
 
 # Types and choices of every setting (`router: random` names the routers there are), checked
 # when the scenario is read rather than when the run starts.

@@ -44,7 +44,7 @@ from llmscaler.sim.scenario_workloads import round_up as round_up
 from llmscaler.sim.types import SLO, Policy, Trace, VariantSpec
 
 if TYPE_CHECKING:
-    from llmscaler.sim.scenario import ModelSetup, Scenario
+    from llmscaler.sim.scenario_types import ModelSetup, Scenario
 
 WARM_WINDOW = 300.0
 """Seconds after the largest start-up delay whose peak load the warm start fleet covers."""

@@ -39,7 +39,7 @@ from llmscaler.sim.synthetic_prefix import PrefixSpec
 from llmscaler.sim.types import SLO, Trace, VariantSpec
 
 if TYPE_CHECKING:
-    from llmscaler.sim.scenario import Scenario
+    from llmscaler.sim.scenario_types import Scenario
 
 
 @dataclass(frozen=True, slots=True)
