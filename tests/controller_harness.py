@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -390,12 +390,19 @@ async def informed(
         await eventually(controller.caches.synced, 'the caches to sync')
         yield controller
     finally:
-        controller.cycle.queue.shutdown()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await controller.from_zero.aclose()
-        await controller.client.aclose()
+        await stop(controller, tasks)
+
+
+async def stop(controller: Controller, tasks: Sequence[asyncio.Task[Any]]) -> None:
+    """Stop a controller a test started: its queue, its informers' tasks and what it holds
+    open (the GPU inventory's informers, the scale-from-zero loop, the API client)."""
+    controller.cycle.queue.shutdown()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await controller.inventory.aclose()
+    await controller.from_zero.aclose()
+    await controller.client.aclose()
 
 
 def cached_replicas(controller: Controller, name: str) -> int | None:

@@ -31,6 +31,7 @@ from llmscaler.devcluster import loopback
 from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.scale import ScaleClient
+from tests.unit.pool_objects import va as va
 from tests.unit.world_objects import pod
 
 NS = 'llm'
@@ -56,23 +57,6 @@ def deployment(name: str, *, namespace: str = NS, replicas: int = 0) -> dict[str
                 'metadata': {'labels': labels},
                 'spec': {'containers': [{'name': 'vllm', 'image': 'vllm/vllm-openai'}]},
             },
-        },
-    }
-
-
-def va(
-    name: str, *, model: str = 'm', cost: str = '10', min_replicas: int = 0, namespace: str = NS
-) -> dict[str, Any]:
-    return {
-        'apiVersion': 'llmd.ai/v1alpha1',
-        'kind': 'VariantAutoscaling',
-        'metadata': {'name': name, 'namespace': namespace},
-        'spec': {
-            'scaleTargetRef': {'kind': 'Deployment', 'name': name},
-            'modelID': model,
-            'minReplicas': min_replicas,
-            'maxReplicas': 4,
-            'variantCost': cost,
         },
     }
 

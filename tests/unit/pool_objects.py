@@ -67,7 +67,9 @@ def deployment(name: str, *, namespace: str = NS, labels: dict[str, str]) -> dic
     }
 
 
-def va(name: str, *, namespace: str = NS, model: str = 'm') -> dict[str, Any]:
+def va(
+    name: str, *, model: str = 'm', cost: str = '10', min_replicas: int = 0, namespace: str = NS
+) -> dict[str, Any]:
     return {
         'apiVersion': 'llmd.ai/v1alpha1',
         'kind': 'VariantAutoscaling',
@@ -75,9 +77,9 @@ def va(name: str, *, namespace: str = NS, model: str = 'm') -> dict[str, Any]:
         'spec': {
             'scaleTargetRef': {'kind': 'Deployment', 'name': name},
             'modelID': model,
-            'minReplicas': 0,
+            'minReplicas': min_replicas,
             'maxReplicas': 4,
-            'variantCost': '10',
+            'variantCost': cost,
         },
     }
 

@@ -42,6 +42,7 @@ from tests.controller_harness import (
     conditions,
     run_options,
     seed_variant,
+    stop,
 )
 from tests.fake_prometheus import (
     LLAMA,
@@ -981,10 +982,5 @@ async def test_a_cycle_against_a_dripping_prometheus_ends_in_time_and_says_why()
             assert 'Timeout' in message
             assert 'the read deadline of 0.8s ran out' in message
         finally:
-            controller.cycle.queue.shutdown()
-            for task in informers:
-                task.cancel()
-            await asyncio.gather(*informers, return_exceptions=True)
-            await controller.from_zero.aclose()
-            await controller.client.aclose()
+            await stop(controller, informers)
             await source.aclose()

@@ -28,6 +28,7 @@ from tests.controller_harness import (
     run_options,
     scale_writes,
     settle_to,
+    stop,
     va,
 )
 from tests.waiting import eventually
@@ -124,10 +125,4 @@ async def test_a_full_node_holds_the_scale_up_and_the_va_says_why(api: FakeAPI) 
         assert scale_writes(api) == [2, 2]
         assert conditions(api, 'a')['ResourcesAvailable'] == ('True', 'ResourcesSufficient')
     finally:
-        controller.cycle.queue.shutdown()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await controller.inventory.aclose()
-        await controller.from_zero.aclose()
-        await controller.client.aclose()
+        await stop(controller, tasks)

@@ -41,6 +41,7 @@ from tests.controller_harness import (
     node,
     run_options,
     settle_to,
+    stop,
     va,
 )
 from tests.waiting import eventually
@@ -140,10 +141,4 @@ async def test_limited_metrics_then_the_limiter_off_clears_the_condition(api: Fa
         assert family(metrics, 'wva_available_gpus') == {}
         assert family(metrics, 'wva_decisions_limited_total') == {limited: 1.0}
     finally:
-        controller.cycle.queue.shutdown()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await controller.inventory.aclose()
-        await controller.from_zero.aclose()
-        await controller.client.aclose()
+        await stop(controller, tasks)
