@@ -9,8 +9,8 @@ What it builds: OUT is a full copy of `src/llmscaler` with an extension module b
 compiled module's source (every module of `llmscaler/analyze` and `llmscaler/optimize` except
 those in `INTERPRETED`), and mypyc's shared runtime at OUT's top level. `PYTHONPATH=OUT` runs
 the compiled core; the container image overlays OUT on the installed package (Dockerfile).
-OUT/SOURCES holds the sha256 of every source file it was built from; `--check` says whether OUT
-is current, and the tests refuse a stale tree.
+OUT/SOURCES holds the sha256 of this tool and of every source file it was built from; `--check`
+says whether OUT is current, and the tests refuse a stale tree.
 
 Never into `src/`: an extension module beside a source file is imported instead of it, so an
 edit to the source would silently not run.
@@ -19,7 +19,7 @@ What fails: mypyc's or the C compiler's errors stop the build (exit 1, their out
 OUT is replaced only by a complete build. Needs mypy (which ships mypyc), setuptools, a C
 compiler and the interpreter's headers.
 
-Usage: python tools/compile_core.py [--out build/compiled] [--check] [--force]
+Usage: python tools/compile_core.py [--out build/compiled] [--check | --list] [--force]
 """
 
 from __future__ import annotations
@@ -35,11 +35,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / 'src' / 'llmscaler'
 PACKAGES = ('analyze', 'optimize')
-INTERPRETED = frozenset({
-    # It judges records whose fields may hold anything (a string where a float belongs); a
-    # compiled module refuses such a value at the call instead of judging it.
-    'analyze/validity.py',
-})
+INTERPRETED = frozenset(
+    {
+        # It judges records whose fields may hold anything (a string where a float belongs); a
+        # compiled module refuses such a value at the call instead of judging it.
+        'analyze/validity.py',
+    }
+)
 GROUP = 'llmscaler_core'
 """The name of mypyc's shared library (`llmscaler_core__mypyc.*.so` at OUT's top level)."""
 
@@ -66,8 +68,9 @@ def compiled_sources() -> tuple[str, ...]:
 
 
 def digest() -> str:
-    """The sha256 over every source file of the package (path and content), in name order."""
-    sha = hashlib.sha256()
+    """The sha256 over this tool and every source file of the package (path and content), in
+    name order: a change to either makes a new tree."""
+    sha = hashlib.sha256(Path(__file__).read_bytes() + b'\0')
     for path in sorted(SOURCE.rglob('*')):
         if path.is_file() and '__pycache__' not in path.parts and path.suffix != '.so':
             sha.update(path.relative_to(SOURCE).as_posix().encode() + b'\0')
@@ -106,7 +109,9 @@ def build(out: Path) -> None:
                 shutil.rmtree(target)
             elif target.exists():
                 target.unlink()
-        missing = [s for s in sources if not list((staging / s).parent.glob(f'{Path(s).stem}.*.so'))]
+        missing = [
+            s for s in sources if not list((staging / s).parent.glob(f'{Path(s).stem}.*.so'))
+        ]
         if missing:
             raise SystemExit(f'compile_core: no extension module built for {", ".join(missing)}')
         (staging / 'SOURCES').write_text(digest() + '\n')
@@ -124,8 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--out', type=Path, default=ROOT / 'build' / 'compiled')
     parser.add_argument('--check', action='store_true', help='exit 1 unless OUT is current')
     parser.add_argument('--force', action='store_true', help='rebuild even if OUT is current')
+    parser.add_argument(
+        '--list', action='store_true', help='print the modules compiled; build nothing'
+    )
     args = parser.parse_args(argv)
     out = args.out.resolve()
+    if args.list:
+        for source in compiled_sources():
+            print(source.removesuffix('.py').replace('/', '.'))
+        return 0
     if args.check:
         if current(out):
             return 0

@@ -22,7 +22,8 @@ that is not a finite number, an output path that cannot be written) is reported 
 line per problem, naming the file or option, the path to the field and why, and the exit status
 is 2; output paths are checked before any work is done. No traceback reaches the user for bad
 input. Output is always valid JSON (no NaN). A reader that stops early (`llmscaler decide ... |
-head`) ends the command quietly. `llmscaler --version` prints the package version.
+head`) ends the command quietly. `llmscaler --version` prints the package version and which
+build of the decision core runs (`compiled` or `interpreted`, `llmscaler.buildinfo`).
 `simulate`, `emulate` and `demo` need the `sim` extra (numpy, matplotlib, rich); without it they
 say so in one line (`pip install 'llmscaler[sim]'`) and exit 2.
 """
@@ -40,7 +41,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from llmscaler import engine, io
+from llmscaler import buildinfo, engine, io
 from llmscaler.config import durations
 from llmscaler.config import file as config_file
 from llmscaler.config.errors import ConfigFileError
@@ -57,7 +58,11 @@ def _parser() -> argparse.ArgumentParser:
         prog='llmscaler',
         description='Cost-aware autoscaler for vLLM inference servers.',
     )
-    parser.add_argument('--version', action='version', version=f'llmscaler {_version()}')
+    parser.add_argument(
+        '--version',
+        action='version',
+        version=f'llmscaler {_version()} (decision core: {buildinfo.core_build()})',
+    )
     commands = parser.add_subparsers(dest='command', required=True)
 
     decide = commands.add_parser(

@@ -20,6 +20,7 @@ the version and wall time in summary.json; the per-request files can be left out
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -412,12 +413,16 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> N
     assert code == 0
 
 
-def test_version_is_the_package_version() -> None:
+def test_version_is_the_package_version_and_the_cores_build() -> None:
     script = shutil.which('llmscaler', path=str(Path(sys.executable).parent))
     assert script is not None
-    done = subprocess.run([script, '--version'], capture_output=True, text=True, check=False)
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
+    done = subprocess.run(
+        [script, '--version'], capture_output=True, text=True, check=False, env=env
+    )
     assert done.returncode == 0
-    assert done.stdout == f'llmscaler {metadata.version("llmscaler")}\n'
+    version = metadata.version('llmscaler')
+    assert done.stdout == f'llmscaler {version} (decision core: interpreted)\n'
 
 
 @pytest.mark.parametrize('command', ['simulate', 'emulate', 'demo'])
