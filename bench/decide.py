@@ -15,6 +15,10 @@ with the cyclic garbage collector paused for the call, as the controller and the
 it (`llmscaler.collector`). The token path with the GPU limiter (`enableLimiter`) runs on a
 hotter fleet with per-type GPU budgets that bind (`budgeted`, the fleet of bench/limited.py).
 
+The decision core runs as installed (`decision core: interpreted` for an editable install);
+`PYTHONPATH=build/compiled` (after `make compiled`) times the compiled build of
+tools/compile_core.py.
+
 Usage: python bench/decide.py [--models N] [--repeat K] [--only slo]
 """
 
@@ -29,7 +33,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-from llmscaler import collector
+from llmscaler import buildinfo, collector
 from llmscaler.config.types import Config, ModelConfig, QueueingModelConfig, SaturationConfig
 from llmscaler.engine import decide
 from llmscaler.model import (
@@ -219,6 +223,7 @@ def main() -> None:
         f'snapshot: {args.models} models x {len(ACCELERATORS)} variants x {args.replicas} '
         f'replicas = {len(snapshot.replicas)} replica records'
     )
+    print(f'decision core: {buildinfo.core_build()}')
     print(
         f'baseline json.dumps(replica records): {baseline * 1000:8.1f} ms  '
         f'(CPU {baseline_cpu * 1000:.1f} ms)'

@@ -48,14 +48,19 @@ class Bench:
     argv: tuple[str, ...]
     needs: str = ''
     """A program the benchmark runs under, checked before any benchmark runs."""
+    pythonpath: str = ''
+    """A tree put first on the path (`build/compiled`: the compiled core, checked current
+    before any benchmark runs)."""
 
     @property
     def command(self) -> str:
-        return ' '.join(('.venv/bin/python', *self.argv))
+        prefix = (f'PYTHONPATH={self.pythonpath}',) if self.pythonpath else ()
+        return ' '.join((*prefix, '.venv/bin/python', *self.argv))
 
 
 BENCHES = (
     Bench('decide', ('bench/decide.py',)),
+    Bench('decide-compiled', ('bench/decide.py',), pythonpath='build/compiled'),
     Bench('instructions', ('bench/instructions.py',), needs='valgrind'),
     Bench('limited', ('bench/limited.py',)),
     Bench('simulate', ('bench/simulate.py', '--case', 'all')),
@@ -94,7 +99,12 @@ def run(bench: Bench) -> str:
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, 'COLUMNS': '200', 'NO_COLOR': '1'},
+        env={
+            **os.environ,
+            'COLUMNS': '200',
+            'NO_COLOR': '1',
+            **({'PYTHONPATH': str(ROOT / bench.pythonpath)} if bench.pythonpath else {}),
+        },
     )
     if done.returncode != 0:
         raise SystemExit(f'{bench.command} exited with {done.returncode}:\n{done.stderr.strip()}')
@@ -165,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
                 f'{bench.key} needs {bench.needs} (apt-get install -y {bench.needs}); '
                 f'install it, or leave {bench.key} out with --only'
             )
+    for bench in chosen:
+        if bench.pythonpath == 'build/compiled':
+            check = [sys.executable, str(ROOT / 'tools' / 'compile_core.py'), '--check']
+            if subprocess.run(check, cwd=ROOT, capture_output=True, check=False).returncode:
+                parser.error(f'{bench.key} needs a current build/compiled (make compiled)')
     made = {}
     for bench in chosen:
         print(f'running {bench.command}', file=sys.stderr)
