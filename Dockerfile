@@ -34,7 +34,8 @@ RUN python -m venv /opt/llmscaler \
 # unless the installed package then loads the compiled core.
 RUN python -m venv /build/compile \
     && /build/compile/bin/pip install --no-cache-dir /build/dist/llmscaler-*.whl \
-        mypy==2.4.1 setuptools==65.5.0 \
+        mypy==2.4.1 setuptools==65.5.0 types-PyYAML==6.0.12.20261122 \
+        types-croniter==6.2.4.20261118 \
     && /build/compile/bin/python tools/compile_core.py --out /build/compiled
 WORKDIR /build/compiled
 RUN site="$(/opt/llmscaler/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
