@@ -63,6 +63,7 @@ BENCHES = (
     Bench('decide-compiled', ('bench/decide.py',), pythonpath='build/compiled'),
     Bench('instructions', ('bench/instructions.py',), needs='valgrind'),
     Bench('limited', ('bench/limited.py',)),
+    Bench('limited-compiled', ('bench/limited.py',), pythonpath='build/compiled'),
     Bench('simulate', ('bench/simulate.py', '--case', 'all')),
     Bench('metrics', ('bench/metrics.py',)),
     Bench('cycle', ('bench/cycle.py',)),
