@@ -29,6 +29,7 @@ import hashlib
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -68,9 +69,11 @@ def compiled_sources() -> tuple[str, ...]:
 
 
 def digest() -> str:
-    """The sha256 over this tool and every source file of the package (path and content), in
-    name order: a change to either makes a new tree."""
-    sha = hashlib.sha256(Path(__file__).read_bytes() + b'\0')
+    """The sha256 over the interpreter's extension suffix, this tool and every source file of
+    the package (path and content), in name order: a change to any makes a new tree (another
+    interpreter would not load these extension modules and would run the sources instead)."""
+    suffix = str(sysconfig.get_config_var('EXT_SUFFIX'))
+    sha = hashlib.sha256(suffix.encode() + b'\0' + Path(__file__).read_bytes() + b'\0')
     for path in sorted(SOURCE.rglob('*')):
         if path.is_file() and '__pycache__' not in path.parts and path.suffix != '.so':
             sha.update(path.relative_to(SOURCE).as_posix().encode() + b'\0')
@@ -85,6 +88,8 @@ def current(out: Path) -> bool:
 
 def build(out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
+    stamp = digest()
+    # Beside OUT, under the project, so that mypyc type-checks with the project's mypy settings.
     staging = Path(tempfile.mkdtemp(prefix=f'.{out.name}.', dir=out.parent))
     try:
         shutil.copytree(
@@ -103,7 +108,7 @@ def build(out: Path) -> None:
         if done.returncode != 0:
             print(done.stdout, file=sys.stderr)
             raise SystemExit(f'compile_core: mypyc failed (exit {done.returncode})')
-        for leftover in ('setup.py', 'tmp', 'build'):
+        for leftover in ('setup.py', 'tmp', 'build', '.mypy_cache'):
             target = staging / leftover
             if target.is_dir():
                 shutil.rmtree(target)
@@ -114,7 +119,7 @@ def build(out: Path) -> None:
         ]
         if missing:
             raise SystemExit(f'compile_core: no extension module built for {", ".join(missing)}')
-        (staging / 'SOURCES').write_text(digest() + '\n')
+        (staging / 'SOURCES').write_text(stamp + '\n')
         if out.exists():
             shutil.rmtree(out)
         staging.rename(out)
