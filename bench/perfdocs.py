@@ -38,6 +38,8 @@ import doc_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / 'docs' / 'performance.md'
+COMPILED = 'build/compiled'
+"""The compiled core (tools/compile_core.py), relative to the project root."""
 
 
 @dataclass(frozen=True)
@@ -48,22 +50,22 @@ class Bench:
     argv: tuple[str, ...]
     needs: str = ''
     """A program the benchmark runs under, checked before any benchmark runs."""
-    pythonpath: str = ''
-    """A tree put first on the path (`build/compiled`: the compiled core, checked current
-    before any benchmark runs)."""
+    compiled: bool = False
+    """Run on the compiled core (`COMPILED` first on the path; checked current before any
+    benchmark runs)."""
 
     @property
     def command(self) -> str:
-        prefix = (f'PYTHONPATH={self.pythonpath}',) if self.pythonpath else ()
+        prefix = (f'PYTHONPATH={COMPILED}',) if self.compiled else ()
         return ' '.join((*prefix, '.venv/bin/python', *self.argv))
 
 
 BENCHES = (
     Bench('decide', ('bench/decide.py',)),
-    Bench('decide-compiled', ('bench/decide.py',), pythonpath='build/compiled'),
+    Bench('decide-compiled', ('bench/decide.py',), compiled=True),
     Bench('instructions', ('bench/instructions.py',), needs='valgrind'),
     Bench('limited', ('bench/limited.py',)),
-    Bench('limited-compiled', ('bench/limited.py',), pythonpath='build/compiled'),
+    Bench('limited-compiled', ('bench/limited.py',), compiled=True),
     Bench('simulate', ('bench/simulate.py', '--case', 'all')),
     Bench('metrics', ('bench/metrics.py',)),
     Bench('cycle', ('bench/cycle.py',)),
@@ -104,7 +106,7 @@ def run(bench: Bench) -> str:
             **os.environ,
             'COLUMNS': '200',
             'NO_COLOR': '1',
-            **({'PYTHONPATH': str(ROOT / bench.pythonpath)} if bench.pythonpath else {}),
+            **({'PYTHONPATH': str(ROOT / COMPILED)} if bench.compiled else {}),
         },
     )
     if done.returncode != 0:
@@ -176,11 +178,10 @@ def main(argv: list[str] | None = None) -> int:
                 f'{bench.key} needs {bench.needs} (apt-get install -y {bench.needs}); '
                 f'install it, or leave {bench.key} out with --only'
             )
-    for bench in chosen:
-        if bench.pythonpath == 'build/compiled':
-            check = [sys.executable, str(ROOT / 'tools' / 'compile_core.py'), '--check']
-            if subprocess.run(check, cwd=ROOT, capture_output=True, check=False).returncode:
-                parser.error(f'{bench.key} needs a current build/compiled (make compiled)')
+    if any(b.compiled for b in chosen):
+        check = [sys.executable, str(ROOT / 'tools' / 'compile_core.py'), '--check']
+        if subprocess.run(check, cwd=ROOT, capture_output=True, check=False).returncode:
+            parser.error(f'the compiled benchmarks need a current {COMPILED} (make compiled)')
     made = {}
     for bench in chosen:
         print(f'running {bench.command}', file=sys.stderr)

@@ -28,29 +28,20 @@ def decisions() -> Iterator[str]:
 
     bench = load('decide')
     limited = load('limited')
-    for label in bench.CASES:
-        config, snapshot, state = bench.inputs(label, models=40, replicas=4)
-        for cycle in range(3):
-            result = decide(
-                snapshot=snapshot, config=config, state=state, now=bench.NOW + 30 * cycle
-            )
-            state = result.state
-            yield f'{label} {cycle} {result.decisions!r}'
-            yield f'{label} {cycle} {state!r}'
+    runs = [(label, *bench.inputs(label, models=40, replicas=4)) for label in bench.CASES]
     inferred = Config(default=ModelConfig(queueing=QueueingModelConfig()))
     for snapshot in (
         bench.build(models=40, replicas=6, slo=True, hot=True),
         bench.build(models=30, replicas=3, slo=True, zero='a100'),
     ):
-        for config in (bench.SLO, inferred):
-            state = EMPTY_STATE
-            for cycle in range(3):
-                result = decide(
-                    snapshot=snapshot, config=config, state=state, now=bench.NOW + 30 * cycle
-                )
-                state = result.state
-                yield f'slo {cycle} {result.decisions!r}'
-                yield f'slo {cycle} {state!r}'
+        runs += [('slo', config, snapshot, EMPTY_STATE) for config in (bench.SLO, inferred)]
+    for label, config, snapshot, state in runs:
+        for cycle in range(3):
+            now = bench.NOW + 30 * cycle
+            result = decide(snapshot=snapshot, config=config, state=state, now=now)
+            state = result.state
+            yield f'{label} {cycle} {result.decisions!r}'
+            yield f'{label} {cycle} {state!r}'
     for room in (3, 40, 400):
         for replicas in (0, 2, 10):
             budgets = merge_constraints(
