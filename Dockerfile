@@ -2,8 +2,7 @@
 # turns the project into a wheel and installs it with its dependencies into a virtualenv; the
 # runtime stage is a slim Python with only that virtualenv, run as a numeric non-root user, and
 # works on a read-only root filesystem (the Deployment mounts /tmp; HOME points there). The wheel
-# is installed without the `sim` extra: the simulator's numpy, matplotlib and rich stay out. The
-# decision core's analyzers and optimizers run compiled (tools/compile_core.py).
+# is installed without the `sim` extra: the simulator's numpy, matplotlib and rich stay out.
 # Build: docker build -t ghcr.io/llmscaler/llmscaler:0.1.0 .
 # The base image is pinned by digest (the multi-platform index of that tag), so a rebuild gets the
 # same bytes; move tag and digest together when updating it.
@@ -13,35 +12,14 @@ FROM ${PYTHON_IMAGE} AS builder
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore
-# The C compiler for mypyc (the base image has the interpreter's headers). Not pinned: the base
-# image is, and its Debian release's current gcc is what builds the same C.
-# hadolint ignore=DL3008
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends gcc libc6-dev \
-    && rm -rf /var/lib/apt/lists/*
 WORKDIR /build
 # LICENSE goes into the wheel (and so into the image) with the metadata that declares it.
 COPY pyproject.toml README.md LICENSE ./
 COPY src/ src/
-COPY tools/compile_core.py tools/
 # The bytecode is compiled here, at install time, since the runtime filesystem is read-only.
 RUN python -m venv /opt/llmscaler \
     && /opt/llmscaler/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /build/dist . \
     && /opt/llmscaler/bin/pip install --no-cache-dir --compile /build/dist/llmscaler-*.whl
-# The analyzers and optimizers compiled with mypyc (docs/performance.md), in an environment of
-# their own that type-checks them against the same dependencies; only the extension modules
-# are laid beside the installed sources, which they take precedence over. The build fails
-# unless the installed package then loads the compiled core.
-RUN python -m venv /build/compile \
-    && /build/compile/bin/pip install --no-cache-dir /build/dist/llmscaler-*.whl \
-        mypy==2.4.1 setuptools==65.5.0 types-PyYAML==6.0.12.20261122 \
-        types-croniter==6.2.4.20261118 \
-    && /build/compile/bin/python tools/compile_core.py --out /build/compiled
-WORKDIR /build/compiled
-RUN site="$(/opt/llmscaler/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
-    && find . -name '*.so' -exec cp --parents {} "$site" \; \
-    && /opt/llmscaler/bin/python -c \
-        "from llmscaler import buildinfo; assert buildinfo.core_build() == 'compiled'"
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="llmscaler" \

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run demo test lint typecheck contracts compiled unit bench docs perf-docs clean
+.PHONY: run demo test lint typecheck contracts unit bench docs perf-docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,8 @@ demo: $(STAMP)
 	$(BIN)/llmscaler demo $(DEMO_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench tools
-	$(BIN)/ruff format --check src tests bench tools
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -30,20 +30,14 @@ typecheck: $(STAMP)
 contracts: $(STAMP)
 	$(BIN)/lint-imports
 
-# The analyzers and optimizers compiled with mypyc into build/compiled (docs/performance.md);
-# a no-op while that tree is current. tests/unit/test_compiled.py runs the core's tests on it.
-compiled: $(STAMP)
-	$(BIN)/python tools/compile_core.py
-
 # One worker per core: the suite is CPU-bound and its tests share no ports or files.
-unit: $(STAMP) compiled
+unit: $(STAMP)
 	$(BIN)/pytest -n auto
 
 test: lint typecheck contracts unit
 
-bench: $(STAMP) compiled
+bench: $(STAMP)
 	$(BIN)/python bench/decide.py
-	PYTHONPATH=build/compiled $(BIN)/python bench/decide.py
 	$(BIN)/python bench/simulate.py
 	$(BIN)/python bench/metrics.py
 	$(BIN)/python bench/cycle.py
@@ -62,8 +56,8 @@ docs: $(STAMP)
 
 # The benchmarks' figures in docs/performance.md, from runs on this machine (about ten minutes;
 # bench/instructions.py needs valgrind; without it nothing runs).
-perf-docs: $(STAMP) compiled
+perf-docs: $(STAMP)
 	$(BIN)/python bench/perfdocs.py --write-docs
 
 clean:
-	rm -rf $(VENV) build .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -7,17 +7,13 @@ pass over the same 30,000 replica records. Machines are noisy; the ratio is the 
 across machines, and on a shared one the CPU time (what this process itself used) is steadier
 than the wall time.
 
-Goal: ≤ 0.5 s for one decide() on one core. The SLO (queueing-model) path runs on the same fleet
-with the figures it needs (arrival rate, TTFT, ITL per replica, the gateway's arrival rate):
-once from an empty state (every variant seeds its tuner) and once on the state of a previous
-cycle (one EKF step and one sizing per variant), the steady state of a controller; each also
-with the cyclic garbage collector paused for the call, as the controller and the simulator run
-it (`llmscaler.collector`). The token path with the GPU limiter (`enableLimiter`) runs on a
+Goal: ≤ 1 s for one decide() on one core, interpreted. The SLO (queueing-model) path runs on the
+same fleet with the figures it needs (arrival rate, TTFT, ITL per replica, the gateway's arrival
+rate): once from an empty state (every variant seeds its tuner) and once on the state of a
+previous cycle (one EKF step and one sizing per variant), the steady state of a controller; each
+also with the cyclic garbage collector paused for the call, as the controller and the simulator
+run it (`llmscaler.collector`). The token path with the GPU limiter (`enableLimiter`) runs on a
 hotter fleet with per-type GPU budgets that bind (`budgeted`, the fleet of bench/limited.py).
-
-The decision core runs as installed (`decision core: interpreted` for an editable install);
-`PYTHONPATH=build/compiled` (after `make compiled`) times the compiled build of
-tools/compile_core.py.
 
 Usage: python bench/decide.py [--models N] [--repeat K] [--only slo]
 """
@@ -33,7 +29,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-from llmscaler import buildinfo, collector
+from llmscaler import collector
 from llmscaler.config.types import Config, ModelConfig, QueueingModelConfig, SaturationConfig
 from llmscaler.engine import decide
 from llmscaler.model import (
@@ -223,7 +219,6 @@ def main() -> None:
         f'snapshot: {args.models} models x {len(ACCELERATORS)} variants x {args.replicas} '
         f'replicas = {len(snapshot.replicas)} replica records'
     )
-    print(f'decision core: {buildinfo.core_build()}')
     print(
         f'baseline json.dumps(replica records): {baseline * 1000:8.1f} ms  '
         f'(CPU {baseline_cpu * 1000:.1f} ms)'

@@ -25,7 +25,6 @@ import dataclasses
 import json
 
 import decide as decide_bench
-from llmscaler import buildinfo
 from llmscaler.analyze.types import AnalyzerSignal, RoleSignal, ScalingRequest, VariantCapacity
 from llmscaler.config.types import Config, ModelConfig, SaturationConfig
 from llmscaler.engine import decide
@@ -101,7 +100,6 @@ def main() -> None:
         f'replicas = {len(snapshot.replicas)} replica records; '
         f'{decide_bench.ROOM} GPUs free per type'
     )
-    print(f'decision core: {buildinfo.core_build()}')
     print(f'baseline json.dumps(replica records): {baseline * 1000:8.1f} ms')
 
     asks = requests(models=args.models, replicas=args.replicas)

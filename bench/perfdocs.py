@@ -38,8 +38,6 @@ import doc_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / 'docs' / 'performance.md'
-COMPILED = 'build/compiled'
-"""The compiled core (tools/compile_core.py), relative to the project root."""
 
 
 @dataclass(frozen=True)
@@ -50,22 +48,16 @@ class Bench:
     argv: tuple[str, ...]
     needs: str = ''
     """A program the benchmark runs under, checked before any benchmark runs."""
-    compiled: bool = False
-    """Run on the compiled core (`COMPILED` first on the path; checked current before any
-    benchmark runs)."""
 
     @property
     def command(self) -> str:
-        prefix = (f'PYTHONPATH={COMPILED}',) if self.compiled else ()
-        return ' '.join((*prefix, '.venv/bin/python', *self.argv))
+        return ' '.join(('.venv/bin/python', *self.argv))
 
 
 BENCHES = (
     Bench('decide', ('bench/decide.py',)),
-    Bench('decide-compiled', ('bench/decide.py',), compiled=True),
     Bench('instructions', ('bench/instructions.py',), needs='valgrind'),
     Bench('limited', ('bench/limited.py',)),
-    Bench('limited-compiled', ('bench/limited.py',), compiled=True),
     Bench('simulate', ('bench/simulate.py', '--case', 'all')),
     Bench('metrics', ('bench/metrics.py',)),
     Bench('cycle', ('bench/cycle.py',)),
@@ -106,7 +98,6 @@ def run(bench: Bench) -> str:
             **os.environ,
             'COLUMNS': '200',
             'NO_COLOR': '1',
-            **({'PYTHONPATH': str(ROOT / COMPILED)} if bench.compiled else {}),
         },
     )
     if done.returncode != 0:
@@ -178,10 +169,6 @@ def main(argv: list[str] | None = None) -> int:
                 f'{bench.key} needs {bench.needs} (apt-get install -y {bench.needs}); '
                 f'install it, or leave {bench.key} out with --only'
             )
-    if any(b.compiled for b in chosen):
-        check = [sys.executable, str(ROOT / 'tools' / 'compile_core.py'), '--check']
-        if subprocess.run(check, cwd=ROOT, capture_output=True, check=False).returncode:
-            parser.error(f'the compiled benchmarks need a current {COMPILED} (make compiled)')
     made = {}
     for bench in chosen:
         print(f'running {bench.command}', file=sys.stderr)

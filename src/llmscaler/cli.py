@@ -22,8 +22,7 @@ that is not a finite number, an output path that cannot be written) is reported 
 line per problem, naming the file or option, the path to the field and why, and the exit status
 is 2; output paths are checked before any work is done. No traceback reaches the user for bad
 input. Output is always valid JSON (no NaN). A reader that stops early (`llmscaler decide ... |
-head`) ends the command quietly. `llmscaler --version` prints the package version and which
-build of the decision core runs (`compiled` or `interpreted`, `llmscaler.buildinfo`).
+head`) ends the command quietly. `llmscaler --version` prints the package version.
 `simulate`, `emulate` and `demo` need the `sim` extra (numpy, matplotlib, rich); without it they
 say so in one line (`pip install 'llmscaler[sim]'`) and exit 2.
 """
@@ -41,7 +40,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from llmscaler import buildinfo, engine, io
+from llmscaler import engine, io
 from llmscaler.config import durations
 from llmscaler.config import file as config_file
 from llmscaler.config.errors import ConfigFileError
@@ -61,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         '--version',
         action='version',
-        version=f'llmscaler {_version()} (decision core: {buildinfo.core_build()})',
+        version=f'llmscaler {_version()}',
     )
     commands = parser.add_subparsers(dest='command', required=True)
 

@@ -422,7 +422,7 @@ def test_version_is_the_package_version_and_the_cores_build() -> None:
     )
     assert done.returncode == 0
     version = metadata.version('llmscaler')
-    assert done.stdout == f'llmscaler {version} (decision core: interpreted)\n'
+    assert done.stdout == f'llmscaler {version}\n'
 
 
 @pytest.mark.parametrize('command', ['simulate', 'emulate', 'demo'])

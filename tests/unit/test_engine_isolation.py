@@ -102,7 +102,6 @@ def test_the_same_threshold_in_a_configmap_is_refused_naming_the_field() -> None
     assert 'must be in [0, 1000000]' in error.message
 
 
-@pytest.mark.interpreted_only
 def test_an_analysis_that_raises_holds_its_model_and_spares_the_others(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -133,7 +132,6 @@ def test_an_analysis_that_raises_holds_its_model_and_spares_the_others(
     assert dict(outcome.state.last_desired) == {'ns/broken-v': 2, 'ns/fine-v': 1}
 
 
-@pytest.mark.interpreted_only
 def test_a_failed_model_holds_within_its_bounds_and_keeps_its_metrics_judgement(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -266,7 +266,6 @@ def test_max_rate_equals_the_rate_of_wva_bisection(
     assert fast == pytest.approx(slow.max_rate, rel=1e-3)
 
 
-@pytest.mark.interpreted_only
 def test_max_rate_solves_the_queue_once_where_the_batch_seldom_fills(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

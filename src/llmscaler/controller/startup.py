@@ -19,7 +19,6 @@ from __future__ import annotations
 import ssl
 from pathlib import Path
 
-from llmscaler import buildinfo
 from llmscaler.collect.http import client_ssl_context, seconds
 from llmscaler.config.durations import format_duration
 from llmscaler.controller.option_values import redact_url
@@ -120,5 +119,4 @@ def settings_line(options: RunOptions) -> str:
     ]
     if options.config_file:
         parts.append(f'config file {options.config_file}')
-    parts.append(f'decision core {buildinfo.core_build()}')
     return ', '.join(parts)
