@@ -8,7 +8,7 @@ a whole run; the script runs `predictive` on the benchmark's and the held-out ca
 as it is and under each ablation, and prints per case the attainment and cost as it is and,
 per ablation, the attainment and the cost as a ratio to it. `--write-docs` puts the table into
 docs/policies.md between `<!-- ablations:begin -->` and `<!-- ablations:end -->`; `problems`
-(run by tests/unit/test_bench_ablations.py) says when that table was made with other
+(run by tests/unit/bench/test_ablations.py) says when that table was made with other
 ablations or other cases than these.
 
 The constants are patched in worker processes (one case at a time, restored after it), never
@@ -31,8 +31,8 @@ from pathlib import Path
 
 import doc_blocks
 import policy
-from llmscaler.sim import cases
-from llmscaler.sim.metrics import PolicySummary
+from llmscaler.sim.report.summary import PolicySummary
+from llmscaler.sim.scenario import cases
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / 'docs' / 'policies.md'
@@ -51,11 +51,11 @@ class Ablation:
 
 
 ABLATIONS = (
-    Ablation('hysteresis 7 %', 'llmscaler.analyze.mix_hysteresis', 'HYSTERESIS', 0.07),
-    Ablation('hysteresis 0', 'llmscaler.analyze.mix_hysteresis', 'HYSTERESIS', 0.0),
-    Ablation('trust 2×', 'llmscaler.analyze.mix_hysteresis', 'TRUST', 2.0),
-    Ablation('readings full from ¼', 'llmscaler.analyze.slo_capacity', 'READING_SHARE', 0.25),
-    Ablation('readings full at 1', 'llmscaler.analyze.slo_capacity', 'READING_SHARE', 1.0),
+    Ablation('hysteresis 7 %', 'llmscaler.policies.predictive.hysteresis', 'HYSTERESIS', 0.07),
+    Ablation('hysteresis 0', 'llmscaler.policies.predictive.hysteresis', 'HYSTERESIS', 0.0),
+    Ablation('trust 2×', 'llmscaler.policies.predictive.hysteresis', 'TRUST', 2.0),
+    Ablation('readings full from ¼', 'llmscaler.analyze.slo.capacity', 'READING_SHARE', 0.25),
+    Ablation('readings full at 1', 'llmscaler.analyze.slo.capacity', 'READING_SHARE', 1.0),
 )
 """As the policy is: hysteresis 15 % (`mix_hysteresis.HYSTERESIS`), trust 1.5× the rate a
 variant was seen meeting its targets at (`TRUST`), a latency reading moving κ fully from half

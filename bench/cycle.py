@@ -45,12 +45,12 @@ from lightkube.types import PatchType
 from fakeproc import fake_api
 from llmscaler import engine
 from llmscaler.clock import LoopClock
-from llmscaler.collect.types import ModelScope, PodReading, Reading
+from llmscaler.collect.readings import ModelScope, PodReading, Reading
 from llmscaler.controller.app import Controller
-from llmscaler.controller.options import resolve_options
+from llmscaler.controller.options.resolve import resolve_options
 from llmscaler.devcluster import objects as objects_
 from llmscaler.kube.client import VariantAutoscalingResource
-from llmscaler.sim import presets
+from llmscaler.sim.hardware import presets
 
 MODELS = 334
 NAMESPACE = 'bench'
@@ -235,7 +235,7 @@ async def _measure(
         decide_seconds.append(time.perf_counter() - started)
         return outcome
 
-    import llmscaler.controller.cycle as cycle_module
+    from llmscaler.controller.va import cycle as cycle_module
 
     setattr(cycle_module, 'decide', timed_decide)  # noqa: B010 - time decide() in place
     # Every status PATCH goes through the client: count them there (retries included).

@@ -12,7 +12,7 @@ same fleet with the figures it needs (arrival rate, TTFT, ITL per replica, the g
 rate): once from an empty state (every variant seeds its tuner) and once on the state of a
 previous cycle (one EKF step and one sizing per variant), the steady state of a controller; each
 also with the cyclic garbage collector paused for the call, as the controller and the simulator
-run it (`llmscaler.collector`). The token path with the GPU limiter (`enableLimiter`) runs on a
+run it (`llmscaler.gc_pause`). The token path with the GPU limiter (`enableLimiter`) runs on a
 hotter fleet with per-type GPU budgets that bind (`budgeted`, the fleet of bench/limited.py).
 
 Usage: python bench/decide.py [--models N] [--repeat K] [--only slo]
@@ -29,19 +29,18 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-from llmscaler import collector
-from llmscaler.config.types import Config, ModelConfig, QueueingModelConfig, SaturationConfig
-from llmscaler.engine import decide
-from llmscaler.model import (
-    EMPTY_STATE,
+from llmscaler import gc_pause
+from llmscaler.config.resolved import Config, ModelConfig, QueueingModelConfig, SaturationConfig
+from llmscaler.domain.snapshot import (
     EngineParams,
     GpuLimit,
     PoolMetrics,
     ReplicaMetrics,
     Snapshot,
-    State,
     Variant,
 )
+from llmscaler.domain.state import EMPTY_STATE, State
+from llmscaler.engine import decide
 
 NOW = 100_000.0
 ACCELERATORS = (('h100', 3.90, 27_500), ('a100', 3.67, 27_500), ('l40s', 1.90, 11_500))
@@ -146,7 +145,7 @@ CASES = (
 )
 PAUSED = ', gc paused'
 """The SLO and limiter cases are also timed as the controller and the simulator call
-`decide()`: with the cyclic collector paused for the call (`llmscaler.collector`), its passes
+`decide()`: with the cyclic collector paused for the call (`llmscaler.gc_pause`), its passes
 after the decision."""
 
 
@@ -241,7 +240,7 @@ def main() -> None:
         ) -> object:
             if not paused:
                 return decide(snapshot=snap, config=config, state=state, now=NOW)
-            with collector.paused():
+            with gc_pause.paused():
                 return decide(snapshot=snap, config=config, state=state, now=NOW)
 
         seconds, cpu = timed_both(once, repeat=args.repeat)

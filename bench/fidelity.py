@@ -2,7 +2,7 @@
 
 What it does:
 
-- default: replays every replayable record of `llmscaler.sim.published` with the fitted
+- default: replays every replayable record of `llmscaler.sim.hardware.published` with the fitted
   efficiencies (`stepmodel.FITTED`) and prints the validation table (record, setup, published,
   simulated, ratio, band);
 - `--fit`: searches the efficiencies (HBM bandwidth and FLOP fractions, per-step overhead,
@@ -34,8 +34,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import doc_blocks
-from llmscaler.sim import fidelity, published, stepmodel
-from llmscaler.sim.measurement import Figure, Measurement, Provenance
+from llmscaler.sim.hardware import fidelity, published, stepmodel
+from llmscaler.sim.hardware.measurement import Figure, Measurement, Provenance
 
 DOC = Path(__file__).resolve().parents[1] / 'docs' / 'fidelity.md'
 TABLE = ('<!-- fidelity-table:begin -->', '<!-- fidelity-table:end -->')

@@ -37,14 +37,14 @@ from aiohttp import web
 
 from fakeproc import fake_api
 from llmscaler.clock import LoopClock
-from llmscaler.collect.scrape import ScrapeTarget
+from llmscaler.collect.scrape.source import ScrapeTarget
 from llmscaler.controller.app import Controller
-from llmscaler.controller.from_zero import FromZero, Woken
-from llmscaler.controller.options import resolve_options
+from llmscaler.controller.from_zero.loop import FromZero, Woken
+from llmscaler.controller.options.resolve import resolve_options
 from llmscaler.devcluster import loopback
 from llmscaler.devcluster import objects as objects_
 from llmscaler.kube.scale import ScaleClient
-from llmscaler.sim import presets
+from llmscaler.sim.hardware import presets
 
 MODELS = 250
 NAMESPACE = 'bench'

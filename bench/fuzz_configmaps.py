@@ -45,10 +45,10 @@ from fuzz_mutate import HOSTILE_NUMBERS, mutate_bytes, mutate_value
 from fuzz_oracle import check
 from fuzz_snapshots import gen_snapshot
 from llmscaler import cli, engine, io
-from llmscaler.config.types import Config, CoreSettings
+from llmscaler.config.resolved import Config, CoreSettings
 from llmscaler.config.yaml_loader import CONFIGMAP_MAX_BYTES
-from llmscaler.controller.configwatch import MAX_MESSAGE_CHARS, ConfigWatch
-from llmscaler.model import EMPTY_STATE
+from llmscaler.controller.cluster.configwatch import MAX_MESSAGE_CHARS, ConfigWatch
+from llmscaler.domain.state import EMPTY_STATE
 
 GLOBAL = 'workload-variant-autoscaler-system'
 TENANT = 'ns-a'

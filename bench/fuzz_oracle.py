@@ -30,8 +30,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from llmscaler.config.types import CoreSettings
-from llmscaler.model import Decision, PoolMetrics, ReplicaMetrics, Snapshot, Variant
+from llmscaler.config.resolved import CoreSettings
+from llmscaler.domain.snapshot import Decision, PoolMetrics, ReplicaMetrics, Snapshot, Variant
 
 INT32_MAX = 2**31 - 1
 _UNIT = (0.0, 1.0)

@@ -50,18 +50,19 @@ from fuzz_pages_content import (
 )
 from fuzz_pages_serve import RETENTION, InProcess, Loopback, Scraper
 from llmscaler.collect.attribution import PodInfo, TargetRef, attribute
-from llmscaler.collect.scrape import ScrapeTarget
-from llmscaler.config.types import (
+from llmscaler.collect.scrape.source import ScrapeTarget
+from llmscaler.config.resolved import (
     Config,
     CoreSettings,
     ModelConfig,
     SaturationConfig,
     ScaleToZeroConfig,
 )
-from llmscaler.controller import conditions
+from llmscaler.controller.va import conditions
+from llmscaler.domain.snapshot import EngineParams, Snapshot, Variant
+from llmscaler.domain.state import EMPTY_STATE
 from llmscaler.engine import decide
 from llmscaler.kube import crd
-from llmscaler.model import EMPTY_STATE, EngineParams, Snapshot, Variant
 
 NOW = 1_000_000.0
 KV_NAMES = (b'vllm:kv_cache_usage_perc', b'vllm:gpu_cache_usage_perc')

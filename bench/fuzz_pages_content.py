@@ -24,8 +24,8 @@ from pathlib import Path
 
 from fuzz_mutate import HOSTILE_NUMBERS, mutate_bytes
 from llmscaler.emulate.exposition import CONTENT_TYPE, RequestStats, render_replica
-from llmscaler.sim import presets
-from llmscaler.sim.engine_base import ReplicaCounters
+from llmscaler.sim.hardware import presets
+from llmscaler.sim.vllm.base import ReplicaCounters
 
 EXAMPLE = Path(__file__).resolve().parents[2] / 'shared' / 'reference' / 'vllm_metrics_example.txt'
 MODEL = 'meta-llama/Llama-3.1-8B-Instruct'

@@ -17,8 +17,8 @@ import httpx
 from aiohttp import web
 
 from fuzz_pages_content import CAP, MODEL, NAMESPACE, Answer
-from llmscaler.collect.scrape import PodScrapeSource, ScrapeConfig, ScrapeTarget
-from llmscaler.collect.types import ModelScope, Reading
+from llmscaler.collect.readings import ModelScope, Reading
+from llmscaler.collect.scrape.source import PodScrapeSource, ScrapeConfig, ScrapeTarget
 from llmscaler.devcluster import loopback
 
 RETENTION = 100.0

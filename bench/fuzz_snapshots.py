@@ -41,8 +41,9 @@ from fuzz_mutate import HOSTILE_NUMBERS, mutate_bytes, mutate_data
 from fuzz_oracle import check, pool_faults, replica_faults
 from llmscaler import cli, io
 from llmscaler.config import file as config_file
-from llmscaler.config.types import Config
-from llmscaler.model import Action, Decision
+from llmscaler.config.resolved import Config
+from llmscaler.domain.basics import Action
+from llmscaler.domain.snapshot import Decision
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = tuple(json.loads(p.read_text()) for p in sorted((ROOT / 'examples').glob('*.json')))

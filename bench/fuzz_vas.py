@@ -33,13 +33,14 @@ from fuzz_common import Tally, excerpt, input_rng, short_repr, stopwatch, time_l
 from fuzz_mutate import deep, mutate_data
 from fuzz_oracle import check
 from llmscaler.collect.attribution import attribute
-from llmscaler.collect.types import ModelReading, PodReading, Reading
-from llmscaler.config.types import Config, CoreSettings, ModelConfig, ScaleToZeroConfig
-from llmscaler.controller import conditions
-from llmscaler.controller.world import World, build_world
+from llmscaler.collect.readings import ModelReading, PodReading, Reading
+from llmscaler.config.resolved import Config, CoreSettings, ModelConfig, ScaleToZeroConfig
+from llmscaler.controller.cluster.world import World, build_world
+from llmscaler.controller.va import conditions
+from llmscaler.domain.snapshot import Snapshot
+from llmscaler.domain.state import EMPTY_STATE
 from llmscaler.engine import decide
 from llmscaler.kube.status import ConditionUpdate
-from llmscaler.model import EMPTY_STATE, Snapshot
 
 NAMESPACE = 'ns-a'
 MODEL = 'meta-llama/Llama-3.1-8B-Instruct'

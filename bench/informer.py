@@ -46,12 +46,12 @@ from lightkube.resources.core_v1 import ConfigMap, Pod
 
 from fakeproc import fake_api
 from llmscaler.clock import LoopClock
-from llmscaler.controller.caches import build_caches
-from llmscaler.controller.configwatch import SCALING_CONFIGMAPS
+from llmscaler.controller.cluster.caches import build_caches
+from llmscaler.controller.cluster.configwatch import SCALING_CONFIGMAPS
 from llmscaler.devcluster import objects as objects_
 from llmscaler.kube.client import make_client
 from llmscaler.kube.informer import Cache, Informer
-from llmscaler.sim import presets
+from llmscaler.sim.hardware import presets
 
 CONTROLLER_NS = 'llmscaler-system'
 LLM_NS = 'llm'

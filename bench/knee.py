@@ -21,8 +21,9 @@ from pathlib import Path
 from rich.console import Console
 
 import doc_blocks
-from llmscaler.sim import cases, scenario, simulate
-from llmscaler.sim.metrics import PolicySummary
+from llmscaler.sim import simulate
+from llmscaler.sim.report.summary import PolicySummary
+from llmscaler.sim.scenario import cases, loader
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / 'docs' / 'policies.md'
@@ -40,7 +41,7 @@ def run(*, preset: str, replicas: int, rate: float) -> PolicySummary:
     """`replicas` H100s on `preset` traffic at `rate` for `DURATION` seconds."""
     document = cases.case(name='ramp', policies=[f'static:h100={replicas}'], duration=DURATION)
     document['workload'] = {'synthetic': {'preset': preset, 'rate': rate, 'duration': DURATION}}
-    setup = scenario.from_document(document=document, where=f'{preset} at {rate:g} req/s')
+    setup = loader.from_document(document=document, where=f'{preset} at {rate:g} req/s')
     outcome = simulate.run(
         setup=setup, out=None, console=Console(stderr=True, quiet=True), progress=False
     )

@@ -25,13 +25,11 @@ import dataclasses
 import json
 
 import decide as decide_bench
-from llmscaler.analyze.types import AnalyzerSignal, RoleSignal, ScalingRequest, VariantCapacity
-from llmscaler.config.types import Config, ModelConfig, SaturationConfig
+from llmscaler.config.resolved import Config, ModelConfig, SaturationConfig
+from llmscaler.domain.signals import AnalyzerSignal, RoleSignal, ScalingRequest, VariantCapacity
+from llmscaler.domain.snapshot import GpuLimit
+from llmscaler.domain.state import EMPTY_STATE
 from llmscaler.engine import decide
-from llmscaler.model import (
-    EMPTY_STATE,
-    GpuLimit,
-)
 from llmscaler.optimize import limiter
 from llmscaler.optimize.constraints import merge_constraints
 from llmscaler.optimize.limited import optimize_limited

@@ -1,15 +1,15 @@
 """Benchmark: metric-collection costs (the figures behind the pod-scraping design).
 
-Section 1, exposition parsing: pages parsed per second on one core by `collect.exposition.Parser`
-with the collectors' family filter (VLLM_FAMILIES | EPP_FAMILIES), on the example vLLM page
-(/work/shared/reference/vllm_metrics_example.txt, skipped when absent) and on a synthetic
-8-engine vLLM-like page generated here with prometheus-client (~2,500 lines). The named baseline,
-measured in the same run on the same page, is prometheus-client's full parser
-(`text_string_to_metric_families`, the page decoded first); the ratio is the figure to compare
-across machines. Two of our figures: "warm" reuses one Parser for every page, the steady state of
-a controller (the label sets of a pod's series come back on every scrape, so the Parser remembers
-them), and "cold" builds a new Parser for every page (a pod seen for the first time, plus the cost
-of building the Parser).
+Section 1, exposition parsing: pages parsed per second on one core by
+`collect.exposition.parser.Parser` with the collectors' family filter (VLLM_FAMILIES |
+EPP_FAMILIES), on the example vLLM page (/work/shared/reference/vllm_metrics_example.txt, skipped
+when absent) and on a synthetic 8-engine vLLM-like page generated here with prometheus-client
+(~2,500 lines). The named baseline, measured in the same run on the same page, is
+prometheus-client's full parser (`text_string_to_metric_families`, the page decoded first); the
+ratio is the figure to compare across machines. Two of our figures: "warm" reuses one Parser for
+every page, the steady state of a controller (the label sets of a pod's series come back on every
+scrape, so the Parser remembers them), and "cold" builds a new Parser for every page (a pod seen for
+the first time, plus the cost of building the Parser).
 
 Goal (issue: metrics in): ≥ 2,000 pages/s per core on the example page.
 
@@ -34,14 +34,14 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from llmscaler.collect import queries
 from llmscaler.collect.attribution import PodInfo, TargetRef, attribute
-from llmscaler.collect.exposition import EPP_FAMILIES, VLLM_FAMILIES, Parser
-from llmscaler.collect.prometheus import PrometheusConfig, PrometheusSource
-from llmscaler.collect.types import ModelScope
+from llmscaler.collect.exposition.parser import EPP_FAMILIES, VLLM_FAMILIES, Parser
+from llmscaler.collect.prometheus import queries
+from llmscaler.collect.prometheus.source import PrometheusConfig, PrometheusSource
+from llmscaler.collect.readings import ModelScope
 from llmscaler.devcluster import loopback
-from llmscaler.model import Variant
-from llmscaler.sim.latency_buckets import ITL_BUCKETS, TTFT_BUCKETS
+from llmscaler.domain.snapshot import Variant
+from llmscaler.sim.vllm.latency_buckets import ITL_BUCKETS, TTFT_BUCKETS
 
 EXAMPLE = Path(__file__).resolve().parents[2] / 'shared' / 'reference' / 'vllm_metrics_example.txt'
 FAMILIES = VLLM_FAMILIES | EPP_FAMILIES

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import doc_blocks
-from llmscaler.sim.scenario_setup import FIXED_POLICIES
+from llmscaler.sim.scenario.setup import FIXED_POLICIES
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT.parent / 'shared' / 'traces'

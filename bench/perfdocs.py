@@ -10,7 +10,7 @@ what each benchmark measures and how to read it; it quotes no figure of its own.
 Timed figures depend on the machine and on its neighbours, so they cannot be checked against a
 rerun; `--check` checks what can be: the page holds one block per benchmark of `BENCHES`, each
 made by the command listed here (a benchmark added, removed or rerun with other arguments
-without the page being regenerated fails it; tests/unit/test_bench_perfdocs.py runs it).
+without the page being regenerated fails it; tests/unit/bench/test_perfdocs.py runs it).
 
 What fails: a benchmark that exits with a status other than 0 stops the run with its standard
 error, before the page is written (a page is never half regenerated). A benchmark that needs a

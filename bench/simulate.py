@@ -27,22 +27,24 @@ import resource
 import time
 from pathlib import Path
 
-from llmscaler.sim import runner, scenario, synthetic, trace
-from llmscaler.sim.metrics import summarize
-from llmscaler.sim.policies import CorePolicy, parse_static
-from llmscaler.sim.synthetic_prefix import PrefixSpec
-from llmscaler.sim.types import SLO, Policy, SimResult, Trace, VariantSpec
+from llmscaler.sim.policies.core import CorePolicy, parse_static
+from llmscaler.sim.report.summary import summarize
+from llmscaler.sim.run import loop
+from llmscaler.sim.scenario import loader
+from llmscaler.sim.vocabulary import SLO, Policy, SimResult, Trace, VariantSpec
+from llmscaler.sim.workload import synthetic, trace
+from llmscaler.sim.workload.prefixes import PrefixSpec
 
 TRACES = Path(__file__).resolve().parents[2] / 'shared' / 'traces'
 
 
 def fleet(*, h100_max: int, l40s_max: int) -> tuple[VariantSpec, ...]:
-    document = dict(scenario.DEFAULT_DOCUMENT)
+    document = dict(loader.DEFAULT_DOCUMENT)
     document['variants'] = [
         {'name': 'h100', 'preset': 'llama-3.1-8b-h100', 'max_replicas': h100_max},
         {'name': 'l40s', 'preset': 'llama-3.1-8b-l40s', 'max_replicas': l40s_max},
     ]
-    return scenario.from_document(document=document).variants
+    return loader.from_document(document=document).variants
 
 
 def timed(
@@ -50,14 +52,14 @@ def timed(
     workload: Trace,
     variants: tuple[VariantSpec, ...],
     policy: Policy,
-    settings: runner.SimSettings | None = None,
+    settings: loop.SimSettings | None = None,
 ) -> SimResult:
     started = time.perf_counter()
-    result = runner.run(
+    result = loop.run(
         trace=workload,
         variants=variants,
         policy=policy,
-        settings=settings or runner.SimSettings(),
+        settings=settings or loop.SimSettings(),
     )
     result.wall_seconds = time.perf_counter() - started
     return result
@@ -72,7 +74,7 @@ def peak_replicas(result: SimResult) -> int:
 
 
 def core_policy() -> Policy:
-    return CorePolicy(name='default', config=scenario.core_config(name='default'))
+    return CorePolicy(name='default', config=loader.core_config(name='default'))
 
 
 def report(*, label: str, workload: Trace, variants: tuple[VariantSpec, ...]) -> SimResult:
@@ -113,7 +115,7 @@ def prefix_case(*, rate: float) -> None:
         workload=workload,
         variants=variants,
         policy=core_policy(),
-        settings=runner.SimSettings(prefix_caching=True, router='prefix-aware'),
+        settings=loop.SimSettings(prefix_caching=True, router='prefix-aware'),
     )
     hits = summarize(result=on, slo=SLO(ttft=1.0, itl=0.07)).prefix_hit_rate or 0.0
     print(

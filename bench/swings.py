@@ -2,11 +2,11 @@
 of events when one input is changed at a time.
 
 Why: WVA's token analyzer (V2) makes several times the scale events of the clairvoyant bound
-on the cases of `sim.cases` (docs/policies.md), most of them undone within minutes. The swings
-can come from WVA's semantics or from the inputs the simulator hands the core; this script
+on the cases of `sim.scenario.cases` (docs/policies.md), most of them undone within minutes. The
+swings can come from WVA's semantics or from the inputs the simulator hands the core; this script
 tells them apart (docs/saturation-token.md has the findings).
 
-What it does, per case of `sim.cases` (warm start, the built-in fleet, as bench/policy.py):
+What it does, per case of `sim.scenario.cases` (warm start, the built-in fleet, as bench/policy.py):
 
 1. Runs `saturation-token` with a recorder around the core policy (bench/swings_attribution.py)
    that keeps, every cycle, the snapshot, the memory the core started from and its decisions;
@@ -47,10 +47,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import doc_blocks
-from llmscaler.config.types import Config, SaturationConfig
-from llmscaler.sim import cases
-from llmscaler.sim.metrics import summarize
-from llmscaler.sim.types import SimResult
+from llmscaler.config.resolved import Config, SaturationConfig
+from llmscaler.sim.report.summary import summarize
+from llmscaler.sim.scenario import cases
+from llmscaler.sim.vocabulary import SimResult
 from swings_attribution import (
     Cycle,
     Event,

@@ -7,7 +7,7 @@ recomputes that cycle's analysis (`saturation_tokens.analyze` is pure) and names
 (bench/swings.py's docstring lists them); `run` can patch the observer's KV and queue gauges
 for one run (a counterfactual input).
 
-What fails: `prepare` raises as `sim.scenario` does for a bad case; nothing else raises on a
+What fails: `prepare` raises as `sim.scenario.loader` does for a bad case; nothing else raises on a
 finished run.
 """
 
@@ -22,13 +22,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmscaler.analyze import capacity_knowledge, k2_history, saturation_tokens
-from llmscaler.config.types import Config, CoreSettings, ModelConfig, SaturationConfig
-from llmscaler.model import Decision, ReplicaMetrics, Snapshot, State
-from llmscaler.sim import cases, observe, runner, scenario
-from llmscaler.sim.cluster import Replica
-from llmscaler.sim.policies import CorePolicy
-from llmscaler.sim.types import SLO, ControlView, ScaleEvent, SimResult, VariantSpec
+from llmscaler.analyze.learning import capacity_knowledge
+from llmscaler.analyze.saturation import k2_history
+from llmscaler.analyze.saturation import tokens as saturation_tokens
+from llmscaler.config.resolved import Config, CoreSettings, ModelConfig, SaturationConfig
+from llmscaler.domain.snapshot import Decision, ReplicaMetrics, Snapshot
+from llmscaler.domain.state import State
+from llmscaler.sim.fleet import observe
+from llmscaler.sim.fleet.cluster import Replica
+from llmscaler.sim.policies.core import CorePolicy
+from llmscaler.sim.run import loop
+from llmscaler.sim.scenario import cases, loader
+from llmscaler.sim.vocabulary import SLO, ControlView, ScaleEvent, SimResult, VariantSpec
 
 TRACES = Path(__file__).resolve().parents[1].parent / 'shared' / 'traces'
 REVERSAL = 300.0
@@ -59,8 +64,8 @@ class Recorder(CorePolicy):
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    setup: scenario.Scenario
-    workloads: scenario.Workloads
+    setup: loader.Scenario
+    workloads: loader.Workloads
     slo: SLO
     capacities: dict[str, float]
 
@@ -68,12 +73,12 @@ class Prepared:
 def prepare(*, name: str) -> Prepared:
     """The case as bench/policy.py runs it: calibrated capacities and the warm start fleet."""
     document = cases.case(name=name, policies=['saturation-token'], traces=TRACES)
-    setup = scenario.from_document(document=document, where=name)
-    workloads = scenario.build_workloads(scenario=setup)
-    slos = scenario.model_slos(scenario=setup, workloads=workloads)
-    capacities = scenario.calibrate_capacities(scenario=setup, workloads=workloads, slos=slos)
-    initial = scenario.warm_start_fleet(scenario=setup, workloads=workloads, capacities=capacities)
-    setup = scenario.with_start_fleet(scenario=setup, initial=initial)
+    setup = loader.from_document(document=document, where=name)
+    workloads = loader.build_workloads(scenario=setup)
+    slos = loader.model_slos(scenario=setup, workloads=workloads)
+    capacities = loader.calibrate_capacities(scenario=setup, workloads=workloads, slos=slos)
+    initial = loader.warm_start_fleet(scenario=setup, workloads=workloads, capacities=capacities)
+    setup = loader.with_start_fleet(scenario=setup, initial=initial)
     return Prepared(setup, workloads, next(iter(slos.values())), dict(capacities))
 
 
@@ -143,7 +148,7 @@ def run(
     if cycle is not None:
         settings = dataclasses.replace(settings, cycle=cycle)
     with gauges(reduce):
-        result = runner.run(
+        result = loop.run(
             trace=prepared.workloads.traces,
             variants=prepared.setup.variants,
             policy=policy,

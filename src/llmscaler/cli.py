@@ -44,8 +44,8 @@ from llmscaler import engine, io
 from llmscaler.config import durations
 from llmscaler.config import file as config_file
 from llmscaler.config.errors import ConfigFileError
-from llmscaler.config.types import Config
-from llmscaler.model import EMPTY_STATE
+from llmscaler.config.resolved import Config
+from llmscaler.domain.state import EMPTY_STATE
 
 EXIT_BAD_INPUT = 2
 SIM_PACKAGES = ('numpy', 'matplotlib', 'rich')
@@ -222,8 +222,10 @@ def _simulate(args: argparse.Namespace) -> int:
     # Imported here: the simulator pulls numpy and matplotlib, which `decide` does not need.
     from rich.console import Console
 
-    from llmscaler.sim import report, scenario, simulate
-    from llmscaler.sim.trace import TraceError
+    from llmscaler.sim import simulate
+    from llmscaler.sim.report import writer
+    from llmscaler.sim.scenario import loader
+    from llmscaler.sim.workload.trace import TraceError
 
     problem = _output_problem(args.out, what='--out', directory=True)
     if problem:
@@ -239,11 +241,11 @@ def _simulate(args: argparse.Namespace) -> int:
     console = Console()
     try:
         document = (
-            scenario.read_document(path=args.scenario)
+            loader.read_document(path=args.scenario)
             if args.scenario is not None
-            else scenario.DEFAULT_DOCUMENT
+            else loader.DEFAULT_DOCUMENT
         )
-        document = scenario.with_overrides(
+        document = loader.with_overrides(
             document=document,
             trace_path=args.trace,
             trace_format=args.trace_format,
@@ -260,7 +262,7 @@ def _simulate(args: argparse.Namespace) -> int:
             prefix_caching=args.prefix_caching,
         )
         where = str(args.scenario) if args.scenario is not None else 'scenario'
-        setup = scenario.from_document(document=document, where=where)
+        setup = loader.from_document(document=document, where=where)
         outcome = simulate.run(
             setup=setup,
             out=args.out,
@@ -268,21 +270,21 @@ def _simulate(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             requests_csv=args.requests_csv,
         )
-    except (scenario.ScenarioError, TraceError) as exc:
+    except (loader.ScenarioError, TraceError) as exc:
         print(f'llmscaler: {exc}', file=sys.stderr)
         return EXIT_BAD_INPUT
     skipped = outcome.workloads.skipped_rows if outcome.workloads is not None else 0
     if skipped:
         console.print(f'skipped {skipped} malformed trace rows')
     several = outcome.model_summaries is not None
-    report.print_table(
+    writer.print_table(
         summaries=outcome.summaries,
         slo=outcome.slo,
         console=console,
         model_summaries=outcome.model_summaries,
         slos=outcome.slos if several else None,
     )
-    for line in report.remarks(results=outcome.results):
+    for line in writer.remarks(results=outcome.results):
         console.print(line, markup=False)
     if outcome.report is not None:
         console.print(f'report: {outcome.report}')

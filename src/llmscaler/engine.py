@@ -6,15 +6,15 @@ stages of design.md §2 per model (variants grouped by modelID + namespace):
 1. validity and freshness (`analyze.observation`): every replica's and pool's figures are checked
    against the ranges the model declares (`analyze.validity`), and every replica's metrics are
    classified fresh / stale / unavailable against `now`; only fresh, valid metrics are analysed;
-2. analysis (`analyze.paths` picks the path): `saturation-percentage` (WVA V1, the default)
+2. analysis (`policies.registry` picks the path): `saturation-percentage` (WVA V1, the default)
    produces targets directly; `saturation-token` (WVA V2) produces capacities that go through
    the threshold post-step, the ballot and the cost-aware optimizer; a model that
-   `wva-queueing-model-config` applies to takes the SLO path (`analyze.slo_path`: the
+   `wva-queueing-model-config` applies to takes the SLO path (`policies.wva.slo_queueing`: the
    queueing-model analyzer sized from needed vs current replicas, or WVA v0.4.2's hybrid
    arbitration with V1), whose tuner records are kept in `State.kalman`; missing SLO inputs
    (arrival rate, token mix) hold, naming what is missing; a model that
    `llmscaler-predictive-config` applies to takes the predictive analyzer instead
-   (`analyze.predictive`: forecast, SLO model, exact variant mix, hysteresis), its forecast
+   (`policies.predictive.policy`: forecast, SLO model, exact variant mix, hysteresis), its forecast
    samples and what it learnt of each variant kept in `State.forecast` and `State.learning`;
 3. enforcement: scale-to-zero / minimum one replica, then the model's capacity floors
    (`enforce.capacity_floors`: scheduled floors bought in the cheapest variant mix, adding
@@ -68,23 +68,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from llmscaler.analyze import capacity_knowledge, k2_history, paths
+from llmscaler.analyze.learning import capacity_knowledge
 from llmscaler.analyze.observation import Observation, observe
 from llmscaler.analyze.observation import freshness as freshness
+from llmscaler.analyze.saturation import k2_history
 from llmscaler.analyze.validity import MetricsStatus
-from llmscaler.config.types import Config, CoreSettings, ModelConfig
+from llmscaler.config.resolved import Config, CoreSettings, ModelConfig
+from llmscaler.domain.snapshot import Decision, ReplicaMetrics, Snapshot, Variant, action_for
+from llmscaler.domain.state import CapacityRecord, State, sorted_items
 from llmscaler.enforce import bounds, capacity_floors, scale_to_zero
-from llmscaler.model import (
-    CapacityRecord,
-    Decision,
-    ReplicaMetrics,
-    Snapshot,
-    State,
-    Variant,
-    action_for,
-    sorted_items,
-)
 from llmscaler.optimize import limiter
+from llmscaler.policies import registry
 
 HOLD_REASON = 'metrics unavailable: holding (never down on missing, invalid or stale metrics)'
 
@@ -129,7 +123,7 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
     pools = {pool.group: pool for pool in snapshot.pools}
 
     # Expired once per cycle, not per model: the analyzers read the memory as given.
-    memory = paths.Memory(
+    memory = registry.Memory(
         history=k2_history.expire(
             history=state.k2_history_map(), now=now, ttl=settings.k2_history_ttl
         ),
@@ -171,7 +165,7 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
                 analyzer=model_config.saturation.analyzer_path,
                 error=error,
             )
-            writes = paths.Writes()
+            writes = registry.Writes()
         memory.apply(model_id=variants[0].model_id, writes=writes)
         decisions.extend(decided)
     # --- GPU limiter (`optimize.limiter`): with `enableLimiter`, the models' scale-ups are
@@ -233,15 +227,15 @@ def _decide_model(
     observed: Observation,
     model_config: ModelConfig,
     settings: CoreSettings,
-    memory: paths.Memory,
+    memory: registry.Memory,
     now: float,
-) -> tuple[list[Decision], paths.Writes]:
+) -> tuple[list[Decision], registry.Writes]:
     desired = {
         v.name: d
         for v in variants
         if (d := memory.last_desired.get(v.key, _seeded_desired(v))) is not None
     }
-    analysed = paths.analyze_model(
+    analysed = registry.analyze_model(
         variants=variants,
         observed=observed,
         model_config=model_config,

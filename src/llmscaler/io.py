@@ -2,11 +2,11 @@
 
 Why: users ask "what would the autoscaler do now?" by handing `llmscaler decide` a snapshot
 file, and tests drive the core the same way. The file formats are the core's own dataclasses
-(`llmscaler.model`), validated by pydantic so a bad file is reported as ONE line naming the file,
+(`llmscaler.domain`), validated by pydantic so a bad file is reported as ONE line naming the file,
 the path to the bad field and why (`snap.json: variants.0.cost: Input should be a valid number`),
 never as a traceback.
 
-Input is strict, field by field, as the dataclasses declare it (`model._STRICT_KEYS` and the
+Input is strict, field by field, as the dataclasses declare it (`domain.basics.STRICT_KEYS` and the
 `annotated_types` ranges on each field):
 - unknown keys are errors, so a misspelt field does not pass silently;
 - types are not coerced: `"3"` is not a number, `true` is not 1, `3.0` and `1e30` are not
@@ -34,8 +34,9 @@ from typing import Any, Final
 
 import pydantic
 
+from llmscaler.domain.snapshot import GpuLimit, PoolMetrics, ReplicaMetrics, Snapshot, Variant
+from llmscaler.domain.state import State
 from llmscaler.engine import Outcome
-from llmscaler.model import GpuLimit, PoolMetrics, ReplicaMetrics, Snapshot, State, Variant
 
 MAX_INPUT_BYTES: Final = 64 * 1024 * 1024
 """Largest snapshot or state file read (64 MiB: about 100,000 replicas)."""

@@ -42,8 +42,8 @@ from llmscaler.devcluster.process import (
 from llmscaler.kube import crd
 from llmscaler.kube.client import make_client
 from llmscaler.kube.targets import ScaleTarget, accessor
-from llmscaler.sim.presets import MODEL_8B, preset
-from tests.integration import prom
+from llmscaler.sim.hardware.presets import MODEL_8B, preset
+from tests.support import prom
 
 NS = 'llm'
 H100 = 'llama-3.1-8b-h100'

@@ -33,8 +33,8 @@ from llmscaler.devcluster.cluster import Cluster
 from llmscaler.devcluster.fakeapi.semantics import ApiError
 from llmscaler.devcluster.fakeapi.server import RecordedRequest
 from llmscaler.devcluster.process import ControllerProcess
-from llmscaler.sim.presets import MODEL_8B, preset
-from tests.integration import prom
+from llmscaler.sim.hardware.presets import MODEL_8B, preset
+from tests.support import prom
 
 NS = 'llm'
 CONTROLLER_NS = 'llmscaler-system'

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration import prom
-from tests.prerequisites import need_program
+from tests.support import prom
+from tests.support.prerequisites import need_program
 
 
 def children_of(pid: int) -> dict[int, str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from llmscaler.devcluster.cluster import Cluster
-from llmscaler.sim.presets import MODEL_8B
+from llmscaler.sim.hardware.presets import MODEL_8B
 from tests.e2e.test_controller import (
     CHEAP,
     CONTROLLER_NS,

@@ -22,7 +22,7 @@ import pytest
 
 from llmscaler.devcluster.cluster import Cluster
 from llmscaler.devcluster.fakeapi.server import RecordedRequest
-from llmscaler.sim.presets import MODEL_8B
+from llmscaler.sim.hardware.presets import MODEL_8B
 from tests.e2e.test_controller import (
     CHEAP,
     CONTROLLER_NS,

@@ -29,7 +29,7 @@ from llmscaler.devcluster import objects
 from llmscaler.devcluster.cluster import Cluster
 from llmscaler.devcluster.process import ControllerProcess
 from llmscaler.emulate.server import RunningEmulator, serve
-from llmscaler.sim.presets import MODEL_8B, preset
+from llmscaler.sim.hardware.presets import MODEL_8B, preset
 
 A, B = 'llm', 'other'
 GA = 'inference.networking.k8s.io/v1'

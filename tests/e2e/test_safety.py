@@ -26,7 +26,7 @@ import pytest
 from llmscaler.devcluster.cluster import Cluster
 from llmscaler.devcluster.process import ControllerProcess
 from llmscaler.devcluster.slowhttp import Mode, SlowServer
-from llmscaler.sim.presets import MODEL_8B
+from llmscaler.sim.hardware.presets import MODEL_8B
 from tests.e2e.test_controller import (
     CHEAP,
     CONTROLLER_NS,
@@ -41,7 +41,7 @@ from tests.e2e.test_controller import (
     scale_writes,
     show,
 )
-from tests.integration import prom
+from tests.support import prom
 
 Obj = dict[str, Any]
 

@@ -29,17 +29,18 @@ import pytest
 
 from llmscaler.analyze.validity import histogram_violation
 from llmscaler.collect.attribution import PodInfo, TargetRef, attribute
-from llmscaler.collect.prometheus import PrometheusConfig, PrometheusSource
-from llmscaler.collect.scrape import PodScrapeSource, ScrapeConfig, ScrapeTarget
-from llmscaler.collect.types import ModelScope, PodReading, Reading
-from llmscaler.config.types import Config, ModelConfig, PredictiveConfig
+from llmscaler.collect.prometheus.source import PrometheusConfig, PrometheusSource
+from llmscaler.collect.readings import ModelScope, PodReading, Reading
+from llmscaler.collect.scrape.source import PodScrapeSource, ScrapeConfig, ScrapeTarget
+from llmscaler.config.resolved import Config, ModelConfig, PredictiveConfig
+from llmscaler.domain.snapshot import Snapshot, Variant
+from llmscaler.domain.state import EMPTY_STATE
 from llmscaler.emulate.load import PoissonLoad
 from llmscaler.emulate.server import RunningEmulator, serve
 from llmscaler.enforce.scale_from_zero import wake
 from llmscaler.engine import decide
-from llmscaler.model import EMPTY_STATE, Snapshot, Variant
-from llmscaler.sim.presets import preset
-from tests.integration import prom
+from llmscaler.sim.hardware.presets import preset
+from tests.support import prom
 
 pytestmark = pytest.mark.integration
 

@@ -31,8 +31,8 @@ import pytest
 
 from llmscaler import io
 from llmscaler.cli import main
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 TWO = ROOT / 'examples' / 'snapshot-two-variants.json'
 PD = ROOT / 'examples' / 'snapshot-pd.json'
 TOKEN_CONFIG = ROOT / 'examples' / 'config-token.yaml'

@@ -32,20 +32,20 @@ from llmscaler.config.configmaps import (
     ConfigMapSource,
 )
 from llmscaler.config.predictive import PREDICTIVE_CONFIGMAP
-from llmscaler.config.types import (
+from llmscaler.config.resolved import (
     CoreSettings,
     PredictiveConfig,
     QueueingModelConfig,
     SaturationConfig,
     ScaleToZeroConfig,
 )
-from llmscaler.controller.options import resolve_options
+from llmscaler.controller.options.resolve import resolve_options
 from llmscaler.kube.crd import InvalidObject, parse_va
+from llmscaler.kube.engine_args.template import parse_engine_args_report
 from llmscaler.kube.targets import ScaleTarget, accessor
-from llmscaler.vllm_args import parse_engine_args_report
-from tests.prerequisites import missing, need_program
+from tests.support.paths import ROOT
+from tests.support.prerequisites import missing, need_program
 
-ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 NS = 'llmscaler-system'
 SA = 'llmscaler-controller'

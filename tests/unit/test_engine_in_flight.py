@@ -25,9 +25,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmscaler.cli import main
-from llmscaler.config.types import Config, CoreSettings, ModelConfig, SaturationConfig
+from llmscaler.config.resolved import Config, CoreSettings, ModelConfig, SaturationConfig
+from llmscaler.domain.snapshot import Decision, PoolMetrics, ReplicaMetrics, Snapshot, Variant
+from llmscaler.domain.state import EMPTY_STATE
 from llmscaler.engine import decide
-from llmscaler.model import EMPTY_STATE, Decision, PoolMetrics, ReplicaMetrics, Snapshot, Variant
 
 NOW = 10_000.0
 NS = 'ns'

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llmscaler.analyze import saturation_percentage
+from llmscaler.analyze.saturation import percentage as saturation_percentage
 from llmscaler.config import fields
 from llmscaler.config.build import build_config
 from llmscaler.config.configmaps import SATURATION_CONFIGMAP, ConfigMapSource
-from llmscaler.config.types import (
+from llmscaler.config.resolved import (
     AnalyzerSpec,
     Config,
     CoreSettings,
@@ -30,18 +30,10 @@ from llmscaler.config.types import (
     SaturationConfig,
     ScaleToZeroConfig,
 )
+from llmscaler.domain.basics import COUNT_MAX
+from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics, Snapshot, Variant
+from llmscaler.domain.state import EMPTY_STATE, CapacityRecord, K2Sample, State
 from llmscaler.engine import ANALYSIS_FAILED, decide
-from llmscaler.model import (
-    COUNT_MAX,
-    EMPTY_STATE,
-    CapacityRecord,
-    K2Sample,
-    PoolMetrics,
-    ReplicaMetrics,
-    Snapshot,
-    State,
-    Variant,
-)
 
 NOW = 1_000_000.0
 NS = 'ns'

@@ -9,12 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmscaler.config.quota import Limiters, Quota
-from llmscaler.config.types import Config, ModelConfig, SaturationConfig
+from llmscaler.config.resolved import Config, ModelConfig, SaturationConfig
+from llmscaler.domain.basics import Action
+from llmscaler.domain.snapshot import Decision, GpuLimit, Snapshot
+from llmscaler.domain.state import EMPTY_STATE
 from llmscaler.engine import decide
-from llmscaler.model import EMPTY_STATE, Action, Decision, GpuLimit, Snapshot
 from llmscaler.optimize.limiter import NO_LIMITS, limited_decision
-from tests.unit.limiter_fixtures import NS, config, hot_model, two_hot_models
-from tests.unit.strategies import NOW, snapshots
+from tests.support.limiter_fixtures import NS, config, hot_model, two_hot_models
+from tests.support.strategies import NOW, snapshots
 
 
 def test_without_the_limiter_both_models_grow_beyond_the_budget() -> None:

@@ -27,11 +27,9 @@ from hypothesis import strategies as st
 
 from llmscaler.analyze import validity
 from llmscaler.analyze.validity import MAX_NAMED_PROBLEMS, NO_READY_REPLICAS
-from llmscaler.config.types import Config
-from llmscaler.engine import decide, freshness
-from llmscaler.model import (
-    EMPTY_STATE,
-    Action,
+from llmscaler.config.resolved import Config
+from llmscaler.domain.basics import Action
+from llmscaler.domain.snapshot import (
     Decision,
     LatencyHistogram,
     PoolMetrics,
@@ -39,8 +37,10 @@ from llmscaler.model import (
     Snapshot,
     Variant,
 )
-from tests.unit.configs import TOKEN, TOKEN_ZERO_ON, ZERO_ON
-from tests.unit.strategies import NOW, snapshots
+from llmscaler.domain.state import EMPTY_STATE
+from llmscaler.engine import decide, freshness
+from tests.support.configs import TOKEN, TOKEN_ZERO_ON, ZERO_ON
+from tests.support.strategies import NOW, snapshots
 
 MODEL = 'm'
 NS = 'ns'

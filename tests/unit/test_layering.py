@@ -1,39 +1,39 @@
-"""The decision core imports only the core (design.md §1), whatever adapters exist.
+"""Imports run one way, by package and by module, and every package has its place in the layers.
 
-import-linter (`make contracts`) checks the contract against the adapters that exist; this test
-reads every core module's imports and fails on any `llmscaler.*` import outside the core, so a
-new adapter is covered before anyone lists it in pyproject.toml, and checks that every adapter
-is listed there. The product never imports the test suite or pytest: the development cluster
-(`llmscaler.devcluster`) that the tests share with the demo lives in the package, not in tests/.
-And no module imports, directly or through others, a module that imports it (type-checking
-imports included): where two need each other, what both need lives in a third below them.
+import-linter (`make contracts`) checks the layers contract of pyproject.toml: each top-level
+package imports only those listed below it, and the pure decision core (domain up to engine)
+reads no clock and does no I/O. This module checks what import-linter cannot:
+
+- every top-level module or package appears in the contract, so a new adapter cannot slip in
+  unlisted (import-linter ignores what the contract does not name);
+- inside every package, its sub-packages and modules import one another one way only (a cycle
+  between two sub-packages fails even when no module imports itself through others);
+- no module imports, directly or through others, a module that imports it (type-checking
+  imports included): where two need each other, what both need lives in a third below them;
+- no module imports another module's private name, and no folder holds more than
+  `MOST_MODULES` modules side by side (a longer list wants sub-packages);
+- the product never imports the test suite or pytest: the development cluster
+  (`llmscaler.devcluster`) that the tests share with the demo lives in the package.
 """
 
 from __future__ import annotations
 
 import ast
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+
 PACKAGE = ROOT / 'src' / 'llmscaler'
-CORE = ('model', 'config', 'vllm_args', 'analyze', 'optimize', 'enforce', 'engine', 'hpa')
-NO_CLOCK = ('analyze', 'optimize', 'enforce', 'engine', 'model', 'hpa')
-FORBIDDEN_IN_PURE_CODE = {'time', 'datetime', 'random', 'asyncio', 'socket', 'httpx', 'os'}
-
-
-def core_files() -> list[Path]:
-    files = []
-    for name in CORE:
-        path = PACKAGE / name
-        files.extend(sorted(path.rglob('*.py')) if path.is_dir() else [path.with_suffix('.py')])
-    return files
+MOST_MODULES = 20
+"""Modules side by side in one folder beyond which a folder hides its structure."""
 
 
 def imported(path: Path) -> set[str]:
+    """Every name `path` imports, dotted: `from a import b` gives `a` and `a.b`."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
@@ -42,57 +42,6 @@ def imported(path: Path) -> set[str]:
             names.add(node.module)
             names.update(f'{node.module}.{alias.name}' for alias in node.names)
     return names
-
-
-def in_core(module: str) -> bool:
-    parts = module.split('.')
-    return len(parts) < 2 or parts[1] in CORE
-
-
-@pytest.mark.parametrize('path', core_files(), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_core_module_imports_only_the_core(path: Path) -> None:
-    outside = sorted(m for m in imported(path) if m.startswith('llmscaler.') and not in_core(m))
-    assert outside == [], f'{path.name} imports adapters: {outside}'
-
-
-@pytest.mark.parametrize(
-    'path',
-    [p for p in core_files() if p.relative_to(PACKAGE).parts[0].removesuffix('.py') in NO_CLOCK],
-    ids=lambda p: str(p.relative_to(PACKAGE)),
-)
-def test_pure_core_reads_no_clock_and_does_no_io(path: Path) -> None:
-    roots = {m.split('.')[0] for m in imported(path)}
-    assert roots.isdisjoint(FORBIDDEN_IN_PURE_CODE), roots & FORBIDDEN_IN_PURE_CODE
-
-
-def test_the_check_sees_an_adapter_import(tmp_path: Path) -> None:
-    bad = tmp_path / 'bad.py'
-    bad.write_text('from llmscaler.kube import actuator\nimport time\n')
-    assert not all(in_core(m) for m in imported(bad) if m.startswith('llmscaler.'))
-    assert 'time' in {m.split('.')[0] for m in imported(bad)}
-
-
-def adapters() -> list[str]:
-    """Every top-level module or package of llmscaler outside the core (entry points aside)."""
-    names = {p.name.removesuffix('.py') for p in PACKAGE.iterdir() if p.suffix == '.py'}
-    names |= {p.name for p in PACKAGE.iterdir() if (p / '__init__.py').is_file()}
-    return sorted(n for n in names if n not in CORE and not n.startswith('__'))
-
-
-def test_every_adapter_is_forbidden_to_the_core_in_pyproject() -> None:
-    contracts = tomllib.loads((ROOT / 'pyproject.toml').read_text())['tool']['importlinter']
-    (no_adapter,) = [c for c in contracts['contracts'] if 'llmscaler.cli' in c['forbidden_modules']]
-    listed = set(no_adapter['forbidden_modules'])
-    assert 'devcluster' in adapters()
-    assert [f'llmscaler.{name}' for name in adapters() if f'llmscaler.{name}' not in listed] == []
-
-
-@pytest.mark.parametrize(
-    'path', sorted(PACKAGE.rglob('*.py')), ids=lambda p: str(p.relative_to(PACKAGE))
-)
-def test_the_product_imports_neither_tests_nor_pytest(path: Path) -> None:
-    roots = {m.split('.')[0] for m in imported(path)}
-    assert roots.isdisjoint({'tests', 'pytest', '_pytest', 'hypothesis'}), path
 
 
 def modules(package: Path, name: str = 'llmscaler') -> dict[str, Path]:
@@ -123,45 +72,105 @@ def module_imports(path: Path, known: Mapping[str, Path]) -> set[str]:
     return found
 
 
-def import_cycles(package: Path, name: str = 'llmscaler') -> list[list[str]]:
-    """The groups of modules that import one another, directly or through others (every import
-    counts, those for type checking only and those inside functions too): the strongly
-    connected components of more than one module, each sorted."""
-    known = modules(package, name)
-    edges = {
-        module: sorted(module_imports(path, known) - {module}) for module, path in known.items()
-    }
+def cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node, each sorted (Tarjan)."""
     order: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
-    cycles: list[list[str]] = []
+    found: list[list[str]] = []
 
-    def visit(module: str) -> None:  # Tarjan's algorithm
-        order[module] = low[module] = len(order)
-        stack.append(module)
-        for target in edges[module]:
+    def visit(node: str) -> None:
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        for target in sorted(edges.get(node, ())):
             if target not in order:
                 visit(target)
-                low[module] = min(low[module], low[target])
+                low[node] = min(low[node], low[target])
             elif target in stack:
-                low[module] = min(low[module], order[target])
-        if low[module] == order[module]:
+                low[node] = min(low[node], order[target])
+        if low[node] == order[node]:
             group = []
-            while (top := stack.pop()) != module:
+            while (top := stack.pop()) != node:
                 group.append(top)
             if group:
-                cycles.append(sorted([*group, module]))
+                found.append(sorted([*group, node]))
 
-    for module in sorted(known):
-        if module not in order:
-            visit(module)
-    return sorted(cycles)
+    for node in sorted(edges):
+        if node not in order:
+            visit(node)
+    return sorted(found)
+
+
+def import_cycles(package: Path, name: str = 'llmscaler') -> list[list[str]]:
+    """The groups of modules that import one another, directly or through others (every import
+    counts, those for type checking only and those inside functions too)."""
+    known = modules(package, name)
+    return cycles(
+        {module: module_imports(path, known) - {module} for module, path in known.items()}
+    )
+
+
+def package_cycles(package: Path, name: str = 'llmscaler') -> list[list[str]]:
+    """Inside every package, the groups of its children (modules, and sub-packages taken whole)
+    that import one another."""
+    known = modules(package, name)
+    packages = [m for m, path in known.items() if path.name == '__init__.py']
+    found = []
+    for parent in packages:
+        prefix = f'{parent}.'
+
+        def child(module: str, prefix: str = prefix) -> str | None:
+            if not module.startswith(prefix):
+                return None
+            return prefix + module[len(prefix) :].split('.')[0]
+
+        edges: dict[str, set[str]] = {}
+        for module, path in known.items():
+            source = child(module)
+            if source is None:
+                continue
+            for target in module_imports(path, known):
+                other = child(target)
+                if other is not None and other != source:
+                    edges.setdefault(source, set()).add(other)
+        found.extend(cycles(edges))
+    return sorted(found)
+
+
+def layers() -> list[str]:
+    """The packages and modules the layers contract names, highest first."""
+    contracts = tomllib.loads((ROOT / 'pyproject.toml').read_text())['tool']['importlinter']
+    (contract,) = [c for c in contracts['contracts'] if c['type'] == 'layers']
+    return [name.strip() for layer in contract['layers'] for name in layer.split('|')]
+
+
+def test_every_top_level_module_and_package_has_a_layer() -> None:
+    tops = {p.name.removesuffix('.py') for p in PACKAGE.iterdir() if p.suffix == '.py'}
+    tops |= {p.name for p in PACKAGE.iterdir() if (p / '__init__.py').is_file()}
+    listed = layers()
+    assert len(listed) == len(set(listed))
+    assert sorted(f'llmscaler.{t}' for t in tops if not t.startswith('__')) == sorted(listed)
+
+
+def test_the_decision_core_is_the_bottom_of_the_layers() -> None:
+    core = ['engine', 'policies', 'enforce', 'optimize', 'analyze', 'config', 'domain']
+    assert layers()[-len(core) :] == [f'llmscaler.{name}' for name in core]
+
+
+@pytest.mark.parametrize(
+    'path', sorted(PACKAGE.rglob('*.py')), ids=lambda p: str(p.relative_to(PACKAGE))
+)
+def test_the_product_imports_neither_tests_nor_pytest(path: Path) -> None:
+    roots = {m.split('.')[0] for m in imported(path)}
+    assert roots.isdisjoint({'tests', 'pytest', '_pytest', 'hypothesis'}), path
 
 
 def test_no_module_imports_a_module_that_imports_it() -> None:
-    """Arrows run one way: a module that needs what imports it shares a lower module instead
-    (the scenario's types, a protocol of what a process needs of its cluster)."""
     assert import_cycles(PACKAGE) == []
+
+
+def test_no_package_imports_a_package_that_imports_it() -> None:
+    assert package_cycles(PACKAGE) == []
 
 
 def test_the_cycle_check_sees_a_cycle_through_a_type_checking_import(tmp_path: Path) -> None:
@@ -175,3 +184,57 @@ def test_the_cycle_check_sees_a_cycle_through_a_type_checking_import(tmp_path: P
     )
     (package / 'd.py').write_text('import pkg.a\n')
     assert import_cycles(package, 'pkg') == [['pkg.a', 'pkg.b', 'pkg.c']]
+
+
+def test_the_package_check_sees_two_sub_packages_that_need_each_other(tmp_path: Path) -> None:
+    package = tmp_path / 'pkg'
+    for sub in ('', 'x', 'y'):
+        (package / sub).mkdir(exist_ok=True)
+        (package / sub / '__init__.py').write_text('')
+    # No module imports itself through others, but x needs y and y needs x.
+    (package / 'x' / 'a.py').write_text('from pkg.y import b\n')
+    (package / 'y' / 'b.py').write_text('thing = 1\n')
+    (package / 'y' / 'c.py').write_text('from pkg.x import d\n')
+    (package / 'x' / 'd.py').write_text('thing = 2\n')
+    assert import_cycles(package, 'pkg') == []
+    assert package_cycles(package, 'pkg') == [['pkg.x', 'pkg.y']]
+
+
+def private_imports(path: Path) -> list[str]:
+    """`module.name` for every private name `path` imports from another module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found += [
+                f'{node.module}.{alias.name}'
+                for alias in node.names
+                if alias.name.startswith('_') and not alias.name.startswith('__')
+            ]
+    return found
+
+
+@pytest.mark.parametrize(
+    'path', sorted(PACKAGE.rglob('*.py')), ids=lambda p: str(p.relative_to(PACKAGE))
+)
+def test_no_module_imports_a_private_name(path: Path) -> None:
+    assert private_imports(path) == []
+
+
+def test_the_private_name_check_sees_one(tmp_path: Path) -> None:
+    module = tmp_path / 'm.py'
+    module.write_text('from llmscaler.domain.basics import _hidden, shown\n')
+    assert private_imports(module) == ['llmscaler.domain.basics._hidden']
+
+
+def folders(package: Path) -> dict[Path, int]:
+    """Each folder of the package and the modules in it (its `__init__` aside)."""
+    return {
+        folder: sum(1 for p in folder.glob('*.py') if p.name != '__init__.py')
+        for folder in [package, *sorted(p for p in package.rglob('*') if p.is_dir())]
+        if (folder / '__init__.py').is_file()
+    }
+
+
+def test_no_folder_holds_more_than_a_screenful_of_modules() -> None:
+    crowded = {str(f.relative_to(PACKAGE)): n for f, n in folders(PACKAGE).items()}
+    assert {f: n for f, n in crowded.items() if n > MOST_MODULES} == {}

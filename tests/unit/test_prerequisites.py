@@ -1,4 +1,4 @@
-"""`tests.prerequisites`: an absent prerequisite skips a test locally and fails it in CI."""
+"""`tests.support.prerequisites`: an absent prerequisite skips a test locally and fails it in CI."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import prerequisites
+from tests.support import prerequisites
 
 
 def test_an_absent_file_skips_locally_and_fails_in_ci(

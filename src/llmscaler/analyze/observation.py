@@ -36,8 +36,9 @@ from dataclasses import dataclass
 
 from llmscaler.analyze import finite_sums, validity
 from llmscaler.analyze.validity import MetricsStatus, Problem, metrics_status
-from llmscaler.config.types import CoreSettings
-from llmscaler.model import Freshness, PoolMetrics, ReplicaMetrics, Variant
+from llmscaler.config.resolved import CoreSettings
+from llmscaler.domain.basics import Freshness
+from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics, Variant
 
 
 def freshness(*, observed_at: float, now: float, settings: CoreSettings) -> Freshness | None:

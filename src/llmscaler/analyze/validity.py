@@ -5,7 +5,7 @@ scale-down (design.md §5). The engine asks this module, before any analysis, wh
 and pool of a model reports usable figures; if one does not, the model holds and its decisions say
 `MetricsMissing` or `MetricsInvalid`, naming the pod and the metric.
 
-The rules come from the declarations in `llmscaler.model`, read once here so the JSON face and the
+The rules come from the declarations in `llmscaler.domain`, read once here so the JSON face and the
 engine cannot disagree:
 
 - every numeric field of `ReplicaMetrics` / `PoolMetrics` that holds a value must be a finite
@@ -39,15 +39,8 @@ from typing import Annotated, Any, cast
 
 from annotated_types import Ge, Gt, Le, Lt
 
-from llmscaler.model import (
-    REQUIRED_POOL_FIGURES,
-    REQUIRED_REPLICA_FIGURES,
-    Freshness,
-    LatencyHistogram,
-    PoolMetrics,
-    ReplicaMetrics,
-    Variant,
-)
+from llmscaler.domain.basics import REQUIRED_POOL_FIGURES, REQUIRED_REPLICA_FIGURES, Freshness
+from llmscaler.domain.snapshot import LatencyHistogram, PoolMetrics, ReplicaMetrics, Variant
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,8 +61,8 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from llmscaler.analyze.validity import replica_problems
-from llmscaler.collect.types import ModelReading, PodReading, Reading, SourceError, label_value
-from llmscaler.model import PoolMetrics, ReplicaMetrics, Variant
+from llmscaler.collect.readings import ModelReading, PodReading, Reading, SourceError, label_value
+from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics, Variant
 
 VARIANT_SERIES_LABEL = 'llm_d_ai_variant'
 VARIANT_POD_LABEL = 'llm-d.ai/variant'

@@ -4,9 +4,9 @@ Why: the predictive analyzer learns a replica's latency distribution, not only i
 `ReplicaMetrics.ttft_histogram` (requests of the window by TTFT,
 `vllm:time_to_first_token_seconds_bucket`) and `tpot_histogram` (by each request's own mean time
 per output token, `vllm:request_time_per_output_token_seconds_bucket`). The Prometheus source
-asks for the buckets' `increase(...[1m])` per pod and `le` (`collect.queries`); the pod scraper
-computes the same increase from its windows (`window_histogram`). Both end here, in `fold`, so
-that both sources apply the same rules and hand the core a histogram `analyze.validity` accepts:
+asks for the buckets' `increase(...[1m])` per pod and `le` (`collect.prometheus.queries`); the pod
+scraper computes the same increase from its windows (`window_histogram`). Both end here, in `fold`,
+so that both sources apply the same rules and hand the core a histogram `analyze.validity` accepts:
 
 - `le="+Inf"` gives `total`; the other `le`s, sorted by their numeric value, give `bounds` and
   `counts`. Several series with one `le` (data-parallel engines, two label sets of one pod) are
@@ -38,7 +38,7 @@ import math
 from collections.abc import Iterable
 
 from llmscaler.collect.windows import SeriesWindow
-from llmscaler.model import LatencyHistogram
+from llmscaler.domain.snapshot import LatencyHistogram
 
 log = logging.getLogger(__name__)
 

@@ -52,7 +52,7 @@ from typing import TypeVar
 
 import httpx
 
-from llmscaler.collect.types import ErrorReason
+from llmscaler.collect.readings import ErrorReason
 
 TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
     TimeoutError,

@@ -1,6 +1,6 @@
 """Resolve the ConfigMap layers into the one `Config` value the decision core reads.
 
-Why: `Config.model()` (config/types.py) is a pure dictionary read, by_group → by_model →
+Why: `Config.model()` (config/resolved.py) is a pure dictionary read, by_group → by_model →
 by_namespace → default, so every layer must be merged here, ahead of time, into fully resolved
 values. The layers, least to most specific (seed 000, reference/wva.md §9.2):
 
@@ -65,12 +65,8 @@ from llmscaler.config.predictive import (
     PredictiveOverrides,
     parse_predictive_configmap,
 )
-from llmscaler.config.service_classes import (
-    SERVICE_CLASSES_CONFIGMAP,
-    ClassTarget,
-    parse_service_classes,
-)
-from llmscaler.config.types import (
+from llmscaler.config.resolved import (
+    CapacityFloor,
     Config,
     CoreSettings,
     ModelConfig,
@@ -79,12 +75,16 @@ from llmscaler.config.types import (
     SaturationConfig,
     ScaleToZeroConfig,
 )
-from llmscaler.model import group_key
+from llmscaler.config.service_classes import (
+    SERVICE_CLASSES_CONFIGMAP,
+    ClassTarget,
+    parse_service_classes,
+)
+from llmscaler.domain.basics import group_key
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-    from llmscaler.enforce.capacity_floors import CapacityFloor
 
 _T = TypeVar('_T', bound='DataclassInstance')
 _O = TypeVar('_O', bound='DataclassInstance')

@@ -50,7 +50,6 @@ up > down (`llmscaler.config.fields` tables them).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from llmscaler.config.configmap_entries import DEFAULT_KEY as DEFAULT_KEY
 from llmscaler.config.configmap_entries import (
@@ -81,7 +80,7 @@ from llmscaler.config.fields import (
 from llmscaler.config.floors import capacity_floor_list
 from llmscaler.config.perf_parms import PerfParmsByAccelerator, perf_parms_list
 from llmscaler.config.quota import Limiters
-from llmscaler.config.types import AnalyzerSpec, ScaleToZeroConfig
+from llmscaler.config.resolved import AnalyzerSpec, CapacityFloor, ScaleToZeroConfig
 from llmscaler.config.yaml_loader import load_yaml, load_yaml_documents
 
 # Callers import the reading's names (`configmap_entries`) from here, and older ones load_yaml
@@ -110,9 +109,6 @@ __all__ = [
 SATURATION_CONFIGMAP = 'wva-saturation-scaling-config'
 QUEUEING_CONFIGMAP = 'wva-queueing-model-config'
 SCALE_TO_ZERO_CONFIGMAP = 'wva-model-scale-to-zero-config'
-
-if TYPE_CHECKING:
-    from llmscaler.enforce.capacity_floors import CapacityFloor
 
 
 @dataclass(frozen=True, slots=True)

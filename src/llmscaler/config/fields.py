@@ -34,7 +34,7 @@ from dataclasses import replace
 from typing import Any
 
 from llmscaler.config.durations import parse_duration
-from llmscaler.config.types import AnalyzerSpec
+from llmscaler.config.resolved import AnalyzerSpec
 
 
 class Invalid(Exception):

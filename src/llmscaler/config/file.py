@@ -45,9 +45,9 @@ from llmscaler.config.configmaps import (
 )
 from llmscaler.config.errors import ConfigError, ConfigFileError, show_setting, show_value
 from llmscaler.config.predictive import PREDICTIVE_CONFIGMAP
+from llmscaler.config.resolved import Config
 from llmscaler.config.service_classes import SERVICE_CLASSES_CONFIGMAP
 from llmscaler.config.settings import load_settings
-from llmscaler.config.types import Config
 from llmscaler.config.yaml_loader import FILE_LIMITS, YamlProblem, load_yaml_documents
 
 MANAGER_CONFIGMAPS = ('wva-manager-config', 'llmscaler-config')

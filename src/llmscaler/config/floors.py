@@ -32,8 +32,8 @@ from typing import Final
 from llmscaler.config.cron import Schedule, parse_schedule
 from llmscaler.config.durations import parse_duration
 from llmscaler.config.fields import Invalid, type_name
-from llmscaler.enforce.capacity_floors import CapacityFloor
-from llmscaler.model import COUNT_MAX
+from llmscaler.config.resolved import CapacityFloor
+from llmscaler.domain.basics import COUNT_MAX
 
 DURATION_MAX: Final = 31 * 24 * 3600.0
 """Longest window: a monthly schedule open all month; longer is a typo."""

@@ -1,7 +1,7 @@
 """`perfParms` of a `wva-queueing-model-config` entry: configured α, β, γ, δ per accelerator.
 
-Why: the SLO analyzer's tuner (`analyze.kalman`) needs a starting point, and a guess from one
-observation can be far off; WVA v0.4 took these four numbers from the VariantAutoscaling's
+Why: the SLO analyzer's tuner (`analyze.learning.kalman`) needs a starting point, and a guess from
+one observation can be far off; WVA v0.4 took these four numbers from the VariantAutoscaling's
 `modelProfile.accelerators[].perfParms`, with the same names. Here they sit in the queueing
 ConfigMap, one list per entry (default or per-model):
 

@@ -4,7 +4,7 @@ Why: the predictive analyzer sizes on the SLO path's tuned performance model and
 takes the keys it shares with `wva-queueing-model-config` (`targetTTFT`, `targetITL`,
 `sloMultiplier`, `tuningEnabled`, `perfParms`) read by the very code that reads that map
 (`configmaps.QUEUEING_FIELDS`, `configmaps.check_queueing`, `configmap_entries.parse_map`), and
-adds its own (defaults: `config.types.PredictiveConfig`):
+adds its own (defaults: `config.resolved.PredictiveConfig`):
 
 | key | range |
 |---|---|
@@ -47,7 +47,7 @@ from llmscaler.config.configmaps import (
 from llmscaler.config.durations import parse_duration
 from llmscaler.config.errors import ConfigError
 from llmscaler.config.fields import Invalid, type_name
-from llmscaler.config.types import PredictiveConfig
+from llmscaler.config.resolved import PredictiveConfig
 
 PREDICTIVE_CONFIGMAP: Final = 'llmscaler-predictive-config'
 DURATION_MAX: Final = 24 * 3600.0

@@ -36,7 +36,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from llmscaler.model import COUNT_MAX, UNLIMITED_GPUS, GpuLimit
+from llmscaler.domain.basics import COUNT_MAX
+from llmscaler.domain.snapshot import UNLIMITED_GPUS, GpuLimit
 
 INVENTORY: Final = 'gpu-inventory'
 QUOTA: Final = 'quota'

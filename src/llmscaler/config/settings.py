@@ -41,7 +41,7 @@ from typing import Any
 
 from llmscaler.config.durations import format_duration, parse_duration
 from llmscaler.config.errors import ConfigError, show_setting, show_value
-from llmscaler.config.types import CoreSettings
+from llmscaler.config.resolved import CoreSettings
 
 HOUR = 3600.0
 DAY = 24 * HOUR

@@ -43,28 +43,33 @@ import sys
 from collections.abc import Sequence
 
 from llmscaler.clock import Clock, LoopClock
-from llmscaler.collect.prometheus import PrometheusSource
-from llmscaler.collect.scrape import PodScrapeSource, ScrapeTarget
-from llmscaler.collect.types import MetricsSource
-from llmscaler.config.types import Config
-from llmscaler.controller.caches import WorldCache, build_caches
-from llmscaler.controller.configwatch import ConfigWatch
-from llmscaler.controller.cycle import MainCycle
-from llmscaler.controller.from_zero import FromZero, PoolPlan
-from llmscaler.controller.inventory import Inventory
-from llmscaler.controller.llmas import INTERVAL as LLMAS_INTERVAL
-from llmscaler.controller.llmas import LlmAutoScalers
+from llmscaler.collect.prometheus.source import PrometheusSource
+from llmscaler.collect.readings import MetricsSource
+from llmscaler.collect.scrape.source import PodScrapeSource, ScrapeTarget
+from llmscaler.config.resolved import Config
+from llmscaler.controller.cluster.caches import WorldCache, build_caches
+from llmscaler.controller.cluster.configwatch import ConfigWatch
+from llmscaler.controller.cluster.inventory import Inventory
+from llmscaler.controller.cluster.pods import epp_targets, parse_selector, scrape_targets
+from llmscaler.controller.cluster.world import World
+from llmscaler.controller.from_zero.loop import FromZero, PoolPlan
+from llmscaler.controller.llmas.loop import INTERVAL as LLMAS_INTERVAL
+from llmscaler.controller.llmas.loop import LlmAutoScalers
 from llmscaler.controller.logs import configure_logging
-from llmscaler.controller.options import RunOptions, build_parser, fatal_errors, resolve_options
-from llmscaler.controller.pods import epp_targets, parse_selector, scrape_targets
-from llmscaler.controller.pools import Membership
-from llmscaler.controller.poolsources import (
+from llmscaler.controller.options.resolve import (
+    RunOptions,
+    build_parser,
+    fatal_errors,
+    resolve_options,
+)
+from llmscaler.controller.pools.datastore import Membership
+from llmscaler.controller.pools.sources import (
     PooledSource,
     PooledWorlds,
     PoolSources,
     pool_epp_targets,
 )
-from llmscaler.controller.poolwatch import PoolCaches
+from llmscaler.controller.pools.watch import PoolCaches
 from llmscaler.controller.publish import (
     ControllerMetrics,
     HttpEndpoints,
@@ -76,7 +81,8 @@ from llmscaler.controller.publish import (
     parse_bind_address,
 )
 from llmscaler.controller.startup import liveness_limit, settings_line, tls_problems
-from llmscaler.controller.world import World
+from llmscaler.controller.va.cycle import MainCycle
+from llmscaler.domain.snapshot import GpuLimit
 from llmscaler.kube.client import KubeConfigProblem, make_client
 from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.informer import Cache
@@ -84,7 +90,6 @@ from llmscaler.kube.leader import LeaderConfig, LeaderElector
 from llmscaler.kube.scale import ScaleClient
 from llmscaler.kube.status import StatusWriter
 from llmscaler.kube.write_fence import fence_writes
-from llmscaler.model import GpuLimit
 
 log = logging.getLogger('llmscaler.controller')
 

@@ -55,8 +55,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
-from llmscaler.controller.inventory import node_accelerator
-from llmscaler.model import GpuLimit
+from llmscaler.controller.cluster.inventory import node_accelerator
+from llmscaler.domain.snapshot import GpuLimit
 from llmscaler.optimize.limiter import INVENTORY_PROVIDER
 
 _log = logging.getLogger(__name__)
@@ -129,8 +129,8 @@ def available_gpu_rows(
 
 def node_gpu_vendors(nodes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """Accelerator type → vendor, from Nodes (full or as the inventory keeps them): the type as
-    `controller.inventory` reads it, the vendor from an allocatable GPU resource it has some of
-    (a Node with none adds nothing, as in the inventory). Where Nodes
+    `controller.cluster.inventory` reads it, the vendor from an allocatable GPU resource it has some
+    of (a Node with none adds nothing, as in the inventory). Where Nodes
     of one type disagree, the first vendor in name order is kept."""
     found: dict[str, str] = {}
     for node in nodes:

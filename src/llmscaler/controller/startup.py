@@ -21,8 +21,8 @@ from pathlib import Path
 
 from llmscaler.collect.http import client_ssl_context, seconds
 from llmscaler.config.durations import format_duration
-from llmscaler.controller.option_values import redact_url
-from llmscaler.controller.options import RunOptions
+from llmscaler.controller.options.resolve import RunOptions
+from llmscaler.controller.options.values import redact_url
 
 
 def _tls(*, name: str, ca: Path | None, cert: Path | None, key: Path | None) -> tuple[str, ...]:

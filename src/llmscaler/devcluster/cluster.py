@@ -60,8 +60,8 @@ from llmscaler.devcluster.gateway import Backend, Gateway
 from llmscaler.devcluster.kubelet import Workload, replicas_of
 from llmscaler.devcluster.process import Prometheus
 from llmscaler.emulate.server import RunningEmulator, serve
-from llmscaler.sim import presets
-from llmscaler.sim.types import VariantSpec
+from llmscaler.sim.hardware import presets
+from llmscaler.sim.vocabulary import VariantSpec
 
 logger = logging.getLogger(__name__)
 

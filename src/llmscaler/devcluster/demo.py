@@ -51,7 +51,7 @@ from llmscaler.devcluster.fakeapi import table
 from llmscaler.devcluster.fakeapi.semantics import ApiError
 from llmscaler.devcluster.kubelet import replicas_of
 from llmscaler.devcluster.process import ControllerProcess, PrometheusMissing, prometheus_binary
-from llmscaler.sim.presets import MODEL_8B, preset
+from llmscaler.sim.hardware.presets import MODEL_8B, preset
 
 NAMESPACE = 'llm'
 CONTROLLER_NAMESPACE = 'llmscaler-system'

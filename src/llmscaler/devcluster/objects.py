@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from llmscaler.sim.types import VariantSpec
+from llmscaler.sim.vocabulary import VariantSpec
 
 Obj = dict[str, Any]
 

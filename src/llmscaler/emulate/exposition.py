@@ -4,7 +4,7 @@ Why: the collectors and a real Prometheus must be tested against pages that look
 the ones they will scrape in production: vLLM's wire names with their colons, types, labels
 (`model_name`, `engine="0"`), `_created` series and histogram buckets (reference/vllm.md §1 and
 the example page vllm_metrics_example.txt), and the EPP's flow-control and scheduler families
-(§2). The numbers come from the simulator's replica model (`llmscaler.sim.replica`).
+(§2). The numbers come from the simulator's replica model (`llmscaler.sim.vllm.reference`).
 
 What it renders, in the plain text format 0.0.4 (which keeps the colons; serve it with
 `CONTENT_TYPE` whatever the Accept header says, or Prometheus 2.42 gets underscores):
@@ -13,7 +13,7 @@ What it renders, in the plain text format 0.0.4 (which keeps the colons; serve i
 - counters `vllm:prompt_tokens_total`, `vllm:generation_tokens_total`,
   `vllm:num_preemptions_total` from the engine's counters; `vllm:prefix_cache_queries_total`
   and `vllm:prefix_cache_hits_total` (tokens) from the engine's prefix cache when the variant
-  keeps one (`VariantSpec.prefix_caching`, `sim.prefix_cache`: every admission queries its
+  keeps one (`VariantSpec.prefix_caching`, `sim.vllm.prefix_cache`: every admission queries its
   tokens and hits its cached ones), else queries = prompt tokens and hits = 0 (a cache that
   never reuses a block: every prompt computed in full); `vllm:request_success_total` per
   finished_reason (stop, length, abort; all pre-created at 0, abort stays 0);
@@ -48,9 +48,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Final
 
-from llmscaler.sim.engine_base import ReplicaCounters
-from llmscaler.sim.latency_buckets import ITL_BUCKETS, TTFT_BUCKETS
-from llmscaler.sim.types import VariantSpec
+from llmscaler.sim.vllm.base import ReplicaCounters
+from llmscaler.sim.vllm.latency_buckets import ITL_BUCKETS, TTFT_BUCKETS
+from llmscaler.sim.vocabulary import VariantSpec
 
 CONTENT_TYPE: Final = 'text/plain; version=0.0.4; charset=utf-8'
 

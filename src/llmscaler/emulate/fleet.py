@@ -34,10 +34,10 @@ from typing import Protocol
 
 from llmscaler.emulate.exposition import RequestStats, SchedulerAttempts, render_epp, render_replica
 from llmscaler.emulate.load import Arrival, Load, arrivals
-from llmscaler.sim.cluster import BYTES_PER_TOKEN
-from llmscaler.sim.engine_base import check_spec
-from llmscaler.sim.replica_fast import FastReplica
-from llmscaler.sim.types import SimRequest, VariantSpec
+from llmscaler.sim.fleet.cluster import BYTES_PER_TOKEN
+from llmscaler.sim.vllm.base import check_spec
+from llmscaler.sim.vllm.fast import FastReplica
+from llmscaler.sim.vocabulary import SimRequest, VariantSpec
 
 
 class Listener(Protocol):

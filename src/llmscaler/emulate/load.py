@@ -4,10 +4,11 @@ Why: the emulated pods must be busy without a client sending requests, with load
 repeatable (same seed, same arrivals) so a test can replay it against the replica model.
 
 What: `PoissonLoad` is a constant-rate Poisson process, its lengths fixed where given and drawn
-from a length model otherwise (by default the azure-conv log-normals of `llmscaler.sim.synthetic`,
-sampled under max(2, max_model_len)). `TraceLoad` replays a trace in real time, `speed` times
-faster: arrival t of the trace comes at start + t / speed. `arrivals()` turns either into the
-stream of `Arrival`s in time order (endless for a Poisson load, the trace's length for a trace).
+from a length model otherwise (by default the azure-conv log-normals of
+`llmscaler.sim.workload.synthetic`, sampled under max(2, max_model_len)). `TraceLoad` replays a
+trace in real time, `speed` times faster: arrival t of the trace comes at start + t / speed.
+`arrivals()` turns either into the stream of `Arrival`s in time order (endless for a Poisson load,
+the trace's length for a trace).
 
 What fails: a rate or speed that is NaN, infinite, zero or negative and fixed lengths below 1
 raise ValueError at construction (`check_positive` is the same check for other settings). A
@@ -22,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llmscaler.sim import synthetic
-from llmscaler.sim.types import Trace
+from llmscaler.sim.vocabulary import Trace
+from llmscaler.sim.workload import synthetic
 
 
 def check_positive(*, name: str, value: float) -> None:

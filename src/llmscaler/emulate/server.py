@@ -36,10 +36,10 @@ from aiohttp import web
 from llmscaler.emulate.fleet import Emulator
 from llmscaler.emulate.http import epp_app, replica_app
 from llmscaler.emulate.load import Load, PoissonLoad, TraceLoad, check_positive
-from llmscaler.sim import presets
-from llmscaler.sim.engine_base import check_spec
-from llmscaler.sim.trace import TraceError, load_trace
-from llmscaler.sim.types import VariantSpec
+from llmscaler.sim.hardware import presets
+from llmscaler.sim.vllm.base import check_spec
+from llmscaler.sim.vocabulary import VariantSpec
+from llmscaler.sim.workload.trace import TraceError, load_trace
 
 
 @dataclass(slots=True)
@@ -194,7 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog='llmscaler emulate', description='Emulate vLLM pods and their gateway over HTTP.'
     )
     add = parser.add_argument
-    add('--preset', default='llama-3.1-8b-h100', help='hardware preset (llmscaler.sim.presets)')
+    add(
+        '--preset',
+        default='llama-3.1-8b-h100',
+        help='hardware preset (llmscaler.sim.hardware.presets)',
+    )
     add('--num-gpu-blocks', type=int, default=None, help='override the KV cache size (blocks)')
     add('--replicas', type=int, default=2)
     add('--base-port', type=int, default=18000, help='replica i listens on base-port + i (0: any)')

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from llmscaler.model import Variant
+from llmscaler.domain.snapshot import Variant
 
 
 def clamp(*, target: int, min_replicas: int, max_replicas: int) -> int:

@@ -27,26 +27,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from llmscaler.analyze.capacity_knowledge import capacity_from_params
-from llmscaler.config.cron import Schedule
-from llmscaler.model import ReplicaMetrics, Variant
+from llmscaler.analyze.learning.capacity_knowledge import capacity_from_params
+from llmscaler.config.resolved import CapacityFloor
+from llmscaler.domain.snapshot import ReplicaMetrics, Variant
 from llmscaler.optimize.cover import Option, cover
 
 DEFAULT_MIX: Final = (1000.0, 200.0)
 """Input and output tokens of the request mix that sizes replicas when no replica reports its
 own (a model idle before its morning ramp, exactly when a floor matters)."""
-
-
-@dataclass(frozen=True, slots=True)
-class CapacityFloor:
-    """From each activation of `schedule`, for `duration` seconds: at least the capacity of
-    `replicas` replicas of variant `reference`."""
-
-    name: str
-    schedule: Schedule
-    duration: float
-    reference: str
-    replicas: int
 
 
 def active(floors: Sequence[CapacityFloor], *, now: float) -> tuple[CapacityFloor, ...]:

@@ -25,7 +25,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from llmscaler.model import PoolMetrics, Variant, finite
+from llmscaler.domain.basics import finite
+from llmscaler.domain.snapshot import PoolMetrics, Variant
 
 REASON = 'scale-from-zero'
 

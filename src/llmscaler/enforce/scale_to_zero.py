@@ -55,8 +55,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from llmscaler.config.types import CoreSettings, ModelConfig
-from llmscaler.model import Variant
+from llmscaler.config.resolved import CoreSettings, ModelConfig
+from llmscaler.domain.snapshot import Variant
 
 Policy = Literal['scale_to_zero', 'minimum_replicas', '']
 

@@ -5,7 +5,7 @@ reference/wva.md §9.1) and writes their status back. The CRD YAML in
 deploy/base/crds/llmd.ai_variantautoscalings.yaml is the source of truth; these pydantic models
 carry the same fields (camelCase on the wire, snake_case in Python), the same defaults
 (minReplicas 1, maxReplicas 2, variantCost "10.0") and the same validation, so an object the API
-server accepts parses here and vice versa. tests/unit/test_kube_crd.py keeps the two in sync.
+server accepts parses here and vice versa. tests/unit/kube/test_crd.py keeps the two in sync.
 
 What it computes: `parse_va` turns a decoded object into a `VariantAutoscaling` or an
 `InvalidObject` value; `set_condition` updates a condition list the way apimachinery's

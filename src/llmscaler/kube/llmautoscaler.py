@@ -4,7 +4,7 @@ Why: `llmscaler run` serves LLMAutoScaler objects (seed 001) next to VariantAuto
 YAML in deploy/base/crds/kaito.sh_llmautoscalers.yaml is the source of truth (it says why this
 group and version); these pydantic models carry the same fields, defaults and validation, in the
 style of `kube.crd` (camelCase on the wire, strict types, unknown spec and status fields refused),
-so an object the API server accepts parses here. tests/unit/test_kube_llmautoscaler.py keeps the
+so an object the API server accepts parses here. tests/unit/kube/test_llmautoscaler.py keeps the
 two in sync.
 
 Defaults (the seed's "if unset"): minReplicas 1; a metric's source `http`, port "5000",
@@ -32,9 +32,6 @@ import pydantic
 from lightkube.generic_resource import create_namespaced_resource
 from pydantic_core import PydanticCustomError
 
-from llmscaler.analyze.kaito import AutoscalerSpec, RealtimeSpec
-from llmscaler.analyze.kaito_cron import CronPolicy as CorePolicy
-from llmscaler.analyze.kaito_realtime import ScalerRule
 from llmscaler.config.cron import DEFAULT_TIME_ZONE, Schedule, parse_schedule
 from llmscaler.kube.crd import (
     _INT32,
@@ -51,6 +48,9 @@ from llmscaler.kube.crd import (
     _Wire,
     one_condition_per_type,
 )
+from llmscaler.policies.kaito.autoscaler import AutoscalerSpec, RealtimeSpec
+from llmscaler.policies.kaito.cron import CronPolicy as CorePolicy
+from llmscaler.policies.kaito.realtime import ScalerRule
 
 GROUP: Final = 'kaito.sh'
 VERSION: Final = 'v1alpha1'

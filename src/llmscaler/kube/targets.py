@@ -48,8 +48,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from llmscaler.model import EngineParams, Role, Variant
-from llmscaler.vllm_args import gpus_per_replica, parse_engine_args
+from llmscaler.domain.basics import Role
+from llmscaler.domain.snapshot import EngineParams, Variant
+from llmscaler.kube.engine_args.template import gpus_per_replica, parse_engine_args
 
 DEPLOYMENT: Final = 'Deployment'
 STATEFUL_SET: Final = 'StatefulSet'

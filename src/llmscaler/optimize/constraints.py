@@ -28,7 +28,7 @@ Nodes' labels; denying it every replica would be worse than the scheduler leavin
 Pending.
 
 What fails: nothing raises; a negative `used` or a limit below -1 cannot be built by the JSON
-face (`llmscaler.model` declares the ranges) and is read as 0 / unlimited here.
+face (`llmscaler.domain` declares the ranges) and is read as 0 / unlimited here.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from llmscaler.model import UNLIMITED_GPUS, GpuLimit, Variant
+from llmscaler.domain.snapshot import UNLIMITED_GPUS, GpuLimit, Variant
 
 CLUSTER = ''
 """The scope key of cluster-wide limits."""

@@ -70,13 +70,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from llmscaler.analyze import finite_sums
-from llmscaler.analyze.types import (
-    AnalyzerSignal,
-    ScalingRequest,
-    VariantCapacity,
-    VariantTarget,
-)
-from llmscaler.model import Role, positive_or_zero
+from llmscaler.domain.basics import Role, positive_or_zero
+from llmscaler.domain.signals import AnalyzerSignal, ScalingRequest, VariantCapacity, VariantTarget
 
 REASON = 'V2'
 DEFAULT_COST = 10.0

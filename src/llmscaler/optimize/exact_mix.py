@@ -1,6 +1,6 @@
 """The cheapest mix of a model's variants that covers a rate within the SLO, under a load balancer.
 
-Why: a replica's capacity at the SLO (`analyze.slo_search`) is what it sustains *alone*. Behind
+Why: a replica's capacity at the SLO (`analyze.queueing.search`) is what it sustains *alone*. Behind
 a least-loaded router (the simulator's, and the inference gateway's queue scorer) every replica
 of a model holds about as many requests in flight as the others, whatever its speed: in a mix,
 the slow variant reaches its in-flight limit at the SLO first, and the fast one is held to that

@@ -48,8 +48,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from llmscaler.analyze.types import ScalingRequest, VariantCapacity, VariantTarget
-from llmscaler.model import Role, positive_or_zero
+from llmscaler.domain.basics import Role, positive_or_zero
+from llmscaler.domain.signals import ScalingRequest, VariantCapacity, VariantTarget
 from llmscaler.optimize import cost_aware
 from llmscaler.optimize.constraints import Budgets, Ledger
 

@@ -48,10 +48,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from llmscaler.analyze.types import AnalyzerSignal, RoleSignal, ScalingRequest, VariantCapacity
 from llmscaler.config.quota import Limiters
-from llmscaler.config.types import Config
-from llmscaler.model import Action, Decision, GpuLimit, Role, Snapshot, Variant, action_for
+from llmscaler.config.resolved import Config
+from llmscaler.domain.basics import Action, Role
+from llmscaler.domain.signals import AnalyzerSignal, RoleSignal, ScalingRequest, VariantCapacity
+from llmscaler.domain.snapshot import Decision, GpuLimit, Snapshot, Variant, action_for
 from llmscaler.optimize.constraints import (
     Budgets,
     Ledger,

@@ -32,10 +32,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from llmscaler.sim import metrics, report, runner, scenario
-from llmscaler.sim.clairvoyant import ClairvoyantPolicy
-from llmscaler.sim.report import RequestsCsv
-from llmscaler.sim.types import SLO, SimResult, Trace, VariantSpec
+from llmscaler.sim.policies.clairvoyant import ClairvoyantPolicy
+from llmscaler.sim.report import summary as metrics
+from llmscaler.sim.report import writer as report
+from llmscaler.sim.report.writer import RequestsCsv
+from llmscaler.sim.run import loop
+from llmscaler.sim.scenario import loader
+from llmscaler.sim.vocabulary import SLO, SimResult, Trace, VariantSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +52,7 @@ class Outcome:
     workload: Trace
     """The workload (with several models, the first model's: `workloads` has each)."""
     report: Path | None
-    setup: scenario.Scenario | None = None
+    setup: loader.Scenario | None = None
     """The scenario as run: its variants carry the start fleet (a warm start's included)."""
     capacities: dict[str, float] | None = None
     """The calibrated capacities (req/s per replica), when something needed them."""
@@ -57,7 +60,7 @@ class Outcome:
     """From the start of the run to the last policy's end (the report not included)."""
     slos: dict[str, SLO] = dataclasses.field(default_factory=dict)
     """Each model's SLO, by model name."""
-    workloads: scenario.Workloads | None = None
+    workloads: loader.Workloads | None = None
     model_summaries: list[dict[str, metrics.PolicySummary]] | None = None
     """With several models: per result, each model's summary."""
 
@@ -70,7 +73,7 @@ def version() -> str:
         return 'unknown'
 
 
-def _fleet(setup: scenario.Scenario) -> str:
+def _fleet(setup: loader.Scenario) -> str:
     return ', '.join(f'{v.name}={v.initial_replicas}' for v in setup.variants)
 
 
@@ -78,7 +81,7 @@ def _variants(variants: tuple[VariantSpec, ...]) -> str:
     return ', '.join(f'{escape(v.name)} ({v.preset}, ${v.cost_per_hour:.2f}/h)' for v in variants)
 
 
-def _header(setup: scenario.Scenario, workloads: scenario.Workloads, slos: dict[str, SLO]) -> str:
+def _header(setup: loader.Scenario, workloads: loader.Workloads, slos: dict[str, SLO]) -> str:
     start = 'warm start' if setup.warm_start else f'start {_fleet(setup)}'
     timeout = setup.settings.request_timeout
     traces = workloads.traces.values()
@@ -112,7 +115,7 @@ def _header(setup: scenario.Scenario, workloads: scenario.Workloads, slos: dict[
 
 def run(
     *,
-    setup: scenario.Scenario,
+    setup: loader.Scenario,
     out: Path | None,
     console: Console | None = None,
     progress: bool = True,
@@ -122,8 +125,8 @@ def run(
     per-request CSVs as `requests_csv` says: 'gz', 'plain' or 'none')."""
     started = time.perf_counter()
     console = console if console is not None else Console(stderr=True)
-    workloads = scenario.build_workloads(scenario=setup)
-    slos = scenario.model_slos(scenario=setup, workloads=workloads)
+    workloads = loader.build_workloads(scenario=setup)
+    slos = loader.model_slos(scenario=setup, workloads=workloads)
     # One model: one SLO, as it always was; several: each request by its model's.
     judged: metrics.SLOs = slos if setup.several_models else next(iter(slos.values()))
     console.print(_header(setup, workloads, slos))
@@ -139,14 +142,14 @@ def run(
         disable=not progress,
         transient=True,
     ) as bar:
-        if scenario.needs_capacities(scenario=setup):
+        if loader.needs_capacities(scenario=setup):
             task = bar.add_task('calibration', total=1.0)
             calibrating = time.perf_counter()
 
             def calibrated(done: float, task: TaskID = task) -> None:
                 bar.update(task, completed=done)
 
-            capacities = scenario.calibrate_capacities(
+            capacities = loader.calibrate_capacities(
                 scenario=setup, workloads=workloads, slos=slos, progress=calibrated
             )
             calibration_seconds = time.perf_counter() - calibrating
@@ -159,12 +162,12 @@ def run(
                 )
         if setup.warm_start:
             assert capacities is not None  # needs_capacities
-            initial = scenario.warm_start_fleet(
+            initial = loader.warm_start_fleet(
                 scenario=setup, workloads=workloads, capacities=capacities
             )
-            setup = scenario.with_start_fleet(scenario=setup, initial=initial)
+            setup = loader.with_start_fleet(scenario=setup, initial=initial)
             console.print(f'warm start: {escape(_fleet(setup))}')
-        policies = scenario.build_policies(
+        policies = loader.build_policies(
             scenario=setup, workloads=workloads, slos=slos, capacities=capacities
         )
         for policy in policies:
@@ -174,7 +177,7 @@ def run(
                 bar.update(task, completed=done)
 
             began = time.perf_counter()
-            result = runner.run(
+            result = loop.run(
                 trace=workloads.traces,
                 variants=setup.variants,
                 policy=policy,

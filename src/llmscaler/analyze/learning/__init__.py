@@ -1,0 +1,1 @@
+"""What the estimators learn over cycles: the Kalman tuner, rate forecasts, capacity knowledge."""

@@ -1,0 +1,1 @@
+"""Reading Prometheus text exposition pages: the lines, the page, the parser."""

@@ -1,0 +1,394 @@
+"""A fast reader of Prometheus text exposition pages that keeps only the wanted families.
+
+Why: scraping every inference pod directly (seed 001) means parsing hundreds of `/metrics` pages
+per cycle, each ~400 lines (~2,300 with 8 engines), of which the autoscaler needs a few dozen.
+The official `prometheus_client.parser` builds every family of the page and costs ~7 ms per page
+(python_stack.md §3.2); this module looks at a line's first characters before anything else and
+fully parses only the lines of the requested families, with the same names, labels and values as
+the official parser on the lines it keeps.
+
+How: a `Parser` serves one set of families. One regex pass over the page picks the wanted lines
+by their first characters and splits those of the shape every exporter writes (`name{labels}
+value`); an unusual line (escapes, blanks, an exemplar, an error) takes the general grammar alone.
+A Parser remembers the `name{labels}` texts it has read (at most `cache_size`, forgotten all at
+once when full), as the same ones come back on every scrape of every pod of a model: the example
+vLLM page costs ~0.4 ms with a new Parser, ~0.2 ms with one that has met it (`bench/metrics.py`).
+That memory belongs to the Parser and so to its caller, who keeps one Parser for as long as the
+label sets are worth remembering; the module-level `parse` and `parse_families` build a throwaway
+Parser and remember nothing between calls. A Parser's memory is plain dicts, safe to share between
+threads under the GIL (parsing may run in `asyncio.to_thread`).
+The grammar of a line is in `collect.exposition.lines`; what a read gives back (`Page`,
+`Sample`, the owning family, the error account) in `collect.exposition.page`.
+
+What it reads: the text format 0.0.4, tolerating the OpenMetrics additions seen on vLLM and gateway
+pages: `# EOF` (parsing stops there), `_created` series, a timestamp after the value and an
+exemplar after ` # `. A family name F owns the samples named F, F_bucket, F_sum, F_count, F_total
+and F_created. Names keep their colons (`vllm:num_requests_waiting`); label values are unescaped
+like the official parser does (`\\\\`, `\\"`, `\\n`; any other backslash pair is kept as written);
+labels come back sorted by name.
+
+What fails, and how bad input is treated: parsing never raises (a negative `cache_size` is a
+ValueError when the Parser is built).
+
+- Bytes that are not UTF-8 are decoded with replacement characters; the rest of the page parses.
+- A malformed line of a wanted family (bad syntax, a value that is not a number, a label named
+  twice) is skipped and reported in `Page.errors` as `line N: ...`; lines of other families are
+  never examined, so their defects are not reported.
+- Lines end with a newline in this format, so a last line without one is taken as a truncated
+  page: a wanted sample there is reported and not kept (its value may be cut short).
+- NaN and ±Inf values are dropped and counted in `dropped_non_finite` (`le="+Inf"` is a label
+  and is fine).
+- A series given twice keeps the last value and is reported.
+- Time and memory are linear in the page size; at most `MAX_ERRORS` errors are listed, then one
+  line says how many more there were.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Iterable
+from typing import TypeVar
+
+from llmscaler.collect.exposition.lines import (
+    KNOWN_TYPES,
+    NAME,
+    PAIRS,
+    PLAIN_LABELS,
+    PLAIN_PAIRS,
+    PLAIN_SAMPLE,
+    SAMPLE,
+    number,
+    sorted_labels,
+    unescape,
+)
+from llmscaler.collect.exposition.page import MAX_ERRORS as MAX_ERRORS
+from llmscaler.collect.exposition.page import Labels as Labels
+from llmscaler.collect.exposition.page import Page as Page
+from llmscaler.collect.exposition.page import PageState, excerpt
+from llmscaler.collect.exposition.page import Sample as Sample
+from llmscaler.collect.exposition.page import SeriesKey as SeriesKey
+from llmscaler.collect.exposition.page import family_of as family_of
+from llmscaler.collect.exposition.page import group_by_family as group_by_family
+
+VLLM_FAMILIES: frozenset[str] = frozenset(
+    {
+        # KV usage: the current name, and the name before vLLM 0.12 (vllm.md §1.4).
+        'vllm:kv_cache_usage_perc',
+        'vllm:gpu_cache_usage_perc',
+        'vllm:num_requests_waiting',
+        'vllm:num_requests_running',
+        'vllm:cache_config_info',
+        'vllm:request_prompt_tokens',
+        'vllm:request_generation_tokens',
+        # Counters: the page has `vllm:prefix_cache_hits_total` (owned through `_total`); the
+        # `gpu_` names are the ones before 0.12.
+        'vllm:prefix_cache_hits',
+        'vllm:prefix_cache_queries',
+        'vllm:gpu_prefix_cache_hits',
+        'vllm:gpu_prefix_cache_queries',
+        'vllm:time_to_first_token_seconds',
+        # ITL: the current name, and the name removed in 0.13.
+        'vllm:inter_token_latency_seconds',
+        'vllm:time_per_output_token_seconds',
+        # Its buckets only: each request's own mean time per output token (`collect.histograms`).
+        'vllm:request_time_per_output_token_seconds',
+        'vllm:request_success',
+    }
+)
+"""Every vLLM family the collectors read, both generations of names."""
+
+EPP_FAMILIES: frozenset[str] = frozenset(
+    {
+        'inference_extension_flow_control_queue_size',
+        'inference_extension_flow_control_queue_bytes',
+        # Exposed as `inference_extension_scheduler_attempts_total` (vllm.md §2).
+        'inference_extension_scheduler_attempts',
+    }
+)
+"""The gateway (EPP) families the collectors read."""
+
+DEFAULT_CACHE_SIZE = 16_384
+"""How many `name{labels}` texts a Parser remembers: ~100 wanted series per pod page, so the
+label sets of a hundred-odd distinct pods (each pod's `engine` and model labels differ little)."""
+
+# The scan of a page, one regex pass over '\n' + page for the wanted lines (the `{heads}` are
+# filled in per family set, see `Parser`). After a newline and any blanks, one of:
+#   1-3: a wanted sample line of the shape every exporter writes, `head value [timestamp]`, where
+#        the head is the line up to its last `}` followed by ` value`, or a bare name;
+#   4:   any other wanted sample line, for the general grammar;
+#   5:   a wanted `# TYPE` line;
+#   6:   `# EOF`, the end of the page.
+# A line counts only when a newline follows it (trailing CRs are the CRLF line ends): the
+# unterminated last line is the caller's. `[^\n]*\}` backtracks to the last brace at once.
+_SCAN = (
+    r'\n[ \t]*(?:'
+    r'(?={heads})(?:([^\n]*\}|' + NAME.pattern + r') ([^\s#]+)(?: ([^\s#]+))?\r*(?=\n)'
+    r'|([^\n]*)(?=\n))'
+    r'|(# TYPE (?={heads})[^\n]*)(?=\n)'
+    r'|(# EOF)[ \t]*\r*(?:\n|\Z))'
+)
+
+_T = TypeVar('_T')
+_UNWANTED: SeriesKey = ('', ())
+"""What a Parser remembers for a head whose name no requested family owns."""
+
+
+def parse(*, page: bytes | str, families: frozenset[str]) -> Page:
+    """Parse one page with a throwaway `Parser`: nothing is remembered for the next call."""
+    return Parser(families=families).parse(page=page)
+
+
+def parse_families(*, page: bytes | str, families: frozenset[str]) -> dict[str, list[Sample]]:
+    """`parse` then `group_by_family`; errors and the NaN count are not returned (use `parse`)."""
+    return Parser(families=families).parse_families(page=page)
+
+
+def _alternation(words: Iterable[str]) -> str:
+    """A regex matching any of `words`, written as a trie (`vllm:(?:a|b)`).
+
+    The regex engine tries the branches of an alternation one after the other, so a shared
+    prefix is compared once instead of once per word. The words are made of metric-name
+    characters (`[a-zA-Z0-9_:]`), none of them special in a regex.
+    """
+    ordered = sorted(set(words))
+    return _trie(ordered) if ordered else '(?!)'
+
+
+def _trie(ordered: list[str]) -> str:
+    """`_alternation` of sorted distinct words."""
+    if len(ordered) == 1:
+        return ordered[0]
+    first, last = ordered[0], ordered[-1]
+    size, limit = 0, min(len(first), len(last))
+    while size < limit and first[size] == last[size]:
+        size += 1
+    # After the shared prefix the words differ in their next character, or the first one ends.
+    optional = len(first) == size
+    rest = [word[size:] for word in ordered[optional:]]
+    branches = '|'.join(_trie(list(group)) for _, group in itertools.groupby(rest, key=_first))
+    return first[:size] + '(?:' + branches + ')' + '?' * optional
+
+
+def _first(word: str) -> str:
+    return word[0]
+
+
+class Parser:
+    """Reads pages for one set of families, remembering what it met on earlier pages.
+
+    Its memories: the `name{labels}` texts it has read, the label texts among them (the same
+    `{engine="0",model_name="..."}` follows many names), and the sample names with their owning
+    family. `cache_size` bounds each one (a full memory is forgotten all at once, so churn cannot
+    grow it without end); 0 remembers nothing. A family that is not a valid metric name owns
+    nothing.
+    """
+
+    __slots__ = (
+        '_cache_size',
+        '_families',
+        '_heads',
+        '_known',
+        '_labels',
+        '_owners',
+        '_owning',
+        '_scan',
+        '_width',
+    )
+
+    def __init__(self, *, families: frozenset[str], cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+        if cache_size < 0:
+            raise ValueError(f'cache_size must be 0 or more, not {cache_size}')
+        self._families = frozenset(families)
+        # Every prefix of a valid name is valid, so a valid name is owned by a valid family
+        # only, and any name a valid family owns is valid: what the fast path relies on.
+        self._owning = frozenset(f for f in self._families if NAME.fullmatch(f) is not None)
+        self._cache_size = cache_size
+        # The pre-filter: every wanted line starts with `width` characters that are the first
+        # `width` characters of some family (`width` is the shortest family name's length).
+        width = min((len(family) for family in self._owning), default=0)
+        self._width = width
+        self._heads = frozenset(family[:width] for family in self._owning)
+        # re.compile keeps the patterns it compiled last: a second Parser of a family set is
+        # cheap (~0.03 ms, the trie).
+        self._scan = re.compile(_SCAN.replace('{heads}', _alternation(self._heads)))
+        self._owners: dict[str, str | None] = {}
+        """Sample name → owning family, or None."""
+        self._known: dict[str, SeriesKey] = {}
+        """`name{labels}` text → (name, sorted unescaped labels), or `_UNWANTED`."""
+        self._labels: dict[str, Labels] = {}
+        """Plain label text (after the opening brace, with the closing one) → sorted labels."""
+
+    @property
+    def families(self) -> frozenset[str]:
+        """The families whose samples this Parser keeps."""
+        return self._families
+
+    @property
+    def remembered(self) -> int:
+        """How many `name{labels}` texts this Parser remembers (at most `cache_size`)."""
+        return len(self._known)
+
+    def parse_families(self, *, page: bytes | str) -> dict[str, list[Sample]]:
+        """`parse` then `group_by_family` over this Parser's families."""
+        return group_by_family(page=self.parse(page=page), families=self._families)
+
+    def parse(self, *, page: bytes | str) -> Page:
+        """Parse one exposition page, keeping only the samples the families own."""
+        text = page if isinstance(page, str) else bytes(page).decode('utf-8', errors='replace')
+        state = PageState('\n' + text)
+        if self._read(state):
+            return state.page()
+        # Whatever follows the last newline is an unterminated (truncated) line.
+        newline = state.text.rfind('\n')
+        tail = state.text[newline + 1 :].rstrip('\r').strip(' \t')
+        if tail[: self._width] in self._heads:
+            match = NAME.match(tail)
+            if match is not None and self._owner(match.group()) is not None:
+                state.error(newline, 'truncated line at the end of the page, not kept')
+        return state.page()
+
+    def _read(self, state: PageState) -> bool:
+        """Read the wanted lines of the page; whether it ended with `# EOF`.
+
+        A line of the usual shape costs a lookup of its head once the head has been met; the
+        others take the general grammar one by one.
+        """
+        known = self._known.get
+        series = state.series
+        isfinite = math.isfinite
+        for match in self._scan.finditer(state.text):
+            head, value_text, stamp, other, type_line, end = match.groups()
+            if head is not None:
+                key = known(head)
+                if key is None:
+                    key = self._learn(head)
+                if key is _UNWANTED:
+                    continue
+                value = number(value_text)
+                if (
+                    key is not None
+                    and value is not None
+                    and (stamp is None or number(stamp) is not None)
+                ):
+                    if not isfinite(value):
+                        state.dropped += 1
+                        continue
+                    size = len(series)
+                    series[key] = Sample(key[0], key[1], value)
+                    if len(series) == size:
+                        state.duplicate(match.start(), match.group())
+                    continue
+                other = match.group()  # an error the general grammar reports
+            elif end is not None:
+                return True
+            if type_line is not None:
+                self._type_line(state, match.start(), type_line.rstrip('\r'))
+            else:
+                self._sample(state, match.start(), other.lstrip('\n \t').rstrip('\r'))
+        return False
+
+    def _learn(self, head: str) -> SeriesKey | None:
+        """The series of a head not met before in the usual shape; None for any other shape."""
+        name, brace, label_text = head.partition('{')
+        if self._owner(name) is None:
+            if NAME.fullmatch(name) is None:
+                return None  # the general grammar decides whether a wanted name starts it
+            key = _UNWANTED
+        elif not brace:
+            key = (name, ())
+        else:
+            labels = self._labels.get(label_text)
+            if labels is None:
+                labels = self._parse_labels(label_text)
+                if labels is None:
+                    return None
+            key = (name, labels)
+        self._remember(self._known, head, key)
+        return key
+
+    def _parse_labels(self, text: str) -> Labels | None:
+        """`a="x",b="y"}` (with its closing brace) as sorted pairs; None if not that shape."""
+        if '\\' in text or PLAIN_LABELS.fullmatch(text) is None:
+            return None
+        labels = sorted_labels(PLAIN_PAIRS.findall(text))
+        if labels is not None:  # else a label given twice: the general grammar reports it
+            self._remember(self._labels, text, labels)
+        return labels
+
+    def _remember(self, memory: dict[str, _T], key: str, value: _T) -> None:
+        if len(memory) >= self._cache_size:
+            if not self._cache_size:
+                return
+            memory.clear()
+        memory[key] = value
+
+    def _owner(self, name: str) -> str | None:
+        try:
+            return self._owners[name]
+        except KeyError:
+            family = family_of(name=name, families=self._owning)
+            self._remember(self._owners, name, family)
+            return family
+
+    def _sample(self, state: PageState, at: int, line: str) -> None:
+        """The general grammar, for a sample line of any other shape (`at`: its newline).
+
+        A line without escapes is first read as the usual shape with any value, so that a line
+        both grammars accept is read the one way whatever its value.
+        """
+        plain = '\\' not in line
+        match = PLAIN_SAMPLE.fullmatch(line) if plain else None
+        if match is None:
+            plain = False
+            match = SAMPLE.fullmatch(line)
+            if match is None:
+                name_match = NAME.match(line)
+                if name_match is not None and self._owner(name_match.group()) is not None:
+                    state.error(at, f'malformed sample line {excerpt(line)}')
+                return
+        name, label_text, value_text, timestamp = match.groups()
+        key = _UNWANTED
+        if self._owner(name) is not None:
+            labels: Labels | None = ()
+            if label_text:
+                pairs = (PLAIN_PAIRS if plain else PAIRS).findall(label_text)
+                if '\\' in label_text:
+                    pairs = [(k, unescape(text)) for k, text in pairs]
+                labels = sorted_labels(pairs)
+            if labels is None:
+                state.error(at, f'a label is given twice in {excerpt(line)}')
+                return
+            key = (name, labels)
+        # Remember the label set only when `name{...}` ends at the line's last brace, the head
+        # the usual shape reads up to (an exemplar's braces come later on the line).
+        close = line.rfind('}')
+        if close > 0 and match.end(2) == close:
+            self._remember(self._known, line[: close + 1], key)
+        if key is _UNWANTED:
+            return
+        value = number(value_text)
+        if value is None:
+            state.error(at, f'bad value {excerpt(value_text)}')
+        elif timestamp is not None and number(timestamp) is None:
+            state.error(at, f'bad timestamp {excerpt(timestamp)}')
+        elif not math.isfinite(value):
+            state.dropped += 1
+        else:
+            size = len(state.series)
+            state.series[key] = Sample(key[0], key[1], value)
+            if len(state.series) == size:
+                state.duplicate(at, line)
+
+    def _type_line(self, state: PageState, at: int, line: str) -> None:
+        parts = line.split()
+        if len(parts) < 3 or self._owner(parts[2]) is None:
+            return
+        name = parts[2]
+        if len(parts) != 4 or parts[3] not in KNOWN_TYPES:
+            state.error(at, f'bad TYPE line {excerpt(line)}')
+        elif name in state.types:
+            state.error(at, f'second TYPE line for {name}; the first is kept')
+        else:
+            state.types[name] = parts[3]

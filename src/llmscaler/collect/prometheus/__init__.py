@@ -1,0 +1,1 @@
+"""The Prometheus metrics source: the query registry, the answers and their fold into readings."""

@@ -1,0 +1,388 @@
+"""The pod-scraping metrics source: vLLM and gateway (EPP) pages read directly, no Prometheus.
+
+Why: seed 001's built-in scraper lets a cluster without Prometheus autoscale. This source fetches
+every pod's `/metrics` page itself, keeps the recent samples in local windows
+(`collect.windows`), and computes from them the same `Reading` as the Prometheus source
+computes with seed 000's queries (`collect.scrape.reading` has the computations and their
+correspondence with the queries), so attribution and the core cannot tell the sources apart.
+
+The controller calls `scrape(now=...)` every scrape interval and `read(scope=..., now=...)` every
+cycle; `read` never fetches. Windows are keyed by (namespace, pod, series); `_created` series,
+and histogram buckets other than the two latency histograms' (`collect.histograms`), are not kept
+(no query reads them); a series not updated for its horizon is forgotten, and so is an untargeted
+pod with no series left. The request counters are kept for `request_count_horizon`, the latency
+buckets for two minutes (at most `histograms.MAX_SAMPLES` samples each), the others for
+`horizon`. Pages are parsed off the event loop, by one
+`exposition.Parser` per family set (vLLM, EPP) that remembers the label sets of earlier pages.
+
+Bounds: every page is one `fetch_page` (`http.fetch`): a total deadline of `timeout` seconds
+(connecting, TLS, the headers and the whole body: a pod that drips a byte at a time cannot hold it
+longer) and a cap of `max_page_bytes` (a larger Content-Length is refused before reading;
+otherwise reading stops at the cap; compressed pages are capped as inflated too). The whole
+`scrape`, the wait for a free slot included, ends within `scrape_deadline` seconds: a page not in
+by then is a TIMEOUT for its pod. So a `scrape` returns within `scrape_deadline` plus the time to
+parse the pages that came in (bounded by the cap).
+
+Failures never raise; each target gets at most one `SourceError(target=url)` per scrape:
+UNREACHABLE (refused, DNS, TLS, dropped connection, unreadable or empty token file, a token
+refused for plain http), TIMEOUT (no complete page within `timeout`, or not within the scrape's
+`scrape_deadline`), HTTP_4XX / HTTP_5XX, BAD_RESPONSE (another status, a body over
+`max_page_bytes` or that does not decompress, a content type that is not a text exposition, or a
+page that gave no wanted sample while it had parse errors, was not UTF-8, or was a vLLM page
+without one vLLM series) and PARTIAL_DATA (parse errors beside good samples, or a vLLM page
+lacking KV usage, queue length, running or cache_config_info). A failed scrape adds nothing
+and makes the pod's present series stale; the samples already kept still serve the windows. NaN
+and ±Inf samples are dropped and counted (`Reading.dropped_non_finite`, last scrape). A
+`concurrency` below 1 counts as 1.
+
+The bearer token (`token_file`, re-read every scrape so rotated tokens work, else `bearer_token`)
+is sent to EPP targets only (vLLM pods need none), and over https only: with a token configured,
+an `http://` EPP target gets no request at all (UNREACHABLE, saying why) unless
+`allow_http_credentials` opts in. The URLs' schemes are the configuration's (`vllm_scheme`,
+`epp_scheme`: `controller.cluster.pods` builds the targets with them). TLS: `ca_file` (else the
+system store), `client_cert_file` / `client_key_file`, `server_name` (SNI and certificate check, for
+pods whose certificates name a service rather than the pod IP), `insecure_skip_verify`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import httpx
+
+from llmscaler.collect import histograms, http
+from llmscaler.collect.exposition.parser import EPP_FAMILIES, VLLM_FAMILIES, Page, Parser
+from llmscaler.collect.readings import ErrorReason, ModelScope, Reading, SourceError
+from llmscaler.collect.scrape.reading import REQUEST_SUCCESS, PodSeries, compute_reading
+from llmscaler.collect.scrape.reading import Kind as Kind
+from llmscaler.collect.windows import SeriesWindow
+
+ACCEPT = 'text/plain;version=0.0.4'
+"""The 0.0.4 text format keeps the colons of vLLM names (python_stack.md §3.1)."""
+_TEXT_TYPES = ('text/plain', 'application/openmetrics-text')
+_UNUSED_SUFFIXES = ('_bucket', '_created')
+_KEPT_BUCKETS = frozenset(histograms.FIELDS)
+# The TPOT family is read for its buckets only.
+_UNUSED = frozenset(
+    {
+        'vllm:request_time_per_output_token_seconds_sum',
+        'vllm:request_time_per_output_token_seconds_count',
+    }
+)
+_VLLM_ALWAYS = (
+    (('vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'), 'KV usage'),
+    (('vllm:num_requests_waiting',), 'queue length'),
+    (('vllm:num_requests_running',), 'running'),
+    (('vllm:cache_config_info',), 'cache_config_info'),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeTarget:
+    """One pod's metrics endpoint; `model_name` names the model of series without that label."""
+
+    namespace: str
+    pod: str
+    url: str
+    kind: Kind = 'vllm'
+    model_name: str = ''
+
+
+def pod_url(*, ip: str, port: int, scheme: str = 'http', path: str = '/metrics') -> str:
+    """`scheme://ip:port/path`, with an IPv6 address in brackets."""
+    host = f'[{ip}]' if ':' in ip else ip
+    return f'{scheme}://{host}:{port}{path}'
+
+
+Scheme = Literal['http', 'https']
+SCHEMES: tuple[Scheme, ...] = ('http', 'https')
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeConfig:
+    """How pod and gateway (EPP) pages are read, by this source and by the scale-from-zero loop.
+
+    Times are seconds.
+    - `timeout`: one page, from connecting to its last byte (2).
+    - `scrape_deadline`: a whole `scrape`, every page included (15). A cycle waits for the pods at
+      most this long; keep it below the cycle interval.
+    - `max_page_bytes`: the largest page accepted, compressed or not (16 MiB).
+    - `concurrency`: pages in flight at once (32).
+    - `vllm_scheme`, `epp_scheme`: `http` (default) or `https`, for the vLLM and the EPP pages.
+    - `allow_http_credentials`: send the bearer token to an `http://` EPP page (off: nothing is
+      sent to such a page while a token is configured, and its error says why).
+    - TLS: `ca_file` (else the system store), `client_cert_file` / `client_key_file`,
+      `server_name` (SNI and certificate check), `insecure_skip_verify` (off).
+    - `bearer_token`, or `token_file` (re-read every scrape; wins over `bearer_token`): sent to
+      EPP pages only.
+    - `horizon`: how long samples are kept (360); `request_count_horizon`: the request counters
+      (3600).
+    A deadline that is not a positive finite number, a cap below 1 or another scheme is a
+    ValueError.
+    """
+
+    timeout: float = 2.0
+    concurrency: int = 32
+    bearer_token: str | None = None
+    token_file: Path | None = None
+    ca_file: Path | None = None
+    insecure_skip_verify: bool = False
+    horizon: float = 360.0
+    request_count_horizon: float = 3600.0
+    max_page_bytes: int = 16 * http.MiB
+    scrape_deadline: float = 15.0
+    vllm_scheme: Scheme = 'http'
+    epp_scheme: Scheme = 'http'
+    client_cert_file: Path | None = None
+    client_key_file: Path | None = None
+    server_name: str | None = None
+    allow_http_credentials: bool = False
+
+    def __post_init__(self) -> None:
+        http.check_seconds(timeout=self.timeout, scrape_deadline=self.scrape_deadline)
+        http.check_bytes(max_page_bytes=self.max_page_bytes)
+        for name, scheme in (('vllm_scheme', self.vllm_scheme), ('epp_scheme', self.epp_scheme)):
+            if scheme not in SCHEMES:
+                raise ValueError(f'{name} must be http or https, not {scheme!r}')
+
+
+def ssl_context(*, config: ScrapeConfig) -> ssl.SSLContext:
+    """The client TLS context: `ca_file` alone is trusted when given, else the system store."""
+    return http.client_ssl_context(
+        ca_file=config.ca_file,
+        insecure_skip_verify=config.insecure_skip_verify,
+        client_cert_file=config.client_cert_file,
+        client_key_file=config.client_key_file,
+    )
+
+
+def _page_failure(status: int, headers: httpx.Headers) -> http.Failure | None:
+    """A status or a content type that makes the page useless, seen before its body is read."""
+    failure = http.status_failure(status=status)
+    if failure is not None:
+        return http.Failure(*failure)
+    media = headers.get('content-type', '').split(';')[0].strip().lower()
+    if media and media not in _TEXT_TYPES:
+        return http.Failure(ErrorReason.BAD_RESPONSE, f'content type {media!r} is not metrics')
+    return None
+
+
+async def fetch_page(
+    *,
+    client: httpx.AsyncClient,
+    target: ScrapeTarget,
+    config: ScrapeConfig,
+    token: http.Token,
+    deadline: float,
+) -> bytes | http.Failure:
+    """One page's body, or its failure; the only way pages are read (here and scale-from-zero).
+
+    `deadline` is the page's total time (`http.fetch`), `config` gives the size cap, the server
+    name and the credential rule: `token` (from `http.read_token`) goes to EPP pages only and to
+    an `http://` one only with `allow_http_credentials`.
+    """
+    headers = {'Accept': ACCEPT}
+    if target.kind == 'epp':
+        auth = http.authorization(
+            token=token, url=target.url, allow_http=config.allow_http_credentials
+        )
+        if isinstance(auth, http.Failure):
+            return auth
+        headers.update(auth)
+    answer = await http.fetch(
+        client=client,
+        url=target.url,
+        headers=headers,
+        extensions={'sni_hostname': config.server_name} if config.server_name else None,
+        deadline=deadline,
+        max_bytes=config.max_page_bytes,
+        inspect=_page_failure,
+        awaited='page',
+    )
+    if isinstance(answer, http.Failure):
+        return answer
+    return answer.body
+
+
+@dataclass(frozen=True, slots=True)
+class _Fetched:
+    page: Page | None = None
+    error: SourceError | None = None
+
+
+class PodScrapeSource:
+    """`MetricsSource` that scrapes the pods itself (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        config: ScrapeConfig,
+        targets_fn: Callable[[], Sequence[ScrapeTarget]],
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._config = config
+        self._targets_fn = targets_fn
+        self._http = http.OwnedClient(
+            client=client, verify=lambda: ssl_context(config=config), timeout=config.timeout
+        )
+        # One Parser per family set: the label sets of a kind's pages come back on every scrape.
+        self._parsers: dict[Kind, Parser] = {
+            'vllm': Parser(families=VLLM_FAMILIES),
+            'epp': Parser(families=EPP_FAMILIES),
+        }
+        self._pods: dict[tuple[str, str], PodSeries] = {}
+        self._errors: tuple[SourceError, ...] = ()
+        self._dropped = 0
+        self._first_scrape: float | None = None
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this source created it."""
+        await self._http.aclose()
+
+    @property
+    def series_count(self) -> int:
+        """How many series windows are held (for the controller's own metrics)."""
+        return sum(len(pod.series) for pod in self._pods.values())
+
+    async def scrape(self, *, now: float) -> list[SourceError]:
+        """Fetch every target's page once and add its samples to the windows."""
+        targets: dict[tuple[str, str], ScrapeTarget] = {}
+        for target in sorted(self._targets_fn(), key=lambda t: (t.namespace, t.pod, t.url)):
+            targets.setdefault((target.namespace, target.pod), target)
+        token = http.read_token(
+            token_file=self._config.token_file, bearer_token=self._config.bearer_token
+        )
+        gate = asyncio.Semaphore(max(1, self._config.concurrency))
+        ordered = [targets[key] for key in sorted(targets)]
+        end = asyncio.get_running_loop().time() + self._config.scrape_deadline
+        fetched = await asyncio.gather(
+            *(self._fetch(target=t, token=token, gate=gate, end=end) for t in ordered)
+        )
+        errors: list[SourceError] = []
+        dropped = 0
+        for target, result in zip(ordered, fetched, strict=True):
+            pod = self._pods.setdefault((target.namespace, target.pod), PodSeries(target.kind, ''))
+            pod.kind, pod.hint = target.kind, target.model_name
+            if result.error is not None:
+                errors.append(result.error)
+            if result.page is None:
+                pod.present = frozenset()
+                continue
+            dropped += result.page.dropped_non_finite
+            present = set()
+            for sample in result.page.samples:
+                name = sample.name
+                if name in _UNUSED or (
+                    name.endswith(_UNUSED_SUFFIXES) and name not in _KEPT_BUCKETS
+                ):
+                    continue
+                key = (name, sample.labels)
+                window = pod.series.get(key)
+                if window is None:
+                    window = self._window(name)
+                    pod.series[key] = window
+                window.add(t=now, value=sample.value)
+                present.add(key)
+            pod.present = frozenset(present)
+        self._forget(now=now, current=targets.keys())
+        if self._first_scrape is None and targets:
+            self._first_scrape = now
+        self._errors = tuple(sorted(errors, key=lambda e: (e.target, e.reason)))
+        self._dropped = dropped
+        return list(self._errors)
+
+    async def read(self, *, scope: tuple[ModelScope, ...], now: float) -> Reading:
+        """The figures of the models in `scope` at `now`, from the kept windows."""
+        return compute_reading(
+            pods=self._pods,
+            scope=scope,
+            now=now,
+            history=self._history,
+            scraping_since=self._first_scrape,
+            errors=self._errors,
+            dropped_non_finite=self._dropped,
+        )
+
+    @property
+    def _history(self) -> float:
+        """How long the request counters are kept."""
+        return max(self._config.horizon, self._config.request_count_horizon)
+
+    # --- scraping ------------------------------------------------------------------------------
+
+    def _window(self, name: str) -> SeriesWindow:
+        if name in _KEPT_BUCKETS:
+            return SeriesWindow(horizon=histograms.HORIZON, max_samples=histograms.MAX_SAMPLES)
+        horizon = self._history if name == REQUEST_SUCCESS else self._config.horizon
+        return SeriesWindow(horizon=horizon)
+
+    async def _fetch(
+        self, *, target: ScrapeTarget, token: http.Token, gate: asyncio.Semaphore, end: float
+    ) -> _Fetched:
+        async def get(deadline: float) -> bytes | http.Failure:
+            return await fetch_page(
+                client=self._http.client,
+                target=target,
+                config=self._config,
+                token=token,
+                deadline=deadline,
+            )
+
+        body = await http.within(
+            end=end,
+            gate=gate,
+            deadline=self._config.timeout,
+            overall=f'the scrape deadline of {http.seconds(self._config.scrape_deadline)}s',
+            work=get,
+        )
+        if isinstance(body, http.Failure):
+            return _Fetched(error=SourceError(target.url, body.reason, body.message))
+        return await _parse_page(target=target, body=body, parser=self._parsers[target.kind])
+
+    def _forget(self, *, now: float, current: Iterable[tuple[str, str]]) -> None:
+        """Drop series not seen for their horizon, then pods no longer targeted and empty."""
+        keep = set(current)
+        for key, pod in list(self._pods.items()):
+            for series, window in list(pod.series.items()):
+                if window.last_seen <= now - window.horizon:
+                    del pod.series[series]
+            if not pod.series and key not in keep:
+                del self._pods[key]
+
+
+async def _parse_page(*, target: ScrapeTarget, body: bytes, parser: Parser) -> _Fetched:
+    text: bytes | str = body
+    utf8 = True
+    try:
+        text = body.decode('utf-8')
+    except UnicodeDecodeError:
+        utf8 = False
+    page = await asyncio.to_thread(parser.parse, page=text)
+
+    def error(reason: ErrorReason, message: str) -> SourceError:
+        return SourceError(target.url, reason, message)
+
+    if not page.samples:
+        if page.errors:
+            message = 'no usable sample: ' + '; '.join(page.errors[:3])
+            return _Fetched(error=error(ErrorReason.BAD_RESPONSE, message))
+        if not utf8:
+            return _Fetched(error=error(ErrorReason.BAD_RESPONSE, 'page is not UTF-8'))
+        if target.kind == 'vllm':
+            message = 'no vLLM series on the page (names escaped to underscores?)'
+            return _Fetched(error=error(ErrorReason.BAD_RESPONSE, message))
+        return _Fetched(page=page)
+    problems = list(page.errors[:3])
+    if target.kind == 'vllm':
+        names = {sample.name for sample in page.samples}
+        missing = [what for options, what in _VLLM_ALWAYS if names.isdisjoint(options)]
+        if missing:
+            problems.append('no ' + ', '.join(missing))
+    if problems:
+        return _Fetched(page=page, error=error(ErrorReason.PARTIAL_DATA, '; '.join(problems)))
+    return _Fetched(page=page)

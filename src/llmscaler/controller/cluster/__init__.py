@@ -1,0 +1,1 @@
+"""What the controller reads of the cluster: informer caches, pods, ConfigMaps, GPU inventory."""

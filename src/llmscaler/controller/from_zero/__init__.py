@@ -1,0 +1,1 @@
+"""The scale-from-zero loop: wake the cheapest variant of an idle model when requests queue."""

@@ -1,0 +1,160 @@
+"""The EPP pages scale-from-zero reads: the flow-control queue per model, within one deadline.
+
+Why: scale-from-zero must see a queued request within a tick (100 ms), so it reads the gateway's
+(EPP) pages itself rather than through Prometheus. Reading them is a job of its own: clients kept
+alive per EPP, one deadline for all the pages of a tick, the scrape configuration's TLS and
+limits; `controller.from_zero.loop` decides what to wake from what this reads.
+
+Reading the pages: the same `collect.scrape.source.fetch_page` as the pod scraper, with the scrape
+configuration (`ScrapeConfig`: CA, client certificate, server name, the bearer token sent over
+https only unless `allow_http_credentials`, the page cap `max_page_bytes`); each EPP origin gets
+an HTTP client of its own, kept alive between ticks and closed once unread for a minute. Only the
+deadline is this reader's own: `timeout` seconds (1 by default) for all the pages of a tick
+together, connecting, waiting for a free slot (`concurrency` fetches in flight) and reading
+included. So a read ends within `timeout` plus the parsing of what came in (bounded by the cap;
+a large page is parsed in a worker thread), however an EPP misbehaves.
+
+What it computes (`EppPages.read`): per (model, namespace of the page), the sum of the
+`inference_extension_flow_control_queue_size` samples above 0 and when each was first seen.
+
+What fails: a page that cannot be fetched (refused, too slow, over the cap, a bad status or
+content type, a token refused for plain http) or parsed is one `SourceError` in the result,
+logged at debug; nothing raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+import httpx
+
+from llmscaler.clock import Clock
+from llmscaler.collect import http
+from llmscaler.collect.exposition.parser import EPP_FAMILIES, Page, Parser
+from llmscaler.collect.readings import SourceError
+from llmscaler.collect.scrape.source import ScrapeConfig, ScrapeTarget, fetch_page, ssl_context
+
+log = logging.getLogger('llmscaler.controller.from_zero.loop')
+
+QUEUE_SIZE = 'inference_extension_flow_control_queue_size'
+_CLIENT_IDLE = 60.0
+TARGET_MODEL = 'target_model_name'
+
+
+Queues = tuple[dict[tuple[str, str], float], dict[tuple[str, str], float], list[SourceError]]
+"""Queue sizes by (model, namespace), when each was first seen (monotonic), the pages' failures."""
+
+
+class EppPages:
+    """The reader; `client`, when given, is used for every page instead of one built per origin
+    from `scrape`'s TLS settings, and is not closed here."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        scrape: ScrapeConfig,
+        timeout: float,
+        concurrency: int,
+        client: httpx.AsyncClient | None,
+    ) -> None:
+        http.check_seconds(timeout=timeout)
+        self._clock = clock
+        self._gate = asyncio.Semaphore(max(1, concurrency))
+        self._timeout = timeout
+        self._scrape = scrape
+        # Every EPP is read every tick, so each keeps its connection alive, in a client of its
+        # own: one pool holding hundreds of connections scans them all on every request.
+        self._http = http.OwnedClient(
+            client=client, verify=lambda: ssl_context(config=scrape), timeout=timeout
+        )
+        self._tls = ssl_context(config=scrape) if client is None else None
+        self._clients: dict[str, tuple[httpx.AsyncClient, float]] = {}
+        self._parser = Parser(families=EPP_FAMILIES)
+
+    def end(self) -> float:
+        """The loop time by which a read starting now must be done."""
+        return asyncio.get_running_loop().time() + self._timeout
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients built here."""
+        clients = [c for c, _ in self._clients.values()]
+        self._clients.clear()
+        await asyncio.gather(*(c.aclose() for c in clients), self._http.aclose())
+
+    def client_for(self, url: str) -> httpx.AsyncClient:
+        """The client of the page's origin (the lent client for every page, when one was lent)."""
+        if self._tls is None:
+            return self._http.client
+        origin = url.split('/', 3)[2]
+        now = self._clock.monotonic()
+        found = self._clients.get(origin)
+        client = found[0] if found is not None else None
+        if client is None:
+            client = httpx.AsyncClient(verify=self._tls, timeout=self._timeout)
+        self._clients[origin] = (client, now)
+        return client
+
+    async def forget_idle(self) -> None:
+        """Close the clients of origins not read for `_CLIENT_IDLE` seconds (EPPs gone)."""
+        now = self._clock.monotonic()
+        idle = [k for k, (_, used) in self._clients.items() if now - used > _CLIENT_IDLE]
+        closing = [self._clients.pop(k)[0] for k in idle]
+        await asyncio.gather(*(c.aclose() for c in closing))
+
+    def token(self) -> http.Token:
+        return http.read_token(
+            token_file=self._scrape.token_file, bearer_token=self._scrape.bearer_token
+        )
+
+    async def read(
+        self, targets: Sequence[ScrapeTarget], *, token: http.Token, end: float
+    ) -> Queues:
+        """Queue sizes by (model, namespace of the page), when each was first seen, failures."""
+        pages = await asyncio.gather(*(self._fetch(t, token=token, end=end) for t in targets))
+        sizes: dict[tuple[str, str], float] = {}
+        seen: dict[tuple[str, str], float] = {}
+        errors: list[SourceError] = []
+        for target, page in zip(targets, pages, strict=True):
+            if isinstance(page, SourceError):
+                log.debug('EPP %s/%s unread: %s', target.namespace, target.pod, page.message)
+                errors.append(page)
+                continue
+            read_at, parsed = page
+            for sample in parsed.samples:
+                if sample.name != QUEUE_SIZE:
+                    continue
+                model = sample.label(TARGET_MODEL)
+                if not model or not sample.value > 0:
+                    continue
+                key = (model, target.namespace)
+                sizes[key] = sizes.get(key, 0.0) + sample.value
+                seen[key] = min(seen.get(key, read_at), read_at)
+        return sizes, seen, errors
+
+    async def _fetch(
+        self, target: ScrapeTarget, *, token: http.Token, end: float
+    ) -> tuple[float, Page] | SourceError:
+        async def get(deadline: float) -> bytes | http.Failure:
+            return await fetch_page(
+                client=self.client_for(target.url),
+                target=target,
+                config=self._scrape,
+                token=token,
+                deadline=deadline,
+            )
+
+        body = await http.within(
+            end=end,
+            gate=self._gate,
+            deadline=self._timeout,
+            overall=f'the tick deadline of {http.seconds(self._timeout)}s',
+            work=get,
+        )
+        if isinstance(body, http.Failure):
+            return SourceError(target.url, body.reason, body.message)
+        read_at = self._clock.monotonic()
+        page = await http.parse_off_loop(lambda: self._parser.parse(page=body), size=len(body))
+        return read_at, page

@@ -1,0 +1,1 @@
+"""Kaito's LLMAutoScaler objects served beside VariantAutoscalings."""

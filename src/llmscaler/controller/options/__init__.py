@@ -1,0 +1,1 @@
+"""The options of `llmscaler run`: their table, value formats, layers and resolution."""

@@ -1,0 +1,1 @@
+"""InferencePools and their endpoint pickers (EPP): the datastore, its watches, its sources."""

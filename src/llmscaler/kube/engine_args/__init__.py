@@ -1,0 +1,1 @@
+"""Engine parameters (vLLM or SGLang) read from the containers of a pod template."""

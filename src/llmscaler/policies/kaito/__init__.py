@@ -1,0 +1,1 @@
+"""Kaito's LLMAutoScaler: its realtime and cron scalers, one scale target each."""

@@ -1,0 +1,206 @@
+"""From an SLO analysis to targets: model-only or hybrid, with the safety rule for missing inputs.
+
+Why: `engine.decide()` wires stages; this is the stage for a model the
+`wva-queueing-model-config` ConfigMap applies to (its presence selects the path, as in WVA):
+
+- **model-only** (default): `analyze.slo.analyzer` sizes the variants and the universal
+  post-step, ballot and cost-aware optimizer (`policies.wva.pipeline`) turn needed vs current
+  into targets;
+- **hybrid** (WVA v0.4.2 `EXPERIMENTAL_HYBRID_OPTIMIZATION=on`): when the saturation config's
+  `analyzers:` list holds an enabled `queueing-model` entry, the percentage-based saturation
+  analysis (V1) runs too and `policies.wva.hybrid.arbitrate` combines the two per variant (capacity
+  veto, safety block, capacity-driven scale-up, model recommendation);
+- **missing inputs hold**: without an arrival rate, a token mix or targets every variant holds
+  at max(current, last desired), with a reason naming what is missing. In hybrid mode the
+  capacity analysis still decides alone then (the model-based side has nothing to say).
+
+The chosen target source (`explicit` / `inferred` / `fallback`) is in every decision's reason
+(`slo targets inferred: TTFT 123 ms, ITL 45 ms`; explicit targets from `service-classes-config`
+read `slo targets explicit (service class Premium): ...`) and figures (`slo_target_source` 1/2/3,
+`slo_ttft_ms`, `slo_itl_ms`), which the VA status shows.
+
+What fails: nothing raises for inputs within the snapshot's declared ranges.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from llmscaler.analyze.saturation import percentage
+from llmscaler.analyze.slo import analyzer as slo_queueing
+from llmscaler.config.resolved import ModelConfig
+from llmscaler.domain.signals import VariantTarget, held
+from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics, Variant
+from llmscaler.domain.state import KalmanRecord
+from llmscaler.policies.wva import hybrid
+from llmscaler.policies.wva.pipeline import token_targets
+
+HYBRID_ANALYZER = 'hybrid'
+
+
+@dataclass(frozen=True, slots=True)
+class SloPath:
+    targets: tuple[VariantTarget, ...]
+    figures: tuple[tuple[str, float], ...]
+    analyzer: str
+    kalman_updates: dict[str, KalmanRecord] = field(default_factory=dict)
+    informative_at: float | None = None
+
+
+def is_hybrid(model_config: ModelConfig) -> bool:
+    """An enabled `queueing-model` entry in `analyzers:` asks for hybrid arbitration."""
+    return any(
+        spec.name == slo_queueing.ANALYZER and spec.enabled
+        for spec in model_config.saturation.analyzers
+    )
+
+
+def _without_analyzers(model_config: ModelConfig) -> ModelConfig:
+    """The model's configuration with an empty `analyzers:` list (itself when it is empty:
+    the common case, and two dataclass copies per model and cycle otherwise)."""
+    if not model_config.saturation.analyzers:
+        return model_config
+    return dataclasses.replace(
+        model_config, saturation=dataclasses.replace(model_config.saturation, analyzers=())
+    )
+
+
+def slo_path(
+    *,
+    variants: Sequence[Variant],
+    replicas: Sequence[ReplicaMetrics],
+    pool: PoolMetrics | None,
+    model_config: ModelConfig,
+    records: Mapping[str, KalmanRecord],
+    last_informative: float | None,
+    interval: float,
+    desired: Mapping[str, int],
+    now: float,
+) -> SloPath:
+    """The targets of one model on the SLO path (see the module docstring)."""
+    assert model_config.queueing is not None
+    analysis = slo_queueing.analyze(
+        variants=variants,
+        replicas=replicas,
+        pool=pool,
+        config=model_config.queueing,
+        records=records,
+        now=now,
+        interval=interval,
+    )
+    hybrid_mode = is_hybrid(model_config)
+    analyzer = HYBRID_ANALYZER if hybrid_mode else slo_queueing.ANALYZER
+    model_targets: dict[str, VariantTarget] = {}
+    figures = analysis.figures
+    informative_at = None
+    if analysis.result is not None and analysis.targets is not None:
+        # The queueing-model result is the only vote here: the `analyzers:` list (which may
+        # name `queueing-model` for hybrid mode) must not disenfranchise it or override its
+        # thresholds of 1.0.
+        path = token_targets(
+            result=analysis.result,
+            variants=variants,
+            model_config=_without_analyzers(model_config),
+            last_informative=last_informative,
+            interval=interval,
+            desired=desired,
+            now=now,
+        )
+        informative_at = path.informative_at
+        figures = figures + path.figures
+        source = analysis.targets
+        origin: str = source.source
+        if origin == 'explicit' and model_config.queueing.service_class is not None:
+            origin = f'explicit (service class {model_config.queueing.service_class})'
+        prefix = f'slo targets {origin}: TTFT {source.ttft:.4g} ms, ITL {source.itl:.4g} ms'
+        for target in path.targets:
+            note = analysis.notes.get(target.variant)
+            reason = f'{prefix}; {target.reason}' + (f'; {note}' if note else '')
+            model_targets[target.variant] = VariantTarget(
+                variant=target.variant,
+                target=target.target,
+                reason=reason,
+                figures=target.figures + analysis.variant_figures.get(target.variant, ()),
+            )
+    if not hybrid_mode:
+        if not model_targets:
+            return SloPath(
+                targets=held(variants=variants, desired=desired, why=analysis.missing),
+                figures=figures,
+                analyzer=analyzer,
+                kalman_updates=analysis.kalman_updates,
+            )
+        return SloPath(
+            targets=tuple(model_targets[v.name] for v in variants if v.name in model_targets),
+            figures=figures,
+            analyzer=analyzer,
+            kalman_updates=analysis.kalman_updates,
+            informative_at=informative_at,
+        )
+    return SloPath(
+        targets=_arbitrated(
+            variants=variants,
+            replicas=replicas,
+            model_config=model_config,
+            desired=desired,
+            model_targets=model_targets,
+            missing=analysis.missing,
+        ),
+        figures=figures,
+        analyzer=analyzer,
+        kalman_updates=analysis.kalman_updates,
+        informative_at=informative_at,
+    )
+
+
+def _arbitrated(
+    *,
+    variants: Sequence[Variant],
+    replicas: Sequence[ReplicaMetrics],
+    model_config: ModelConfig,
+    desired: Mapping[str, int],
+    model_targets: Mapping[str, VariantTarget],
+    missing: str,
+) -> tuple[VariantTarget, ...]:
+    """Hybrid: V1 capacity targets arbitrated against the model-based ones, per variant."""
+    config = model_config.saturation
+    capacity = {
+        t.variant: t
+        for t in percentage.decide_percentage(
+            variants=variants, replicas=replicas, config=config, desired=desired
+        )
+    }
+    safe = percentage.analyze(replicas=replicas, config=config).scale_down_safe
+    out = []
+    for variant in variants:
+        cap = capacity.get(variant.name)
+        cap_target = cap.target if cap is not None else variant.current_replicas
+        model = model_targets.get(variant.name)
+        if model is None:
+            reason = f'hybrid: model-based {missing or "no target"}; capacity only'
+            out.append(VariantTarget(variant=variant.name, target=cap_target, reason=reason))
+            continue
+        verdict = hybrid.arbitrate(
+            current=variant.current_replicas,
+            capacity_target=cap_target,
+            model_target=model.target,
+            scale_down_safe=safe,
+        )
+        out.append(
+            VariantTarget(
+                variant=variant.name,
+                target=verdict.target,
+                reason=f'hybrid: {verdict.reason} [{model.reason}]',
+                figures=(
+                    *model.figures,
+                    ('hybrid_capacity_target', float(cap_target)),
+                    ('hybrid_model_target', float(model.target)),
+                    ('hybrid_safety_override', float(verdict.safety_override)),
+                    ('hybrid_capacity_based', float(verdict.capacity_based)),
+                    ('hybrid_model_based', float(verdict.model_based)),
+                ),
+            )
+        )
+    return tuple(out)

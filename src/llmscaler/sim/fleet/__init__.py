@@ -1,0 +1,2 @@
+"""The simulated fleet: replicas and their lifecycle, gateways, GPUs, and the view a controller
+has of it."""

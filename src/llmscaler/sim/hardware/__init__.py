@@ -1,0 +1,1 @@
+"""Hardware for the simulator: datasheets, presets, the step-time model and its validation."""

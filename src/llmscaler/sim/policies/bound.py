@@ -1,0 +1,320 @@
+"""The searches behind the two hindsight baselines: the clairvoyant bound and the best fixed fleet.
+
+Why: a one-replica calibration (`clairvoyant.calibrate`) does not say what a fleet sustains under
+the router actually used. The least-loaded router evens out in-flight requests, not SLO margins:
+in a mix of a fast and a slow variant the slow one gets as many requests in flight as the fast
+one and misses its ITL target long before its one-replica capacity, while the fast one idles.
+A plan sized on one-replica capacities therefore misses the SLO (52-96 % on the Azure traces),
+and a "bound" that misses the SLO bounds nothing. Both searches below measure instead: every
+candidate is a whole simulated run of the scenario, with its router, start fleet and settings.
+
+- `bound_capacities`: the capacities the clairvoyant plan sizes with. Candidates: each variant
+  set (all the variants; with one model of whole-request variants, also each variant alone: a
+  mix is not always the cheapest thing that meets the SLO once the router has its say) times a
+  headroom factor f on the one-replica capacities (capacity_v × f, the others 0). Per set, f = 1
+  is tried first. When it misses the target, f is halved until a run meets it or f reaches
+  LOWEST_FACTOR (1/16: long prompts that stall other requests' decode steps can need that much
+  room); when it meets it, f is doubled until a run misses or f reaches HIGHEST_FACTOR (4: a
+  prefix cache or a router that spreads load well lets a replica serve more than one alone
+  does). Then BISECTIONS halvings between the last f that met and the first that missed keep
+  the largest f that met the target (attainment is taken to grow as f falls: more capacity,
+  never less). The answer is the cheapest candidate run that met the target (ties: the earlier
+  set), else the one with the best attainment (ties: cheaper). At most 5 + BISECTIONS runs per
+  set.
+- `best_static`: the cheapest fixed replica counts that meet the target, found by simulating:
+  first, per variant alone, the fewest replicas that meet it (bisection over [1, max]); then,
+  cheapest first, the mixes that cost less than the best found, skipping a mix when a mix with
+  at least as many replicas of every variant already missed (attainment is taken to grow with
+  replicas). At most MAX_STATIC_RUNS runs; past that, the best found so far. Nothing meeting
+  the target: the best attainment seen (ties: cheaper).
+- `clairvoyant_bound`: the bound is the cheaper of the two: the clairvoyant plan on the searched
+  capacities, or the best fixed fleet kept from the first cycle when that meets the target for
+  less (a prefix cache, for one, lets a few replicas serve more than the plan's per-replica
+  capacities say, and a fixed fleet does not pay for the scale events the plan makes).
+
+Both assume attainment is monotone in capacity, which a simulated fleet only nearly is; a
+candidate the search skipped on that assumption is not measured. The target is TARGET (99 %).
+
+What fails: `best_static` raises `ValueError` when the variants' count space exceeds
+MAX_COMBINATIONS (say so rather than search a sample of it); nothing else raises beyond what a
+simulated run raises.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from llmscaler.sim.policies.clairvoyant import ClairvoyantPolicy
+from llmscaler.sim.policies.core import StaticPolicy
+from llmscaler.sim.report import summary as metrics
+from llmscaler.sim.run import loop
+from llmscaler.sim.vocabulary import Policy, Trace, VariantSpec
+
+TARGET = 0.99
+"""The SLO attainment both searches aim for."""
+LOWEST_FACTOR = 1 / 16
+"""The least headroom factor the clairvoyant search tries."""
+HIGHEST_FACTOR = 4.0
+"""The largest factor it tries (capacity × 4)."""
+BISECTIONS = 3
+MAX_STATIC_RUNS = 16
+MAX_COMBINATIONS = 200_000
+
+Progress = Callable[[float], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """One candidate's simulated run: its attainment (1.0 with no request) and cost."""
+
+    attainment: float
+    cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """What every candidate run shares: the workload, the fleet, the loop, the SLO."""
+
+    traces: Mapping[str, Trace]
+    variants: tuple[VariantSpec, ...]
+    settings: loop.SimSettings
+    slos: metrics.SLOs
+    inventory: Mapping[str, int] | None = None
+
+    def measure(self, *, policy: Policy, variants: Sequence[VariantSpec] | None = None) -> Measured:
+        result = loop.run(
+            trace=self.traces,
+            variants=variants if variants is not None else self.variants,
+            policy=policy,
+            settings=self.settings,
+            inventory=self.inventory,
+        )
+        summary = metrics.summarize(result=result, slo=self.slos)
+        attained = summary.slo_attainment
+        return Measured(attainment=1.0 if math.isnan(attained) else attained, cost=summary.cost_usd)
+
+
+def _better(a: Measured, b: Measured | None, *, target: float) -> bool:
+    """Whether `a` beats `b`: meets the target and costs less, or neither meets it and `a`
+    attains more (ties: cheaper)."""
+    if b is None:
+        return True
+    if (a.attainment >= target) != (b.attainment >= target):
+        return a.attainment >= target
+    if a.attainment >= target:
+        return a.cost < b.cost
+    return (a.attainment, -a.cost) > (b.attainment, -b.cost)
+
+
+def variant_sets(*, variants: Sequence[VariantSpec]) -> list[tuple[str, ...]]:
+    """The variant sets the clairvoyant search tries: all, then each alone (one model of
+    whole-request variants only)."""
+    names = tuple(v.name for v in variants)
+    models = {v.model_name for v in variants}
+    if len(names) > 1 and len(models) == 1 and all(v.role == 'both' for v in variants):
+        return [names, *((n,) for n in names)]
+    return [names]
+
+
+def bound_capacities(
+    *,
+    setting: Setting,
+    base: Mapping[str, float],
+    cycle: float,
+    start: Callable[[Mapping[str, float]], tuple[VariantSpec, ...]],
+    target: float = TARGET,
+    progress: Progress | None = None,
+) -> dict[str, float]:
+    """The capacities the clairvoyant plan meets the target with, cheapest (module docstring).
+
+    `base` are the one-replica capacities; `start(capacities)` the start fleet a run with those
+    capacities begins from (the warm fleet they need, or the scenario's own).
+    """
+    sets = variant_sets(variants=setting.variants)
+    halvings = round(math.log2(1 / LOWEST_FACTOR))
+    most = len(sets) * (halvings + 1 + BISECTIONS)
+    runs = 0
+    best: tuple[Measured, dict[str, float]] | None = None
+
+    def trial(names: tuple[str, ...], factor: float) -> Measured:
+        nonlocal runs, best
+        capacities = {v: (base[v] * factor if v in names else 0.0) for v in sorted(base)}
+        policy = ClairvoyantPolicy(
+            trace=setting.traces,
+            variants=setting.variants,
+            slo=setting.slos,
+            cycle=cycle,
+            capacities=capacities,
+            inventory=setting.inventory,
+        )
+        measured = setting.measure(policy=policy, variants=start(capacities))
+        runs += 1
+        if progress is not None:
+            progress(min(1.0, runs / most))
+        if _better(measured, best[0] if best is not None else None, target=target):
+            best = (measured, capacities)
+        return measured
+
+    for names in sets:
+        if not any(base.get(n, 0.0) > 0 for n in names):
+            continue
+        met: float | None
+        missed: float | None
+        if trial(names, 1.0).attainment >= target:
+            met, missed = 1.0, None
+            while met < HIGHEST_FACTOR:
+                if trial(names, met * 2).attainment >= target:
+                    met *= 2
+                else:
+                    missed = met * 2
+                    break
+        else:
+            met, missed = None, 1.0
+            while missed > LOWEST_FACTOR:
+                if trial(names, missed / 2).attainment >= target:
+                    met = missed / 2
+                    break
+                missed /= 2
+        if met is None or missed is None:
+            continue  # met with the least room tried, or missed with the most
+        for _ in range(BISECTIONS):
+            middle = (missed + met) / 2.0
+            if trial(names, middle).attainment >= target:
+                met = middle
+            else:
+                missed = middle
+    if progress is not None:
+        progress(1.0)
+    return dict(best[1]) if best is not None else dict(base)
+
+
+def _cost_rate(counts: Sequence[int], variants: Sequence[VariantSpec]) -> float:
+    return sum(n * v.cost_per_hour for n, v in zip(counts, variants, strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """A fixed fleet the static search chose: replicas per variant and its run (None: no run)."""
+
+    counts: dict[str, int]
+    measured: Measured | None
+
+    def policy(self, *, name: str = 'static-best') -> StaticPolicy:
+        return StaticPolicy(targets=self.counts, name=name)
+
+
+def clairvoyant_bound(
+    *,
+    setting: Setting,
+    capacities: Mapping[str, float],
+    cycle: float,
+    fleet: Fleet,
+    target: float = TARGET,
+) -> ClairvoyantPolicy:
+    """The clairvoyant plan on `capacities`, or, when the best fixed fleet `fleet` beats it
+    (meets the target for less, or attains more when the plan misses), that fleet kept fixed:
+    a fixed fleet is a plan too, and the bound is the cheapest of those found."""
+
+    def plan(fixed: Mapping[str, int] | None = None) -> ClairvoyantPolicy:
+        return ClairvoyantPolicy(
+            trace=setting.traces,
+            variants=setting.variants,
+            slo=setting.slos,
+            cycle=cycle,
+            capacities=capacities,
+            inventory=setting.inventory,
+            fixed=fixed,
+        )
+
+    measured = setting.measure(policy=plan())
+    if fleet.measured is not None and _better(fleet.measured, measured, target=target):
+        return plan(fleet.counts)
+    return plan()
+
+
+def best_static(
+    *,
+    setting: Setting,
+    target: float = TARGET,
+    name: str = 'static-best',
+    progress: Progress | None = None,
+) -> Fleet:
+    """The best fixed fleet in hindsight, searched by simulation (module docstring)."""
+    variants = setting.variants
+    bounds = [v.max_replicas for v in variants]
+    if math.prod(b + 1 for b in bounds) > MAX_COMBINATIONS:
+        raise ValueError(
+            f'static-best: {math.prod(b + 1 for b in bounds):,} replica-count combinations '
+            f'(max_replicas + 1 per variant, multiplied) exceed {MAX_COMBINATIONS:,}; lower '
+            "the variants' max_replicas"
+        )
+    measured: dict[tuple[int, ...], Measured] = {}
+    best: tuple[Measured, tuple[int, ...]] | None = None
+
+    def trial(counts: tuple[int, ...]) -> Measured:
+        nonlocal best
+        targets = {v.name: n for v, n in zip(variants, counts, strict=True)}
+        result = setting.measure(policy=StaticPolicy(targets=targets, name=name), variants=variants)
+        measured[counts] = result
+        if progress is not None:
+            progress(min(1.0, len(measured) / MAX_STATIC_RUNS))
+        if _better(result, best[0] if best is not None else None, target=target):
+            best = (result, counts)
+        return result
+
+    # Each variant alone: the fewest replicas that meet the target (bisection over [1, max]).
+    for index, bound in enumerate(bounds):
+        low, high = 0, bound  # low: known to miss (0 replicas serve nothing)
+
+        def alone(n: int, index: int = index) -> tuple[int, ...]:
+            return tuple(n if i == index else 0 for i in range(len(variants)))
+
+        if bound == 0 or len(measured) >= MAX_STATIC_RUNS:
+            continue
+        if trial(alone(high)).attainment < target:
+            continue
+        while high - low > 1 and len(measured) < MAX_STATIC_RUNS:
+            middle = (low + high) // 2
+            if trial(alone(middle)).attainment >= target:
+                high = middle
+            else:
+                low = middle
+    # Mixes, cheapest first, that could beat the best so far.
+    ceiling = math.inf
+    if best is not None and best[0].attainment >= target:
+        ceiling = _cost_rate(best[1], variants)
+    mixes = sorted(
+        (
+            counts
+            for counts in itertools.product(*(range(b + 1) for b in bounds))
+            if sum(1 for n in counts if n > 0) > 1 and _cost_rate(counts, variants) < ceiling
+        ),
+        key=lambda c: (_cost_rate(c, variants), sum(c), c),
+    )
+    for counts in mixes:
+        if len(measured) >= MAX_STATIC_RUNS:
+            break
+        met = best is not None and best[0].attainment >= target
+        if (
+            met
+            and best is not None
+            and _cost_rate(counts, variants) >= _cost_rate(best[1], variants)
+        ):
+            break
+        missed = any(
+            m.attainment < target and all(a >= b for a, b in zip(other, counts, strict=True))
+            for other, m in measured.items()
+        )
+        if missed or counts in measured:
+            continue
+        trial(counts)
+    if progress is not None:
+        progress(1.0)
+    chosen = best[1] if best is not None else tuple(0 for _ in variants)
+    return Fleet(
+        counts={v.name: n for v, n in zip(variants, chosen, strict=True)},
+        measured=best[0] if best is not None else None,
+    )

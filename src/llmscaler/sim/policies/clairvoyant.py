@@ -1,0 +1,438 @@
+"""The clairvoyant baseline: the cheapest fleet that would have served the trace, knowing it.
+
+Why: a policy's cost means little alone; the reference lower bound says how far it is from the
+best any reactive autoscaler could do. This policy reads the whole trace in advance, so it never
+reacts late: at each control instant it provisions, with the least-cost mix of variants, for the
+load that will arrive once the replicas it asks for are ready.
+
+What it computes:
+
+- `sliding_rates`: rate[k] = arrivals in [k, k + 60) / 60 (req/s) for every whole second k,
+  from per-second counts (numpy, once per trace). Arrivals are binned by whole second.
+- `ClairvoyantPolicy.required_rate(now)`, per model: with d = the LARGEST startup delay of the
+  model's variants (a replica of any of them asked for now is then ready by t + d, so one number
+  covers the mix), R(t) = max of rate[k] over whole seconds k in [floor(t + d), floor(t + d +
+  cycle)], i.e. over every 60-second window that starts between t + d and t + d + cycle and so
+  lies in [t + d, t + d + cycle + 60]: the load from when these replicas are ready until the
+  next decision's replicas are, plus the minute that requests arriving then keep them busy.
+- The mix, per model: the least-cost replica counts whose capacities cover R (`sim.policies.mix`,
+  exact; ties: fewer replicas, then the variant whose name sorts first; every variant at its maximum
+  when even that falls short).
+- Keeping what is still needed: replicas asked for now serve only from t + d, but a replica
+  removed now is gone now. So the mix must also keep, of the replicas ready now (pending ones
+  serve nothing yet and are no reason to keep a mix chosen a cycle earlier), enough to cover
+  H(t) = max of rate[k] for k in [floor(t), floor(t + d)] (the load until the new ones are
+  ready): Σ min(n_v, ready_v)·capacity_v ≥ H, with H capped at what keeping all of them gives.
+  Without this a change of mix (say 2 × H100 → 1 × H100 + 2 × L40S) would drop capacity for d
+  seconds. Otherwise scale-down is immediate: no stabilization, the future is known.
+- A GPU inventory: when the models' mixes together need more GPUs of a type than there are, the
+  models take them first come in name order, each the cheapest mix within what the models
+  before it left (`sim.policies.mix.capped`). That fleet is no longer the cheapest that serves the
+  trace; `short` records when it happened and `notes` says so for the report.
+- `calibrate`: capacity_v, the req/s one replica sustains within the SLO, by replaying a seeded
+  Poisson stream on one `FastReplica` (details on the function).
+
+What it knows and what it assumes: it knows every arrival of the trace (not the token lengths of
+each request, which only the calibration's resampled mix stands for) and each variant's price
+and start-up delay. Sized on `calibrate`'s one-replica capacities alone it is no bound: the
+least-loaded router gives a slow variant as many requests in flight as a fast one, so in a mix
+the slow one misses its ITL target well below its one-replica capacity, and long prompts stall
+the decode steps of the requests around them. So the capacities it is given in a simulate run
+(`scenario.calibrate_capacities`) are measured on the scenario itself: `sim.policies.bound` runs
+this plan on the whole workload with the real router, start fleet and settings, with the one-replica
+capacities scaled by a searched headroom factor (and each variant also tried alone), and keeps
+the cheapest that meets 99 % of requests within the SLO. The scenario's warm start is sized with
+the same capacities, so the first minutes have the fleet this plan needs. What it assumes: that
+attainment grows with capacity (the search bisects on it), and one factor for all the variants
+of a set; the bound is the cheapest plan of that family found, not a proven optimum, and it
+holds only from a warm start (from a cold 1 + 1 fleet nothing is ready before the start-up
+delay). A test checks, on a benchmark case, that no policy is both cheaper and at least as good.
+
+What fails: `ClairvoyantPolicy` raises `ValueError` when a variant has no capacity in
+`capacities`, `cycle` is negative or not finite, or a model has no trace (one `Trace` serves one
+model); a NaN, infinite or negative capacity counts as 0 (the variant adds nothing); a NaN,
+infinite or negative cost raises `ValueError`.
+`calibrate` returns 0.0 for an empty trace (no lengths to resample) and raises `ValueError` on an
+attainment outside (0, 1] or a non-positive SLO.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from llmscaler.sim.policies.mix import Item, capped, items_of, solve
+from llmscaler.sim.policies.mix import cheapest_mix as cheapest_mix
+from llmscaler.sim.vllm.fast import FastReplica
+from llmscaler.sim.vocabulary import (
+    SLO,
+    ControlView,
+    FloatArray,
+    IntArray,
+    SimRequest,
+    Trace,
+    VariantSpec,
+)
+
+RATE_WINDOW = 60
+"""Seconds of the sliding arrival rate."""
+
+CALIBRATION_SECONDS = 600.0
+CALIBRATION_REQUESTS = 3000
+CALIBRATION_MAX_REQUESTS = 24_000
+"""Cap on one replay (600 s at 40 req/s): a faster replica is long steady by then."""
+WARMUP_FRACTION = 0.2
+BISECTIONS = 12
+_BRACKETS = 3
+
+_EPS = 1e-9
+
+
+def sliding_rates(*, arrivals: FloatArray, window: int = RATE_WINDOW) -> FloatArray:
+    """rate[k] = arrivals in [k, k + window) / window for k = 0 .. floor(last arrival).
+
+    Negative or non-finite arrival times are dropped (a loaded trace has none).
+    """
+    times = np.asarray(arrivals, dtype=np.float64)
+    times = times[np.isfinite(times) & (times >= 0)]
+    if times.size == 0:
+        return np.zeros(0, dtype=np.float64)
+    seconds = np.floor(times).astype(np.int64)
+    counts = np.bincount(seconds)
+    prefix = np.concatenate(([0], np.cumsum(counts)))
+    n = counts.shape[0]
+    starts = np.arange(n)
+    ends = np.minimum(starts + window, n)
+    return (prefix[ends] - prefix[starts]).astype(np.float64) / window
+
+
+class _Plan:
+    """One model's look-ahead: its variants, its arrival rates, its start-up delay."""
+
+    def __init__(
+        self, *, model: str, items: tuple[Item, ...], trace: Trace, delay: float, cycle: float
+    ) -> None:
+        self.model = model
+        self.items = items
+        self.delay = delay
+        self.cycle = cycle
+        self.rates = sliding_rates(arrivals=trace.arrivals)
+        # R takes few distinct values (counts / 60), each solved once.
+        self.mixes: dict[tuple[float, float, tuple[int, ...]], tuple[int, ...]] = {}
+
+    def max_rate(self, first_second: float, last_second: float) -> float:
+        first = max(0, math.floor(first_second))
+        last = min(self.rates.shape[0] - 1, math.floor(last_second))
+        if last < first:
+            return 0.0
+        return float(self.rates[first : last + 1].max())
+
+    def required_rate(self, now: float) -> float:
+        return self.max_rate(now + self.delay, now + self.delay + self.cycle)
+
+    def hold_rate(self, now: float) -> float:
+        return self.max_rate(now, now + self.delay)
+
+    def mix(self, *, required: float, hold: float, kept: tuple[int, ...]) -> tuple[int, ...]:
+        key = (required, hold, kept)
+        counts = self.mixes.get(key)
+        if counts is None:
+            counts = self.mixes[key] = solve(
+                required=required, items=self.items, hold=hold, kept=kept
+            )
+        return counts
+
+
+class ClairvoyantPolicy:
+    """Provisions the cheapest mix for the load one start-up delay ahead (module docstring).
+
+    `trace` is one trace when the variants serve one model, else a trace per model name
+    (`VariantSpec.model_name`); `slo` the SLO (per model) the capacities were calibrated for,
+    kept for the record. `last_required` / `last_hold` are R and H of the latest
+    `targets` call, summed over the models (for figures); `short` the decision times at which
+    the models' cheapest mixes together did not fit the `inventory`. `fixed`, when given, is a
+    fleet (replicas per variant) found cheaper in hindsight than any plan (`sim.policies.bound`):
+    the policy then keeps it from the first cycle, as a fixed fleet would.
+    """
+
+    def __init__(
+        self,
+        *,
+        trace: Trace | Mapping[str, Trace],
+        variants: Sequence[VariantSpec],
+        slo: SLO | Mapping[str, SLO],
+        cycle: float,
+        capacities: Mapping[str, float],
+        inventory: Mapping[str, int] | None = None,
+        fixed: Mapping[str, int] | None = None,
+    ) -> None:
+        if not math.isfinite(cycle) or cycle < 0:
+            raise ValueError(f'cycle must be a finite number >= 0, got {cycle}')
+        self.slo = slo
+        self.cycle = cycle
+        models = sorted({v.model_name for v in variants})
+        if isinstance(trace, Trace):
+            if len(models) > 1:
+                raise ValueError('one trace serves one model: give a trace per model')
+            traces: Mapping[str, Trace] = dict.fromkeys(models, trace)
+        else:
+            traces = trace
+        missing = [m for m in models if m not in traces]
+        if missing:
+            raise ValueError(f'no trace for model {missing[0]!r}')
+        self._plans: list[_Plan] = []
+        for model in models:
+            mine = [v for v in variants if v.model_name == model]
+            self._plans.append(
+                _Plan(
+                    model=model,
+                    items=items_of(variants=mine, capacities=capacities),
+                    trace=traces[model],
+                    delay=max(v.startup_delay for v in mine),
+                    cycle=cycle,
+                )
+            )
+        self.capacities = {it.name: it.capacity for p in self._plans for it in p.items}
+        self.delay = max((p.delay for p in self._plans), default=0.0)
+        self.inventory = dict(inventory or {})
+        self.fixed = dict(sorted(fixed.items())) if fixed is not None else None
+        self.last_required = 0.0
+        self.last_hold = 0.0
+        self.decisions = 0
+        self.short: list[float] = []
+
+    @property
+    def name(self) -> str:
+        return 'clairvoyant'
+
+    def _plan(self, model: str | None) -> _Plan:
+        if model is None and len(self._plans) == 1:
+            return self._plans[0]
+        for plan in self._plans:
+            if plan.model == model:
+                return plan
+        raise KeyError(f'unknown model {model!r}')
+
+    def required_rate(self, *, now: float, model: str | None = None) -> float:
+        """R(now): the largest 60-s arrival rate over [now + d, now + d + cycle + 60] (req/s)
+        of `model` (may be left out with one model)."""
+        return self._plan(model).required_rate(now)
+
+    def hold_rate(self, *, now: float, model: str | None = None) -> float:
+        """The largest 60-s arrival rate over [now, now + d + 60]: load before new replicas."""
+        return self._plan(model).hold_rate(now)
+
+    def targets(self, *, view: ControlView) -> dict[str, int]:
+        now = view.now
+        self.decisions += 1
+        if self.fixed is not None:
+            return dict(self.fixed)
+        wanted: list[tuple[_Plan, float, float, tuple[int, ...], tuple[int, ...]]] = []
+        for plan in self._plans:
+            required, hold = plan.required_rate(now), plan.hold_rate(now)
+            # Only ready replicas serve the load that arrives before new ones start: a pending
+            # replica is no reason to keep a mix (it would pin an expensive choice made a cycle
+            # earlier).
+            kept = tuple(max(0, view.ready.get(it.name, 0)) for it in plan.items)
+            counts = plan.mix(required=required, hold=hold, kept=kept)
+            wanted.append((plan, required, hold, kept, counts))
+        self.last_required = sum(w[1] for w in wanted)
+        self.last_hold = sum(w[2] for w in wanted)
+        if self.inventory and not self._fits([(w[0].items, w[4]) for w in wanted]):
+            # The models' cheapest fleets do not fit together: first come in model name order,
+            # each model's cheapest mix within the GPUs the models before it left.
+            self.short.append(now)
+            free = dict(self.inventory)
+            for index, (plan, required, hold, kept, _) in enumerate(wanted):
+                items = capped(items=plan.items, free=free)
+                counts = solve(required=required, items=items, hold=hold, kept=kept)
+                for it, n in zip(items, counts, strict=True):
+                    if it.accelerator in free:
+                        free[it.accelerator] -= n * it.gpus
+                wanted[index] = (plan, required, hold, kept, counts)
+        return {it.name: n for w in wanted for it, n in zip(w[0].items, w[4], strict=True)}
+
+    def _fits(self, mixes: Sequence[tuple[tuple[Item, ...], tuple[int, ...]]]) -> bool:
+        used = dict.fromkeys(self.inventory, 0)
+        for items, counts in mixes:
+            for it, n in zip(items, counts, strict=True):
+                if it.accelerator in used:
+                    used[it.accelerator] += n * it.gpus
+        return all(used[a] <= self.inventory[a] for a in used)
+
+    def notes(self) -> list[str]:
+        """What the report says about this run: a fixed fleet kept, or when its fleet did not
+        fit the inventory."""
+        if self.fixed is not None:
+            fleet = ', '.join(f'{v}={n}' for v, n in self.fixed.items())
+            return [
+                f'clairvoyant: a fixed fleet ({fleet}) met the SLO for less than any plan '
+                'searched, so the bound keeps it'
+            ]
+        if not self.short:
+            return []
+        return [
+            f'clairvoyant: the cheapest fleet of every model did not fit the GPU inventory at '
+            f'{len(self.short)} of {self.decisions} decisions (first at {self.short[0]:g} s); '
+            'there the models took the GPUs in name order, and its cost is no lower bound'
+        ]
+
+    def wake(self, *, view: ControlView) -> dict[str, int]:
+        return {}
+
+
+def _upper_rate(*, spec: VariantSpec, inputs: IntArray, outputs: IntArray) -> float:
+    """A rate no replica can sustain: total step time can not be below the work it must do.
+
+    Per request: p·input (prefill) + β·(output − 1) (decode seats) + α × the steps it needs at
+    least, one per max_num_seqs decode tokens or per max_num_batched_tokens tokens.
+    """
+    perf = spec.perf
+    mean_in = float(np.mean(inputs))
+    mean_decode = float(np.mean(outputs)) - 1.0
+    steps = max(
+        mean_decode / spec.max_num_seqs, (mean_in + mean_decode) / spec.max_num_batched_tokens
+    )
+    seconds = perf.prefill_per_token * mean_in + perf.decode_per_seq * mean_decode
+    return 1.0 / (seconds + perf.step_overhead * steps)
+
+
+def _replay_length(rate: float) -> int:
+    return max(
+        CALIBRATION_REQUESTS, min(CALIBRATION_MAX_REQUESTS, math.ceil(CALIBRATION_SECONDS * rate))
+    )
+
+
+def _attains(
+    *,
+    spec: VariantSpec,
+    rate: float,
+    gaps: FloatArray,
+    inputs: IntArray,
+    outputs: IntArray,
+    slo: SLO,
+    attainment: float,
+) -> bool:
+    """Replay the stream at `rate` on one replica; True when ≥ attainment meet the SLO.
+
+    Stops as soon as the measured failures exceed what the attainment allows.
+    """
+    count = _replay_length(rate)
+    arrivals = np.cumsum(gaps[:count]) / rate
+    warmup = int(WARMUP_FRACTION * count)
+    replica = FastReplica(spec=spec, name='calibration', now=0.0)
+    measured = count - warmup
+    allowed = math.floor((1.0 - attainment) * measured + _EPS)
+    failures = 0
+    ttft, itl = slo.ttft, slo.itl
+
+    def misses(done: list[SimRequest]) -> int:
+        missed = 0
+        for r in done:
+            if r.rid < warmup:
+                continue
+            # Mean ITL over the gaps: (finished − first) / (n − 1) > itl, without the division.
+            late = r.output_tokens > 1 and r.finished - r.first_token > itl * (r.output_tokens - 1)
+            if late or r.first_token - r.arrival > ttft:
+                missed += 1
+        return missed
+
+    arrival_list = arrivals.tolist()
+    input_list = inputs[:count].tolist()
+    output_list = outputs[:count].tolist()
+    for rid in range(count):
+        at = arrival_list[rid]
+        done = replica.advance(until=at)
+        if done:
+            failures += misses(done)
+            if failures > allowed:
+                return False
+        request = SimRequest(
+            rid=rid, arrival=at, input_tokens=input_list[rid], output_tokens=output_list[rid]
+        )
+        replica.submit(request=request, now=at)
+        if request.failed and rid >= warmup:
+            # Rejected for length at any rate: not a capacity matter, left out of the count.
+            measured -= 1
+            allowed = math.floor((1.0 - attainment) * measured + _EPS)
+    failures += misses(replica.advance(until=math.inf))
+    return failures <= allowed
+
+
+def calibrate(
+    *,
+    spec: VariantSpec,
+    trace: Trace,
+    slo: SLO,
+    attainment: float = 0.99,
+    seed: int = 0,
+    progress: Callable[[float], None] | None = None,
+) -> float:
+    """Requests/s one replica of `spec` sustains with ≥ `attainment` of requests within `slo`.
+
+    A Poisson stream (seeded; the same unit gaps and lengths at every rate, so the outcome is
+    monotone in the SLO) whose (input, output) pairs are resampled from the trace is replayed on
+    one `FastReplica`: max(3000 requests, 600 s) of it (at most 24,000 requests), the first
+    20 % of requests discarded as warm-up. A request attains when TTFT ≤ slo.ttft and its mean
+    ITL ≤ slo.itl (a one-token output has no ITL); requests the replica rejects for length are
+    left out. The largest such rate is bisected (12 halvings) between 0 and a rate above the
+    replica's throughput bound; the result is the last rate that attained (0.0 when none did).
+    `progress(fraction_done)` is called after every replay and with 1.0 at the end.
+    """
+    if not 0 < attainment <= 1 or not math.isfinite(attainment):
+        raise ValueError(f'attainment must be in (0, 1], got {attainment}')
+    if not (slo.ttft > 0 and slo.itl > 0):
+        raise ValueError(f'SLO targets must be > 0, got ttft={slo.ttft}, itl={slo.itl}')
+    if len(trace) == 0:
+        if progress is not None:
+            progress(1.0)
+        return 0.0
+    gap_rng = np.random.default_rng([seed, 0])
+    pick_rng = np.random.default_rng([seed, 1])
+    high = _upper_rate(spec=spec, inputs=trace.input_tokens, outputs=trace.output_tokens)
+    # Enough draws for the longest replay the bisection can ask for (the bracket may double).
+    size = _replay_length(high * 8)
+    gaps = gap_rng.standard_exponential(size)
+    picks = pick_rng.integers(0, len(trace), size=size)
+    inputs = trace.input_tokens[picks]
+    outputs = trace.output_tokens[picks]
+
+    replays = 0
+    most = _BRACKETS + BISECTIONS
+
+    def ok(rate: float) -> bool:
+        nonlocal replays
+        attained = _attains(
+            spec=spec,
+            rate=rate,
+            gaps=gaps,
+            inputs=inputs,
+            outputs=outputs,
+            slo=slo,
+            attainment=attainment,
+        )
+        replays += 1
+        if progress is not None:
+            progress(min(1.0, replays / most))
+        return attained
+
+    for _ in range(_BRACKETS):  # the bound is loose the other way only in theory; check it
+        if not ok(high):
+            break
+        high *= 2.0
+    else:
+        if progress is not None:
+            progress(1.0)
+        return high / 2.0
+    low = 0.0
+    for _ in range(BISECTIONS):
+        mid = (low + high) / 2.0
+        if ok(mid):
+            low = mid
+        else:
+            high = mid
+    if progress is not None:
+        progress(1.0)
+    return low

@@ -1,0 +1,217 @@
+"""The policies the simulator compares: the decision core, a KEDA/HPA baseline, a fixed fleet.
+
+Why: `llmscaler simulate` answers "what would this autoscaler have done on my traffic, and what
+would the usual alternative have done?". Each policy here turns a `ControlView` (what the
+controller would see at a control instant) into replica targets:
+
+- `CorePolicy` runs `engine.decide()` exactly as the controller does, carrying the core `State`
+  from one cycle to the next, and `scale_from_zero.wake()` on the short wake period.
+- `KedaQueuePolicy` (defined in `sim.policies.peers`, with `HpaKvPolicy`) is the convergent vendor
+  default of seed 003: one KEDA ScaledObject per variant, Prometheus triggers
+  `sum(vllm:num_requests_waiting)` (AverageValue 5) and `sum(vllm:kv_cache_usage_perc)`
+  (AverageValue 0.8), run on the exact HPA of `llmscaler.hpa`.
+- `StaticPolicy` holds a fixed fleet: the cost/latency of not autoscaling at all.
+- `KaitoPolicy` (defined in `sim.policies.kaito`; `parse_kaito` reads its names) runs Kaito's
+  LLMAutoScaler, the realtime and cron scalers of seed 001, one autoscaler per variant.
+- `slo-queueing` is `CorePolicy` on the SLO (queueing-model) path with the scenario's SLO as
+  each model's explicit targets (`slo_queueing_config`).
+- `predictive` is `CorePolicy` on the predictive analyzer (`policies.predictive.policy`) with the
+  same targets and each model's start-up delay (`predictive_config`): what a user who states the
+  SLO and knows how long a replica takes to start puts in `llmscaler-predictive-config`.
+
+Every policy decides for every model of the fleet at once: the core's `decide()` groups the
+snapshot's variants by model, the KEDA baseline is one ScaledObject per variant, and a static
+fleet names variants of any model.
+
+What fails: `parse_static` raises `ValueError` (naming the valid variants) on a malformed
+`static:` policy name; `StaticPolicy` raises `ValueError` on a negative count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from llmscaler import gc_pause
+from llmscaler.config.resolved import Config, ModelConfig, PredictiveConfig, QueueingModelConfig
+from llmscaler.domain.snapshot import Decision
+from llmscaler.domain.state import EMPTY_STATE, State
+from llmscaler.enforce import scale_from_zero
+from llmscaler.engine import decide
+from llmscaler.sim.policies.kaito import KaitoPolicy, is_kaito, parse_kaito
+from llmscaler.sim.policies.peers import HpaKvPolicy, KedaQueuePolicy
+from llmscaler.sim.vocabulary import ControlView
+
+__all__ = [
+    'CorePolicy',
+    'HpaKvPolicy',
+    'KaitoPolicy',
+    'KedaQueuePolicy',
+    'StaticPolicy',
+    'is_kaito',
+    'parse_kaito',
+    'parse_static',
+]
+
+
+SLO_QUEUEING = 'slo-queueing'
+"""The core on the SLO (queueing-model) path, the tuner on, each model's targets the scenario's
+SLO (TTFT, mean ITL) as explicit `targetTTFT`/`targetITL`: what a user who states that SLO puts
+in `wva-queueing-model-config`. Without targets (`config:FILE` with only a `default` entry) the
+core infers them (k = 3)."""
+
+
+def slo_queueing_config(*, targets: Mapping[str, tuple[float, float]] | None = None) -> Config:
+    """The configuration `slo-queueing` stands for; `targets` maps a model id to its (TTFT, ITL)
+    in seconds, set as explicit targets in milliseconds."""
+    by_model = tuple(
+        (
+            model_id,
+            ModelConfig(
+                queueing=QueueingModelConfig(target_ttft=ttft * 1000, target_itl=itl * 1000)
+            ),
+        )
+        for model_id, (ttft, itl) in sorted((targets or {}).items())
+    )
+    return Config(default=ModelConfig(queueing=QueueingModelConfig()), by_model=by_model)
+
+
+PREDICTIVE = 'predictive'
+"""The core on the predictive analyzer, each model's SLO as explicit targets."""
+
+
+def predictive_config(*, slo: Config, startup: Mapping[str, float]) -> Config:
+    """The configuration `predictive` stands for: every queueing entry of `slo` (targets and
+    `perfParms`, as `slo_queueing_config` and the preset seeds made them) as the `slo` of a
+    predictive entry, with `startup[model_id]` (default: the entry's default) as its
+    `startupSeconds`."""
+
+    def convert(model_id: str, model: ModelConfig) -> ModelConfig:
+        settings = PredictiveConfig(slo=model.queueing or QueueingModelConfig())
+
+        if model_id in startup:
+            settings = replace(settings, startup_seconds=startup[model_id])
+        return replace(model, queueing=None, predictive=settings)
+
+    return replace(
+        slo,
+        default=convert('', slo.default),
+        by_model=tuple((key, convert(key, model)) for key, model in slo.by_model),
+    )
+
+
+class CorePolicy:
+    """The decision core with one configuration, exactly as the controller runs it.
+
+    `targets` calls `engine.decide()` on the view's snapshot and keeps the returned `State` for
+    the next call; `last_decisions` holds the decisions of the latest cycle (analyzer figures for
+    the report). `wake` is `scale_from_zero.wake()` on the same snapshot. Targets are keyed by
+    variant name: the simulated fleet has one namespace.
+    """
+
+    def __init__(self, *, name: str, config: Config) -> None:
+        self._name = name
+        self.config = config
+        self._state: State = EMPTY_STATE
+        self._decisions: tuple[Decision, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def state(self) -> State:
+        """The core's memory after the latest cycle (`EMPTY_STATE` before the first)."""
+        return self._state
+
+    @property
+    def last_decisions(self) -> tuple[Decision, ...]:
+        """The decisions of the latest `targets` call, sorted by namespace and variant."""
+        return self._decisions
+
+    def targets(self, *, view: ControlView) -> dict[str, int]:
+        with gc_pause.paused():
+            outcome = decide(
+                snapshot=view.snapshot, config=self.config, state=self._state, now=view.now
+            )
+        self._state = outcome.state
+        self._decisions = outcome.decisions
+        return {d.variant: d.target for d in outcome.decisions}
+
+    def wake(self, *, view: ControlView) -> dict[str, int]:
+        woken = scale_from_zero.wake(variants=view.snapshot.variants, pools=view.snapshot.pools)
+        return {w.variant: w.target for w in woken}
+
+
+class StaticPolicy:
+    """A fixed fleet: the same targets every cycle (in effect from the first one), never a wake.
+
+    Variants not named in `targets` keep whatever target they have.
+    """
+
+    def __init__(self, *, targets: Mapping[str, int], name: str) -> None:
+        for variant, count in sorted(targets.items()):
+            if count < 0:
+                raise ValueError(f'static target of {variant} must be >= 0, got {count}')
+        self._name = name
+        self._targets = dict(sorted(targets.items()))
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def fixed(self) -> dict[str, int]:
+        """The fixed targets, by variant name."""
+        return dict(self._targets)
+
+    def targets(self, *, view: ControlView) -> dict[str, int]:
+        return dict(self._targets)
+
+    def wake(self, *, view: ControlView) -> dict[str, int]:
+        return {}
+
+
+def _count(*, text: str, where: str) -> int:
+    value = text.strip()
+    if not value.isdigit() or not value.isascii():
+        raise ValueError(f'{where}: replica count must be an integer >= 0, got {text!r}')
+    return int(value)
+
+
+def parse_static(*, text: str, variants: Sequence[str], first: Sequence[str] = ()) -> StaticPolicy:
+    """Parse `static:N` or `static:VARIANT=N,...` into a `StaticPolicy` named `text`.
+
+    `static:N` puts N replicas on each variant of `first` (default: the first of `variants`, in
+    the order given; a fleet of several models gives the first variant of each model) and 0 on
+    the others; `static:a=2,b=1` sets the named variants, 0 on the unnamed ones. Raises
+    `ValueError` on a missing prefix, an empty or malformed list, a count that is not an
+    integer >= 0, a repeated or unknown variant (the message lists the valid names).
+    """
+    valid = ', '.join(variants) if variants else '(none)'
+    if not text.startswith('static:'):
+        raise ValueError(f'not a static policy: {text!r} (expected static:N or static:VARIANT=N)')
+    body = text.removeprefix('static:').strip()
+    if not body:
+        raise ValueError(f'{text}: empty; expected static:N or static:VARIANT=N,... ({valid})')
+    targets = dict.fromkeys(variants, 0)
+    if '=' not in body:
+        if not variants:
+            raise ValueError(f'{text}: no variants to place the replicas on')
+        replicas = _count(text=body, where=text)
+        for variant in first or variants[:1]:
+            targets[variant] = replicas
+        return StaticPolicy(targets=targets, name=text)
+    seen: set[str] = set()
+    for part in body.split(','):
+        variant, sep, count = part.partition('=')
+        variant = variant.strip()
+        if not sep or not variant:
+            raise ValueError(f'{text}: expected VARIANT=N, got {part!r}')
+        if variant not in targets:
+            raise ValueError(f'{text}: unknown variant {variant!r}; valid: {valid}')
+        if variant in seen:
+            raise ValueError(f'{text}: variant {variant!r} given twice')
+        seen.add(variant)
+        targets[variant] = _count(text=count, where=text)
+    return StaticPolicy(targets=targets, name=text)

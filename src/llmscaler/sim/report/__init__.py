@@ -1,0 +1,1 @@
+"""A run's figures and the report: summary, table, plots, pages."""

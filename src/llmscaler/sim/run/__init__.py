@@ -1,0 +1,1 @@
+"""The simulator's event loop, its settings and its inputs."""

@@ -1,0 +1,362 @@
+"""What a scenario needs before it runs: its workloads, SLOs, capacities, start fleet, policies.
+
+Why: `sim.scenario.loader` validates a scenario; this module turns a valid one into what the event
+loop takes, model by model: a trace per model and the SLO each model is judged by
+(`sim.scenario.workloads`, re-exported here), each variant's clairvoyant capacity, the warm
+start fleet, and the policies.
+
+- Warm start (`warm_start_fleet`): per model, in name order, the cheapest mix of its variants
+  whose clairvoyant capacity covers the peak 60-second arrival rate of windows that start within
+  the first WARM_WINDOW seconds plus the largest start-up delay (`warm_fleet`); with a GPU
+  inventory, within the GPUs the models before it left.
+- Policies (`build_policies`): the names of `FIXED_POLICIES`, `static-best` (`sim.policies.bound`),
+  `static:...`, `config:FILE` and
+  Kaito's `kaito-realtime[:FILE]` / `kaito-cron:FILE|SCHEDULE=N[@ZONE];...` (`sim.policies.kaito`).
+
+What fails: a bad synthetic preset, a trace file that cannot be read (`trace.TraceError`), a
+policy name or configuration file that is not valid: `ScenarioError` or `TraceError`, one line
+each.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from llmscaler.config import file as config_file
+from llmscaler.config.errors import ConfigFileError
+from llmscaler.config.resolved import Config, ModelConfig, SaturationConfig
+from llmscaler.sim.hardware import perf_seed
+from llmscaler.sim.policies import bound, clairvoyant, core, floors
+from llmscaler.sim.policies.mix import capped, cheapest_mix, items_of, solve
+from llmscaler.sim.scenario.document import ScenarioError
+from llmscaler.sim.scenario.workloads import Workloads as Workloads
+from llmscaler.sim.scenario.workloads import build_trace as build_trace
+from llmscaler.sim.scenario.workloads import build_workloads as build_workloads
+from llmscaler.sim.scenario.workloads import derive_slo as derive_slo
+from llmscaler.sim.scenario.workloads import model_slos as model_slos
+from llmscaler.sim.scenario.workloads import round_up as round_up
+from llmscaler.sim.vocabulary import SLO, Policy, Trace, VariantSpec
+
+if TYPE_CHECKING:
+    from llmscaler.sim.scenario.validated import ModelSetup, Scenario
+
+WARM_WINDOW = 300.0
+"""Seconds after the largest start-up delay whose peak load the warm start fleet covers."""
+
+KAITO_FORMS = ('kaito-realtime', 'kaito-realtime:FILE', 'kaito-cron:FILE|SCHEDULE=N[@ZONE];...')
+"""Kaito's LLMAutoScaler policies (`sim.policies.kaito`)."""
+FIXED_POLICIES = (
+    'default',
+    'saturation-percentage',
+    'saturation-token',
+    core.SLO_QUEUEING,
+    core.PREDICTIVE,
+    'keda-queue',
+    'hpa-kv',
+    'clairvoyant',
+)
+SEARCHED_POLICIES = ('static-best',)
+"""Policies found by simulating the scenario (`sim.policies.bound`): the best fixed fleet in
+hindsight."""
+
+
+def check_policy_name(
+    *, name: str, variants: Sequence[str], where: str, first: Sequence[str] = ()
+) -> None:
+    """Raise `ScenarioError` listing the valid names when `name` is not a policy."""
+    if name in FIXED_POLICIES or name in SEARCHED_POLICIES or name.startswith('config:'):
+        return
+    if core.is_kaito(name):
+        try:
+            core.parse_kaito(text=name, variants=variants)
+        except ValueError as exc:
+            raise ScenarioError(f'{where}: {exc}') from None
+        return
+    if floors.is_floor(name):
+        try:
+            floors.parse_floor(text=name, variants=variants)
+        except ValueError as exc:
+            raise ScenarioError(f'{where}: {exc}') from None
+        return
+    if name.startswith('static:'):
+        try:
+            core.parse_static(text=name, variants=variants, first=first)
+        except ValueError as exc:
+            raise ScenarioError(f'{where}: {exc}') from None
+        return
+    valid = ', '.join(
+        (
+            *FIXED_POLICIES,
+            *SEARCHED_POLICIES,
+            'static:N',
+            'static:VARIANT=N,...',
+            'config:FILE',
+            *KAITO_FORMS,
+            floors.FORM,
+        )
+    )
+    raise ScenarioError(f'{where}: unknown policy {name!r}; valid: {valid}')
+
+
+def with_initial(
+    *, variants: tuple[VariantSpec, ...], initial: Mapping[str, int], where: str
+) -> tuple[VariantSpec, ...]:
+    """`variants` with the start counts of `initial`; `ScenarioError` for a name that is no
+    variant or a count outside the variant's [min_replicas, max_replicas]."""
+    known = {v.name: v for v in variants}
+    for name in sorted(initial):
+        spec = known.get(name)
+        if spec is None:
+            raise ScenarioError(
+                f'{where}: initial.{name}: no such variant; variants: {", ".join(sorted(known))}'
+            )
+        count = initial[name]
+        if not spec.min_replicas <= count <= spec.max_replicas:
+            raise ScenarioError(
+                f'{where}: initial.{name}: {count} is outside [{spec.min_replicas}, '
+                f'{spec.max_replicas}] (min_replicas, max_replicas)'
+            )
+    return tuple(
+        replace(v, initial_replicas=initial[v.name]) if v.name in initial else v for v in variants
+    )
+
+
+# ---- capacities and the warm start ---------------------------------------------------------
+
+
+def core_config(*, name: str) -> Config:
+    """The core configuration a fixed policy name stands for."""
+    if name == 'saturation-token':
+        return Config(default=ModelConfig(saturation=SaturationConfig(analyzer_name='saturation')))
+    if name == core.SLO_QUEUEING:
+        return core.slo_queueing_config()
+    return Config()
+
+
+def needs_capacities(*, scenario: Scenario) -> bool:
+    """Whether running `scenario` calibrates the variants' capacities (clairvoyant, warm start)."""
+    return scenario.warm_start or 'clairvoyant' in scenario.policies
+
+
+def _model_of(scenario: Scenario) -> dict[str, ModelSetup]:
+    return {v.name: m for m in scenario.models for v in m.variants}
+
+
+def calibrate_capacities(
+    *,
+    scenario: Scenario,
+    workloads: Workloads,
+    slos: Mapping[str, SLO],
+    progress: Callable[[float], None] | None = None,
+) -> dict[str, float]:
+    """Each variant's clairvoyant capacity on its model's workload and SLO, in req/s: one
+    replica's (`clairvoyant.calibrate`), then the headroom and variant set with which the
+    clairvoyant plan, run on the scenario itself, meets the SLO (`bound.bound_capacities`; a
+    variant the plan leaves out has 0). `progress(fraction_done)` is called now and then."""
+    count = len(scenario.variants) * 2  # the search after the calibration weighs as much
+    model_of = _model_of(scenario)
+    capacities: dict[str, float] = {}
+    for index, spec in enumerate(scenario.variants):
+
+        def update(done: float, index: int = index) -> None:
+            if progress is not None:
+                progress((index + done) / count)
+
+        model = model_of[spec.name].name
+        capacities[spec.name] = clairvoyant.calibrate(
+            spec=spec,
+            trace=workloads.traces[model],
+            slo=slos[model],
+            seed=scenario.seed,
+            progress=update,
+        )
+    setting = _setting(scenario=scenario, workloads=workloads, slos=slos)
+
+    def start(caps: Mapping[str, float]) -> tuple[VariantSpec, ...]:
+        if not scenario.warm_start:
+            return scenario.variants
+        fleet = warm_start_fleet(scenario=scenario, workloads=workloads, capacities=caps)
+        return with_start_fleet(scenario=scenario, initial=fleet).variants
+
+    def searched(done: float) -> None:
+        if progress is not None:
+            progress(0.5 + done / 2)
+
+    return bound.bound_capacities(
+        setting=setting,
+        base=capacities,
+        cycle=scenario.settings.cycle,
+        start=start,
+        progress=searched,
+    )
+
+
+def _setting(*, scenario: Scenario, workloads: Workloads, slos: Mapping[str, SLO]) -> bound.Setting:
+    """What the searches' runs share (`sim.policies.bound`), as `simulate.run` runs the policies."""
+    judged: Mapping[str, SLO] | SLO = slos if scenario.several_models else next(iter(slos.values()))
+    return bound.Setting(
+        traces=workloads.traces,
+        variants=scenario.variants,
+        settings=scenario.settings,
+        slos=judged,
+        inventory=scenario.inventory,
+    )
+
+
+def warm_fleet(
+    *,
+    variants: Sequence[VariantSpec],
+    workload: Trace,
+    capacities: Mapping[str, float],
+    free: Mapping[str, int] | None = None,
+) -> dict[str, int]:
+    """The fleet the first minutes of `workload` need (see the module docstring), per variant
+    name; with `free` (GPUs per accelerator type), within them."""
+    delay = max((v.startup_delay for v in variants), default=0.0)
+    rates = clairvoyant.sliding_rates(arrivals=workload.arrivals)
+    last = min(rates.shape[0], math.floor(delay + WARM_WINDOW) + 1)
+    peak = float(rates[:last].max()) if last > 0 else 0.0
+    if free:
+        items = capped(items=items_of(variants=variants, capacities=capacities), free=free)
+        counts = solve(required=peak, items=items)
+        return {it.name: n for it, n in zip(items, counts, strict=True)}
+    return cheapest_mix(required=peak, variants=variants, capacities=capacities)
+
+
+def warm_start_fleet(
+    *, scenario: Scenario, workloads: Workloads, capacities: Mapping[str, float]
+) -> dict[str, int]:
+    """Every model's warm fleet (`warm_fleet`), models in name order, each within the GPUs of
+    the inventory the models before it left."""
+    free = dict(scenario.inventory or {})
+    fleet: dict[str, int] = {}
+    for model in sorted(scenario.models, key=lambda m: m.name):
+        mine = warm_fleet(
+            variants=model.variants,
+            workload=workloads.traces[model.name],
+            capacities=capacities,
+            free=free or None,
+        )
+        for spec in model.variants:
+            if spec.accelerator in free:
+                free[spec.accelerator] -= mine[spec.name] * spec.gpus_per_replica
+        fleet.update(mine)
+    return fleet
+
+
+def with_start_fleet(*, scenario: Scenario, initial: Mapping[str, int]) -> Scenario:
+    """`scenario` with its variants starting at `initial` replicas (variants left out keep
+    theirs); the counts must lie within each variant's bounds (`warm_fleet`'s do)."""
+    variants = with_initial(variants=scenario.variants, initial=initial, where=scenario.source)
+    by_name = {v.name: v for v in variants}
+    models = tuple(
+        replace(m, variants=tuple(by_name[v.name] for v in m.variants)) for m in scenario.models
+    )
+    return replace(scenario, variants=variants, models=models)
+
+
+# ---- policies ------------------------------------------------------------------------------
+
+
+def _mean_mix(workload: Trace) -> tuple[float, float]:
+    """Mean (input, output) tokens per request of a trace."""
+    return float(np.mean(workload.input_tokens)), float(np.mean(workload.output_tokens))
+
+
+def _best_fleet(
+    *, scenario: Scenario, workloads: Workloads, slos: Mapping[str, SLO]
+) -> bound.Fleet:
+    try:
+        return bound.best_static(
+            setting=_setting(scenario=scenario, workloads=workloads, slos=slos)
+        )
+    except ValueError as exc:
+        raise ScenarioError(f'policies: {exc}') from None
+
+
+def build_policies(
+    *,
+    scenario: Scenario,
+    workloads: Workloads,
+    slos: Mapping[str, SLO],
+    capacities: Mapping[str, float] | None = None,
+) -> list[Policy]:
+    """Instantiate the scenario's policies in the order given. The clairvoyant policy uses
+    `capacities` when given, else calibrates them (`calibrate_capacities`), and keeps the best
+    fixed fleet instead when that is cheaper (`bound.clairvoyant_bound`); `static-best` and the
+    clairvoyant policy share one search of fixed fleets (`bound.best_static`)."""
+    names = [v.name for v in scenario.variants]
+    first = scenario.first_variants
+    built: list[Policy] = []
+    fleet: bound.Fleet | None = None  # the best fixed fleet, searched once for both uses
+    for name in scenario.policies:
+        if name in (core.SLO_QUEUEING, core.PREDICTIVE):
+            targets = {m.model_id: (slos[m.name].ttft, slos[m.name].itl) for m in scenario.models}
+            config = core.slo_queueing_config(targets=targets)
+            # The tuner starts from α, β, γ, δ fitted to each variant's preset
+            # (`sim.hardware.perf_seed`).
+            mixes = {
+                m.model_id: _mean_mix(workloads.traces[m.name])
+                for m in scenario.models
+                if m.name in workloads.traces and len(workloads.traces[m.name])
+            }
+            config = perf_seed.with_preset_seeds(
+                config=config, variants=scenario.variants, mixes=mixes
+            )
+            if name == core.PREDICTIVE:
+                startup = {
+                    m.model_id: max(v.startup_delay for v in m.variants) for m in scenario.models
+                }
+                config = core.predictive_config(slo=config, startup=startup)
+            built.append(core.CorePolicy(name=name, config=config))
+        elif name in ('default', 'saturation-percentage', 'saturation-token'):
+            built.append(core.CorePolicy(name=name, config=core_config(name=name)))
+        elif name.startswith('config:'):
+            path = name.removeprefix('config:')
+            try:
+                config, errors = config_file.load_config_file(path=path)
+            except ConfigFileError as exc:
+                raise ScenarioError(f'policy {name}: {exc}') from None
+            fatal = [e for e in errors if not e.warning]
+            if fatal:
+                raise ScenarioError(f'policy {name}: {fatal[0]}')
+            built.append(core.CorePolicy(name=name, config=config))
+        elif name == 'keda-queue':
+            built.append(core.KedaQueuePolicy())
+        elif name == 'hpa-kv':
+            built.append(core.HpaKvPolicy())
+        elif name.startswith('static:'):
+            built.append(core.parse_static(text=name, variants=names, first=first))
+        elif core.is_kaito(name):
+            try:
+                built.append(core.parse_kaito(text=name, variants=names))
+            except ValueError as exc:
+                raise ScenarioError(f'policies: {exc}') from None
+        elif floors.is_floor(name):
+            try:
+                built.append(floors.parse_floor(text=name, variants=names))
+            except ValueError as exc:
+                raise ScenarioError(f'policies: {exc}') from None
+        elif name == 'static-best':
+            fleet = fleet or _best_fleet(scenario=scenario, workloads=workloads, slos=slos)
+            built.append(fleet.policy())
+        elif name == 'clairvoyant':
+            if capacities is None:
+                capacities = calibrate_capacities(scenario=scenario, workloads=workloads, slos=slos)
+            fleet = fleet or _best_fleet(scenario=scenario, workloads=workloads, slos=slos)
+            built.append(
+                bound.clairvoyant_bound(
+                    setting=_setting(scenario=scenario, workloads=workloads, slos=slos),
+                    capacities=capacities,
+                    cycle=scenario.settings.cycle,
+                    fleet=fleet,
+                )
+            )
+        else:
+            check_policy_name(name=name, variants=names, where='policies')
+    return built

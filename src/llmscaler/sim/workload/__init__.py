@@ -1,0 +1,1 @@
+"""Workloads for the simulator: trace files, synthetic traces, shared prefixes."""
