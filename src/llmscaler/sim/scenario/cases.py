@@ -51,8 +51,6 @@ DURATION = 1800.0
 """Seconds of every case but those of `SHORT`."""
 SHORT = {'multi-turn': 600.0}
 AZURE_RATE_SCALES = {'azure-conv': 6.0, 'azure-code': 2.0}
-TRACES = Path(__file__).resolve().parents[3].parent / 'shared' / 'traces'
-"""Where the bundled Azure traces are (next to the project's checkout)."""
 
 _VARIANTS = [
     {'name': 'h100', 'preset': 'llama-3.1-8b-h100', 'max_replicas': 8},
@@ -132,13 +130,13 @@ _SYNTHETIC: dict[str, dict[str, Any]] = {
         }
     },
 }
-_AZURE = {
+AZURE_TRACES = {
     'azure-conv': 'AzureLLMInferenceTrace_conv.csv',
     'azure-code': 'AzureLLMInferenceTrace_code.csv',
 }
 HELD_OUT = ('code-steady', 'conv-fall', 'conv-bursts', 'conv-low', 'code-sawtooth')
 """The cases no policy was tuned on, reported apart."""
-NAMES = (*_AZURE, *(name for name in _SYNTHETIC if name not in HELD_OUT))
+NAMES = (*AZURE_TRACES, *(name for name in _SYNTHETIC if name not in HELD_OUT))
 """The benchmark's cases, in its order."""
 
 
@@ -147,20 +145,26 @@ def case(
     name: str,
     policies: list[str],
     duration: float | None = None,
-    traces: Path = TRACES,
+    traces: Path | None = None,
     seed: int = 1,
 ) -> dict[str, Any]:
     """The scenario document of case `name` running `policies` (module docstring); `duration`
-    None: the case's own; `seed` draws the synthetic load (and a scaled trace's copies)."""
+    None: the case's own; `seed` draws the synthetic load (and a scaled trace's copies);
+    `traces` is the folder holding the Azure trace files, which the Azure cases need (ValueError
+    without it)."""
     if duration is None:
         duration = SHORT.get(name, DURATION)
     if not (duration > 0 and math.isfinite(duration)):
         raise ValueError(f'duration must be > 0 and finite, got {duration}')
     settings: dict[str, Any] = {}
-    if name in _AZURE:
+    if name in AZURE_TRACES:
+        if traces is None:
+            raise ValueError(
+                f'case {name} replays {AZURE_TRACES[name]}: give the folder of the traces'
+            )
         workload: dict[str, Any] = {
             'trace': {
-                'path': str(traces / _AZURE[name]),
+                'path': str(traces / AZURE_TRACES[name]),
                 'rate_scale': AZURE_RATE_SCALES[name],
                 'duration': duration,
             }

@@ -22,8 +22,6 @@ from llmscaler.sim.vocabulary import ControlView, ScaleEvent, SimResult, Trace, 
 from tests.support.paths import TRACES
 from tests.support.prerequisites import need_file
 
-TRACES = TRACES
-
 
 def h100(**overrides: object) -> VariantSpec:
     values: dict[str, object] = {'initial_replicas': 1, 'max_replicas': 4}

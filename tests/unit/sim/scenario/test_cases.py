@@ -6,14 +6,15 @@ from __future__ import annotations
 import pytest
 
 from llmscaler.sim.scenario import cases, loader
+from tests.support.paths import TRACES
 from tests.support.prerequisites import need_file
 
 
 @pytest.mark.parametrize('name', [*cases.NAMES, *cases.HELD_OUT])
 def test_every_case_is_a_scenario_of_its_duration(name: str) -> None:
-    document = cases.case(name=name, policies=['predictive'])
-    if 'trace' in document['workload']:
-        need_file(cases.TRACES / cases._AZURE[name])
+    document = cases.case(name=name, policies=['predictive'], traces=TRACES)
+    if name in cases.AZURE_TRACES:
+        need_file(TRACES / cases.AZURE_TRACES[name])
     setup = loader.from_document(document=document, where=name)
     source = setup.workload.synthetic or setup.workload.trace
     assert source is not None
@@ -43,3 +44,8 @@ def test_a_duration_must_be_positive_and_finite(duration: float) -> None:
 def test_the_seed_is_the_documents() -> None:
     assert cases.case(name='ramp', policies=[])['seed'] == 1
     assert cases.case(name='ramp', policies=[], seed=3)['seed'] == 3
+
+
+def test_an_azure_case_needs_the_folder_of_the_traces() -> None:
+    with pytest.raises(ValueError, match=r'AzureLLMInferenceTrace_conv\.csv'):
+        cases.case(name='azure-conv', policies=[])

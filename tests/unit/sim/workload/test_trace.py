@@ -25,7 +25,6 @@ from llmscaler.sim.workload.trace import (
 from tests.support.paths import TRACES
 from tests.support.prerequisites import need_file
 
-TRACES = TRACES
 CONV = TRACES / 'AzureLLMInferenceTrace_conv.csv'
 CODE = TRACES / 'AzureLLMInferenceTrace_code.csv'
 AZURE_HEADER = 'TIMESTAMP,ContextTokens,GeneratedTokens'
