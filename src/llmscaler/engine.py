@@ -6,16 +6,13 @@ stages of design.md §2 per model (variants grouped by modelID + namespace):
 1. validity and freshness (`analyze.observation`): every replica's and pool's figures are checked
    against the ranges the model declares (`analyze.validity`), and every replica's metrics are
    classified fresh / stale / unavailable against `now`; only fresh, valid metrics are analysed;
-2. analysis (`policies.registry` picks the path): `saturation-percentage` (WVA V1, the default)
-   produces targets directly; `saturation-token` (WVA V2) produces capacities that go through
-   the threshold post-step, the ballot and the cost-aware optimizer; a model that
-   `wva-queueing-model-config` applies to takes the SLO path (`policies.wva.slo_queueing`: the
-   queueing-model analyzer sized from needed vs current replicas, or WVA v0.4.2's hybrid
-   arbitration with V1), whose tuner records are kept in `State.kalman`; missing SLO inputs
-   (arrival rate, token mix) hold, naming what is missing; a model that
-   `llmscaler-predictive-config` applies to takes the predictive analyzer instead
-   (`policies.predictive.policy`: forecast, SLO model, exact variant mix, hysteresis), its forecast
-   samples and what it learnt of each variant kept in `State.forecast` and `State.learning`;
+2. the model's policy (`policies.registry.select`, by its configuration: predictive for
+   `llmscaler-predictive-config`, WVA's SLO-queueing — model-only or hybrid — for
+   `wva-queueing-model-config`, else WVA's percentage-based saturation analyzer, the default,
+   or its token-based one) proposes targets from the context (`policies.protocol.Context`: the
+   variants, the fresh replicas, the pool, the common memory, the last targets) and the
+   model's own state under that policy; its writes to the common memory and its new state are
+   kept only once the whole model succeeded;
 3. enforcement: scale-to-zero / minimum one replica, then the model's capacity floors
    (`enforce.capacity_floors`: scheduled floors bought in the cheapest variant mix, adding
    replicas only; none by default), then the safety rules, then [min, max];
@@ -66,19 +63,19 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from llmscaler.analyze.learning import capacity_knowledge
 from llmscaler.analyze.observation import Observation, observe
-from llmscaler.analyze.observation import freshness as freshness
 from llmscaler.analyze.saturation import k2_history
 from llmscaler.analyze.validity import MetricsStatus
 from llmscaler.config.resolved import Config, CoreSettings, ModelConfig
 from llmscaler.domain.snapshot import Decision, ReplicaMetrics, Snapshot, Variant, action_for
-from llmscaler.domain.state import CapacityRecord, State, sorted_items
+from llmscaler.domain.state import CapacityRecord, K2Sample, KalmanRecord, State, sorted_items
 from llmscaler.enforce import bounds, capacity_floors, scale_to_zero
 from llmscaler.optimize import limiter
 from llmscaler.policies import registry
+from llmscaler.policies.protocol import Context, Memory, Policy, Proposal, Writes
 
 HOLD_REASON = 'metrics unavailable: holding (never down on missing, invalid or stale metrics)'
 
@@ -123,7 +120,7 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
     pools = {pool.group: pool for pool in snapshot.pools}
 
     # Expired once per cycle, not per model: the analyzers read the memory as given.
-    memory = registry.Memory(
+    memory = _Memory(
         history=k2_history.expire(
             history=state.k2_history_map(), now=now, ttl=settings.k2_history_ttl
         ),
@@ -135,8 +132,7 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
         last_desired=state.last_desired_map(),
         last_informative=state.last_informative_map(),
         kalman=state.kalman_map(),
-        forecast=state.forecast_map(),
-        learning=state.learning_map(),
+        policies={name: dict(groups) for name, groups in state.policies},
     )
     decisions: list[Decision] = []
     for group in sorted(by_group):
@@ -149,8 +145,10 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
             settings=settings,
             now=now,
         )
+        policy = registry.select(model_config)
         try:
-            decided, writes = _decide_model(
+            decided, proposal, own = _decide_model(
+                policy=policy,
                 variants=variants,
                 observed=observed,
                 model_config=model_config,
@@ -159,14 +157,21 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
                 now=now,
             )
         except (ArithmeticError, ValueError) as error:
-            decided = _analysis_failed(
-                variants=variants,
-                observed=observed,
-                analyzer=model_config.saturation.analyzer_path,
-                error=error,
+            decisions.extend(
+                _analysis_failed(
+                    variants=variants,
+                    observed=observed,
+                    analyzer=model_config.saturation.analyzer_path,
+                    error=error,
+                )
             )
-            writes = registry.Writes()
-        memory.apply(model_id=variants[0].model_id, writes=writes)
+            continue
+        memory.apply(model_id=variants[0].model_id, writes=proposal.writes)
+        states = memory.policies.setdefault(policy.name, {})
+        if own is None:
+            states.pop(group, None)
+        else:
+            states[group] = own
         decisions.extend(decided)
     # --- GPU limiter (`optimize.limiter`): with `enableLimiter`, the models' scale-ups are
     # fair-shared within the snapshot's GPU budgets (greedy-by-score); others pass unchanged.
@@ -182,13 +187,45 @@ def decide(*, snapshot: Snapshot, config: Config, state: State, now: float) -> O
         last_informative=sorted_items(memory.last_informative),
         # Tuner records of variants gone from the snapshot are dropped (as last_desired).
         kalman=sorted_items(_of_variants(memory.kalman, keys)),
-        forecast=sorted_items(
-            {g: memory.forecast[g] for g in sorted(by_group) if memory.forecast.get(g)}
+        # A policy's state of a model gone from the snapshot is dropped.
+        policies=tuple(
+            (name, kept)
+            for name, states in sorted(memory.policies.items())
+            if (kept := sorted_items({g: states[g] for g in sorted(by_group) if g in states}))
         ),
-        learning=sorted_items(_of_variants(memory.learning, keys)),
     )
     decisions.sort(key=lambda d: (d.namespace, d.variant))
     return Outcome(decisions=tuple(decisions), state=new_state)
+
+
+@dataclass(slots=True)
+class _Memory:
+    """Mutable working copy of `State` for one `decide()` call; it never escapes the call."""
+
+    history: dict[str, tuple[K2Sample, ...]]
+    knowledge: dict[str, dict[str, CapacityRecord]]
+    """Capacity records by modelID: an analysis only ever reads records of its own model (its
+    variants' and compatible siblings' in other namespaces), so it is handed just that slice."""
+    last_desired: dict[str, int]
+    last_informative: dict[str, float]
+    kalman: dict[str, KalmanRecord]
+    policies: dict[str, dict[str, object]]
+    """Each policy's own state by group."""
+
+    def view(self, *, model_id: str) -> Memory:
+        return Memory(
+            history=self.history,
+            knowledge=self.knowledge.get(model_id, {}),
+            last_informative=self.last_informative,
+            kalman=self.kalman,
+        )
+
+    def apply(self, *, model_id: str, writes: Writes) -> None:
+        self.history.update(writes.history)
+        self.kalman.update(writes.kalman)
+        if writes.knowledge:
+            self.knowledge.setdefault(model_id, {}).update(writes.knowledge)
+        self.last_informative.update(writes.last_informative)
 
 
 _R = TypeVar('_R')
@@ -223,29 +260,34 @@ def _by_model(knowledge: Mapping[str, CapacityRecord]) -> dict[str, dict[str, Ca
 
 def _decide_model(
     *,
+    policy: Policy[Any],
     variants: Sequence[Variant],
     observed: Observation,
     model_config: ModelConfig,
     settings: CoreSettings,
-    memory: registry.Memory,
+    memory: _Memory,
     now: float,
-) -> tuple[list[Decision], registry.Writes]:
+) -> tuple[list[Decision], Proposal, object | None]:
     desired = {
         v.name: d
         for v in variants
         if (d := memory.last_desired.get(v.key, _seeded_desired(v))) is not None
     }
-    analysed = registry.analyze_model(
-        variants=variants,
-        observed=observed,
-        model_config=model_config,
-        settings=settings,
-        memory=memory,
-        desired=desired,
-        now=now,
+    group = variants[0].group
+    proposal, own = policy.decide(
+        context=Context(
+            variants=variants,
+            observed=observed,
+            model_config=model_config,
+            settings=settings,
+            memory=memory.view(model_id=variants[0].model_id),
+            desired=desired,
+            now=now,
+        ),
+        state=memory.policies.get(policy.name, {}).get(group),
     )
-    writes, targets, model_figures = analysed.writes, analysed.targets, analysed.figures
-    analyzer, unsized = analysed.analyzer, analysed.unsized
+    targets, model_figures = proposal.targets, proposal.figures
+    analyzer, unsized = proposal.analyzer, proposal.unsized
 
     status = {v.name: observed.status(v, unsized.get(v.name, ())) for v in variants}
     complete = all(s.available for s in status.values())
@@ -290,15 +332,15 @@ def _decide_model(
 
     decisions = []
     for variant in variants:
-        proposal = proposed.get(variant.name)
-        reason = proposal.reason if proposal is not None else 'hold'
+        target = proposed.get(variant.name)
+        reason = target.reason if target is not None else 'hold'
         if variant.name in enforcement.modified:
             reason = enforcement.reason
         if floored is not None and variant.name in floored.raised:
             reason = floored.reason
         if not complete and enforced.get(variant.name, 0) < variant.current_replicas:
             reason = HOLD_REASON
-        figures = (proposal.figures if proposal is not None else ()) + model_figures
+        figures = (target.figures if target is not None else ()) + model_figures
         decisions.append(
             _decision(
                 variant=variant,
@@ -309,7 +351,7 @@ def _decide_model(
                 metrics=status[variant.name],
             )
         )
-    return decisions, writes
+    return decisions, proposal, own
 
 
 def _decision(

@@ -34,9 +34,14 @@ from typing import Any, Final
 
 import pydantic
 
+from llmscaler.analyze.learning.rate_forecast import RateSample
+from llmscaler.analyze.slo.capacity import VariantLearning
 from llmscaler.domain.snapshot import GpuLimit, PoolMetrics, ReplicaMetrics, Snapshot, Variant
 from llmscaler.domain.state import State
 from llmscaler.engine import Outcome
+from llmscaler.policies import registry
+from llmscaler.policies.predictive import policy as predictive
+from llmscaler.policies.predictive.state import from_legacy
 
 MAX_INPUT_BYTES: Final = 64 * 1024 * 1024
 """Largest snapshot or state file read (64 MiB: about 100,000 replicas)."""
@@ -79,7 +84,20 @@ class SnapshotDocument:
 
 
 _SNAPSHOT = pydantic.TypeAdapter(SnapshotDocument)
+
+
+@dataclass(frozen=True, slots=True)
+class StateFile(State):
+    """A state file as read: `State`, whose policies' states are still plain JSON here, and the
+    two fields files had before policies kept their own state (the predictive policy's
+    `forecast` and `learning`), which `load_state` turns into that policy's state."""
+
+    forecast: tuple[tuple[str, tuple[RateSample, ...]], ...] = ()
+    learning: tuple[tuple[str, VariantLearning], ...] = ()
+
+
 _STATE = pydantic.TypeAdapter(State)
+_STATE_FILE = pydantic.TypeAdapter(StateFile)
 _OUTCOME = pydantic.TypeAdapter(Outcome)
 
 
@@ -162,9 +180,43 @@ def load_snapshot(*, path: Path) -> SnapshotDocument:
 
 
 def load_state(*, path: Path) -> State:
-    """Read and validate a state file written by `dump_outcome`'s `state` member."""
-    state: State = _validate(_STATE, _read_text(path), path)
-    return state
+    """Read and validate a state file written by `dump_outcome`'s `state` member (or by a version
+    before policies kept their own state). Each policy's state is validated against that
+    policy's state type; an unknown policy is refused."""
+    document: StateFile = _validate(_STATE_FILE, _read_text(path), path)
+    policies: dict[str, tuple[tuple[str, object], ...]] = {}
+    for index, (name, states) in enumerate(document.policies):
+        where = f'policies.{index}'
+        policy = registry.by_name(name)
+        if policy is None:
+            known = ', '.join(registry.names())
+            raise InputError(f'{path}: {where}.0: unknown policy {name!r} (known: {known})')
+        if policy.state_type is None:
+            if states:
+                raise InputError(f'{path}: {where}.1: policy {name} keeps no state')
+            continue
+        adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(policy.state_type)
+        decoded = []
+        for position, (group, raw) in enumerate(states):
+            try:
+                decoded.append((group, adapter.validate_json(json.dumps(raw))))
+            except pydantic.ValidationError as exc:
+                inner = describe_validation_error(path='', error=exc).removeprefix(': ')
+                raise InputError(f'{path}: {where}.1.{position}.1.{inner}') from None
+        policies[name] = tuple(decoded)
+    if document.forecast or document.learning:
+        legacy = from_legacy(forecast=document.forecast, learning=document.learning)
+        policies[predictive.ANALYZER] = tuple(
+            sorted({**dict(legacy), **dict(policies.get(predictive.ANALYZER, ()))}.items())
+        )
+    return State(
+        k2_history=document.k2_history,
+        capacity=document.capacity,
+        last_desired=document.last_desired,
+        last_informative=document.last_informative,
+        kalman=document.kalman,
+        policies=tuple(sorted(policies.items())),
+    )
 
 
 def parse_snapshot(*, data: str | bytes, source: str = '<snapshot>') -> SnapshotDocument:

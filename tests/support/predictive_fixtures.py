@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from llmscaler.config.resolved import Config, ModelConfig, PredictiveConfig, QueueingModelConfig
 from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics, Snapshot
+from llmscaler.domain.state import State
+from llmscaler.policies.predictive.state import PredictiveState
 from tests.support.engine_fixtures import MODEL, NS, replica, variant
 
 NOW = 100_000.0
@@ -42,3 +44,10 @@ def fleet(*, h100: int, l40s: int, rate: float, itl: float = 0.02, ttft: float =
             )
     pool = PoolMetrics(model_id=MODEL, namespace=NS, observed_at=NOW - 5, arrival_rate=rate)
     return Snapshot(variants=variants, replicas=tuple(replicas), pools=(pool,))
+
+
+def own_state(state: State) -> PredictiveState:
+    """The predictive policy's state of the fleet's model."""
+    found = state.policy_states('predictive')[f'{MODEL}|{NS}']
+    assert isinstance(found, PredictiveState)
+    return found

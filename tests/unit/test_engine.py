@@ -22,11 +22,12 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from llmscaler.analyze.observation import freshness
 from llmscaler.config.resolved import Config, ModelConfig, SaturationConfig, ScaleToZeroConfig
 from llmscaler.domain.basics import Action
 from llmscaler.domain.snapshot import PoolMetrics, Snapshot
 from llmscaler.domain.state import EMPTY_STATE, CapacityRecord, K2Sample, State
-from llmscaler.engine import decide, freshness
+from llmscaler.engine import decide
 from tests.support.configs import TOKEN, ZERO_ON
 from tests.support.engine_fixtures import MODEL, NS, by_name, replica, variant
 from tests.support.strategies import NOW, snapshots

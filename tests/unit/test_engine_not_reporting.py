@@ -26,6 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmscaler.analyze import validity
+from llmscaler.analyze.observation import freshness
 from llmscaler.analyze.validity import MAX_NAMED_PROBLEMS, NO_READY_REPLICAS
 from llmscaler.config.resolved import Config
 from llmscaler.domain.basics import Action
@@ -38,7 +39,7 @@ from llmscaler.domain.snapshot import (
     Variant,
 )
 from llmscaler.domain.state import EMPTY_STATE
-from llmscaler.engine import decide, freshness
+from llmscaler.engine import decide
 from tests.support.configs import TOKEN, TOKEN_ZERO_ON, ZERO_ON
 from tests.support.strategies import NOW, snapshots
 

@@ -1,8 +1,8 @@
 """The memory `engine.decide()` returns and is handed back next cycle (`State`).
 
 Why: the decision core is pure, so whatever it must remember (k2 history, capacity knowledge,
-last targets, tuner records, forecast samples, what the predictive analyzer learnt) travels in
-this value; the controller and the simulator keep it between cycles, and a restart starts from
+last targets, tuner records, and each policy's own state per model) travels in this value;
+the controller and the simulator keep it between cycles, and a restart starts from
 `EMPTY_STATE` (or a saved copy).
 
 What fails: nothing raises; construction does not validate.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal, TypeVar
 
-from annotated_types import Ge, Gt, Le
+from annotated_types import Ge, Le
 
 from llmscaler.domain.basics import STRICT_KEYS, Count, NonNegative
 from llmscaler.domain.snapshot import EngineParams
@@ -78,36 +78,6 @@ class KalmanRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class RateSample:
-    """One cycle of a model's predictive analysis: the arrival rate observed (req/s) and the
-    capacity sized for then (`need`, req/s: forecast upper bound plus backlog), at `at`."""
-
-    __pydantic_config__ = STRICT_KEYS
-
-    at: float
-    rate: NonNegative
-    need: NonNegative = 0.0
-    draining: bool = False
-    """A backlog was being drained then: requests that missed their targets in the minute after
-    it were late for want of replicas, and say nothing of what a replica sustains."""
-
-
-@dataclass(frozen=True, slots=True)
-class VariantLearning:
-    """What the predictive analyzer has learnt of one variant from the latencies it showed.
-
-    `scale` is the factor κ applied to the modelled capacity at the SLO; `demonstrated` the
-    highest rate per replica (req/s) at which the variant was seen meeting its targets, the
-    most a scale-down may count on it for beyond `policies.predictive.hysteresis.TRUST` (0: never
-    seen)."""
-
-    __pydantic_config__ = STRICT_KEYS
-
-    scale: Annotated[float, Gt(0.0)] = 1.0
-    demonstrated: NonNegative = 0.0
-
-
-@dataclass(frozen=True, slots=True)
 class State:
     """The decision core's memory between cycles (design.md §1), explicit so it can be persisted.
 
@@ -120,10 +90,10 @@ class State:
     - `kalman`: the SLO analyzer's tuner per variant key (`namespace/name`); variants gone from
       the snapshot are dropped, and a restart (an empty state) seeds each variant again from
       its first observation.
-    - `forecast`: the predictive analyzer's recent samples per group (`modelID|namespace`),
-      kept for its `historySeconds`.
-    - `learning`: per variant key, what the predictive analyzer learnt from the latencies the
-      variant showed (`VariantLearning`; absent: nothing yet).
+    - `policies`: each policy's own state per model, by policy name then group
+      (`modelID|namespace`), sorted; its type is the policy's (`policies.protocol.Policy
+      .state_type`), which the JSON face (`llmscaler.io`) validates it against. A model's state
+      under a policy is dropped once the model is gone from the snapshot.
     """
 
     __pydantic_config__ = STRICT_KEYS
@@ -133,8 +103,7 @@ class State:
     last_desired: tuple[tuple[str, Count], ...] = ()
     last_informative: tuple[tuple[str, float], ...] = ()
     kalman: tuple[tuple[str, KalmanRecord], ...] = ()
-    forecast: tuple[tuple[str, tuple[RateSample, ...]], ...] = ()
-    learning: tuple[tuple[str, VariantLearning], ...] = ()
+    policies: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
 
     def k2_history_map(self) -> dict[str, tuple[K2Sample, ...]]:
         return dict(self.k2_history)
@@ -151,11 +120,9 @@ class State:
     def kalman_map(self) -> dict[str, KalmanRecord]:
         return dict(self.kalman)
 
-    def forecast_map(self) -> dict[str, tuple[RateSample, ...]]:
-        return dict(self.forecast)
-
-    def learning_map(self) -> dict[str, VariantLearning]:
-        return dict(self.learning)
+    def policy_states(self, name: str) -> dict[str, object]:
+        """Policy `name`'s states by group (empty when it keeps none)."""
+        return dict(dict(self.policies).get(name, ()))
 
 
 def sorted_items(mapping: dict[str, _V]) -> tuple[tuple[str, _V], ...]:

@@ -34,7 +34,7 @@ The forecast, from the samples of the last `trend_window` seconds (the newest in
 What fails: `forecast` raises ValueError on a quantile outside (0.5, 1), a negative or
 non-finite horizon, or a non-finite `now`; samples that are not finite or not in the past
 (at > now) are ignored. No samples: every figure is 0 (nothing is known to be arriving).
-Pure: no clock, no I/O; the caller keeps the samples (`State.forecast`).
+Pure: no clock, no I/O; the caller keeps the samples.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from llmscaler.domain.state import RateSample
+from llmscaler.domain.basics import STRICT_KEYS, NonNegative
 
 RATE_WINDOW = 60.0
 """Seconds over which an observed arrival rate is counted (`rate(...[1m])`)."""
@@ -54,6 +54,21 @@ TREND_WINDOW = 300.0
 """Seconds of samples the line is fitted to by default."""
 CONFIRM_WINDOW = 120.0
 """Seconds at the end of the window in which a trend must still show (four 30-s cycles)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RateSample:
+    """One cycle's arrival rate of a model (req/s) at `at`, and what it was sized for then
+    (`need`, req/s: the forecast's upper bound plus the backlog)."""
+
+    __pydantic_config__ = STRICT_KEYS
+
+    at: float
+    rate: NonNegative
+    need: NonNegative = 0.0
+    draining: bool = False
+    """A backlog was being drained then: requests that missed their targets in the minute after
+    it were late for want of replicas, and say nothing of what a replica sustains."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Final
+from dataclasses import dataclass
+from typing import Annotated, Final
+
+from annotated_types import Gt
 
 from llmscaler.analyze.queueing.queue_model import (
     DEFAULT_MAX_QUEUE_SIZE,
@@ -43,8 +46,24 @@ from llmscaler.analyze.queueing.queue_model import (
 from llmscaler.analyze.queueing.search import SearchError, TargetPerf, size
 from llmscaler.analyze.slo import analyzer as slo_queueing
 from llmscaler.analyze.slo import attainment
+from llmscaler.domain.basics import STRICT_KEYS, NonNegative
 from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics
-from llmscaler.domain.state import VariantLearning
+
+
+@dataclass(frozen=True, slots=True)
+class VariantLearning:
+    """What the latencies a variant showed say of its capacity, as its caller keeps it.
+
+    `scale` is the factor κ applied to the modelled capacity at the SLO; `demonstrated` the
+    highest rate per replica (req/s) at which the variant was seen meeting its targets, the
+    most a scale-down may count on it for beyond `policies.predictive.hysteresis.TRUST` (0: never
+    seen)."""
+
+    __pydantic_config__ = STRICT_KEYS
+
+    scale: Annotated[float, Gt(0.0)] = 1.0
+    demonstrated: NonNegative = 0.0
+
 
 LOADED_SHARE: Final = 0.5
 """A variant busy at less than this share of its believed capacity says little of the model's

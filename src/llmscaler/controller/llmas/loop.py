@@ -63,7 +63,7 @@ from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.informer import Informer
 from llmscaler.kube.scale import ScaleClient, ScaleOutcome
 from llmscaler.policies.kaito.autoscaler import AutoscalerDecision, decide_llmautoscaler
-from llmscaler.policies.kaito.realtime import History, MetricReading, average
+from llmscaler.policies.kaito.realtime import History, MetricReading
 
 log = logging.getLogger(__name__)
 
@@ -276,10 +276,13 @@ class LlmAutoScalers:
         missing: list[str] = []
         for metric in metrics:
             values = found.values.get(metric.key, ())
-            high, low = float(metric.threshold.high), float(metric.threshold.low)
-            up, down = average(values=values, high=high)
             readings.append(
-                MetricReading(key=metric.key, high=high, low=low, up_value=up, down_value=down)
+                MetricReading.of(
+                    key=metric.key,
+                    high=float(metric.threshold.high),
+                    low=float(metric.threshold.low),
+                    values=values,
+                )
             )
             absent = found.missing(metric.key)
             if absent:

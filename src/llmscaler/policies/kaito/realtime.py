@@ -94,6 +94,15 @@ class MetricReading:
     down_value: float
     """The average with missing pods at `high` (compared with `low`)."""
 
+    @classmethod
+    def of(
+        cls, *, key: str, high: float, low: float, values: Sequence[float | None]
+    ) -> MetricReading:
+        """The reading of per-pod `values` (None: the pod did not report it), averaged as the
+        scraper averages them (`average`)."""
+        up, down = average(values=values, high=high)
+        return cls(key=key, high=high, low=low, up_value=up, down_value=down)
+
 
 @dataclass(frozen=True, slots=True)
 class Sample:

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+from llmscaler.analyze.learning.rate_forecast import RateSample
 from llmscaler.domain.signals import VariantTarget, held
 from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics, Variant
-from llmscaler.domain.state import RateSample
 
 BUSY_FIGURES: Final = ('avg_ttft', 'avg_itl', 'avg_input_tokens', 'avg_output_tokens')
 """What every busy replica must report: a mean over the others would hide the one that misses."""

@@ -1,4 +1,4 @@
-"""The predictive analyzer: the cheapest variant mix that keeps the SLO over the start-up horizon.
+"""The predictive policy: the cheapest variant mix that keeps the SLO over the start-up horizon.
 
 Why: the other analyzers size for the load of the last minute, with saturation signals that miss
 latency misses (a slow variant past its ITL target with a short queue), and move a replica or a
@@ -24,7 +24,7 @@ one step:
    of what it is believed to sustain is a reading of the model's error: the rates r' at which
    the model predicts the TTFT and the ITL the variant shows, against the rate r it shows them
    at. The smaller r/r' is this cycle's capacity scale κ, smoothed in log space, kept in
-   [`SCALE_MIN`, `SCALE_MAX`] and remembered (`State.learning`) with the highest rate the
+   [`SCALE_MIN`, `SCALE_MAX`] and remembered (the policy's state) with the highest rate the
    variant was seen meeting its targets at; the variant's capacity is the model's × κ. A cycle
    that drains a backlog (requests at the gateway, or more than `QUEUED_READING` waiting per
    replica) is no reading: that TTFT says how long the backlog was, not what a replica
@@ -54,6 +54,11 @@ mix and its cost, capacity per replica per variant), and its figures carry the n
 
 What fails: nothing raises for inputs within the snapshot's declared ranges; `rate_forecast`
 raises ValueError for a configuration outside its ranges (the config loaders reject those).
+Selected for a model `llmscaler-predictive-config` applies to, ahead of every other policy. Its
+own state per model (`policies.predictive.state`) holds the forecast's samples and what each
+variant's latencies taught; the tuner records are common memory, shared with the SLO-queueing
+policy.
+
 Pure: the caller passes and keeps the samples, what was learnt and the tuner records.
 """
 
@@ -66,13 +71,18 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from llmscaler.analyze.learning import kalman, rate_forecast
+from llmscaler.analyze.learning.rate_forecast import RateSample
 from llmscaler.analyze.slo import analyzer, attainment, capacity
-from llmscaler.config.resolved import PredictiveConfig, QueueingModelConfig
+from llmscaler.analyze.slo.capacity import VariantLearning
+from llmscaler.config.resolved import ModelConfig, PredictiveConfig, QueueingModelConfig
 from llmscaler.domain.signals import VariantTarget, held
 from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics, Variant
-from llmscaler.domain.state import KalmanRecord, RateSample, VariantLearning
+from llmscaler.domain.state import KalmanRecord
 from llmscaler.optimize import exact_mix
 from llmscaler.policies.predictive import hysteresis, inputs
+from llmscaler.policies.predictive.state import PredictiveState
+from llmscaler.policies.protocol import Context, Intent, Proposal, Writes
+from llmscaler.policies.wva.slo_queueing import queueing_config
 
 ANALYZER: Final = 'predictive'
 MAX_SAMPLES: Final = 256
@@ -357,3 +367,58 @@ def predict(
         samples=new_samples,
         learning=learnt,
     )
+
+
+class Predictive:
+    """The policy object the registry lists (see the module docstring)."""
+
+    name: Final = ANALYZER
+    state_type: Final = PredictiveState
+
+    def selects(self, config: ModelConfig) -> bool:
+        return config.predictive is not None
+
+    def configure(self, *, intent: Intent) -> ModelConfig:
+        """`llmscaler-predictive-config`: the stated SLO and performance model as its `slo`
+        keys (as `wva-queueing-model-config` would hold them), the start-up time as
+        `startupSeconds`."""
+        settings = PredictiveConfig(slo=queueing_config(intent=intent))
+        if intent.startup_seconds is not None:
+            settings = dataclasses.replace(settings, startup_seconds=intent.startup_seconds)
+        return ModelConfig(predictive=settings)
+
+    def decide(
+        self, *, context: Context, state: PredictiveState | None
+    ) -> tuple[Proposal, PredictiveState | None]:
+        config = context.model_config.predictive
+        assert config is not None, 'selected for a model without llmscaler-predictive-config'
+        keys = {v.key for v in context.variants}
+        known = {key: v for key, v in state.learning if key in keys} if state else {}
+        ahead = predict(
+            variants=context.variants,
+            replicas=context.observed.fresh,
+            pool=context.observed.pool,
+            config=config,
+            records=context.memory.kalman,
+            samples=state.samples if state else (),
+            learning=known,
+            interval=context.settings.interval,
+            desired=context.desired,
+            now=context.now,
+        )
+        proposal = Proposal(
+            targets=ahead.targets,
+            figures=ahead.figures,
+            analyzer=ANALYZER,
+            writes=Writes(kalman=dict(ahead.kalman_updates)),
+        )
+        learnt = {**known, **ahead.learning}
+        if not ahead.samples and not learnt:
+            return proposal, None
+        kept = PredictiveState(
+            samples=ahead.samples, learning=tuple(sorted(learnt.items(), key=lambda i: i[0]))
+        )
+        return proposal, kept
+
+
+POLICY: Final = Predictive()

@@ -1,7 +1,7 @@
-"""From an SLO analysis to targets: model-only or hybrid, with the safety rule for missing inputs.
+"""WVA's SLO-queueing policy: model-only or hybrid, with the safety rule for missing inputs.
 
-Why: `engine.decide()` wires stages; this is the stage for a model the
-`wva-queueing-model-config` ConfigMap applies to (its presence selects the path, as in WVA):
+Why: llm-d's Workload Variant Autoscaler sizes on latency targets for a model its
+`wva-queueing-model-config` ConfigMap applies to (its presence selects the policy, as in WVA):
 
 - **model-only** (default): `analyze.slo.analyzer` sizes the variants and the universal
   post-step, ballot and cost-aware optimizer (`policies.wva.pipeline`) turn needed vs current
@@ -27,16 +27,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from llmscaler.analyze.saturation import percentage
 from llmscaler.analyze.slo import analyzer as slo_queueing
-from llmscaler.config.resolved import ModelConfig
+from llmscaler.config.resolved import ModelConfig, QueueingModelConfig
 from llmscaler.domain.signals import VariantTarget, held
 from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics, Variant
 from llmscaler.domain.state import KalmanRecord
+from llmscaler.policies.protocol import Context, Intent, Proposal, Writes
 from llmscaler.policies.wva import hybrid
 from llmscaler.policies.wva.pipeline import token_targets
 
+NAME: Final = 'slo-queueing'
 HYBRID_ANALYZER = 'hybrid'
 
 
@@ -204,3 +207,53 @@ def _arbitrated(
             )
         )
     return tuple(out)
+
+
+def queueing_config(*, intent: Intent) -> QueueingModelConfig:
+    """The `wva-queueing-model-config` entry of a user stating `intent`: its targets as
+    explicit `targetTTFT`/`targetITL` (ms; none: WVA infers them) and its `perfParms`."""
+    return QueueingModelConfig(
+        target_ttft=intent.ttft * 1000 if intent.ttft is not None else None,
+        target_itl=intent.itl * 1000 if intent.itl is not None else None,
+        perf_parms=intent.perf_parms,
+    )
+
+
+class SloQueueing:
+    """The policy object the registry lists (see the module docstring). Its memory is common
+    (`policies.protocol.Memory`): the tuner records, shared with every policy that sizes on the
+    queueing model, and the ballot's liveness time."""
+
+    name: Final = NAME
+    state_type: Final = None
+
+    def selects(self, config: ModelConfig) -> bool:
+        return config.queueing is not None
+
+    def configure(self, *, intent: Intent) -> ModelConfig:
+        return ModelConfig(queueing=queueing_config(intent=intent))
+
+    def decide(self, *, context: Context, state: None) -> tuple[Proposal, None]:
+        memory = context.memory
+        live_key = f'{context.group}|{slo_queueing.ANALYZER}'
+        slo = slo_path(
+            variants=context.variants,
+            replicas=context.observed.fresh,
+            pool=context.observed.pool,
+            model_config=context.model_config,
+            records=memory.kalman,
+            last_informative=memory.last_informative.get(live_key),
+            interval=context.settings.interval,
+            desired=context.desired,
+            now=context.now,
+        )
+        writes = Writes(kalman=dict(slo.kalman_updates))
+        if slo.informative_at is not None:
+            writes.last_informative[live_key] = slo.informative_at
+        proposal = Proposal(
+            targets=slo.targets, figures=slo.figures, analyzer=slo.analyzer, writes=writes
+        )
+        return proposal, None
+
+
+POLICY: Final = SloQueueing()

@@ -40,12 +40,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from llmscaler.config.resolved import Config, QueueingModelConfig
+from llmscaler.config.perf_parms import PerfParmsByAccelerator
 from llmscaler.sim.vocabulary import VariantSpec
 
 Seed = tuple[float, float, float, float]
@@ -152,17 +152,13 @@ def fitted_seed(
     return fit(curves=shown, avg_input_tokens=avg_input_tokens, low=1, high=max(2, limit))
 
 
-def with_preset_seeds(
-    *,
-    config: Config,
-    variants: tuple[VariantSpec, ...],
-    mixes: Mapping[str, tuple[float, float]],
-) -> Config:
-    """`config` with each SLO-path model's `perf_parms` fitted to its variants' presets.
+def preset_seeds(
+    *, variants: tuple[VariantSpec, ...], mixes: Mapping[str, tuple[float, float]]
+) -> dict[str, PerfParmsByAccelerator]:
+    """Per model ID, the `perfParms` fitted to its variants' presets, sorted by accelerator.
 
-    `mixes` maps a model ID to its mean (input, output) tokens per request. A model whose
-    queueing entry already configures `perf_parms` keeps it; per accelerator, the first variant
-    in name order gives the seed."""
+    `mixes` maps a model ID to its mean (input, output) tokens per request; a model without one
+    has no seeds. Per accelerator, the first variant in name order gives the seed."""
     seeds: dict[str, dict[str, Seed]] = {}
     for spec in sorted(variants, key=lambda v: v.name):
         mix = mixes.get(spec.model_id)
@@ -171,13 +167,4 @@ def with_preset_seeds(
         seed = fitted_seed(spec=spec, avg_input_tokens=mix[0], avg_output_tokens=mix[1])
         if seed is not None:
             seeds.setdefault(spec.model_id, {}).setdefault(spec.accelerator, seed)
-    by_model = dict(config.by_model)
-    for model_id, by_acc in sorted(seeds.items()):
-        model = config.model(model_id=model_id, namespace='')
-        if model.queueing is None or model.queueing.perf_parms is not None:
-            continue
-        queueing: QueueingModelConfig = replace(
-            model.queueing, perf_parms=tuple(sorted(by_acc.items()))
-        )
-        by_model[model_id] = replace(model, queueing=queueing)
-    return replace(config, by_model=tuple(sorted(by_model.items())))
+    return {model_id: tuple(sorted(by_acc.items())) for model_id, by_acc in sorted(seeds.items())}

@@ -13,11 +13,9 @@ controller would see at a control instant) into replica targets:
 - `StaticPolicy` holds a fixed fleet: the cost/latency of not autoscaling at all.
 - `KaitoPolicy` (defined in `sim.policies.kaito`; `parse_kaito` reads its names) runs Kaito's
   LLMAutoScaler, the realtime and cron scalers of seed 001, one autoscaler per variant.
-- `slo-queueing` is `CorePolicy` on the SLO (queueing-model) path with the scenario's SLO as
-  each model's explicit targets (`slo_queueing_config`).
-- `predictive` is `CorePolicy` on the predictive analyzer (`policies.predictive.policy`) with the
-  same targets and each model's start-up delay (`predictive_config`): what a user who states the
-  SLO and knows how long a replica takes to start puts in `llmscaler-predictive-config`.
+- Each policy of the core's registry (`policies.registry`: `slo-queueing`, `predictive`, ...)
+  is `CorePolicy` with the configuration the policy itself says a user stating the model's SLO
+  and start-up time writes (`Policy.configure`, through `sim.scenario.setup.core_config`).
 
 Every policy decides for every model of the fleet at once: the core's `decide()` groups the
 snapshot's variants by model, the KEDA baseline is one ScaledObject per variant, and a static
@@ -30,74 +28,14 @@ What fails: `parse_static` raises `ValueError` (naming the valid variants) on a 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 from llmscaler import gc_pause
-from llmscaler.config.resolved import Config, ModelConfig, PredictiveConfig, QueueingModelConfig
+from llmscaler.config.resolved import Config
 from llmscaler.domain.snapshot import Decision
 from llmscaler.domain.state import EMPTY_STATE, State
 from llmscaler.enforce import scale_from_zero
 from llmscaler.engine import decide
-from llmscaler.sim.policies.kaito import KaitoPolicy, is_kaito, parse_kaito
-from llmscaler.sim.policies.peers import HpaKvPolicy, KedaQueuePolicy
 from llmscaler.sim.vocabulary import ControlView
-
-__all__ = [
-    'CorePolicy',
-    'HpaKvPolicy',
-    'KaitoPolicy',
-    'KedaQueuePolicy',
-    'StaticPolicy',
-    'is_kaito',
-    'parse_kaito',
-    'parse_static',
-]
-
-
-SLO_QUEUEING = 'slo-queueing'
-"""The core on the SLO (queueing-model) path, the tuner on, each model's targets the scenario's
-SLO (TTFT, mean ITL) as explicit `targetTTFT`/`targetITL`: what a user who states that SLO puts
-in `wva-queueing-model-config`. Without targets (`config:FILE` with only a `default` entry) the
-core infers them (k = 3)."""
-
-
-def slo_queueing_config(*, targets: Mapping[str, tuple[float, float]] | None = None) -> Config:
-    """The configuration `slo-queueing` stands for; `targets` maps a model id to its (TTFT, ITL)
-    in seconds, set as explicit targets in milliseconds."""
-    by_model = tuple(
-        (
-            model_id,
-            ModelConfig(
-                queueing=QueueingModelConfig(target_ttft=ttft * 1000, target_itl=itl * 1000)
-            ),
-        )
-        for model_id, (ttft, itl) in sorted((targets or {}).items())
-    )
-    return Config(default=ModelConfig(queueing=QueueingModelConfig()), by_model=by_model)
-
-
-PREDICTIVE = 'predictive'
-"""The core on the predictive analyzer, each model's SLO as explicit targets."""
-
-
-def predictive_config(*, slo: Config, startup: Mapping[str, float]) -> Config:
-    """The configuration `predictive` stands for: every queueing entry of `slo` (targets and
-    `perfParms`, as `slo_queueing_config` and the preset seeds made them) as the `slo` of a
-    predictive entry, with `startup[model_id]` (default: the entry's default) as its
-    `startupSeconds`."""
-
-    def convert(model_id: str, model: ModelConfig) -> ModelConfig:
-        settings = PredictiveConfig(slo=model.queueing or QueueingModelConfig())
-
-        if model_id in startup:
-            settings = replace(settings, startup_seconds=startup[model_id])
-        return replace(model, queueing=None, predictive=settings)
-
-    return replace(
-        slo,
-        default=convert('', slo.default),
-        by_model=tuple((key, convert(key, model)) for key, model in slo.by_model),
-    )
 
 
 class CorePolicy:

@@ -49,7 +49,7 @@ from llmscaler.kube.crd import InvalidObject
 from llmscaler.kube.llmautoscaler import LLMAutoScaler, core_spec, parse_llmautoscaler
 from llmscaler.policies.kaito.autoscaler import AutoscalerSpec, RealtimeSpec, decide_llmautoscaler
 from llmscaler.policies.kaito.cron import CronPolicy
-from llmscaler.policies.kaito.realtime import MetricReading, Sample, average
+from llmscaler.policies.kaito.realtime import MetricReading, Sample
 from llmscaler.sim.vocabulary import ControlView
 
 KAITO_REALTIME: Final = 'kaito-realtime'
@@ -223,11 +223,8 @@ def _readings(
             values.append(float(value) if ok else None)
         values += [None] * (pods - len(values))
         complete = complete and all(v is not None for v in values)
-        up, down = average(values=values, high=metric.high)
         readings.append(
-            MetricReading(
-                key=metric.key, high=metric.high, low=metric.low, up_value=up, down_value=down
-            )
+            MetricReading.of(key=metric.key, high=metric.high, low=metric.low, values=values)
         )
     return readings, complete
 

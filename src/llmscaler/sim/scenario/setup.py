@@ -9,8 +9,11 @@ start fleet, and the policies.
   whose clairvoyant capacity covers the peak 60-second arrival rate of windows that start within
   the first WARM_WINDOW seconds plus the largest start-up delay (`warm_fleet`); with a GPU
   inventory, within the GPUs the models before it left.
-- Policies (`build_policies`): the names of `FIXED_POLICIES`, `static-best` (`sim.policies.bound`),
-  `static:...`, `config:FILE` and
+- Policies (`build_policies`): the names of `FIXED_POLICIES` (`default`, the core with its
+  default configuration; every policy of the core's registry, each configured as a user stating
+  the model's SLO and start-up time would configure it, the tuner seeded from the presets; the
+  peers; the clairvoyant bound), `static-best` (`sim.policies.bound`), `static:...`,
+  `config:FILE` and
   Kaito's `kaito-realtime[:FILE]` / `kaito-cron:FILE|SCHEDULE=N[@ZONE];...` (`sim.policies.kaito`).
 
 What fails: a bad synthetic preset, a trace file that cannot be read (`trace.TraceError`), a
@@ -29,9 +32,11 @@ import numpy as np
 
 from llmscaler.config import file as config_file
 from llmscaler.config.errors import ConfigFileError
-from llmscaler.config.resolved import Config, ModelConfig, SaturationConfig
+from llmscaler.config.resolved import Config
+from llmscaler.policies import registry
+from llmscaler.policies.protocol import Intent
 from llmscaler.sim.hardware import perf_seed
-from llmscaler.sim.policies import bound, clairvoyant, core, floors
+from llmscaler.sim.policies import bound, clairvoyant, core, floors, kaito, peers
 from llmscaler.sim.policies.mix import capped, cheapest_mix, items_of, solve
 from llmscaler.sim.scenario.document import ScenarioError
 from llmscaler.sim.scenario.workloads import Workloads as Workloads
@@ -50,16 +55,9 @@ WARM_WINDOW = 300.0
 
 KAITO_FORMS = ('kaito-realtime', 'kaito-realtime:FILE', 'kaito-cron:FILE|SCHEDULE=N[@ZONE];...')
 """Kaito's LLMAutoScaler policies (`sim.policies.kaito`)."""
-FIXED_POLICIES = (
-    'default',
-    'saturation-percentage',
-    'saturation-token',
-    core.SLO_QUEUEING,
-    core.PREDICTIVE,
-    'keda-queue',
-    'hpa-kv',
-    'clairvoyant',
-)
+DEFAULT = 'default'
+"""The core with the configuration nobody wrote (the registry's choice for it)."""
+FIXED_POLICIES = (DEFAULT, *registry.names(), 'keda-queue', 'hpa-kv', 'clairvoyant')
 SEARCHED_POLICIES = ('static-best',)
 """Policies found by simulating the scenario (`sim.policies.bound`): the best fixed fleet in
 hindsight."""
@@ -71,9 +69,9 @@ def check_policy_name(
     """Raise `ScenarioError` listing the valid names when `name` is not a policy."""
     if name in FIXED_POLICIES or name in SEARCHED_POLICIES or name.startswith('config:'):
         return
-    if core.is_kaito(name):
+    if kaito.is_kaito(name):
         try:
-            core.parse_kaito(text=name, variants=variants)
+            kaito.parse_kaito(text=name, variants=variants)
         except ValueError as exc:
             raise ScenarioError(f'{where}: {exc}') from None
         return
@@ -129,13 +127,45 @@ def with_initial(
 # ---- capacities and the warm start ---------------------------------------------------------
 
 
-def core_config(*, name: str) -> Config:
-    """The core configuration a fixed policy name stands for."""
-    if name == 'saturation-token':
-        return Config(default=ModelConfig(saturation=SaturationConfig(analyzer_name='saturation')))
-    if name == core.SLO_QUEUEING:
-        return core.slo_queueing_config()
-    return Config()
+def core_config(*, name: str, intents: Mapping[str, Intent] | None = None) -> Config:
+    """The configuration the core policy `name` (`default`, or a name of the registry) stands
+    for: each model ID of `intents` configured by the policy as a user stating that intent
+    would (`Policy.configure`), every other model as one stating nothing."""
+    policy = registry.by_name(name)
+    if policy is None:
+        if name != DEFAULT:
+            raise ValueError(f'not a policy of the core: {name!r}')
+        return Config()
+    return Config(
+        default=policy.configure(intent=Intent()),
+        by_model=tuple(
+            (model_id, policy.configure(intent=intent))
+            for model_id, intent in sorted((intents or {}).items())
+        ),
+    )
+
+
+def intents(
+    *, scenario: Scenario, workloads: Workloads, slos: Mapping[str, SLO]
+) -> dict[str, Intent]:
+    """What a user of the scenario states about each model: its SLO, the slowest start-up of its
+    variants, and its variants' performance models fitted to their presets at the model's
+    token mix (`sim.hardware.perf_seed`)."""
+    mixes = {
+        m.model_id: _mean_mix(workloads.traces[m.name])
+        for m in scenario.models
+        if m.name in workloads.traces and len(workloads.traces[m.name])
+    }
+    seeds = perf_seed.preset_seeds(variants=scenario.variants, mixes=mixes)
+    return {
+        m.model_id: Intent(
+            ttft=slos[m.name].ttft,
+            itl=slos[m.name].itl,
+            startup_seconds=max(v.startup_delay for v in m.variants),
+            perf_parms=seeds.get(m.model_id),
+        )
+        for m in scenario.models
+    }
 
 
 def needs_capacities(*, scenario: Scenario) -> bool:
@@ -295,27 +325,9 @@ def build_policies(
     built: list[Policy] = []
     fleet: bound.Fleet | None = None  # the best fixed fleet, searched once for both uses
     for name in scenario.policies:
-        if name in (core.SLO_QUEUEING, core.PREDICTIVE):
-            targets = {m.model_id: (slos[m.name].ttft, slos[m.name].itl) for m in scenario.models}
-            config = core.slo_queueing_config(targets=targets)
-            # The tuner starts from α, β, γ, δ fitted to each variant's preset
-            # (`sim.hardware.perf_seed`).
-            mixes = {
-                m.model_id: _mean_mix(workloads.traces[m.name])
-                for m in scenario.models
-                if m.name in workloads.traces and len(workloads.traces[m.name])
-            }
-            config = perf_seed.with_preset_seeds(
-                config=config, variants=scenario.variants, mixes=mixes
-            )
-            if name == core.PREDICTIVE:
-                startup = {
-                    m.model_id: max(v.startup_delay for v in m.variants) for m in scenario.models
-                }
-                config = core.predictive_config(slo=config, startup=startup)
-            built.append(core.CorePolicy(name=name, config=config))
-        elif name in ('default', 'saturation-percentage', 'saturation-token'):
-            built.append(core.CorePolicy(name=name, config=core_config(name=name)))
+        if name == DEFAULT or registry.by_name(name) is not None:
+            stated = intents(scenario=scenario, workloads=workloads, slos=slos)
+            built.append(core.CorePolicy(name=name, config=core_config(name=name, intents=stated)))
         elif name.startswith('config:'):
             path = name.removeprefix('config:')
             try:
@@ -327,14 +339,14 @@ def build_policies(
                 raise ScenarioError(f'policy {name}: {fatal[0]}')
             built.append(core.CorePolicy(name=name, config=config))
         elif name == 'keda-queue':
-            built.append(core.KedaQueuePolicy())
+            built.append(peers.KedaQueuePolicy())
         elif name == 'hpa-kv':
-            built.append(core.HpaKvPolicy())
+            built.append(peers.HpaKvPolicy())
         elif name.startswith('static:'):
             built.append(core.parse_static(text=name, variants=names, first=first))
-        elif core.is_kaito(name):
+        elif kaito.is_kaito(name):
             try:
-                built.append(core.parse_kaito(text=name, variants=names))
+                built.append(kaito.parse_kaito(text=name, variants=names))
             except ValueError as exc:
                 raise ScenarioError(f'policies: {exc}') from None
         elif floors.is_floor(name):

@@ -98,7 +98,7 @@ class _Tuned:
     cycle's tuner record and the replica's figures."""
 
     def __init__(self, *, config: Config, seed: int) -> None:
-        self.core = core.CorePolicy(name=core.SLO_QUEUEING, config=config)
+        self.core = core.CorePolicy(name='slo-queueing', config=config)
         self.rng = np.random.default_rng(seed)
         self.records: list[KalmanRecord] = []
         self.seen: list[tuple[float, float, float, float]] = []

@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmscaler.analyze.learning.rate_forecast import RATE_WINDOW, forecast
-from llmscaler.domain.state import RateSample
+from llmscaler.analyze.learning.rate_forecast import RATE_WINDOW, RateSample, forecast
 
 NOW = 10_000.0
 

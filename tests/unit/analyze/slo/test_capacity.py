@@ -13,8 +13,8 @@ from llmscaler.analyze.queueing.queue_model import PerfParams
 from llmscaler.analyze.slo import capacity
 from llmscaler.analyze.slo.analyzer import Workload
 from llmscaler.analyze.slo.attainment import Attainment
+from llmscaler.analyze.slo.capacity import VariantLearning
 from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics
-from llmscaler.domain.state import VariantLearning
 
 # Prompt-heavy traffic on a fast GPU: 2,000-token prompts, 23-token answers.
 CODE = PerfParams(5.4, 2.3, 122.0, 0.0018)

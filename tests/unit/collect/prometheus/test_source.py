@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from llmscaler.analyze.observation import freshness
 from llmscaler.clock import ManualClock
 from llmscaler.collect.http import OFF_LOOP_BYTES
 from llmscaler.collect.prometheus.source import PrometheusConfig, PrometheusSource
@@ -36,7 +37,6 @@ from llmscaler.config.resolved import CoreSettings
 from llmscaler.controller.app import Controller
 from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.domain.basics import Freshness
-from llmscaler.engine import freshness
 from tests.support.controller_harness import (
     condition_message,
     conditions,

@@ -170,6 +170,11 @@ def test_missing_pods_count_zero_up_and_high_down() -> None:
     assert average(values=[4, 6], high=10) == (5, 5)
 
 
+def test_a_reading_of_per_pod_values_carries_both_averages() -> None:
+    reading = MetricReading.of(key='kv', high=10, low=2, values=[20, None])
+    assert reading == MetricReading(key='kv', high=10, low=2, up_value=10, down_value=15)
+
+
 def test_a_missing_pod_brakes_both_directions() -> None:
     # Two pods, one pending: the one that reports is far above High, but the average that
     # counts the pending pod at 0 is 10, not above High; and the down average is 15.

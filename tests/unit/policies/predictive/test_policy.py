@@ -14,8 +14,8 @@ from llmscaler.domain.snapshot import Decision, LatencyHistogram, Snapshot
 from llmscaler.domain.state import EMPTY_STATE, State
 from llmscaler.engine import decide
 from llmscaler.policies.predictive import hysteresis
-from tests.support.engine_fixtures import MODEL, NS, by_name
-from tests.support.predictive_fixtures import CONFIG, NOW, PARAMS, SETTINGS, fleet
+from tests.support.engine_fixtures import NS, by_name
+from tests.support.predictive_fixtures import CONFIG, NOW, PARAMS, SETTINGS, fleet, own_state
 
 
 def cycle(
@@ -172,7 +172,7 @@ def test_no_scale_down_in_a_cycle_whose_arrival_rate_more_than_doubled(
 def test_a_variant_slower_than_modelled_is_scaled_down_and_remembered() -> None:
     # Busy L40S replicas showing 10x the ITL the model predicts at their rate.
     decisions, state = cycle(fleet(h100=0, l40s=2, rate=3.0, itl=0.5), EMPTY_STATE, NOW)
-    learnt = state.learning_map()[f'{NS}/l40s']
+    learnt = dict(own_state(state).learning)[f'{NS}/l40s']
     assert learnt.scale < 1.0
     assert learnt.demonstrated == 0.0  # it missed its targets: nothing demonstrated
     figures = dict(decisions['l40s'].figures)
@@ -180,7 +180,7 @@ def test_a_variant_slower_than_modelled_is_scaled_down_and_remembered() -> None:
     assert figures['capacity_alone'] < figures['model_rate_per_replica']
     # An idle cycle says nothing of the model's error: the scale stays.
     _, again = cycle(fleet(h100=0, l40s=2, rate=0.01), state, NOW + 30)
-    assert again.learning_map()[f'{NS}/l40s'].scale == learnt.scale
+    assert dict(own_state(again).learning)[f'{NS}/l40s'].scale == learnt.scale
 
 
 def with_tpot(snapshot: Snapshot, *, finished: float, above: float) -> Snapshot:
@@ -201,11 +201,11 @@ def test_requests_missing_their_targets_lower_a_lightly_loaded_variant() -> None
     state = EMPTY_STATE
     for k in range(6):
         decisions, state = cycle(with_tpot(quiet, finished=60, above=0.2), state, NOW + 30 * k)
-    fine = state.learning_map()[f'{NS}/h100']
+    fine = dict(own_state(state).learning)[f'{NS}/h100']
     assert fine.scale == 1.0  # 0.3 % missing: within the budget
     for k in range(6, 12):
         decisions, state = cycle(with_tpot(quiet, finished=60, above=5), state, NOW + 30 * k)
-    learnt = state.learning_map()[f'{NS}/h100']
+    learnt = dict(own_state(state).learning)[f'{NS}/h100']
     figures = dict(decisions['h100'].figures)
     assert learnt.scale < 0.5
     assert learnt.demonstrated < 1.0  # it missed at 1 req/s: 1 req/s is not demonstrated
@@ -278,7 +278,7 @@ def test_a_scale_down_counts_only_on_what_a_variant_has_shown() -> None:
     state = EMPTY_STATE
     for k in range(12):
         decisions, state = cycle(fleet(h100=4, l40s=0, rate=4.0), state, NOW + 30 * k)
-    learnt = state.learning_map()[f'{NS}/h100']
+    learnt = dict(own_state(state).learning)[f'{NS}/h100']
     assert learnt.demonstrated == 1.0
     figures = dict(decisions['h100'].figures)
     counted = max(hysteresis.TRUST * 1.0, hysteresis.TRUST_FLOOR * figures['capacity_alone'])
@@ -304,7 +304,7 @@ def test_forecast_samples_are_kept_and_bounded_by_history() -> None:
     state = EMPTY_STATE
     for k in range(50):
         _, state = cycle(fleet(h100=2, l40s=0, rate=5.0), state, NOW + 30 * k)
-    samples = state.forecast_map()[f'{MODEL}|{NS}']
+    samples = own_state(state).samples
     assert len(samples) == SETTINGS.history_seconds // 30
     assert samples[-1].at == NOW + 30 * 49
 

@@ -66,7 +66,7 @@ def test_slo_queueing_seeds_each_accelerator_from_its_preset() -> None:
     workloads = loader.build_workloads(scenario=setup)
     slos = loader.model_slos(scenario=setup, workloads=workloads)
     built = loader.build_policies(
-        scenario=replace(setup, policies=(core.SLO_QUEUEING,)), workloads=workloads, slos=slos
+        scenario=replace(setup, policies=('slo-queueing',)), workloads=workloads, slos=slos
     )
     (policy,) = built
     assert isinstance(policy, core.CorePolicy)

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from llmscaler.cli import main
-from llmscaler.sim.policies import core
-from llmscaler.sim.scenario.setup import FIXED_POLICIES, check_policy_name
+from llmscaler.policies.protocol import Intent
+from llmscaler.sim.scenario.setup import FIXED_POLICIES, check_policy_name, core_config
 
 
 def test_the_scenario_slo_becomes_each_models_explicit_targets() -> None:
-    config = core.slo_queueing_config(targets={'llama': (1.3, 0.071)})
+    config = core_config(name='slo-queueing', intents={'llama': Intent(ttft=1.3, itl=0.071)})
     queueing = config.model(model_id='llama', namespace='sim').queueing
     assert queueing is not None
     assert queueing.target_ttft == pytest.approx(1300.0)
@@ -24,7 +24,7 @@ def test_the_scenario_slo_becomes_each_models_explicit_targets() -> None:
 
 
 def test_it_is_a_policy_name() -> None:
-    assert core.SLO_QUEUEING in FIXED_POLICIES
+    assert 'slo-queueing' in FIXED_POLICIES
     check_policy_name(name='slo-queueing', variants=['h100'], where='policies')
 
 

@@ -1,0 +1,53 @@
+"""What the predictive policy keeps of one model between cycles.
+
+Why: the forecast needs the model's recent arrival rates and what was sized for then, and the
+capacity each variant is counted for carries what its latencies taught (`VariantLearning`);
+both belong to this policy alone, so they are its own state per model (`State.policies`), not
+fields of the common memory.
+
+`from_legacy` reads the two fields a state file had before policies kept their own state
+(`forecast`, per model group, and `learning`, per variant key): a variant's learning goes to
+every model of its namespace that has samples, and each model keeps only its own variants'
+entries at its next decision.
+
+What fails: nothing raises; construction does not validate (the JSON face does, strictly).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from llmscaler.analyze.learning.rate_forecast import RateSample
+from llmscaler.analyze.slo.capacity import VariantLearning
+from llmscaler.domain.basics import STRICT_KEYS
+
+
+@dataclass(frozen=True, slots=True)
+class PredictiveState:
+    """One model's memory under the predictive policy."""
+
+    __pydantic_config__ = STRICT_KEYS
+
+    samples: tuple[RateSample, ...] = ()
+    """The recent cycles' arrival rates and needs, oldest first, kept for `historySeconds`."""
+    learning: tuple[tuple[str, VariantLearning], ...] = ()
+    """Per variant key (`namespace/name`), sorted: what its latencies taught."""
+
+
+def from_legacy(
+    *,
+    forecast: Sequence[tuple[str, Sequence[RateSample]]],
+    learning: Sequence[tuple[str, VariantLearning]],
+) -> tuple[tuple[str, PredictiveState], ...]:
+    """The states of a state file's `forecast` and `learning` fields, by group, sorted."""
+    states = []
+    for group, samples in sorted(forecast, key=lambda item: item[0]):
+        namespace = group.rsplit('|', 1)[-1]
+        mine = tuple(
+            (key, known)
+            for key, known in sorted(learning, key=lambda item: item[0])
+            if key.split('/', 1)[0] == namespace
+        )
+        states.append((group, PredictiveState(samples=tuple(samples), learning=mine)))
+    return tuple(states)

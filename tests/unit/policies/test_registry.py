@@ -1,0 +1,87 @@
+"""`policies.registry`: which policy a model's configuration selects, and each policy's own
+configuration for what a user states."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmscaler.config.resolved import (
+    AnalyzerSpec,
+    ModelConfig,
+    PredictiveConfig,
+    QueueingModelConfig,
+    SaturationConfig,
+)
+from llmscaler.policies import registry
+from llmscaler.policies.protocol import Intent
+
+TOKEN = SaturationConfig(analyzer_name='saturation')
+INTENTS = (
+    Intent(),
+    Intent(ttft=1.3, itl=0.071),
+    Intent(
+        ttft=0.5, itl=0.02, startup_seconds=45.0, perf_parms=(('H100', (7.0, 0.2, 40.0, 3e-4)),)
+    ),
+)
+
+
+@pytest.mark.parametrize(
+    ('config', 'expected'),
+    [
+        (ModelConfig(), 'saturation-percentage'),
+        (ModelConfig(saturation=TOKEN), 'saturation-token'),
+        (
+            ModelConfig(saturation=SaturationConfig(analyzers=(AnalyzerSpec(name='saturation'),))),
+            'saturation-token',
+        ),
+        (ModelConfig(queueing=QueueingModelConfig()), 'slo-queueing'),
+        (ModelConfig(saturation=TOKEN, queueing=QueueingModelConfig()), 'slo-queueing'),
+        (ModelConfig(predictive=PredictiveConfig()), 'predictive'),
+        # llmscaler-predictive-config wins over wva-queueing-model-config.
+        (
+            ModelConfig(queueing=QueueingModelConfig(), predictive=PredictiveConfig()),
+            'predictive',
+        ),
+    ],
+)
+def test_the_first_policy_that_selects_a_configuration_decides(
+    config: ModelConfig, expected: str
+) -> None:
+    assert registry.select(config).name == expected
+
+
+def test_names_are_unique_and_each_is_found_by_name() -> None:
+    names = registry.names()
+    assert len(set(names)) == len(names) == 4
+    assert [registry.by_name(name) for name in names] == list(registry.POLICIES)
+    assert registry.by_name('kaito-realtime') is None
+
+
+@pytest.mark.parametrize('name', registry.names())
+@pytest.mark.parametrize('intent', INTENTS)
+def test_the_configuration_a_policy_writes_selects_it(name: str, intent: Intent) -> None:
+    policy = registry.by_name(name)
+    assert policy is not None
+    assert registry.select(policy.configure(intent=intent)) is policy
+
+
+def test_the_slo_policies_take_the_stated_slo_as_explicit_targets() -> None:
+    stated = INTENTS[2]
+    slo_queueing = registry.by_name('slo-queueing')
+    predictive = registry.by_name('predictive')
+    assert slo_queueing is not None
+    assert predictive is not None
+    queueing = slo_queueing.configure(intent=stated).queueing
+    assert queueing == QueueingModelConfig(
+        target_ttft=500.0, target_itl=20.0, perf_parms=stated.perf_parms
+    )
+    settings = predictive.configure(intent=stated).predictive
+    assert settings == PredictiveConfig(slo=queueing, startup_seconds=45.0)
+    # Nothing stated: WVA infers the targets, and the predictive policy keeps its defaults.
+    assert slo_queueing.configure(intent=Intent()).queueing == QueueingModelConfig()
+    assert predictive.configure(intent=Intent()).predictive == PredictiveConfig()
+
+
+def test_only_the_predictive_policy_keeps_a_state_of_its_own() -> None:
+    kept = {policy.name for policy in registry.POLICIES if policy.state_type is not None}
+    assert kept == {'predictive'}
