@@ -1,7 +1,7 @@
 """`decide()`: one pure, deterministic decision cycle for every model in a snapshot.
 
-Why: the controller and the simulator must run the very same decision code. This module wires the
-stages of design.md §2 per model (variants grouped by modelID + namespace):
+Why: the controller and the simulator must run the very same decision code. This module runs
+the stages of a cycle per model (variants grouped by modelID + namespace):
 
 1. validity and freshness (`analyze.observation`): every replica's and pool's figures are checked
    against the ranges the model declares (`analyze.validity`), and every replica's metrics are
@@ -21,7 +21,7 @@ stages of design.md §2 per model (variants grouped by modelID + namespace):
    (`Snapshot.gpu_limits`), and a limited decision says by how much; without it, nothing
    changes.
 
-Safety rules (design.md §5), applied whatever the analyzer said:
+Safety rules, applied whatever the policy proposed:
 
 - a model whose ready replicas lack fresh metrics (stale, unavailable or missing series) never
   scales down and never goes to zero: every target is at least the current replica count, and the

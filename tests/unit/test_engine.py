@@ -352,3 +352,33 @@ def test_decide_expires_old_history_and_knowledge() -> None:
         assert 'other|m|gone' not in dict(state.capacity)
     kept = decide(snapshot=Snapshot(), config=TOKEN, state=old, now=NOW - 2).state
     assert kept == old
+
+
+def test_a_model_that_changes_policy_keeps_its_tuner_and_drops_nothing_of_the_other() -> None:
+    """The tuner records are common memory: the SLO-queueing policy's are where the predictive
+    policy starts; the predictive policy's own state is kept under its name only."""
+    from llmscaler.config.resolved import PredictiveConfig, QueueingModelConfig
+    from tests.support.predictive_fixtures import fleet
+
+    targets = QueueingModelConfig(target_ttft=1000, target_itl=60)
+    slo = Config(default=ModelConfig(queueing=targets))
+    predictive = Config(default=ModelConfig(predictive=PredictiveConfig(slo=targets)))
+
+    def at(now: float) -> Snapshot:
+        snapshot = fleet(h100=2, l40s=1, rate=5.0)
+        return dataclasses.replace(
+            snapshot,
+            replicas=tuple(dataclasses.replace(r, observed_at=now - 5) for r in snapshot.replicas),
+            pools=tuple(dataclasses.replace(p, observed_at=now - 5) for p in snapshot.pools),
+        )
+
+    first = decide(snapshot=at(NOW), config=slo, state=EMPTY_STATE, now=NOW)
+    assert first.state.kalman
+    assert first.state.policies == ()
+    second = decide(snapshot=at(NOW + 30), config=predictive, state=first.state, now=NOW + 30)
+    assert {d.analyzer for d in second.decisions} == {'predictive'}
+    # The tuner went on from where the SLO-queueing policy left it: not what a fresh start gives.
+    fresh = decide(snapshot=at(NOW + 30), config=predictive, state=EMPTY_STATE, now=NOW + 30)
+    assert {key for key, _ in second.state.kalman} == {key for key, _ in fresh.state.kalman}
+    assert second.state.kalman != fresh.state.kalman
+    assert set(second.state.policy_states('predictive')) == {f'{MODEL}|{NS}'}
