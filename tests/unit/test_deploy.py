@@ -25,11 +25,11 @@ import pytest
 import yaml
 
 from llmscaler.config.build import build_config
+from llmscaler.config.configmap_entries import ConfigMapSource
 from llmscaler.config.configmaps import (
     QUEUEING_CONFIGMAP,
     SATURATION_CONFIGMAP,
     SCALE_TO_ZERO_CONFIGMAP,
-    ConfigMapSource,
 )
 from llmscaler.config.predictive import PREDICTIVE_CONFIGMAP
 from llmscaler.config.resolved import (

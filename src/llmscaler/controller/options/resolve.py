@@ -55,7 +55,7 @@ from typing import Any, Literal
 from llmscaler.collect.http import MiB
 from llmscaler.collect.prometheus.source import PrometheusConfig
 from llmscaler.collect.scrape.source import ScrapeConfig
-from llmscaler.config.configmaps import ConfigMapSource
+from llmscaler.config.configmap_entries import ConfigMapSource
 from llmscaler.config.durations import format_duration
 from llmscaler.config.errors import ConfigError, ConfigFileError, show_setting, sort_errors
 from llmscaler.config.file import read_config_file

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from llmscaler.collect.http import MiB
 from llmscaler.collect.prometheus.source import PrometheusConfig
 from llmscaler.collect.scrape.source import ScrapeConfig
-from llmscaler.config.configmaps import ConfigMapSource
+from llmscaler.config.configmap_entries import ConfigMapSource
 from llmscaler.config.errors import ConfigError
 from llmscaler.config.resolved import CoreSettings
 from llmscaler.controller.options.resolve import (
