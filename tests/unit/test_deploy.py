@@ -40,8 +40,9 @@ from llmscaler.config.resolved import (
     ScaleToZeroConfig,
 )
 from llmscaler.controller.options.resolve import resolve_options
-from llmscaler.kube.crd import InvalidObject, parse_va
+from llmscaler.kube.crd import parse_va
 from llmscaler.kube.engine_args.template import parse_engine_args_report
+from llmscaler.kube.resource_model import InvalidObject
 from llmscaler.kube.targets import ScaleTarget, accessor
 from tests.support.paths import ROOT
 from tests.support.prerequisites import missing, need_program

@@ -21,7 +21,7 @@ from lightkube import AsyncClient
 
 from llmscaler.clock import ManualClock, parse_rfc3339, rfc3339
 from llmscaler.devcluster.fakeapi import FakeAPI
-from llmscaler.kube import crd
+from llmscaler.kube import crd, resource_model
 from llmscaler.kube.client import make_client
 from llmscaler.kube.status import (
     MESSAGE_MAX,
@@ -402,7 +402,7 @@ async def test_stale_cache_conflicts_then_refetches_and_retries(
     api.seed(va())
     stale = stored(api)  # RV 1
     # Another writer sets a condition of its own after our copy was cached: RV 2.
-    other = crd.Condition(
+    other = resource_model.Condition(
         type='example.com/Paused',
         status='True',
         last_transition_time='2025-12-31T00:00:00Z',
@@ -680,9 +680,9 @@ updates = st.lists(
 
 
 @st.composite
-def existing_condition(draw: st.DrawFn) -> crd.Condition:
+def existing_condition(draw: st.DrawFn) -> resource_model.Condition:
     ago = draw(st.integers(min_value=1, max_value=10**7))
-    return crd.Condition(
+    return resource_model.Condition(
         type=draw(st.sampled_from(TYPES)),
         status=draw(st.sampled_from(STATUSES)),
         observed_generation=draw(st.none() | st.integers(min_value=0, max_value=5)),
@@ -807,7 +807,7 @@ def test_property_transition_time_moves_iff_status_flips(args: dict[str, Any]) -
     new_types = [u.type for u in args['conditions'] if u.type not in {c.type for c in before}]
     assert [c.type for c in result.conditions] == [c.type for c in before] + new_types
     for cond in result.conditions:
-        prior = crd.find_condition(conditions=before, type=cond.type)
+        prior = resource_model.find_condition(conditions=before, type=cond.type)
         if cond.type not in mentioned:
             assert cond == prior
             continue

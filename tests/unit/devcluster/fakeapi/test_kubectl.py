@@ -29,7 +29,8 @@ from llmscaler.devcluster.fakeapi.table import (
     negotiate,
     printer_columns,
 )
-from llmscaler.kube.crd import InvalidObject, parse_va
+from llmscaler.kube.crd import parse_va
+from llmscaler.kube.resource_model import InvalidObject
 from tests.support.prerequisites import missing, need_program
 
 Doc = dict[str, Any]
