@@ -34,12 +34,7 @@ from llmscaler.sim.hardware import perf_seed
 from llmscaler.sim.policies import bound, clairvoyant, core, floors
 from llmscaler.sim.policies.mix import capped, cheapest_mix, items_of, solve
 from llmscaler.sim.scenario.document import ScenarioError
-from llmscaler.sim.scenario.workloads import Workloads as Workloads
-from llmscaler.sim.scenario.workloads import build_trace as build_trace
-from llmscaler.sim.scenario.workloads import build_workloads as build_workloads
-from llmscaler.sim.scenario.workloads import derive_slo as derive_slo
-from llmscaler.sim.scenario.workloads import model_slos as model_slos
-from llmscaler.sim.scenario.workloads import round_up as round_up
+from llmscaler.sim.scenario.workloads import Workloads
 from llmscaler.sim.vocabulary import SLO, Policy, Trace, VariantSpec
 
 if TYPE_CHECKING:

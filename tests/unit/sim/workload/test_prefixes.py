@@ -15,7 +15,8 @@ from llmscaler.sim.hardware.presets import preset
 from llmscaler.sim.policies.core import StaticPolicy
 from llmscaler.sim.report.summary import summarize
 from llmscaler.sim.run.loop import SimSettings, run
-from llmscaler.sim.scenario.loader import from_document, with_overrides
+from llmscaler.sim.scenario.document import with_overrides
+from llmscaler.sim.scenario.loader import from_document
 from llmscaler.sim.vllm.base import ReplicaCounters
 from llmscaler.sim.vllm.fast import FastReplica
 from llmscaler.sim.vllm.reference import ReferenceReplica
