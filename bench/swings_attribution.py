@@ -29,7 +29,7 @@ from llmscaler.config.resolved import Config, CoreSettings, ModelConfig, Saturat
 from llmscaler.domain.snapshot import Decision, ReplicaMetrics, Snapshot
 from llmscaler.domain.state import State
 from llmscaler.sim.fleet import observe
-from llmscaler.sim.fleet.cluster import Replica
+from llmscaler.sim.fleet.pods import Replica
 from llmscaler.sim.policies.core import CorePolicy
 from llmscaler.sim.run import loop
 from llmscaler.sim.scenario import cases, loader
