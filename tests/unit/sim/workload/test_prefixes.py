@@ -22,8 +22,9 @@ from llmscaler.sim.vllm.fast import FastReplica
 from llmscaler.sim.vllm.reference import ReferenceReplica
 from llmscaler.sim.vocabulary import SLO, ControlView, SimRequest, Trace, VariantSpec
 from llmscaler.sim.workload import synthetic
+from llmscaler.sim.workload.formats import TraceError
 from llmscaler.sim.workload.prefixes import PrefixSpec, add_prefixes, chain_ids
-from llmscaler.sim.workload.trace import TraceError, load_trace, scale_rate
+from llmscaler.sim.workload.trace import load_trace, scale_rate
 from tests.support.paths import DATA
 from tests.support.sim_fixtures import LINEAR, drive
 
