@@ -35,6 +35,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from llmscaler.sim.policies.clairvoyant import ClairvoyantPolicy
 from llmscaler.sim.report import summary as metrics
 from llmscaler.sim.report import writer as report
+from llmscaler.sim.report.table import slo_text
 from llmscaler.sim.report.writer import RequestsCsv
 from llmscaler.sim.run import loop
 from llmscaler.sim.scenario.setup import (
@@ -97,7 +98,7 @@ def _header(setup: Scenario, workloads: Workloads, slos: dict[str, SLO]) -> str:
     minutes = max((t.duration for t in traces), default=0.0) / 60
     if setup.several_models:
         fleet = 'models ' + '; '.join(
-            f'{escape(m.name)}: {_variants(m.variants)}, SLO {report.slo_text(slo=slos[m.name])}'
+            f'{escape(m.name)}: {_variants(m.variants)}, SLO {slo_text(slo=slos[m.name])}'
             for m in setup.models
         )
     else:
