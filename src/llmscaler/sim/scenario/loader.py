@@ -47,7 +47,7 @@ known once the presets give each variant its model id, role, accelerator and rep
 is checked here before a `Scenario` is handed out:
 
 - Settings: every key a field of `SimSettings`, of its type and choices, within the ranges
-  `check_settings` sets (`sim.run.settings`).
+  `check_settings` sets (`sim.run.loop`).
 - Models: variant names unique across models, one model per model id, a model's roles all `both`
   or `prefill` and `decode`, and a known KV size when disaggregated; neither clairvoyant nor a
   warm start for a disaggregated model.
