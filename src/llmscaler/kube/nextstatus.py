@@ -1,9 +1,10 @@
 """The next status of a VariantAutoscaling from one cycle's facts: pure, no I/O, no clock.
 
-Why: what the status says, and when it changes, is a rule of its own, apart from how it is
-written (`kube.status`). Conditions follow apimachinery's `meta.SetStatusCondition` (via
-`resource_model.set_condition`): `lastTransitionTime` moves only when a condition's status flips,
-so it tells how long the condition has held, and recording the same facts again changes nothing.
+Why: what the status says, and when it changes, is a pure rule, so it is tested without an API
+server; `kube.status` writes what it computes. Conditions follow apimachinery's
+`meta.SetStatusCondition` (via `resource_model.set_condition`): `lastTransitionTime` moves only
+when a condition's status flips, so it tells how long the condition has held, and recording the
+same facts again changes nothing.
 
 What it computes, `next_status`: the next status from the current one. `numReplicas` takes
 `desired` (kept when None); `currentAlloc` (the target's replicas, ready replicas and accelerator,

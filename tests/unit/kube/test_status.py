@@ -20,17 +20,11 @@ from hypothesis import strategies as st
 from lightkube import AsyncClient
 
 from llmscaler.clock import ManualClock, parse_rfc3339, rfc3339
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube import crd, resource_model
 from llmscaler.kube.client import make_client
-from llmscaler.kube.status import (
-    MESSAGE_MAX,
-    RUN_TIME_REFRESH,
-    ConditionUpdate,
-    StatusOutcome,
-    StatusWriter,
-    next_status,
-)
+from llmscaler.kube.nextstatus import MESSAGE_MAX, RUN_TIME_REFRESH, ConditionUpdate, next_status
+from llmscaler.kube.status import StatusOutcome, StatusWriter
 
 NS = 'ns'
 VA_PATH = f'/apis/llmd.ai/v1alpha1/namespaces/{NS}/variantautoscalings'

@@ -27,7 +27,7 @@ from llmscaler.controller.cluster.configwatch import (
     ConfigWatch,
     configmap_from_object,
 )
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.client import as_dict, make_client
 
 CTRL = 'llmscaler-system'

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.devcluster.fakeapi.resources import by_kind
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.devcluster.fakeapi.table import (
     compile_jsonpath,
     human_duration,
