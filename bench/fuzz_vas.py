@@ -40,7 +40,7 @@ from llmscaler.controller.va import conditions
 from llmscaler.domain.snapshot import Snapshot
 from llmscaler.domain.state import EMPTY_STATE
 from llmscaler.engine import decide
-from llmscaler.kube.status import ConditionUpdate
+from llmscaler.kube.nextstatus import ConditionUpdate
 
 NAMESPACE = 'ns-a'
 MODEL = 'meta-llama/Llama-3.1-8B-Instruct'

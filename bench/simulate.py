@@ -31,6 +31,8 @@ from llmscaler.sim.policies.core import CorePolicy, parse_static
 from llmscaler.sim.report.summary import summarize
 from llmscaler.sim.run import loop
 from llmscaler.sim.scenario import loader
+from llmscaler.sim.scenario.document import DEFAULT_DOCUMENT
+from llmscaler.sim.scenario.setup import core_config
 from llmscaler.sim.vocabulary import SLO, Policy, SimResult, Trace, VariantSpec
 from llmscaler.sim.workload import synthetic, trace
 from llmscaler.sim.workload.prefixes import PrefixSpec
@@ -39,7 +41,7 @@ TRACES = Path(__file__).resolve().parents[2] / 'shared' / 'traces'
 
 
 def fleet(*, h100_max: int, l40s_max: int) -> tuple[VariantSpec, ...]:
-    document = dict(loader.DEFAULT_DOCUMENT)
+    document = dict(DEFAULT_DOCUMENT)
     document['variants'] = [
         {'name': 'h100', 'preset': 'llama-3.1-8b-h100', 'max_replicas': h100_max},
         {'name': 'l40s', 'preset': 'llama-3.1-8b-l40s', 'max_replicas': l40s_max},
@@ -74,7 +76,7 @@ def peak_replicas(result: SimResult) -> int:
 
 
 def core_policy() -> Policy:
-    return CorePolicy(name='default', config=loader.core_config(name='default'))
+    return CorePolicy(name='default', config=core_config(name='default'))
 
 
 def report(*, label: str, workload: Trace, variants: tuple[VariantSpec, ...]) -> SimResult:

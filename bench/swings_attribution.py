@@ -29,10 +29,13 @@ from llmscaler.config.resolved import Config, CoreSettings, ModelConfig, Saturat
 from llmscaler.domain.snapshot import Decision, ReplicaMetrics, Snapshot
 from llmscaler.domain.state import State
 from llmscaler.sim.fleet import observe
-from llmscaler.sim.fleet.cluster import Replica
+from llmscaler.sim.fleet.pods import Replica
 from llmscaler.sim.policies.core import CorePolicy
 from llmscaler.sim.run import loop
 from llmscaler.sim.scenario import cases, loader
+from llmscaler.sim.scenario.setup import calibrate_capacities, warm_start_fleet, with_start_fleet
+from llmscaler.sim.scenario.validated import Scenario
+from llmscaler.sim.scenario.workloads import Workloads, build_workloads, model_slos
 from llmscaler.sim.vocabulary import SLO, ControlView, ScaleEvent, SimResult, VariantSpec
 
 TRACES = Path(__file__).resolve().parents[1].parent / 'shared' / 'traces'
@@ -64,8 +67,8 @@ class Recorder(CorePolicy):
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    setup: loader.Scenario
-    workloads: loader.Workloads
+    setup: Scenario
+    workloads: Workloads
     slo: SLO
     capacities: dict[str, float]
 
@@ -74,11 +77,11 @@ def prepare(*, name: str) -> Prepared:
     """The case as bench/policy.py runs it: calibrated capacities and the warm start fleet."""
     document = cases.case(name=name, policies=['saturation-token'], traces=TRACES)
     setup = loader.from_document(document=document, where=name)
-    workloads = loader.build_workloads(scenario=setup)
-    slos = loader.model_slos(scenario=setup, workloads=workloads)
-    capacities = loader.calibrate_capacities(scenario=setup, workloads=workloads, slos=slos)
-    initial = loader.warm_start_fleet(scenario=setup, workloads=workloads, capacities=capacities)
-    setup = loader.with_start_fleet(scenario=setup, initial=initial)
+    workloads = build_workloads(scenario=setup)
+    slos = model_slos(scenario=setup, workloads=workloads)
+    capacities = calibrate_capacities(scenario=setup, workloads=workloads, slos=slos)
+    initial = warm_start_fleet(scenario=setup, workloads=workloads, capacities=capacities)
+    setup = with_start_fleet(scenario=setup, initial=initial)
     return Prepared(setup, workloads, next(iter(slos.values())), dict(capacities))
 
 

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 from lightkube import AsyncClient
 
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.client import make_client
 
 

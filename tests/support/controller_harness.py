@@ -25,7 +25,7 @@ from llmscaler.collect.readings import ModelReading, ModelScope, PodReading, Rea
 from llmscaler.controller.app import Controller
 from llmscaler.controller.options.resolve import RunOptions, fatal_errors, resolve_options
 from llmscaler.controller.va.cycle import CycleReport
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.domain.basics import Action
 from tests.support.waiting import eventually
 

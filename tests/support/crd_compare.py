@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from llmscaler.kube.crd import INT32_MAX, INT64_MAX
+from llmscaler.kube.resource_model import INT32_MAX, INT64_MAX
 
 FACETS = (
     'type',

@@ -28,7 +28,7 @@ from llmscaler.controller.cluster.world import World, build_world
 from llmscaler.controller.from_zero.loop import FromZero
 from llmscaler.controller.publish import ControllerMetrics
 from llmscaler.devcluster import loopback
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.scale import ScaleClient
 from tests.support.pool_objects import va as va

@@ -16,7 +16,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from llmscaler.config.build import build_config
-from llmscaler.config.configmaps import SCALE_TO_ZERO_CONFIGMAP, ConfigMapSource
+from llmscaler.config.configmap_entries import ConfigMapSource
+from llmscaler.config.configmaps import SCALE_TO_ZERO_CONFIGMAP
 from llmscaler.config.resolved import Config, CoreSettings
 from llmscaler.controller.cluster.world import World, build_world
 from tests.support.workloads import deployment, lws, stateful_set

@@ -25,11 +25,11 @@ import pytest
 import yaml
 
 from llmscaler.config.build import build_config
+from llmscaler.config.configmap_entries import ConfigMapSource
 from llmscaler.config.configmaps import (
     QUEUEING_CONFIGMAP,
     SATURATION_CONFIGMAP,
     SCALE_TO_ZERO_CONFIGMAP,
-    ConfigMapSource,
 )
 from llmscaler.config.predictive import PREDICTIVE_CONFIGMAP
 from llmscaler.config.resolved import (
@@ -40,8 +40,9 @@ from llmscaler.config.resolved import (
     ScaleToZeroConfig,
 )
 from llmscaler.controller.options.resolve import resolve_options
-from llmscaler.kube.crd import InvalidObject, parse_va
+from llmscaler.kube.crd import parse_va
 from llmscaler.kube.engine_args.template import parse_engine_args_report
+from llmscaler.kube.resource_model import InvalidObject
 from llmscaler.kube.targets import ScaleTarget, accessor
 from tests.support.paths import ROOT
 from tests.support.prerequisites import missing, need_program

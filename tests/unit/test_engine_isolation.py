@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from llmscaler.analyze.saturation import percentage as saturation_percentage
 from llmscaler.config import fields
 from llmscaler.config.build import build_config
-from llmscaler.config.configmaps import SATURATION_CONFIGMAP, ConfigMapSource
+from llmscaler.config.configmap_entries import ConfigMapSource
+from llmscaler.config.configmaps import SATURATION_CONFIGMAP
 from llmscaler.config.resolved import (
     AnalyzerSpec,
     Config,

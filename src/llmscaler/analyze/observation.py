@@ -2,8 +2,8 @@
 
 Why: the first stage of `engine.decide()` for each model (design.md §2, §5) decides which
 replicas may be analysed and whether the model's metrics are complete enough to let it scale
-down or to zero. It only compares and adds, so it cannot fail; keeping it apart from the
-analysis lets the engine still say what it knows of the metrics when an analysis fails.
+down or to zero. It only compares and adds, so it cannot fail, and what it finds stands when an
+analysis fails: the engine still says what it knows of the metrics.
 
 What it computes (`observe`), per model:
 
@@ -17,7 +17,7 @@ What it computes (`observe`), per model:
 - `in_flight`: the requests the model holds now — the gateway queue (at least one when it holds
   bytes) plus the waiting and running requests of every usable replica that is not dropped.
   The request count over the retention period only counts completed requests, so scale-to-zero
-  needs this apart.
+  needs this figure as well.
 
 `Observation.status` turns a variant's classes and problems into what the `MetricsAvailable`
 condition says (`validity.metrics_status`). Replicas are visited in pod order; nothing depends on

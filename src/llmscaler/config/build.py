@@ -46,12 +46,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from llmscaler.config.configmap_entries import ConfigMapSource, Entry
 from llmscaler.config.configmaps import (
     QUEUEING_CONFIGMAP,
     SATURATION_CONFIGMAP,
     SCALE_TO_ZERO_CONFIGMAP,
-    ConfigMapSource,
-    Entry,
     QueueingOverrides,
     SaturationOverrides,
     parse_queueing_configmap,

@@ -2,10 +2,10 @@
 
 Why: the three WVA ConfigMaps (`config.configmaps`) and `llmscaler-predictive-config`
 (`config.predictive`) are read alike and differ only in their fields and their checks across
-fields (a `MapSpec`). This module is the reading they share, kept apart from what each map
-holds: `parse_map` takes each entry's identity from its key or its fields, its YAML through the
-bounded reader, each field through the map's converter, then the map's checks, and drops
-duplicates across entries.
+fields (a `MapSpec`, which those modules define). This module is the reading common to all four:
+`parse_map` takes each entry's identity from its key or its fields, its YAML through the bounded
+reader, each field through the map's converter, then the map's checks, and drops duplicates
+across entries.
 
 - Identity: `default` may not name a `model_id` or `namespace`; a per-model entry is recognised
   by its `model_id` (+ optional `namespace`) fields (seed 000 form) or by a key of the form
@@ -78,7 +78,8 @@ class Entry(Generic[_O]):
     values: _O
 
 
-_Fields = dict[str, tuple[str, Callable[[object], object]]]
+Fields = dict[str, tuple[str, Callable[[object], object]]]
+"""A map's fields: the key an entry spells, and the attribute and converter it fills."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +87,7 @@ class MapSpec(Generic[_O]):
     """A map's fields (key: (attribute, converter)), the empty overrides its values fill,
     the checks across fields, and how an entry's converted fields become its values."""
 
-    fields: _Fields
+    fields: Fields
     empty: _O
     check: Callable[[dict[str, object]], list[tuple[str, str, object]]]
     default_only: frozenset[str] = frozenset()

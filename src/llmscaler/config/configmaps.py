@@ -17,10 +17,9 @@ so we read them with their exact names, keys, field spellings and defaults:
 Each entry keeps only the fields that were explicitly present (None = absent), so that
 `llmscaler.config.build` can merge layers field by field. This module holds what each map is:
 its name, fields, checks across fields and overrides; reading an entry (its identity, YAML,
-limits and errors) is `llmscaler.config.configmap_entries`' (`MapSpec`, `parse_map`, re-exported
-here). `llmscaler-predictive-config` (`llmscaler.config.predictive`) is read by the same
-machinery with the queueing map's fields and check (`QUEUEING_FIELDS`, `check_queueing`) plus
-its own.
+limits and errors) is `llmscaler.config.configmap_entries`' (`MapSpec`, `parse_map`).
+`llmscaler-predictive-config` (`llmscaler.config.predictive`) is read by the same machinery
+with the queueing map's fields and check (`QUEUEING_FIELDS`, `check_queueing`) plus its own.
 
 Deliberate deviation from WVA: an explicitly set field overrides even when it is 0 or false.
 WVA merges an override only where the value is non-zero, so a per-model entry could never turn
@@ -51,16 +50,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmscaler.config.configmap_entries import DEFAULT_KEY as DEFAULT_KEY
-from llmscaler.config.configmap_entries import (
-    RETENTION_WARNING_SECONDS as RETENTION_WARNING_SECONDS,
-)
 from llmscaler.config.configmap_entries import (
     ConfigMapSource,
     Entry,
+    Fields,
     MapSpec,
-    _Fields,
-    data_size,
     parse_map,
 )
 from llmscaler.config.errors import ConfigError
@@ -81,30 +75,6 @@ from llmscaler.config.floors import capacity_floor_list
 from llmscaler.config.perf_parms import PerfParmsByAccelerator, perf_parms_list
 from llmscaler.config.quota import Limiters
 from llmscaler.config.resolved import AnalyzerSpec, CapacityFloor, ScaleToZeroConfig
-from llmscaler.config.yaml_loader import load_yaml, load_yaml_documents
-
-# Callers import the reading's names (`configmap_entries`) from here, and older ones load_yaml
-# and load_yaml_documents.
-__all__ = [
-    'DEFAULT_KEY',
-    'QUEUEING_CONFIGMAP',
-    'QUEUEING_FIELDS',
-    'SATURATION_CONFIGMAP',
-    'SCALE_TO_ZERO_CONFIGMAP',
-    'ConfigMapSource',
-    'Entry',
-    'MapSpec',
-    'QueueingOverrides',
-    'SaturationOverrides',
-    'check_queueing',
-    'data_size',
-    'load_yaml',
-    'load_yaml_documents',
-    'parse_map',
-    'parse_queueing_configmap',
-    'parse_saturation_configmap',
-    'parse_scale_to_zero_configmap',
-]
 
 SATURATION_CONFIGMAP = 'wva-saturation-scaling-config'
 QUEUEING_CONFIGMAP = 'wva-queueing-model-config'
@@ -143,7 +113,7 @@ class QueueingOverrides:
     perf_parms: PerfParmsByAccelerator | None = None
 
 
-_SATURATION_FIELDS: _Fields = {
+_SATURATION_FIELDS: Fields = {
     'kvCacheThreshold': ('kv_cache_threshold', fraction),
     'queueLengthThreshold': ('queue_length_threshold', queue_length),
     'kvSpareTrigger': ('kv_spare_trigger', fraction),
@@ -158,11 +128,11 @@ _SATURATION_FIELDS: _Fields = {
     'scaleToZero': ('scale_to_zero_enabled', scale_to_zero_block),
     'capacityFloors': ('capacity_floors', capacity_floor_list),
 }
-_SCALE_TO_ZERO_FIELDS: _Fields = {
+_SCALE_TO_ZERO_FIELDS: Fields = {
     'enable_scale_to_zero': ('enabled', boolean),
     'retention_period': ('retention_period', retention),
 }
-QUEUEING_FIELDS: _Fields = {
+QUEUEING_FIELDS: Fields = {
     # Shared with `llmscaler-predictive-config` (`config.predictive`): one parser for both.
     'sloMultiplier': ('slo_multiplier', slo_multiplier),
     'tuningEnabled': ('tuning_enabled', boolean),

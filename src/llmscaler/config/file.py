@@ -37,11 +37,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from llmscaler.config.build import build_config
+from llmscaler.config.configmap_entries import ConfigMapSource
 from llmscaler.config.configmaps import (
     QUEUEING_CONFIGMAP,
     SATURATION_CONFIGMAP,
     SCALE_TO_ZERO_CONFIGMAP,
-    ConfigMapSource,
 )
 from llmscaler.config.errors import ConfigError, ConfigFileError, show_setting, show_value
 from llmscaler.config.predictive import PREDICTIVE_CONFIGMAP

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from llmscaler.config.configmaps import ConfigMapSource, Entry
+from llmscaler.config.configmap_entries import ConfigMapSource, Entry
 from llmscaler.config.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -35,15 +35,8 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final
 
-from llmscaler.config.configmaps import (
-    QUEUEING_FIELDS,
-    ConfigMapSource,
-    Entry,
-    MapSpec,
-    QueueingOverrides,
-    check_queueing,
-    parse_map,
-)
+from llmscaler.config.configmap_entries import ConfigMapSource, Entry, MapSpec, parse_map
+from llmscaler.config.configmaps import QUEUEING_FIELDS, QueueingOverrides, check_queueing
 from llmscaler.config.durations import parse_duration
 from llmscaler.config.errors import ConfigError
 from llmscaler.config.fields import Invalid, type_name

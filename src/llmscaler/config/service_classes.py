@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmscaler.config.configmaps import ConfigMapSource, data_size
+from llmscaler.config.configmap_entries import ConfigMapSource, data_size
 from llmscaler.config.errors import ConfigError, show_value
 from llmscaler.config.fields import WEIGHT_MAX, Invalid, latency_ms, type_name
 from llmscaler.config.yaml_loader import (

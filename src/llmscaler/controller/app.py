@@ -56,12 +56,8 @@ from llmscaler.controller.from_zero.loop import FromZero, PoolPlan
 from llmscaler.controller.llmas.loop import INTERVAL as LLMAS_INTERVAL
 from llmscaler.controller.llmas.loop import LlmAutoScalers
 from llmscaler.controller.logs import configure_logging
-from llmscaler.controller.options.resolve import (
-    RunOptions,
-    build_parser,
-    fatal_errors,
-    resolve_options,
-)
+from llmscaler.controller.options.resolve import RunOptions, fatal_errors, resolve_options
+from llmscaler.controller.options.table import build_parser
 from llmscaler.controller.pools.datastore import Membership
 from llmscaler.controller.pools.sources import (
     PooledSource,

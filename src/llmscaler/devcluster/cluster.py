@@ -54,8 +54,8 @@ from typing import Any
 import yaml
 
 from llmscaler.devcluster import objects
-from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.devcluster.fakeapi.semantics import ApiError
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.devcluster.gateway import Backend, Gateway
 from llmscaler.devcluster.kubelet import Workload, replicas_of
 from llmscaler.devcluster.process import Prometheus

@@ -35,7 +35,7 @@ from aiohttp import web
 from llmscaler.devcluster import loopback
 from llmscaler.emulate.exposition import CONTENT_TYPE, SchedulerAttempts, render_epp
 from llmscaler.emulate.server import RunningEmulator
-from llmscaler.sim.fleet.cluster import BYTES_PER_TOKEN
+from llmscaler.sim.fleet.gateway import BYTES_PER_TOKEN
 from llmscaler.sim.workload import synthetic
 
 LENGTHS = synthetic.PRESETS['azure-conv'].lengths

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmscaler.devcluster import objects
-from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.devcluster.fakeapi.semantics import ApiError
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.emulate.server import RunningEmulator
 
 Obj = dict[str, Any]

@@ -1,7 +1,8 @@
 """The vocabulary's basic pieces: declared ranges, keys, roles, freshness and actions.
 
-Why: every other part of `llmscaler.domain` (and the analyzers) builds on these; they sit apart
-so that the snapshot and the state can share them without one importing the other.
+Why: every other part of `llmscaler.domain` (the snapshot, the state, the signals) and the
+analyzers speak of these: the declared range of each figure, the keys that name a model and a
+variant, P/D roles, freshness classes and the actions a decision takes.
 
 What fails: nothing raises; `finite` turns NaN and ±Inf into None, `positive_or_zero` turns
 them (and None, 0 and negatives) into 0.0.

@@ -34,7 +34,7 @@ from typing import Protocol
 
 from llmscaler.emulate.exposition import RequestStats, SchedulerAttempts, render_epp, render_replica
 from llmscaler.emulate.load import Arrival, Load, arrivals
-from llmscaler.sim.fleet.cluster import BYTES_PER_TOKEN
+from llmscaler.sim.fleet.gateway import BYTES_PER_TOKEN
 from llmscaler.sim.vllm.base import check_spec
 from llmscaler.sim.vllm.fast import FastReplica
 from llmscaler.sim.vocabulary import SimRequest, VariantSpec

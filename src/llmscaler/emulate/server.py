@@ -39,7 +39,8 @@ from llmscaler.emulate.load import Load, PoissonLoad, TraceLoad, check_positive
 from llmscaler.sim.hardware import presets
 from llmscaler.sim.vllm.base import check_spec
 from llmscaler.sim.vocabulary import VariantSpec
-from llmscaler.sim.workload.trace import TraceError, load_trace
+from llmscaler.sim.workload.formats import TraceError
+from llmscaler.sim.workload.trace import load_trace
 
 
 @dataclass(slots=True)

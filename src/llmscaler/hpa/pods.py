@@ -3,8 +3,9 @@
 Why: the ready / unready / missing / ignored split decides how an HPA treats pods that are
 starting (re-added at 0 on a scale-up, so a pending pod brakes a runaway) and pods without a
 sample (at the target on a scale-down, so a silent pod brakes a drop). It is upstream's
-`groupPods` of `pkg/controller/podautoscaler/replica_calculator.go`, kept apart from the
-arithmetic. Times are seconds on the caller's clock; sample values are milli-units.
+`groupPods` of `pkg/controller/podautoscaler/replica_calculator.go`, with the pod and sample types
+that the reconcile (`hpa.reconcile`) builds and the calculator (`hpa.replica_calculator`) reads.
+Times are seconds on the caller's clock; sample values are milli-units.
 
 What fails: nothing; it classifies whatever it is given.
 """

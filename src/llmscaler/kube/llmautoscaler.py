@@ -2,10 +2,10 @@
 
 Why: `llmscaler run` serves LLMAutoScaler objects (seed 001) next to VariantAutoscalings. The CRD
 YAML in deploy/base/crds/kaito.sh_llmautoscalers.yaml is the source of truth (it says why this
-group and version); these pydantic models carry the same fields, defaults and validation, in the
-style of `kube.crd` (camelCase on the wire, strict types, unknown spec and status fields refused),
-so an object the API server accepts parses here. tests/unit/kube/test_llmautoscaler.py keeps the
-two in sync.
+group and version); these pydantic models carry the same fields, defaults and validation, built
+of the parts VariantAutoscaling's are (`kube.resource_model`: camelCase on the wire, strict types,
+unknown spec and status fields refused), so an object the API server accepts parses here.
+tests/unit/kube/test_llmautoscaler.py keeps the two in sync.
 
 Defaults (the seed's "if unset"): minReplicas 1; a metric's source `http`, port "5000",
 `/metrics`, `vllm:num_requests_waiting`; scale-up step 1, cooldown 600 s, window 30 s; scale-down
@@ -18,9 +18,9 @@ expression and a time zone that is not an IANA name are refused (`config.cron`),
 metrics read from the same source (their histories would mix).
 
 What it computes: `parse_llmautoscaler` turns a decoded object into an `LLMAutoScaler` or a
-`crd.InvalidObject` (one line naming the path of the first bad field; never raises, as
-`crd.parse_va`); `core_spec` gives the pure core's `AutoscalerSpec`; `Metric.key` names a metric
-in the realtime scaler's history.
+`resource_model.InvalidObject` (one line naming the path of the first bad field; never raises,
+as `crd.parse_va`); `core_spec` gives the pure core's `AutoscalerSpec`; `Metric.key` names a
+metric in the realtime scaler's history.
 """
 
 from __future__ import annotations
@@ -33,20 +33,18 @@ from lightkube.generic_resource import create_namespaced_resource
 from pydantic_core import PydanticCustomError
 
 from llmscaler.config.cron import DEFAULT_TIME_ZONE, Schedule, parse_schedule
-from llmscaler.kube.crd import (
-    _INT32,
+from llmscaler.kube.resource_model import (
+    INT32_FORMAT,
     Condition,
+    Int32,
     InvalidObject,
     ObjectMeta,
     ScaleTargetRef,
-    _identity,
-    _Int32,
-    _kind,
-    _one_line,
-    _Str,
-    _Timestamp,
-    _Wire,
+    Str,
+    Timestamp,
+    Wire,
     one_condition_per_type,
+    parse_object,
 )
 from llmscaler.policies.kaito.autoscaler import AutoscalerSpec, RealtimeSpec
 from llmscaler.policies.kaito.cron import CronPolicy as CorePolicy
@@ -81,15 +79,15 @@ REASON_DESIRED_WITHIN_RANGE: Final = 'DesiredWithinRange'
 
 def _int32(default: int | None, alias: str, ge: int) -> Any:
     if default is None:
-        return pydantic.Field(alias=alias, ge=ge, json_schema_extra=_INT32)
-    return pydantic.Field(default=default, alias=alias, ge=ge, json_schema_extra=_INT32)
+        return pydantic.Field(alias=alias, ge=ge, json_schema_extra=INT32_FORMAT)
+    return pydantic.Field(default=default, alias=alias, ge=ge, json_schema_extra=INT32_FORMAT)
 
 
-class MetricSource(_Wire):
-    name: _Str = pydantic.Field(default=DEFAULT_METRIC, min_length=1)
+class MetricSource(Wire):
+    name: Str = pydantic.Field(default=DEFAULT_METRIC, min_length=1)
     protocol: Literal['http', 'https'] = 'http'
-    port: _Str = pydantic.Field(default=DEFAULT_PORT, pattern=r'^[1-9][0-9]{0,4}$')
-    path: _Str = pydantic.Field(default=DEFAULT_PATH, pattern=r'^/')
+    port: Str = pydantic.Field(default=DEFAULT_PORT, pattern=r'^[1-9][0-9]{0,4}$')
+    path: Str = pydantic.Field(default=DEFAULT_PATH, pattern=r'^/')
 
     @pydantic.field_validator('port')
     @classmethod
@@ -99,9 +97,9 @@ class MetricSource(_Wire):
         return value
 
 
-class MetricThreshold(_Wire):
-    high: _Int32 = _int32(None, 'high', 0)
-    low: _Int32 = _int32(None, 'low', 0)
+class MetricThreshold(Wire):
+    high: Int32 = _int32(None, 'high', 0)
+    low: Int32 = _int32(None, 'low', 0)
 
     @pydantic.model_validator(mode='after')
     def _low_not_above_high(self) -> MetricThreshold:
@@ -114,7 +112,7 @@ class MetricThreshold(_Wire):
         return self
 
 
-class Metric(_Wire):
+class Metric(Wire):
     source: MetricSource = pydantic.Field(default_factory=MetricSource)
     threshold: MetricThreshold
 
@@ -125,16 +123,16 @@ class Metric(_Wire):
         return f'{s.name}@{s.protocol}:{s.port}{s.path}'
 
 
-class ScaleUpRule(_Wire):
-    cooldown_seconds: _Int32 = _int32(600, 'cooldownSeconds', 0)
-    stabilization_window_seconds: _Int32 = _int32(30, 'stabilizationWindowSeconds', 0)
-    scale_step: _Int32 = _int32(1, 'scaleStep', 1)
+class ScaleUpRule(Wire):
+    cooldown_seconds: Int32 = _int32(600, 'cooldownSeconds', 0)
+    stabilization_window_seconds: Int32 = _int32(30, 'stabilizationWindowSeconds', 0)
+    scale_step: Int32 = _int32(1, 'scaleStep', 1)
 
 
-class ScaleDownRule(_Wire):
-    cooldown_seconds: _Int32 = _int32(1800, 'cooldownSeconds', 0)
-    stabilization_window_seconds: _Int32 = _int32(300, 'stabilizationWindowSeconds', 0)
-    scale_step: _Int32 = _int32(1, 'scaleStep', 1)
+class ScaleDownRule(Wire):
+    cooldown_seconds: Int32 = _int32(1800, 'cooldownSeconds', 0)
+    stabilization_window_seconds: Int32 = _int32(300, 'stabilizationWindowSeconds', 0)
+    scale_step: Int32 = _int32(1, 'scaleStep', 1)
 
 
 def _rule(rule: ScaleUpRule | ScaleDownRule) -> ScalerRule:
@@ -145,7 +143,7 @@ def _rule(rule: ScaleUpRule | ScaleDownRule) -> ScalerRule:
     )
 
 
-class RealtimeScaler(_Wire):
+class RealtimeScaler(Wire):
     metrics: tuple[Metric, ...] = pydantic.Field(min_length=1)
     scale_up_rule: ScaleUpRule = pydantic.Field(default_factory=ScaleUpRule, alias='scaleUpRule')
     scale_down_rule: ScaleDownRule = pydantic.Field(
@@ -167,16 +165,16 @@ class RealtimeScaler(_Wire):
         return value
 
 
-class CronPolicy(_Wire):
-    name: _Str = pydantic.Field(min_length=1)
-    schedule: _Str = pydantic.Field(min_length=1)
-    target_replicas: _Int32 = _int32(None, 'targetReplicas', 0)
-    time_zone: _Str = pydantic.Field(default=DEFAULT_TIME_ZONE, alias='timeZone')
+class CronPolicy(Wire):
+    name: Str = pydantic.Field(min_length=1)
+    schedule: Str = pydantic.Field(min_length=1)
+    target_replicas: Int32 = _int32(None, 'targetReplicas', 0)
+    time_zone: Str = pydantic.Field(default=DEFAULT_TIME_ZONE, alias='timeZone')
 
     @pydantic.model_validator(mode='after')
     def _valid_schedule(self) -> CronPolicy:
         if isinstance(self.parsed, str):
-            # The field the message is about extends the error's path (see crd._one_line).
+            # The field the message is about extends the error's path (`parse_object`).
             field = 'timeZone' if self.parsed.startswith('time zone') else 'schedule'
             raise PydanticCustomError(
                 'schedule', '{message}', {'message': self.parsed, 'field': field}
@@ -190,7 +188,7 @@ class CronPolicy(_Wire):
         return found if isinstance(found, Schedule) else found.message
 
 
-class CronScaler(_Wire):
+class CronScaler(Wire):
     policies: tuple[CronPolicy, ...] = pydantic.Field(min_length=1)
 
     @pydantic.field_validator('policies')
@@ -205,7 +203,7 @@ class CronScaler(_Wire):
         return value
 
 
-class Scaler(_Wire):
+class Scaler(Wire):
     realtime: RealtimeScaler | None = None
     cron: CronScaler | None = None
 
@@ -216,10 +214,10 @@ class Scaler(_Wire):
         return self
 
 
-class LLMAutoScalerSpec(_Wire):
+class LLMAutoScalerSpec(Wire):
     scale_target_ref: ScaleTargetRef = pydantic.Field(alias='scaleTargetRef')
-    min_replicas: _Int32 = _int32(1, 'minReplicas', 1)
-    max_replicas: _Int32 = _int32(None, 'maxReplicas', 1)
+    min_replicas: Int32 = _int32(1, 'minReplicas', 1)
+    max_replicas: Int32 = _int32(None, 'maxReplicas', 1)
     scaler: Scaler
 
     @pydantic.model_validator(mode='after')
@@ -233,13 +231,13 @@ class LLMAutoScalerSpec(_Wire):
         return self
 
 
-class LLMAutoScalerStatus(_Wire):
-    last_scale_time: _Timestamp | None = pydantic.Field(default=None, alias='lastScaleTime')
-    current_replicas: _Int32 | None = pydantic.Field(
-        default=None, alias='currentReplicas', ge=0, json_schema_extra=_INT32
+class LLMAutoScalerStatus(Wire):
+    last_scale_time: Timestamp | None = pydantic.Field(default=None, alias='lastScaleTime')
+    current_replicas: Int32 | None = pydantic.Field(
+        default=None, alias='currentReplicas', ge=0, json_schema_extra=INT32_FORMAT
     )
-    desired_replicas: _Int32 | None = pydantic.Field(
-        default=None, alias='desiredReplicas', ge=0, json_schema_extra=_INT32
+    desired_replicas: Int32 | None = pydantic.Field(
+        default=None, alias='desiredReplicas', ge=0, json_schema_extra=INT32_FORMAT
     )
     conditions: tuple[Condition, ...] = ()
 
@@ -249,7 +247,7 @@ class LLMAutoScalerStatus(_Wire):
         return one_condition_per_type(value)
 
 
-class LLMAutoScaler(_Wire):
+class LLMAutoScaler(Wire):
     api_version: Literal['kaito.sh/v1alpha1'] = pydantic.Field(
         default=API_VERSION, alias='apiVersion'
     )
@@ -265,15 +263,7 @@ class LLMAutoScaler(_Wire):
 
 def parse_llmautoscaler(obj: Mapping[str, Any]) -> LLMAutoScaler | InvalidObject:
     """Validate a decoded LLMAutoScaler; never raises on bad data (as `crd.parse_va`)."""
-    name, namespace = _identity(obj)
-    if not isinstance(obj, Mapping):
-        return InvalidObject(name, namespace, f'<root>: expected an object, got {_kind(obj)}')
-    try:
-        return LLMAutoScaler.model_validate(dict(obj))
-    except pydantic.ValidationError as exc:
-        return InvalidObject(name, namespace, _one_line(exc))
-    except RecursionError:
-        return InvalidObject(name, namespace, '<root>: nested too deeply')
+    return parse_object(model=LLMAutoScaler, obj=obj)
 
 
 def core_spec(spec: LLMAutoScalerSpec) -> AutoscalerSpec:

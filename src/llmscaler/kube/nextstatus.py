@@ -1,9 +1,10 @@
 """The next status of a VariantAutoscaling from one cycle's facts: pure, no I/O, no clock.
 
-Why: what the status says, and when it changes, is a rule of its own, apart from how it is
-written (`kube.status`). Conditions follow apimachinery's `meta.SetStatusCondition` (via
-`crd.set_condition`): `lastTransitionTime` moves only when a condition's status flips, so it tells
-how long the condition has held, and recording the same facts again changes nothing.
+Why: what the status says, and when it changes, is a pure rule, so it is tested without an API
+server; `kube.status` writes what it computes. Conditions follow apimachinery's
+`meta.SetStatusCondition` (via `resource_model.set_condition`): `lastTransitionTime` moves only
+when a condition's status flips, so it tells how long the condition has held, and recording the
+same facts again changes nothing.
 
 What it computes, `next_status`: the next status from the current one. `numReplicas` takes
 `desired` (kept when None); `currentAlloc` (the target's replicas, ready replicas and accelerator,
@@ -21,9 +22,10 @@ conditions not mentioned are kept in place. Messages are cut to 32768 characters
   old or more (or absent, unreadable, in the future); otherwise it is kept. So a steady VA costs
   one write per 5 minutes, and `lastRunTime` lags the last cycle by less than that.
 
-What fails: a bad `ConditionUpdate` (a reason not matching `crd.CONDITION_REASON_PATTERN` or
-longer than 1024, a type not matching `crd.CONDITION_TYPE_PATTERN`, a status other than True,
-False or Unknown, a type listed twice), a `desired`, `current_replicas` or `ready_replicas` outside
+What fails: a bad `ConditionUpdate` (a reason not matching
+`resource_model.CONDITION_REASON_PATTERN` or longer than 1024, a type not matching
+`resource_model.CONDITION_TYPE_PATTERN`, a status other than True, False or Unknown, a type
+listed twice), a `desired`, `current_replicas` or `ready_replicas` outside
 [0, 2^31 − 1], an empty accelerator, counts given together with an unresolved target, or a
 `run_time_refresh` that is not a finite number >= 0, is a programming error: ValueError
 (`check_update`, which the writer also calls before any request).
@@ -38,16 +40,16 @@ from dataclasses import dataclass
 from typing import Final, get_args
 
 from llmscaler.clock import parse_rfc3339, rfc3339
-from llmscaler.kube import crd
+from llmscaler.kube import crd, resource_model
 
 MESSAGE_MAX: Final = 32768
 RUN_TIME_REFRESH: Final = 300.0
 """Seconds after which an unchanged status is rewritten only to move `lastRunTime`."""
 REASON_MAX: Final = 1024
 TYPE_MAX: Final = 316
-_STATUSES: Final = frozenset(get_args(crd.ConditionStatus))
-_REASON = re.compile(crd.CONDITION_REASON_PATTERN)
-_TYPE = re.compile(crd.CONDITION_TYPE_PATTERN)
+_STATUSES: Final = frozenset(get_args(resource_model.ConditionStatus))
+_REASON = re.compile(resource_model.CONDITION_REASON_PATTERN)
+_TYPE = re.compile(resource_model.CONDITION_TYPE_PATTERN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +57,7 @@ class ConditionUpdate:
     """One condition to set: metav1.Condition without the times the writer fills in."""
 
     type: str
-    status: crd.ConditionStatus
+    status: resource_model.ConditionStatus
     reason: str
     message: str
 
@@ -93,7 +95,7 @@ def next_status(
     last_run = alloc.last_run_time if alloc is not None else None
     result = base.conditions
     for update in conditions:
-        result = crd.set_condition(
+        result = resource_model.set_condition(
             conditions=result,
             type=update.type,
             status=update.status,
@@ -180,7 +182,7 @@ def check_update(
         ('ready replicas', ready_replicas),
     ):
         if count is not None and not _is_count(count):
-            raise ValueError(f'{what} {count!r} is not an int in [0, {crd.INT32_MAX}]')
+            raise ValueError(f'{what} {count!r} is not an int in [0, {resource_model.INT32_MAX}]')
     if accelerator is not None and (not isinstance(accelerator, str) or not accelerator):
         raise ValueError(f'accelerator {accelerator!r} is not a non-empty string')
     if (
@@ -211,4 +213,8 @@ def check_update(
 
 
 def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= crd.INT32_MAX
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and 0 <= value <= resource_model.INT32_MAX
+    )

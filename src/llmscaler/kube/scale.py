@@ -38,7 +38,7 @@ from lightkube import AsyncClient
 from lightkube.types import PatchType
 
 from llmscaler.kube.client import describe_error, error_code, scale_resource
-from llmscaler.kube.crd import INT32_MAX
+from llmscaler.kube.resource_model import INT32_MAX
 
 logger = logging.getLogger(__name__)
 

@@ -46,23 +46,11 @@ from llmscaler.clock import Clock
 from llmscaler.kube import crd
 from llmscaler.kube.client import VariantAutoscalingResource, as_dict, describe_error, error_code
 from llmscaler.kube.nextstatus import (
-    MESSAGE_MAX,
     RUN_TIME_REFRESH,
     ConditionUpdate,
     check_update,
     next_status,
 )
-
-# Re-exported: callers build updates and read the limits from the writer's module.
-__all__ = [
-    'MESSAGE_MAX',
-    'RUN_TIME_REFRESH',
-    'ConditionUpdate',
-    'StatusOutcome',
-    'StatusResult',
-    'StatusWriter',
-    'next_status',
-]
 
 logger = logging.getLogger(__name__)
 

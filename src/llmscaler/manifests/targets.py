@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from llmscaler.config.yaml_loader import FILE_LIMITS, YamlProblem, load_yaml_documents
-from llmscaler.kube.crd import InvalidObject, parse_va
+from llmscaler.kube.crd import parse_va
+from llmscaler.kube.resource_model import InvalidObject
 
 API_VERSIONS = {
     'Deployment': 'apps/v1',

@@ -35,9 +35,18 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from llmscaler.sim.policies.clairvoyant import ClairvoyantPolicy
 from llmscaler.sim.report import summary as metrics
 from llmscaler.sim.report import writer as report
+from llmscaler.sim.report.table import slo_text
 from llmscaler.sim.report.writer import RequestsCsv
 from llmscaler.sim.run import loop
-from llmscaler.sim.scenario import loader
+from llmscaler.sim.scenario.setup import (
+    build_policies,
+    calibrate_capacities,
+    needs_capacities,
+    warm_start_fleet,
+    with_start_fleet,
+)
+from llmscaler.sim.scenario.validated import Scenario
+from llmscaler.sim.scenario.workloads import Workloads, build_workloads, model_slos
 from llmscaler.sim.vocabulary import SLO, SimResult, Trace, VariantSpec
 
 
@@ -52,7 +61,7 @@ class Outcome:
     workload: Trace
     """The workload (with several models, the first model's: `workloads` has each)."""
     report: Path | None
-    setup: loader.Scenario | None = None
+    setup: Scenario | None = None
     """The scenario as run: its variants carry the start fleet (a warm start's included)."""
     capacities: dict[str, float] | None = None
     """The calibrated capacities (req/s per replica), when something needed them."""
@@ -60,7 +69,7 @@ class Outcome:
     """From the start of the run to the last policy's end (the report not included)."""
     slos: dict[str, SLO] = dataclasses.field(default_factory=dict)
     """Each model's SLO, by model name."""
-    workloads: loader.Workloads | None = None
+    workloads: Workloads | None = None
     model_summaries: list[dict[str, metrics.PolicySummary]] | None = None
     """With several models: per result, each model's summary."""
 
@@ -73,7 +82,7 @@ def version() -> str:
         return 'unknown'
 
 
-def _fleet(setup: loader.Scenario) -> str:
+def _fleet(setup: Scenario) -> str:
     return ', '.join(f'{v.name}={v.initial_replicas}' for v in setup.variants)
 
 
@@ -81,7 +90,7 @@ def _variants(variants: tuple[VariantSpec, ...]) -> str:
     return ', '.join(f'{escape(v.name)} ({v.preset}, ${v.cost_per_hour:.2f}/h)' for v in variants)
 
 
-def _header(setup: loader.Scenario, workloads: loader.Workloads, slos: dict[str, SLO]) -> str:
+def _header(setup: Scenario, workloads: Workloads, slos: dict[str, SLO]) -> str:
     start = 'warm start' if setup.warm_start else f'start {_fleet(setup)}'
     timeout = setup.settings.request_timeout
     traces = workloads.traces.values()
@@ -89,7 +98,7 @@ def _header(setup: loader.Scenario, workloads: loader.Workloads, slos: dict[str,
     minutes = max((t.duration for t in traces), default=0.0) / 60
     if setup.several_models:
         fleet = 'models ' + '; '.join(
-            f'{escape(m.name)}: {_variants(m.variants)}, SLO {report.slo_text(slo=slos[m.name])}'
+            f'{escape(m.name)}: {_variants(m.variants)}, SLO {slo_text(slo=slos[m.name])}'
             for m in setup.models
         )
     else:
@@ -115,7 +124,7 @@ def _header(setup: loader.Scenario, workloads: loader.Workloads, slos: dict[str,
 
 def run(
     *,
-    setup: loader.Scenario,
+    setup: Scenario,
     out: Path | None,
     console: Console | None = None,
     progress: bool = True,
@@ -125,8 +134,8 @@ def run(
     per-request CSVs as `requests_csv` says: 'gz', 'plain' or 'none')."""
     started = time.perf_counter()
     console = console if console is not None else Console(stderr=True)
-    workloads = loader.build_workloads(scenario=setup)
-    slos = loader.model_slos(scenario=setup, workloads=workloads)
+    workloads = build_workloads(scenario=setup)
+    slos = model_slos(scenario=setup, workloads=workloads)
     # One model: one SLO, as it always was; several: each request by its model's.
     judged: metrics.SLOs = slos if setup.several_models else next(iter(slos.values()))
     console.print(_header(setup, workloads, slos))
@@ -142,14 +151,14 @@ def run(
         disable=not progress,
         transient=True,
     ) as bar:
-        if loader.needs_capacities(scenario=setup):
+        if needs_capacities(scenario=setup):
             task = bar.add_task('calibration', total=1.0)
             calibrating = time.perf_counter()
 
             def calibrated(done: float, task: TaskID = task) -> None:
                 bar.update(task, completed=done)
 
-            capacities = loader.calibrate_capacities(
+            capacities = calibrate_capacities(
                 scenario=setup, workloads=workloads, slos=slos, progress=calibrated
             )
             calibration_seconds = time.perf_counter() - calibrating
@@ -162,12 +171,10 @@ def run(
                 )
         if setup.warm_start:
             assert capacities is not None  # needs_capacities
-            initial = loader.warm_start_fleet(
-                scenario=setup, workloads=workloads, capacities=capacities
-            )
-            setup = loader.with_start_fleet(scenario=setup, initial=initial)
+            initial = warm_start_fleet(scenario=setup, workloads=workloads, capacities=capacities)
+            setup = with_start_fleet(scenario=setup, initial=initial)
             console.print(f'warm start: {escape(_fleet(setup))}')
-        policies = loader.build_policies(
+        policies = build_policies(
             scenario=setup, workloads=workloads, slos=slos, capacities=capacities
         )
         for policy in policies:

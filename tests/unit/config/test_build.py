@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmscaler.config.build import apply_overrides, build_config
+from llmscaler.config.configmap_entries import ConfigMapSource
 from llmscaler.config.configmaps import (
     QUEUEING_CONFIGMAP,
     SATURATION_CONFIGMAP,
     SCALE_TO_ZERO_CONFIGMAP,
-    ConfigMapSource,
     SaturationOverrides,
 )
 from llmscaler.config.resolved import (

@@ -11,14 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from llmscaler.config.configmap_entries import ConfigMapSource
 from llmscaler.config.configmaps import (
     QUEUEING_CONFIGMAP,
     SATURATION_CONFIGMAP,
     SCALE_TO_ZERO_CONFIGMAP,
-    ConfigMapSource,
     QueueingOverrides,
     SaturationOverrides,
-    load_yaml,
     parse_queueing_configmap,
     parse_saturation_configmap,
     parse_scale_to_zero_configmap,
@@ -26,6 +25,7 @@ from llmscaler.config.configmaps import (
 from llmscaler.config.errors import ConfigError, ConfigFileError, show_value, sort_errors
 from llmscaler.config.quota import Limiters
 from llmscaler.config.resolved import AnalyzerSpec, ScaleToZeroConfig
+from llmscaler.config.yaml_loader import load_yaml
 
 NS = 'wva-system'
 

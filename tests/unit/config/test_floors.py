@@ -13,11 +13,8 @@ from typing import Any
 import pytest
 
 from llmscaler.config.build import build_config
-from llmscaler.config.configmaps import (
-    SATURATION_CONFIGMAP,
-    ConfigMapSource,
-    parse_saturation_configmap,
-)
+from llmscaler.config.configmap_entries import ConfigMapSource
+from llmscaler.config.configmaps import SATURATION_CONFIGMAP, parse_saturation_configmap
 from llmscaler.config.errors import ConfigError
 from llmscaler.config.floors import MAX_FLOORS, capacity_floor_list
 from llmscaler.config.resolved import Config, CoreSettings

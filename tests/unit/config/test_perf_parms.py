@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from llmscaler.config.build import build_config
-from llmscaler.config.configmaps import QUEUEING_CONFIGMAP, ConfigMapSource
+from llmscaler.config.configmap_entries import ConfigMapSource
+from llmscaler.config.configmaps import QUEUEING_CONFIGMAP
 from llmscaler.config.resolved import CoreSettings
 
 CTRL = 'wva-system'

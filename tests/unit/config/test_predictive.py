@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmscaler.config.build import build_config
+from llmscaler.config.configmap_entries import ConfigMapSource
 from llmscaler.config.configmaps import (
     QUEUEING_CONFIGMAP,
-    ConfigMapSource,
     QueueingOverrides,
     parse_queueing_configmap,
 )

@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmscaler.config.build import build_config
-from llmscaler.config.configmaps import SATURATION_CONFIGMAP, ConfigMapSource
+from llmscaler.config.configmap_entries import ConfigMapSource
+from llmscaler.config.configmaps import SATURATION_CONFIGMAP
 from llmscaler.config.quota import LimiterInvalid, Limiters, Quota, parse_limiters
 from llmscaler.config.resolved import CoreSettings
 from llmscaler.domain.snapshot import GpuLimit

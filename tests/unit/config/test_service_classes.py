@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from llmscaler.config.build import build_config
-from llmscaler.config.configmaps import QUEUEING_CONFIGMAP, ConfigMapSource
+from llmscaler.config.configmap_entries import ConfigMapSource
+from llmscaler.config.configmaps import QUEUEING_CONFIGMAP
 from llmscaler.config.resolved import CoreSettings
 from llmscaler.config.service_classes import SERVICE_CLASSES_CONFIGMAP, parse_service_classes
 from llmscaler.controller.cluster.configwatch import ConfigWatch

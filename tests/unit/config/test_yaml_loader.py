@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from llmscaler.config.configmap_entries import ConfigMapSource
 from llmscaler.config.configmaps import (
     SATURATION_CONFIGMAP,
-    ConfigMapSource,
     SaturationOverrides,
     parse_saturation_configmap,
 )

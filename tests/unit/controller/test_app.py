@@ -25,7 +25,7 @@ import pytest
 from llmscaler.clock import ManualClock, parse_rfc3339, rfc3339
 from llmscaler.collect.readings import ModelScope, Reading
 from llmscaler.controller.app import EXIT_CONFIG, EXIT_LOST, EXIT_OK, Controller, main
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.domain.state import EMPTY_STATE
 from tests.support.controller_harness import (
     SATURATED,

@@ -19,7 +19,7 @@ import pytest
 from llmscaler.collect.readings import ErrorReason, SourceError
 from llmscaler.controller.logs import HTTP_LOGGERS, configure_logging
 from llmscaler.controller.va.story import Story, hold_of
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.domain.basics import Action
 from llmscaler.domain.snapshot import Decision
 from tests.support.controller_harness import (

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from lightkube import AsyncClient
 
 from llmscaler.clock import ManualClock, parse_rfc3339, rfc3339
-from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.devcluster.fakeapi.resources import by_kind
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.client import ObjectRef, make_client
 from llmscaler.kube.events import NOTE_LIMIT, EventRecorder, truncate_note
 

@@ -23,7 +23,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap
 
 from llmscaler.clock import ManualClock
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.client import VariantAutoscalingResource, make_client
 from llmscaler.kube.informer import WATCH_TIMEOUT_SECONDS, Informer
 from tests.support.waiting import eventually

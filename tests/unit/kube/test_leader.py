@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from lightkube import AsyncClient
 
 from llmscaler.clock import ManualClock, rfc3339
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.client import make_client
 from llmscaler.kube.leader import LeaderConfig, LeaderElector
 

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 import yaml
 
-from llmscaler.devcluster.fakeapi import FakeAPI
-from llmscaler.kube.crd import InvalidObject
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.llmautoscaler import (
     LLMAutoScaler,
     core_spec,
     parse_llmautoscaler,
 )
+from llmscaler.kube.resource_model import InvalidObject
 from llmscaler.policies.kaito.realtime import ScalerRule
 from tests.support.crd_compare import facets, walk
 from tests.support.paths import ROOT

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lightkube import AsyncClient
 
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.client import make_client
 from llmscaler.kube.scale import ScaleClient, ScaleOutcome, ScaleResult
 

@@ -20,17 +20,11 @@ from hypothesis import strategies as st
 from lightkube import AsyncClient
 
 from llmscaler.clock import ManualClock, parse_rfc3339, rfc3339
-from llmscaler.devcluster.fakeapi import FakeAPI
-from llmscaler.kube import crd
+from llmscaler.devcluster.fakeapi.server import FakeAPI
+from llmscaler.kube import crd, resource_model
 from llmscaler.kube.client import make_client
-from llmscaler.kube.status import (
-    MESSAGE_MAX,
-    RUN_TIME_REFRESH,
-    ConditionUpdate,
-    StatusOutcome,
-    StatusWriter,
-    next_status,
-)
+from llmscaler.kube.nextstatus import MESSAGE_MAX, RUN_TIME_REFRESH, ConditionUpdate, next_status
+from llmscaler.kube.status import StatusOutcome, StatusWriter
 
 NS = 'ns'
 VA_PATH = f'/apis/llmd.ai/v1alpha1/namespaces/{NS}/variantautoscalings'
@@ -402,7 +396,7 @@ async def test_stale_cache_conflicts_then_refetches_and_retries(
     api.seed(va())
     stale = stored(api)  # RV 1
     # Another writer sets a condition of its own after our copy was cached: RV 2.
-    other = crd.Condition(
+    other = resource_model.Condition(
         type='example.com/Paused',
         status='True',
         last_transition_time='2025-12-31T00:00:00Z',
@@ -680,9 +674,9 @@ updates = st.lists(
 
 
 @st.composite
-def existing_condition(draw: st.DrawFn) -> crd.Condition:
+def existing_condition(draw: st.DrawFn) -> resource_model.Condition:
     ago = draw(st.integers(min_value=1, max_value=10**7))
-    return crd.Condition(
+    return resource_model.Condition(
         type=draw(st.sampled_from(TYPES)),
         status=draw(st.sampled_from(STATUSES)),
         observed_generation=draw(st.none() | st.integers(min_value=0, max_value=5)),
@@ -807,7 +801,7 @@ def test_property_transition_time_moves_iff_status_flips(args: dict[str, Any]) -
     new_types = [u.type for u in args['conditions'] if u.type not in {c.type for c in before}]
     assert [c.type for c in result.conditions] == [c.type for c in before] + new_types
     for cond in result.conditions:
-        prior = crd.find_condition(conditions=before, type=cond.type)
+        prior = resource_model.find_condition(conditions=before, type=cond.type)
         if cond.type not in mentioned:
             assert cond == prior
             continue

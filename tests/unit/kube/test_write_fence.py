@@ -12,7 +12,7 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap
 from lightkube.types import PatchType
 
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.client import describe_error, make_client
 from llmscaler.kube.write_fence import WriteFenced, fence_writes
 

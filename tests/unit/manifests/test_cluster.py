@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.manifests import command
 
 

@@ -18,12 +18,13 @@ import pytest
 from llmscaler.cli import main
 from llmscaler.sim import simulate
 from llmscaler.sim.scenario import loader
+from llmscaler.sim.scenario.document import DEFAULT_DOCUMENT, with_overrides
 
 
 @pytest.fixture(scope='module')
 def default_outcome() -> simulate.Outcome:
-    document = loader.with_overrides(
-        document=loader.DEFAULT_DOCUMENT,
+    document = with_overrides(
+        document=DEFAULT_DOCUMENT,
         policies=['default', 'saturation-token', 'keda-queue', 'static:h100=4,l40s=4',
                   'clairvoyant'],
     )  # fmt: skip

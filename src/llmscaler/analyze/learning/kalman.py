@@ -65,7 +65,8 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from llmscaler.analyze.learning import kalman_update, tuner_queue
-from llmscaler.analyze.queueing.queue_model import EPSILON, PerfParams, QueueAnalyzer, QueueError
+from llmscaler.analyze.queueing.perf_model import PerfParams
+from llmscaler.analyze.queueing.queue_model import EPSILON, QueueAnalyzer, QueueError
 from llmscaler.domain.state import KalmanRecord
 
 ERROR_LEVEL = 0.05

@@ -2,10 +2,9 @@
 
 Why: the SLO analyzer asks "at what arrival rate does one replica still meet its TTFT and ITL
 targets?"; that needs the latency a replica would show at a given rate, which this module
-predicts from four parameters (`analyze.queueing.perf_model`, whose names it re-exports) and the
-request mix. It follows WVA's queue analyzer (the
-`QueueAnalyzer` of the v0.4 line and the `llm-inferno` queue-analysis package) so WVA's unit
-tests can be replayed against it:
+predicts from four parameters (`analyze.queueing.perf_model`) and the request mix. It follows
+WVA's queue analyzer (the `QueueAnalyzer` of the v0.4 line and the `llm-inferno` queue-analysis
+package) so WVA's unit tests can be replayed against it:
 
 - decode (inter-token) time at batch size b: `ITL(b) = α + β·b` (ms);
 - prefill time of a request with I input tokens at batch b: `γ + δ·I·b` (ms), 0 when I = 0;
@@ -47,12 +46,12 @@ from operator import add, mul, truediv
 from typing import NamedTuple
 
 from llmscaler.analyze.queueing import queue_chain
-from llmscaler.analyze.queueing.perf_model import PerfParams as PerfParams
-from llmscaler.analyze.queueing.perf_model import decode_time as decode_time
-from llmscaler.analyze.queueing.perf_model import decodes_per_request as decodes_per_request
-from llmscaler.analyze.queueing.perf_model import effective_concurrency as effective_concurrency
-from llmscaler.analyze.queueing.perf_model import prefill_time as prefill_time
-from llmscaler.analyze.queueing.perf_model import service_rates as service_rates
+from llmscaler.analyze.queueing.perf_model import (
+    PerfParams,
+    decodes_per_request,
+    effective_concurrency,
+    prefill_time,
+)
 
 EPSILON = 0.001
 """WVA's `Epsilon`: the rate range is [μ_1·ε, μ_N·(1 − ε)]."""

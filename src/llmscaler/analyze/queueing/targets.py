@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from llmscaler.analyze.queueing.queue_model import PerfParams
+from llmscaler.analyze.queueing.perf_model import PerfParams
 
 DEFAULT_SLO_MULTIPLIER = 3.0
 FALLBACK_HEADROOM = 1.5

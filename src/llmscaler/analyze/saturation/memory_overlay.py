@@ -1,6 +1,6 @@
 """The token analyzer's view of the decision memory: its own writes over the caller's mappings.
 
-Why: `saturation_tokens.analyze` reads the k2 history and the capacity knowledge of the whole
+Why: `saturation.tokens.analyze` reads the k2 history and the capacity knowledge of the whole
 cycle and writes a few keys for its model. Copying the memory per model would make a cycle over
 many models quadratic; writing to the caller's mappings would make a model's analysis leak into
 the memory before the engine accepted its decision. This module is the overlay between the two.

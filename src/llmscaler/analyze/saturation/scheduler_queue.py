@@ -2,7 +2,7 @@
 
 Why: requests held in the inference gateway's flow-control queue have not reached any engine yet,
 so no replica metric counts them; without this term a model whose gateway is queueing looks idle.
-The token-based analyzer (`saturation_tokens`) adds this demand to the model totals and shares it
+The token-based analyzer (`saturation.tokens`) adds this demand to the model totals and shares it
 between the P/D roles.
 
 What it computes:

@@ -46,21 +46,21 @@ from dataclasses import dataclass, field, fields
 
 from llmscaler.analyze.learning import kalman
 from llmscaler.analyze.queueing import targets as slo_targets
+from llmscaler.analyze.queueing.perf_model import PerfParams
 from llmscaler.analyze.queueing.queue_model import (
     DEFAULT_MAX_BATCH_SIZE,
     DEFAULT_MAX_QUEUE_SIZE,
-    PerfParams,
     QueueAnalyzer,
     QueueError,
 )
 from llmscaler.analyze.queueing.search import SearchError, TargetPerf, max_rate
-from llmscaler.analyze.slo.workload import MS as MS
-from llmscaler.analyze.slo.workload import Columns
-from llmscaler.analyze.slo.workload import Workload as Workload
+from llmscaler.analyze.slo.workload import MS, Columns, Workload
 from llmscaler.analyze.slo.workload import columns as _columns
 from llmscaler.analyze.slo.workload import joined_workload as _joined_workload
 from llmscaler.analyze.slo.workload import running_mean as _running_mean
-from llmscaler.analyze.slo.workload import workload as workload
+
+# `llmscaler.policies.predictive.policy` still takes `workload` from here; every other importer
+# takes it from `analyze.slo.workload`, which defines it.
 from llmscaler.analyze.slo.workload import workload_of as _workload_of
 from llmscaler.config.resolved import QueueingModelConfig
 from llmscaler.domain.signals import AnalyzerResult, Totals, VariantCapacity

@@ -37,15 +37,11 @@ from typing import Annotated, Final
 
 from annotated_types import Gt
 
-from llmscaler.analyze.queueing.queue_model import (
-    DEFAULT_MAX_QUEUE_SIZE,
-    PerfParams,
-    QueueAnalyzer,
-    QueueError,
-)
+from llmscaler.analyze.queueing.perf_model import PerfParams
+from llmscaler.analyze.queueing.queue_model import DEFAULT_MAX_QUEUE_SIZE, QueueAnalyzer, QueueError
 from llmscaler.analyze.queueing.search import SearchError, TargetPerf, size
-from llmscaler.analyze.slo import analyzer as slo_queueing
 from llmscaler.analyze.slo import attainment
+from llmscaler.analyze.slo.workload import Workload
 from llmscaler.domain.basics import STRICT_KEYS, NonNegative
 from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics
 
@@ -153,7 +149,7 @@ def interference_rate(
     return low
 
 
-def demonstrated(*, previous: float, load: slo_queueing.Workload, ttft: float, itl: float) -> float:
+def demonstrated(*, previous: float, load: Workload, ttft: float, itl: float) -> float:
     """The highest rate per replica seen meeting both (scaled) targets, this cycle included."""
     if not load.busy or load.ttft_ms is None or load.itl_ms is None:
         return previous
@@ -165,7 +161,7 @@ def demonstrated(*, previous: float, load: slo_queueing.Workload, ttft: float, i
 def learnt_scale(
     *,
     previous: float,
-    load: slo_queueing.Workload,
+    load: Workload,
     params: PerfParams,
     batch: int,
     modelled: float,
@@ -238,7 +234,7 @@ def missed_targets(
     *,
     previous: VariantLearning,
     seen: attainment.Attainment | None,
-    load: slo_queueing.Workload,
+    load: Workload,
     modelled: float,
     budget: float,
 ) -> VariantLearning | None:

@@ -1,1 +1,1 @@
-"""Reading Prometheus text exposition pages: the lines, the page, the parser."""
+"""Reading Prometheus text exposition pages: the wanted families of a `/metrics` page, fast."""

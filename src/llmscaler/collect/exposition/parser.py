@@ -17,8 +17,13 @@ That memory belongs to the Parser and so to its caller, who keeps one Parser for
 label sets are worth remembering; the module-level `parse` and `parse_families` build a throwaway
 Parser and remember nothing between calls. A Parser's memory is plain dicts, safe to share between
 threads under the GIL (parsing may run in `asyncio.to_thread`).
-The grammar of a line is in `collect.exposition.lines`; what a read gives back (`Page`,
-`Sample`, the owning family, the error account) in `collect.exposition.page`.
+The two grammars of a line, the plain shape (`PLAIN_*`: no blanks, no escapes) and the general
+text format (`SAMPLE`, `PAIRS`: blanks around the label set, `=` and commas, escapes in values, a
+timestamp, an OpenMetrics exemplar), are spelled side by side so that they are kept in step (a
+line both accept must be read the one way). What a read gives back does not depend on those
+tricks: `Page` (its `Sample`s in page order, `# TYPE` lines, the NaN count, the errors, built by
+`PageState`, the running account of one read) and the family that owns a sample name
+(`family_of`, `group_by_family`).
 
 What it reads: the text format 0.0.4, tolerating the OpenMetrics additions seen on vLLM and gateway
 pages: `# EOF` (parsing stops there), `_created` series, a timestamp after the value and an
@@ -49,28 +54,181 @@ import itertools
 import math
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TypeVar
 
-from llmscaler.collect.exposition.lines import (
-    KNOWN_TYPES,
-    NAME,
-    PAIRS,
-    PLAIN_LABELS,
-    PLAIN_PAIRS,
-    PLAIN_SAMPLE,
-    SAMPLE,
-    number,
-    sorted_labels,
-    unescape,
+MAX_ERRORS = 100
+"""How many errors one page reports line by line; a page of garbage must not flood the log."""
+
+_OWNED_SUFFIXES = ('_bucket', '_sum', '_count', '_total', '_created')
+
+Labels = tuple[tuple[str, str], ...]
+SeriesKey = tuple[str, Labels]
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One kept sample: its full name (with `_bucket`, `_total`, ...), sorted labels, value."""
+
+    name: str
+    labels: Labels
+    value: float
+
+    def label(self, name: str) -> str | None:
+        for key, value in self.labels:
+            if key == name:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """What one page held of the wanted families.
+
+    `samples` are in page order (a repeated series stays where it first appeared, with its last
+    value); `types` maps the name written on each wanted `# TYPE` line (for a 0.0.4 counter that
+    is the `_total` name) to its type, sorted by name.
+    """
+
+    samples: tuple[Sample, ...]
+    types: tuple[tuple[str, str], ...]
+    dropped_non_finite: int
+    errors: tuple[str, ...]
+
+
+def family_of(*, name: str, families: frozenset[str]) -> str | None:
+    """The requested family that owns sample `name`, or None (an exact name wins over a suffix)."""
+    if name in families:
+        return name
+    for suffix in _OWNED_SUFFIXES:
+        if name.endswith(suffix):
+            base = name[: -len(suffix)]
+            if base in families:
+                return base
+    return None
+
+
+def group_by_family(*, page: Page, families: frozenset[str]) -> dict[str, list[Sample]]:
+    """The page's samples grouped by the requested family that owns them.
+
+    Every requested family is a key (in sorted order), with an empty list when the page had none
+    of its samples.
+    """
+    groups: dict[str, list[Sample]] = {family: [] for family in sorted(families)}
+    for sample in page.samples:
+        family = family_of(name=sample.name, families=families)
+        if family is not None:
+            groups[family].append(sample)
+    return groups
+
+
+class PageState:
+    """What one page parse has found so far: kept samples by series, types, errors."""
+
+    __slots__ = ('_counted', '_lines', 'dropped', 'errors', 'extra', 'series', 'text', 'types')
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        """The page after a newline, so that every line follows one; positions are in it."""
+        self.series: dict[SeriesKey, Sample] = {}
+        self.types: dict[str, str] = {}
+        self.errors: list[str] = []
+        self.extra = 0
+        """Errors beyond `MAX_ERRORS`, counted only."""
+        self.dropped = 0
+        self._counted = 0
+        self._lines = 0
+
+    def error(self, at: int, message: str) -> None:
+        """Report the line after the newline at `at` (reports come in page order)."""
+        if len(self.errors) >= MAX_ERRORS:
+            self.extra += 1
+            return
+        # Line numbers are counted only for errors, from where the last one was counted.
+        self._lines += self.text.count('\n', self._counted, at + 1)
+        self._counted = at + 1
+        self.errors.append(f'line {self._lines}: {message}')
+
+    def duplicate(self, at: int, line: str) -> None:
+        line = line.lstrip('\n \t').rstrip('\r')
+        self.error(at, f'duplicate series {excerpt(line)}; the last value is kept')
+
+    def page(self) -> Page:
+        errors = self.errors
+        if self.extra:
+            errors = [*errors, f'{self.extra} more errors not listed']
+        return Page(
+            samples=tuple(self.series.values()),
+            types=tuple(sorted(self.types.items())),
+            dropped_non_finite=self.dropped,
+            errors=tuple(errors),
+        )
+
+
+def excerpt(text: str, limit: int = 80) -> str:
+    """A quoted, shortened copy of bad input for an error message."""
+    if len(text) > limit:
+        text = text[:limit] + '...'
+    return f'"{text}"'
+
+
+KNOWN_TYPES = frozenset(
+    {'counter', 'gauge', 'histogram', 'summary', 'untyped', 'unknown', 'info', 'stateset'}
+    | {'gaugehistogram'}
 )
-from llmscaler.collect.exposition.page import MAX_ERRORS as MAX_ERRORS
-from llmscaler.collect.exposition.page import Labels as Labels
-from llmscaler.collect.exposition.page import Page as Page
-from llmscaler.collect.exposition.page import PageState, excerpt
-from llmscaler.collect.exposition.page import Sample as Sample
-from llmscaler.collect.exposition.page import SeriesKey as SeriesKey
-from llmscaler.collect.exposition.page import family_of as family_of
-from llmscaler.collect.exposition.page import group_by_family as group_by_family
+
+NAME = re.compile(r'[a-zA-Z_:][a-zA-Z0-9_:]*')
+_LABEL_NAME = r'[a-zA-Z_][a-zA-Z0-9_]*'
+# The general grammar: blanks around the label set, `=` and commas, escapes in values (written as
+# an unrolled loop so the regex engine never backtracks), a timestamp, an OpenMetrics exemplar.
+_QUOTED = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+_PAIR = rf'{_LABEL_NAME}[ \t]*=[ \t]*{_QUOTED}'
+_LABELS = rf'[ \t]*(?:{_PAIR}(?:[ \t]*,[ \t]*{_PAIR})*[ \t]*,?[ \t]*)?'
+SAMPLE = re.compile(
+    rf'({NAME.pattern})(?:[ \t]*\{{({_LABELS})\}}[ \t]*|[ \t]+)'
+    r'([^\s#]\S*)(?:[ \t]+([^\s#]\S*))?(?:[ \t]+#.*)?[ \t]*'
+)
+PAIRS = re.compile(rf'({_LABEL_NAME})[ \t]*=[ \t]*"([^"\\]*(?:\\.[^"\\]*)*)"')
+_ESCAPE = re.compile(r'\\[\\n"]')
+_ESCAPES = {'\\\\': '\\', '\\n': '\n', '\\"': '"'}
+# A head not seen before, in the same shape: no blanks, no escapes (`[^"]` is a much cheaper
+# regex step than `[^"\\]`, and nearly every head fits; the others take the general grammar).
+_PLAIN_PAIR = rf'{_LABEL_NAME}="[^"]*"'
+_PLAIN_LIST = rf'(?:{_PLAIN_PAIR}(?:,{_PLAIN_PAIR})*,?)?'
+PLAIN_LABELS = re.compile(_PLAIN_LIST + r'\}')
+PLAIN_SAMPLE = re.compile(
+    rf'({NAME.pattern})(?:\{{({_PLAIN_LIST})\}}|) ([^\s#]\S*)(?: ([^\s#]\S*))?'
+)
+PLAIN_PAIRS = re.compile(rf'({_LABEL_NAME})="([^"]*)"')
+
+
+def sorted_labels(pairs: list[tuple[str, str]]) -> Labels | None:
+    """The (name, value) pairs sorted by name; None when a name is given twice."""
+    if len(pairs) > 1:
+        pairs.sort()
+        if len(dict(pairs)) != len(pairs):
+            return None
+    return tuple(pairs)
+
+
+def number(text: str) -> float | None:
+    """`text` as a float, or None; Go's float syntax, so no `_` separators and ASCII only."""
+    if '_' in text or not text.isascii():
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def unescape(text: str) -> str:
+    """A label value as written between its quotes, with its escapes undone."""
+    return _ESCAPE.sub(_unescape, text)
+
+
+def _unescape(match: re.Match[str]) -> str:
+    return _ESCAPES[match.group()]
+
 
 VLLM_FAMILIES: frozenset[str] = frozenset(
     {

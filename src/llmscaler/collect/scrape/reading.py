@@ -70,7 +70,6 @@ from llmscaler.collect import histograms
 from llmscaler.collect.readings import ErrorReason, ModelScope, PodReading, Reading, SourceError
 from llmscaler.collect.scrape.gateway import (
     ATTEMPT_WINDOW,
-    LOOKBACK,
     AttemptRates,
     SeriesView,
     attempt_rates,
@@ -81,8 +80,6 @@ from llmscaler.collect.scrape.gateway import (
 )
 from llmscaler.collect.windows import SeriesWindow
 from llmscaler.domain.snapshot import LatencyHistogram
-
-__all__ = ['LOOKBACK', 'REQUEST_SUCCESS', 'Kind', 'PodSeries', 'compute_reading']
 
 Kind = Literal['vllm', 'epp']
 Labels = tuple[tuple[str, str], ...]

@@ -58,8 +58,7 @@ import httpx
 from llmscaler.collect import histograms, http
 from llmscaler.collect.exposition.parser import EPP_FAMILIES, VLLM_FAMILIES, Page, Parser
 from llmscaler.collect.readings import ErrorReason, ModelScope, Reading, SourceError
-from llmscaler.collect.scrape.reading import REQUEST_SUCCESS, PodSeries, compute_reading
-from llmscaler.collect.scrape.reading import Kind as Kind
+from llmscaler.collect.scrape.reading import REQUEST_SUCCESS, Kind, PodSeries, compute_reading
 from llmscaler.collect.windows import SeriesWindow
 
 ACCEPT = 'text/plain;version=0.0.4'

@@ -40,11 +40,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmscaler.config.build import build_config
+from llmscaler.config.configmap_entries import ConfigMapSource
 from llmscaler.config.configmaps import (
     QUEUEING_CONFIGMAP,
     SATURATION_CONFIGMAP,
     SCALE_TO_ZERO_CONFIGMAP,
-    ConfigMapSource,
 )
 from llmscaler.config.errors import ConfigError, show_setting, show_value, sort_errors
 from llmscaler.config.predictive import PREDICTIVE_CONFIGMAP

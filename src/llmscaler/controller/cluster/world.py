@@ -43,7 +43,7 @@ from llmscaler.collect.readings import ModelScope
 from llmscaler.config.resolved import Config
 from llmscaler.controller.cluster.pods import as_text, metadata_of, pod_infos
 from llmscaler.domain.snapshot import Variant
-from llmscaler.kube import crd
+from llmscaler.kube import crd, resource_model
 from llmscaler.kube.targets import (
     API_VERSIONS,
     SUPPORTED_KINDS,
@@ -77,7 +77,7 @@ class World:
     """Everything one cycle reads from the caches (see the module docstring)."""
 
     entries: tuple[VariantEntry, ...]
-    invalid: tuple[tuple[Mapping[str, Any], crd.InvalidObject], ...]
+    invalid: tuple[tuple[Mapping[str, Any], resource_model.InvalidObject], ...]
     variants: tuple[Variant, ...]
     targets: tuple[TargetRef, ...]
     pods: tuple[PodInfo, ...]
@@ -263,13 +263,13 @@ def build_world(
 ) -> World:
     """The cycle's view of the caches; `targets` is keyed (kind, namespace, name)."""
     entries: list[VariantEntry] = []
-    invalid: list[tuple[Mapping[str, Any], crd.InvalidObject]] = []
+    invalid: list[tuple[Mapping[str, Any], resource_model.InvalidObject]] = []
     for key, obj in sorted(_first_per_key(vas, key=_va_key).items()):
         namespace, _, name = key.partition('/')
         parsed = crd.parse_va(obj)
         if isinstance(parsed, crd.VariantAutoscaling) and not name:
-            parsed = crd.InvalidObject('', namespace, 'metadata.name: missing')
-        if isinstance(parsed, crd.InvalidObject):
+            parsed = resource_model.InvalidObject('', namespace, 'metadata.name: missing')
+        if isinstance(parsed, resource_model.InvalidObject):
             invalid.append((obj, parsed))
             continue
         entries.append(
@@ -329,7 +329,7 @@ def _unshared(entries: list[VariantEntry]) -> list[VariantEntry]:
     return kept
 
 
-def _invalid_key(problem: crd.InvalidObject) -> tuple[str, str, str]:
+def _invalid_key(problem: resource_model.InvalidObject) -> tuple[str, str, str]:
     return (problem.namespace, problem.name, problem.message)
 
 

@@ -56,8 +56,8 @@ from llmscaler.controller.llmas.status import (
     with_condition,
     write_status,
 )
-from llmscaler.kube import crd
 from llmscaler.kube import llmautoscaler as llmas
+from llmscaler.kube import resource_model
 from llmscaler.kube.client import SCALE_KINDS, ObjectRef, describe_error, scale_resource
 from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.informer import Informer
@@ -159,7 +159,10 @@ class LlmAutoScalers:
         return served
 
     def _target_claims(
-        self, parsed: Sequence[tuple[Mapping[str, Any], llmas.LLMAutoScaler | crd.InvalidObject]]
+        self,
+        parsed: Sequence[
+            tuple[Mapping[str, Any], llmas.LLMAutoScaler | resource_model.InvalidObject]
+        ],
     ) -> dict[tuple[str, str, str], list[str]]:
         """Who scales each target: the VAs, and the LLMAutoScalers that parse (an invalid
         object scales nothing, so it blocks no other)."""
@@ -177,13 +180,13 @@ class LlmAutoScalers:
     async def _serve(
         self,
         obj: Mapping[str, Any],
-        parsed: llmas.LLMAutoScaler | crd.InvalidObject,
+        parsed: llmas.LLMAutoScaler | resource_model.InvalidObject,
         claims: Mapping[tuple[str, str, str], list[str]],
     ) -> Served:
         ref = ObjectRef.of(obj)
         ref = ObjectRef(llmas.API_VERSION, llmas.KIND, ref.namespace, ref.name, ref.uid)
         old = conditions_of(obj)
-        if isinstance(parsed, crd.InvalidObject):
+        if isinstance(parsed, resource_model.InvalidObject):
             await self._warn(ref, llmas.REASON_INVALID_SPEC, parsed.message)
             verdict = ('False', llmas.REASON_INVALID_SPEC, parsed.message)
             conditions = with_condition(
@@ -301,7 +304,9 @@ class LlmAutoScalers:
             ('True', llmas.REASON_VALID_METRIC_FOUND, f'every pod reported {names}'),
         )
 
-    async def _read_scale(self, target: crd.ScaleTargetRef, namespace: str) -> _Scale | str:
+    async def _read_scale(
+        self, target: resource_model.ScaleTargetRef, namespace: str
+    ) -> _Scale | str:
         resource = scale_resource(api_version=target.api_version, kind=target.kind)
         assert resource is not None
         try:
@@ -319,7 +324,7 @@ class LlmAutoScalers:
     async def _act(
         self,
         ref: ObjectRef,
-        target: crd.ScaleTargetRef,
+        target: resource_model.ScaleTargetRef,
         current: int,
         decision: AutoscalerDecision,
         where: str,

@@ -3,8 +3,8 @@
 Why: the status is what `kubectl get llmas` shows (Current, Desired, LastScale, Able) and what
 the controller keeps across restarts (`lastScaleTime`, from which cooldowns count). The loop
 (`controller.llmas.loop`) decides what it says; this module builds the conditions the way
-apimachinery does (`kube.crd.set_condition`: lastTransitionTime moves only when the status flips)
-and writes the status when, and only when, it differs from the stored one.
+apimachinery does (`kube.resource_model.set_condition`: lastTransitionTime moves only when the
+status flips) and writes the status when, and only when, it differs from the stored one.
 
 Conditions (HPA's types, which seed 001's status comment quotes):
 - AbleToScale: True `ReadyForNewScale` / `SucceededRescale`; False `InvalidSpec` (the object does
@@ -32,14 +32,14 @@ from lightkube.types import PatchType
 
 from llmscaler.clock import rfc3339
 from llmscaler.controller.cluster.pods import as_mapping
-from llmscaler.kube import crd
 from llmscaler.kube import llmautoscaler as llmas
+from llmscaler.kube import resource_model
 from llmscaler.kube.client import ObjectRef, describe_error
 from llmscaler.policies.kaito.autoscaler import AutoscalerDecision
 
 log = logging.getLogger(__name__)
 
-Conditions = tuple[crd.Condition, ...]
+Conditions = tuple[resource_model.Condition, ...]
 Verdict = tuple[str, str, str]
 """(status, reason, message) of one condition."""
 _MESSAGE_MAX = 32768
@@ -60,7 +60,7 @@ def conditions_of(obj: Mapping[str, Any]) -> Conditions:
 def with_condition(old: Conditions, type: str, verdict: Verdict, *, now: float) -> Conditions:
     status, reason, message = verdict
     assert status in ('True', 'False', 'Unknown')
-    return crd.set_condition(
+    return resource_model.set_condition(
         conditions=old,
         type=type,
         status=status,  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from llmscaler.config.errors import ConfigError, show_setting
-from llmscaler.controller.options import values as values
+from llmscaler.controller.options import values
 from llmscaler.controller.options.table import BY_DEST, Option, add_arguments
 
 

@@ -7,7 +7,8 @@ runs with a setting other than the one written (`ACTUATION_MODE=metrcs` running 
 then fighting the HPA it was meant to feed) is worse than one that does not start, so every
 value is checked and any invalid one stops the process.
 
-Which option reads which layer (`option_table.OPTIONS` lists them, `build_parser()` shows them):
+Which option reads which layer (`table.OPTIONS` lists them, `table.build_parser()` shows
+them):
 - every option has a flag and an environment variable (`--leader-elect` / `LEADER_ELECT`, ...);
 - the config file (`--config-file`, the format of `llmscaler.config.file`) holds manager keys
   only, as WVA's does: the core settings (`llmscaler.config.settings`, among them `--interval` /
@@ -20,8 +21,8 @@ Which option reads which layer (`option_table.OPTIONS` lists them, `build_parser
   without a namespace;
 - the other core settings (`PROMETHEUS_METRICS_CACHE_*_THRESHOLD`, `LLMSCALER_*`) are read from
   the environment and the file.
-An empty environment value counts as unset. Formats are `option_values`'; how each value is
-looked for in the layers and checked is `option_layers`'. The metric read
+An empty environment value counts as unset. Formats are `controller.options.values`'; how each
+value is looked for in the layers and checked is `controller.options.layers`'. The metric read
 deadlines (`--prometheus-read-deadline`, `--scrape-deadline`) default to 15 s, or half the
 interval when that is shorter; given explicitly, they must be below the interval. The leader
 identity is `--identity` / `POD_NAME` as it is, else `<hostname>_<8 random hex digits>`.
@@ -55,18 +56,16 @@ from typing import Any, Literal
 from llmscaler.collect.http import MiB
 from llmscaler.collect.prometheus.source import PrometheusConfig
 from llmscaler.collect.scrape.source import ScrapeConfig
-from llmscaler.config.configmaps import ConfigMapSource
+from llmscaler.config.configmap_entries import ConfigMapSource
 from llmscaler.config.durations import format_duration
 from llmscaler.config.errors import ConfigError, ConfigFileError, show_setting, sort_errors
 from llmscaler.config.file import read_config_file
 from llmscaler.config.resolved import CoreSettings
 from llmscaler.config.settings import SETTINGS, load_settings
 from llmscaler.controller.cluster.caches import DEFAULT_EPP_SELECTOR, DEFAULT_POD_NAMESPACE_LIMIT
-from llmscaler.controller.options import values as values
+from llmscaler.controller.options import values
 from llmscaler.controller.options.layers import Layers, read_argv
 from llmscaler.controller.options.table import BY_DEST, OPTIONS
-from llmscaler.controller.options.table import build_parser as build_parser
-from llmscaler.controller.options.values import split_bind_address as split_bind_address
 from llmscaler.kube.nextstatus import RUN_TIME_REFRESH
 
 DEADLINE = 15.0

@@ -35,7 +35,7 @@ from llmscaler.collect.readings import SourceError
 from llmscaler.domain.snapshot import Decision
 from llmscaler.engine import ANALYSIS_FAILED
 from llmscaler.kube import crd
-from llmscaler.kube.status import ConditionUpdate
+from llmscaler.kube.nextstatus import ConditionUpdate
 from llmscaler.optimize.limiter import NO_LIMITS
 
 _UNAVAILABLE_REASONS = frozenset(

@@ -35,8 +35,9 @@ from llmscaler.controller.va import conditions
 from llmscaler.domain.snapshot import Decision
 from llmscaler.kube.client import ObjectRef
 from llmscaler.kube.events import EventRecorder
+from llmscaler.kube.nextstatus import ConditionUpdate
 from llmscaler.kube.scale import ScaleOutcome, ScaleResult
-from llmscaler.kube.status import ConditionUpdate, StatusOutcome, StatusWriter
+from llmscaler.kube.status import StatusOutcome, StatusWriter
 
 log = logging.getLogger('llmscaler.controller.va.cycle')
 

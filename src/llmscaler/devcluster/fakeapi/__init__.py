@@ -1,5 +1,1 @@
 """A fake kube-apiserver over real HTTP on 127.0.0.1, for the demo, tests and benchmarks."""
-
-from llmscaler.devcluster.fakeapi.server import FakeAPI, RecordedRequest
-
-__all__ = ['FakeAPI', 'RecordedRequest']

@@ -1,8 +1,9 @@
 """Pure pieces of apiserver semantics the fake needs: patches, selectors and Status bodies.
 
 Why: merge patch (RFC 7386), JSON patch (RFC 6902) and label/field selectors decide which writes
-conflict and which objects a list or watch returns, so they live apart from the HTTP plumbing and
-are tested through it.
+conflict and which objects a list or watch returns; this module computes them as the apiserver
+does, as pure functions of documents and selector strings, which the fake's HTTP handlers apply
+(they are tested through it).
 
 Failures: a JSON patch whose `test` fails, or whose path is missing, raises `ApiError` 422
 (reason Invalid), as the apiserver answers; a malformed patch document raises 400 (BadRequest).

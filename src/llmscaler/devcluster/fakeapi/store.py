@@ -1,7 +1,8 @@
 """Object storage of the fake kube-apiserver: resourceVersions, write rules, history, watchers.
 
 Why: the controller's correctness hinges on optimistic concurrency and on the split between
-main-resource, `/status` and `/scale` writes, so those rules live here, apart from HTTP.
+main-resource, `/status` and `/scale` writes; this module is where the fake keeps its objects by
+those rules, whatever HTTP request (`server`) asked for the write.
 
 What it computes: one global counter gives every write (create, update, delete) the next
 resourceVersion. Create sets uid, generation 1 and creationTimestamp. Generation is bumped only

@@ -1,8 +1,8 @@
 """Watch streams and selections of the fake kube-apiserver.
 
 Why: which objects a list or a watch returns, and which event type a watch reports, decide what
-an informer caches; the rules are the apiserver's and live apart from the request routing of
-`server`.
+an informer caches; this module serves lists' selections and watch streams by the apiserver's
+rules, for `server` to route requests to.
 
 What it serves: `Selection` is the namespace and the label and field selectors of one list or
 watch request (a malformed selector raises `ApiError` 400 when it is built, before any stream

@@ -1,10 +1,10 @@
 """Scale up in one step, scale down with hysteresis: the counts a predictive cycle moves to.
 
-Why: `policies.predictive.policy` knows, per cycle, what each variant sustains and what the load may
-need over the start-up horizon; which counts follow from that is a rule of its own, with its
+Why: `policies.predictive.policy` knows, per cycle, what each variant sustains and what the load
+may need over the start-up horizon; which counts follow from that is a rule of its own, with its
 own failure modes (a fleet trimmed to its need exactly scales straight back up; a fleet trimmed
 just as the load returns misses the SLO for a start-up; a scale-up that rebuilds the mix every
-cycle churns replicas). Kept apart, it is tested on mixes directly, without a cycle around it.
+cycle churns replicas). It reads mixes and needs only, never metrics or memory.
 
 - **Scale-up** (the fleet, pending replicas included, covers less than the need): the cheapest
   additions to the current counts, or, when the cheapest mix from scratch costs `SWITCH_SAVING`

@@ -74,6 +74,7 @@ from llmscaler.analyze.learning import kalman, rate_forecast
 from llmscaler.analyze.learning.rate_forecast import RateSample
 from llmscaler.analyze.slo import analyzer, attainment, capacity
 from llmscaler.analyze.slo.capacity import VariantLearning
+from llmscaler.analyze.slo.workload import workload
 from llmscaler.config.resolved import ModelConfig, PredictiveConfig, QueueingModelConfig
 from llmscaler.domain.signals import VariantTarget, held
 from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics, Variant
@@ -185,7 +186,7 @@ def predict(
     by_variant: dict[str, list[ReplicaMetrics]] = {}
     for replica in replicas:
         by_variant.setdefault(replica.variant, []).append(replica)
-    mix_load = analyzer.workload(replicas)
+    mix_load = workload(replicas)
     in_tokens = mix_load.avg_input_tokens or 0.0
     out_tokens = max(1.0, mix_load.avg_output_tokens or 1.0)
     capacities = {c.variant: c for c in analysis.result.variants}
@@ -202,7 +203,7 @@ def predict(
         )
         mine = by_variant.get(variant.name, ())
         record = analysis.kalman_updates.get(variant.key)
-        load = analyzer.workload(mine)
+        load = workload(mine)
         reading = not capacity.draining(replicas=mine, pool=pool)
         # The rate its busy replicas serve within both targets now (0: none, or missed).
         met_at = (

@@ -71,7 +71,8 @@ from llmscaler.domain.snapshot import (
     Snapshot,
     Variant,
 )
-from llmscaler.sim.fleet.cluster import Cluster, Replica
+from llmscaler.sim.fleet.cluster import Cluster
+from llmscaler.sim.fleet.pods import Replica
 from llmscaler.sim.vllm.latency_buckets import ITL_BUCKETS, TTFT_BUCKETS, histogram_increase
 from llmscaler.sim.vocabulary import VariantSpec
 

@@ -64,7 +64,6 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from llmscaler.sim.policies.mix import Item, capped, items_of, solve
-from llmscaler.sim.policies.mix import cheapest_mix as cheapest_mix
 from llmscaler.sim.vllm.fast import FastReplica
 from llmscaler.sim.vocabulary import (
     SLO,

@@ -45,8 +45,8 @@ import yaml
 
 from llmscaler.config.cron import Schedule, parse_schedule
 from llmscaler.domain.snapshot import ReplicaMetrics, Variant
-from llmscaler.kube.crd import InvalidObject
 from llmscaler.kube.llmautoscaler import LLMAutoScaler, core_spec, parse_llmautoscaler
+from llmscaler.kube.resource_model import InvalidObject
 from llmscaler.policies.kaito.autoscaler import AutoscalerSpec, RealtimeSpec, decide_llmautoscaler
 from llmscaler.policies.kaito.cron import CronPolicy
 from llmscaler.policies.kaito.realtime import MetricReading, Sample

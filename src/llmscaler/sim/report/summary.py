@@ -35,8 +35,11 @@ What it computes (`summarize`), for one result:
 
 `per_minute` buckets requests by the minute they ARRIVED in (a cohort view: a burst's latency
 shows at the burst, however long its requests waited), and `summarize_all` summarises a list of
-results against the reference policy's cost (the clairvoyant baseline by default). The request
-columns both read are `sim.report.columns`'; the per-minute series live in `sim.report.minutes`.
+results against the reference policy's cost (the clairvoyant baseline by default). Both read the
+few request fields they need as numpy columns (`request_columns`), copied in one pass over the
+request objects (a run holds up to millions), so that everything after is vectorised; the
+per-minute percentile (`grouped_percentile`) is too, as a day-long trace has thousands of
+minutes.
 
 Several models: `slo` may give an SLO per model name, each request judged by its model's (a
 model it does not name falls back to its only entry, or fails); `summarize(model=M)` summarises
@@ -63,12 +66,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+import numpy.typing as npt
 
-from llmscaler.sim.report.columns import BoolArray as BoolArray
-from llmscaler.sim.report.columns import request_columns
-from llmscaler.sim.report.minutes import grouped_percentile as grouped_percentile
-from llmscaler.sim.report.minutes import per_minute as per_minute
-from llmscaler.sim.vocabulary import SLO, FloatArray, SimResult
+from llmscaler.sim.vocabulary import SLO, Failure, FloatArray, SimResult
 
 SLOs = SLO | Mapping[str, SLO]
 """One SLO for every request, or one per model name."""
@@ -112,6 +112,122 @@ class PolicySummary:
     tail_cost_usd: float = 0.0
     """What the replicas cost after the work was done (`SimResult.charged_until`; not in
     `cost_usd`)."""
+
+
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestColumns:
+    """The request fields the metrics need, as columns."""
+
+    arrival: FloatArray
+    first_token: FloatArray
+    finished: FloatArray
+    output_tokens: FloatArray
+    failed: BoolArray
+    failures: dict[Failure, int]
+
+    @property
+    def completed(self) -> BoolArray:
+        return ~self.failed & np.isfinite(self.finished)
+
+    @property
+    def ttft(self) -> FloatArray:
+        return self.first_token - self.arrival
+
+    @property
+    def mean_itl(self) -> FloatArray:
+        """NaN for single-token outputs, as `SimRequest.mean_itl`."""
+        gaps = np.maximum(self.output_tokens - 1.0, 1.0)
+        itl = (self.finished - self.first_token) / gaps
+        return np.where(self.output_tokens > 1.0, itl, math.nan)
+
+
+def request_columns(*, result: SimResult) -> RequestColumns:
+    """The columns of a result's requests, in request order."""
+    # One pass over the request objects; everything after is vectorised.
+    requests = result.requests
+    rows = np.array(
+        [(r.arrival, r.first_token, r.finished, r.output_tokens, r.failed) for r in requests],
+        dtype=np.float64,
+    ).reshape(-1, 5)
+    failed = rows[:, 4] != 0.0
+    failures: dict[Failure, int] = {}
+    if failed.any():  # failures are few; no second pass over a run without any
+        for r in requests:
+            if r.failed:
+                failures[r.failure] = failures.get(r.failure, 0) + 1
+    return RequestColumns(
+        arrival=rows[:, 0],
+        first_token=rows[:, 1],
+        finished=rows[:, 2],
+        output_tokens=rows[:, 3],
+        failed=failed,
+        failures=failures,
+    )
+
+
+def grouped_percentile(
+    *, groups: npt.NDArray[np.int64], values: FloatArray, n_groups: int, q: float
+) -> FloatArray:
+    """The 'linear' q-th percentile (0..100) of `values` within each group 0..n_groups-1,
+    NaN for an empty group; equal to np.percentile per group, without a Python loop."""
+    out = np.full(n_groups, math.nan)
+    if values.size == 0 or n_groups == 0:
+        return out
+    order = np.lexsort((values, groups))
+    g = groups[order]
+    v = values[order]
+    counts = np.bincount(g, minlength=n_groups)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    present = counts > 0
+    n = counts[present]
+    s = starts[present]
+    rank = (n - 1) * (q / 100.0)
+    lo = np.floor(rank).astype(np.int64)
+    hi = np.minimum(lo + 1, n - 1)
+    below = v[s + lo]
+    above = v[s + hi]
+    # Same form as numpy's _lerp, including its switch at t >= 0.5, so the results agree exactly.
+    t = rank - lo
+    diff = above - below
+    out[present] = np.where(t >= 0.5, above - diff * (1.0 - t), below + diff * t)
+    return out
+
+
+@np.errstate(invalid='ignore', divide='ignore', over='ignore')
+def per_minute(*, result: SimResult) -> dict[str, FloatArray]:
+    """Per-minute series by arrival minute (all float64 arrays of one length):
+
+    - 'start': the minute's start, seconds;
+    - 'arrivals': requests that arrived in it;
+    - 'completed' / 'failed': how many of those completed / failed;
+    - 'ttft_p99': TTFT p99 of those that completed (NaN for a minute without any).
+
+    The series cover the run's duration and every arrival; empty for an empty run.
+    """
+    req = request_columns(result=result)
+    arrival = req.arrival
+    known = ~np.isnan(arrival)
+    minute = np.floor(np.clip(arrival[known], 0.0, None) / 60.0).astype(np.int64)
+    duration = float(result.duration)
+    n = math.ceil(duration / 60.0) if math.isfinite(duration) and duration > 0.0 else 0
+    if minute.size:
+        n = max(n, int(minute.max()) + 1)
+    completed = req.completed[known]
+    failed = req.failed[known]
+    ttft = req.ttft[known]
+    with_ttft = completed & np.isfinite(ttft)
+    return {
+        'start': np.arange(n, dtype=np.float64) * 60.0,
+        'arrivals': np.bincount(minute, minlength=n).astype(np.float64),
+        'completed': np.bincount(minute[completed], minlength=n).astype(np.float64),
+        'failed': np.bincount(minute[failed], minlength=n).astype(np.float64),
+        'ttft_p99': grouped_percentile(
+            groups=minute[with_ttft], values=ttft[with_ttft], n_groups=n, q=99.0
+        ),
+    }
 
 
 def _percentiles(values: FloatArray) -> tuple[float, float, float]:

@@ -59,17 +59,21 @@ import numpy as np
 import yaml
 
 from llmscaler.sim.report import summary as metrics
-from llmscaler.sim.report.pages import how_to_read, html_page, markdown_page
-from llmscaler.sim.report.pages import report_title as report_title
+from llmscaler.sim.report.pages import how_to_read, html_page, markdown_page, report_title
 from llmscaler.sim.report.plots import plot_all
 from llmscaler.sim.report.summary import PolicySummary
-from llmscaler.sim.report.table import gpu_lines, slos_text
-from llmscaler.sim.report.table import model_table_cells as model_table_cells
+from llmscaler.sim.report.table import (
+    gpu_lines,
+    model_table_cells,
+    slo_text,
+    slos_text,
+    table_cells,
+)
 from llmscaler.sim.report.table import notes as result_notes
+
+# `llmscaler.cli` still takes `print_table` from here; every other importer takes it from
+# `sim.report.table`, which defines it.
 from llmscaler.sim.report.table import print_table as print_table
-from llmscaler.sim.report.table import render_table as render_table
-from llmscaler.sim.report.table import slo_text as slo_text
-from llmscaler.sim.report.table import table_cells as table_cells
 from llmscaler.sim.vocabulary import SLO, SimResult
 
 RequestsCsv = Literal['none', 'gz', 'plain']

@@ -5,6 +5,12 @@ Why: `llmscaler simulate` compares policies on the same traffic. This loop plays
 `sim.fleet.cluster` and the metric view of `sim.fleet.observe`, so a policy is driven exactly as the
 real controller would drive it.
 
+The settings (`SimSettings`: the control loop, the gateway, measurement, the engines, the KV
+link) are those a scenario file's `settings` gives and the benchmarks set; each field says what
+it sets, `check_settings` which values are valid. The loop trusts what it is given once it is
+checked, as the controller trusts what the cluster tells it: the fleet (`check_variants`: the one
+the controller could manage) and the traces (`check_trace`: `Trace`'s promise).
+
 Several models may share the fleet, each with its own trace (`run`'s `trace` is then a mapping
 from model name to trace): their arrivals are merged in time order (ties: model name, then trace
 order), and every request goes to its model's gateway (`sim.fleet.cluster`). With a GPU inventory
@@ -48,8 +54,7 @@ traces for models no variant serves or no trace for a model, a trace whose arriv
 finite, non-negative and non-decreasing, invalid settings (a period ≤ 0 or NaN, a negative lag,
 delay or tail; `wake_period` and `gateway_timeout` may be inf to disable them;
 `request_timeout` is None (off) or > 0 and finite), a bad inventory or initial replicas beyond
-it (`sim.fleet.cluster`), and a policy returning an unknown variant name. The checks of the fleet
-and the traces, and the merge of the traces, are `sim.run.inputs`'.
+it (`sim.fleet.cluster`), and a policy returning an unknown variant name.
 """
 
 from __future__ import annotations
@@ -57,15 +62,13 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Literal
+
+import numpy as np
 
 from llmscaler.sim.fleet.cluster import Cluster
 from llmscaler.sim.fleet.observe import Observer
-from llmscaler.sim.run.inputs import check_trace as check_trace
-from llmscaler.sim.run.inputs import check_variants as check_variants
-from llmscaler.sim.run.inputs import merged_arrivals, traces_by_model
-from llmscaler.sim.run.settings import SimSettings as SimSettings
-from llmscaler.sim.run.settings import check_settings as check_settings
 from llmscaler.sim.vocabulary import (
     ControlView,
     Policy,
@@ -76,6 +79,73 @@ from llmscaler.sim.vocabulary import (
     Trace,
     VariantSpec,
 )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SimSettings:
+    """Timing of the simulated control loop, gateway and measurement (seconds)."""
+
+    cycle: float = 30.0
+    """Main control period (`policy.targets`)."""
+    wake_period: float = 1.0
+    """Scale-from-zero period (`policy.wake`); inf disables it."""
+    scrape_interval: float = 5.0
+    """Prometheus scrape period of every replica and of the gateway."""
+    scrape_lag: float = 10.0
+    """The controller sees samples at least this old."""
+    actuation_delay: float = 2.0
+    """Decision → scale subresource written."""
+    gateway_timeout: float = 120.0
+    """A request queued at the gateway fails after this; inf disables it."""
+    request_timeout: float | None = None
+    """A request not completed this long after its arrival is abandoned by its client and
+    fails, wherever it is (`sim.fleet.cluster`); None: clients wait forever."""
+    router: Literal['least-loaded', 'round-robin', 'prefix-aware'] = 'least-loaded'
+    """How each gateway picks a replica (`sim.fleet.gateway`)."""
+    prefix_caching: bool = False
+    """Whether the replicas keep vLLM's prefix cache (`sim.vllm.prefix_cache`); off by default."""
+    kv_link_gbps: float = 100.0
+    """P/D: the link a prompt's KV crosses from its prefill to its decode replica, Gb/s
+    (`sim.fleet.disagg`)."""
+    kv_link_latency: float = 0.002
+    """P/D: seconds per KV transfer besides its bytes."""
+    sample_interval: float = 10.0
+    """Timeline sampling period."""
+    retention_period: float = 600.0
+    """Window of the request count in the snapshot (the scale-to-zero retention)."""
+    tail: float = 300.0
+    """Keep simulating this long after the last arrival."""
+    engine: Literal['fast', 'reference'] = 'fast'
+
+
+def check_settings(*, settings: SimSettings) -> None:
+    """Raise `ValueError` naming the first invalid setting."""
+    for name in ('cycle', 'scrape_interval', 'sample_interval', 'retention_period'):
+        value = getattr(settings, name)
+        if not (value > 0 and math.isfinite(value)):
+            raise ValueError(f'settings.{name} must be > 0 and finite, got {value!r}')
+    for name in ('wake_period', 'gateway_timeout'):
+        value = getattr(settings, name)
+        if not value > 0:
+            raise ValueError(f'settings.{name} must be > 0 (inf disables it), got {value!r}')
+    for name in ('scrape_lag', 'actuation_delay', 'tail'):
+        value = getattr(settings, name)
+        if not (value >= 0 and math.isfinite(value)):
+            raise ValueError(f'settings.{name} must be >= 0 and finite, got {value!r}')
+    if not (settings.kv_link_gbps > 0 and math.isfinite(settings.kv_link_gbps)):
+        raise ValueError(
+            f'settings.kv_link_gbps must be > 0 and finite, got {settings.kv_link_gbps!r}'
+        )
+    if not (settings.kv_link_latency >= 0 and math.isfinite(settings.kv_link_latency)):
+        raise ValueError(
+            f'settings.kv_link_latency must be >= 0 and finite, got {settings.kv_link_latency!r}'
+        )
+    timeout = settings.request_timeout
+    if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
+        raise ValueError(
+            f'settings.request_timeout must be > 0 and finite (or absent), got {timeout!r}'
+        )
+
 
 TIMEOUT, READY, TRANSFER, ACTUATE, ARRIVAL, SCRAPE, WAKE, CONTROL, SAMPLE = range(9)
 
@@ -356,3 +426,129 @@ def charged_until(*, requests: Sequence[SimRequest], traces_end: float, end: flo
             return end
         done = max(done, request.finished)
     return min(done, end)
+
+
+_CHUNK = 4096  # arrivals converted from numpy at a time
+_BLOCK = 512  # the block size of absent prompt block ids (never read)
+
+
+def check_variants(*, variants: Sequence[VariantSpec]) -> None:
+    """Raise `ValueError` unless the variants are non-empty, uniquely named, in one namespace,
+    and their models (`VariantSpec.model_name`) and model ids correspond one to one."""
+    if not variants:
+        raise ValueError('no variants to simulate')
+    names = [v.name for v in variants]
+    if len(set(names)) != len(names):
+        raise ValueError(f'duplicate variant names: {sorted(names)}')
+    namespaces = sorted({v.namespace for v in variants})
+    if len(namespaces) > 1:
+        raise ValueError(f'all variants must be in one namespace, got {", ".join(namespaces)}')
+    ids: dict[str, set[str]] = {}
+    models: dict[str, set[str]] = {}
+    for spec in variants:
+        ids.setdefault(spec.model_name, set()).add(spec.model_id)
+        models.setdefault(spec.model_id, set()).add(spec.model_name)
+    for model in sorted(ids):
+        if len(ids[model]) > 1:
+            raise ValueError(
+                f'model {model}: its variants name several model ids: {sorted(ids[model])}'
+            )
+    for model_id in sorted(models):
+        if len(models[model_id]) > 1:
+            raise ValueError(
+                f'models {" and ".join(sorted(models[model_id]))} both have model id '
+                f'{model_id}: the controller would take them for one model'
+            )
+
+
+def traces_by_model(
+    *, trace: Trace | Mapping[str, Trace], variants: Sequence[VariantSpec]
+) -> list[tuple[str, Trace]]:
+    """The traces by model name, in name order, checked against the variants' models."""
+    served = sorted({v.model_name for v in variants})
+    if isinstance(trace, Trace):
+        if len(served) > 1:
+            raise ValueError(
+                f'one trace serves one model; the variants serve {len(served)} '
+                f'({", ".join(served)}): give a trace per model'
+            )
+        return [(served[0], trace)]
+    unknown = sorted(set(trace) - set(served))
+    if unknown:
+        raise ValueError(
+            f'a trace for model {unknown[0]!r}, which no variant serves; models: '
+            + ', '.join(served)
+        )
+    missing = [m for m in served if m not in trace]
+    if missing:
+        raise ValueError(f'no trace for model {missing[0]!r}')
+    return [(m, trace[m]) for m in served]
+
+
+def check_trace(*, trace: Trace) -> None:
+    """Raise `ValueError` unless the arrivals are finite, >= 0 and in order (`Trace`'s promise)."""
+    arrivals = trace.arrivals
+    if not len(trace):
+        return
+    if not bool(np.all(np.isfinite(arrivals))) or float(arrivals[0]) < 0:
+        raise ValueError(f'trace {trace.name!r}: arrivals must be finite and >= 0')
+    if bool(np.any(np.diff(arrivals) < 0)):
+        raise ValueError(f'trace {trace.name!r}: arrivals must be non-decreasing')
+
+
+Arrival = tuple[float, int, int, str, Sequence[int] | None, int]
+
+
+Prefix = Sequence[int] | None
+
+
+def _prefixes(traces: Sequence[tuple[str, Trace]]) -> tuple[list[Prefix], list[int]] | None:
+    """Every arrival's prompt block ids and their block size, trace after trace (None when no
+    trace has ids)."""
+    if all(t.prefixes is None for _, t in traces):
+        return None
+    ids: list[Prefix] = []
+    sizes: list[int] = []
+    for _, t in traces:
+        ids += [None] * len(t) if t.prefixes is None else t.prefixes.tolist()
+        sizes += [t.prefix_block] * len(t)
+    return ids, sizes
+
+
+def merged_arrivals(traces: Sequence[tuple[str, Trace]]) -> Iterator[Arrival]:
+    """(time, input, output, model, prompt block ids, their block size) of every arrival of
+    every trace, in time order (ties: model name order as given, then trace order)."""
+    known = _prefixes(traces)
+    ids: list[Prefix] | None = None if known is None else known[0]
+    sizes: list[int] | None = None if known is None else known[1]
+    if len(traces) == 1:
+        model, trace = traces[0]
+        arrivals, inputs, outputs = trace.arrivals, trace.input_tokens, trace.output_tokens
+        labels: list[str] | None = None
+    else:
+        arrivals = np.concatenate([t.arrivals for _, t in traces])
+        order = np.argsort(arrivals, kind='stable')
+        arrivals = arrivals[order]
+        inputs = np.concatenate([t.input_tokens for _, t in traces])[order]
+        outputs = np.concatenate([t.output_tokens for _, t in traces])[order]
+        index = np.repeat(np.arange(len(traces)), [len(t) for _, t in traces])[order]
+        names = [m for m, _ in traces]
+        labels = [names[i] for i in index.tolist()]
+        model = ''
+        if ids is not None and sizes is not None:
+            picked = order.tolist()
+            ids = [ids[i] for i in picked]
+            sizes = [sizes[i] for i in picked]
+    # Chunks keep the per-item cost of Python floats without materialising a huge list at once.
+    for start in range(0, arrivals.shape[0], _CHUNK):
+        stop = start + _CHUNK
+        times = arrivals[start:stop].tolist()
+        yield from zip(
+            times,
+            inputs[start:stop].tolist(),
+            outputs[start:stop].tolist(),
+            labels[start:stop] if labels is not None else [model] * len(times),
+            [None] * len(times) if ids is None else ids[start:stop],
+            [_BLOCK] * len(times) if sizes is None else sizes[start:stop],
+            strict=True,
+        )

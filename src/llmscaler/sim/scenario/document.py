@@ -2,13 +2,13 @@
 changes to it.
 
 Why: `llmscaler simulate` reads a scenario from a YAML file, or starts from the built-in one, and
-applies the command line's options on top; all of that is plain data until `sim.scenario.loader`
-validates it against the presets and builds what runs. Keeping the document apart keeps each
-part short: this module knows the shape of a scenario, `sim.scenario.loader` what it means.
+applies the command line's options on top. All of that works on plain data, before any preset
+is looked up: this module is the shape of a scenario (its fields and their types) and the edits
+to it; what a document means once the presets fill in its variants is `sim.scenario.loader`'s.
 
 The fields (`ScenarioModel`): `name`, `model_id`, `namespace`, `variants` (each a preset and
 overrides of its fields), `workload` (`synthetic` or `trace`), `slo`, `policies`, `settings`
-(the fields of `runner.SimSettings`, `request_timeout` among them), `initial` (replicas per
+(the fields of `SimSettings`, `request_timeout` among them), `initial` (replicas per
 variant at t = 0), `warm_start` (start at the fleet the first minutes need), `inventory` (GPUs
 per accelerator type) and `seed`. A fleet of several models gives `models` instead of
 `variants` and `model_id` (`ServedModel`: each a `name`, an optional `model_id`, its `variants`,

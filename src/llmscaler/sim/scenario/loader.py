@@ -41,10 +41,21 @@ models:
 inventory: {H100: 16}
 ```
 
-The document's fields and the command line's changes to it are in `sim.scenario.document`;
-whether its parts fit together (settings, models and roles, inventory, start counts) is checked
-in `sim.scenario.checks`; turning a scenario into workloads, SLOs, capacities, a start fleet and
-policies is `sim.scenario.setup`'s.
+The document's fields and the command line's changes to it are in `sim.scenario.document`, which
+checks the shape of a scenario (fields and their types); whether its parts fit together is only
+known once the presets give each variant its model id, role, accelerator and replica range, and
+is checked here before a `Scenario` is handed out:
+
+- Settings: every key a field of `SimSettings`, of its type and choices, within the ranges
+  `check_settings` sets (`sim.run.loop`).
+- Models: variant names unique across models, one model per model id, a model's roles all `both`
+  or `prefill` and `decode`, and a known KV size when disaggregated; neither clairvoyant nor a
+  warm start for a disaggregated model.
+- Inventory (`check_inventory`): only accelerators some variant runs on, and room for the start
+  fleet; start counts: within the variant's [min_replicas, max_replicas].
+
+Turning a scenario into workloads, SLOs, capacities, a start fleet and policies is
+`sim.scenario.setup`'s.
 
 Policy names: `default` and `saturation-percentage` (the core's default configuration),
 `saturation-token` (the token-based analyzer), `config:FILE` (the core with the settings and
@@ -54,7 +65,7 @@ the first variant of each model) or `static:VARIANT=N,...`, and `clairvoyant`.
 
 Start fleet: each variant starts with its `initial_replicas` Ready replicas (1 unless the preset
 or the variant says otherwise), or with what `initial` gives for it; with `warm_start` every
-policy starts with the fleet the first minutes need (`scenario_setup.warm_start_fleet`).
+policy starts with the fleet the first minutes need (`sim.scenario.setup.warm_start_fleet`).
 
 P/D roles: a variant may say its `role`. A model's variants are all `both` (each replica serves
 requests whole) or `prefill` and `decode` (disaggregated: a request's prefill on a prefill
@@ -77,55 +88,139 @@ per model nor one shared trace.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pydantic
 
-from llmscaler.sim.hardware import presets
-from llmscaler.sim.scenario.checks import (
-    _check_disaggregated,
-    _check_initial,
-    _check_models,
-    _settings,
-)
-from llmscaler.sim.scenario.checks import check_inventory as check_inventory
+from llmscaler.sim.hardware import datasheets, presets
+from llmscaler.sim.run.loop import SimSettings, check_settings
+
+# The four `name as name` imports from `sim.scenario.document` are for `llmscaler.cli`, which
+# still takes them from here; every other importer takes them from the module that defines them.
 from llmscaler.sim.scenario.document import DEFAULT_DOCUMENT as DEFAULT_DOCUMENT
-from llmscaler.sim.scenario.document import DEFAULT_POLICIES as DEFAULT_POLICIES
 from llmscaler.sim.scenario.document import ScenarioError as ScenarioError
 from llmscaler.sim.scenario.document import (
     ScenarioModel,
     ServedModel,
     SLOModel,
     SyntheticModel,
+    VariantModel,
     WorkloadModel,
     describe_error,
 )
-from llmscaler.sim.scenario.document import VariantModel as VariantModel
-from llmscaler.sim.scenario.document import describe_workload as describe_workload
 from llmscaler.sim.scenario.document import read_document as read_document
 from llmscaler.sim.scenario.document import with_overrides as with_overrides
-from llmscaler.sim.scenario.setup import FIXED_POLICIES as FIXED_POLICIES
-from llmscaler.sim.scenario.setup import WARM_WINDOW as WARM_WINDOW
-from llmscaler.sim.scenario.setup import Workloads as Workloads
-from llmscaler.sim.scenario.setup import build_policies as build_policies
-from llmscaler.sim.scenario.setup import build_trace as build_trace
-from llmscaler.sim.scenario.setup import build_workloads as build_workloads
-from llmscaler.sim.scenario.setup import calibrate_capacities as calibrate_capacities
-from llmscaler.sim.scenario.setup import check_policy_name as check_policy_name
-from llmscaler.sim.scenario.setup import core_config as core_config
-from llmscaler.sim.scenario.setup import derive_slo as derive_slo
-from llmscaler.sim.scenario.setup import model_slos as model_slos
-from llmscaler.sim.scenario.setup import needs_capacities as needs_capacities
-from llmscaler.sim.scenario.setup import round_up as round_up
-from llmscaler.sim.scenario.setup import warm_fleet as warm_fleet
-from llmscaler.sim.scenario.setup import warm_start_fleet as warm_start_fleet
-from llmscaler.sim.scenario.setup import with_initial
-from llmscaler.sim.scenario.setup import with_start_fleet as with_start_fleet
-from llmscaler.sim.scenario.validated import ModelSetup as ModelSetup
-from llmscaler.sim.scenario.validated import Scenario as Scenario
+from llmscaler.sim.scenario.setup import check_policy_name, with_initial
+from llmscaler.sim.scenario.validated import ModelSetup, Scenario
 from llmscaler.sim.vocabulary import SLO, VariantSpec
+
+# Types and choices of every setting (`router: random` names the routers there are), checked
+# when the scenario is read rather than when the run starts.
+_SIM_SETTINGS = pydantic.TypeAdapter(SimSettings)
+
+
+def _settings(values: dict[str, Any], where: str) -> SimSettings:
+    known = set(SimSettings.__dataclass_fields__)
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ScenarioError(
+            f'{where}: settings.{unknown[0]}: unknown setting; valid: {", ".join(sorted(known))}'
+        )
+    try:
+        settings = _SIM_SETTINGS.validate_python(values)
+    except pydantic.ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        path = '.'.join(str(p) for p in first['loc'])
+        raise ScenarioError(f'{where}: settings.{path}: {first["msg"]}') from None
+    try:
+        check_settings(settings=settings)
+    except ValueError as exc:  # a range the types do not say (cycle > 0, ...)
+        raise ScenarioError(f'{where}: {exc}') from None
+    return settings
+
+
+def _check_models(models: Sequence[ModelSetup], where: str) -> None:
+    names = [v.name for m in models for v in m.variants]
+    if len(set(names)) != len(names):
+        where_first = next(m.where for m in models for v in m.variants if names.count(v.name) > 1)
+        raise ScenarioError(
+            f'{where}: {where_first}variants: duplicate variant names {sorted(names)}'
+            + ('; variant names are unique across models' if len(models) > 1 else '')
+        )
+    owners: dict[str, str] = {}
+    for m in models:
+        if m.model_id in owners:
+            raise ScenarioError(
+                f'{where}: {m.where}model_id: {m.model_id!r} is also the model id of model '
+                f'{owners[m.model_id]}; give each model its own (the controller groups '
+                'variants by model id)'
+            )
+        owners[m.model_id] = m.name
+        roles = {v.role for v in m.variants}
+        if roles != {'both'} and roles != {'prefill', 'decode'}:
+            raise ScenarioError(
+                f'{where}: {m.where}variants: roles {", ".join(sorted(roles))}: a model is served '
+                'whole (role both) or disaggregated (prefill and decode variants, no other)'
+            )
+        if roles != {'both'} and m.model_id not in datasheets.MODELS:
+            raise ScenarioError(
+                f'{where}: {m.where}variants: disaggregated serving needs the KV size of '
+                f'{m.model_id!r} (known: {", ".join(sorted(datasheets.MODELS))})'
+            )
+
+
+def _check_disaggregated(
+    *, models: Sequence[ModelSetup], policies: Sequence[str], warm: bool, where: str
+) -> None:
+    """The clairvoyant capacities replay whole requests on one replica: not for P/D pools."""
+    split = [m.name for m in models if any(v.role != 'both' for v in m.variants)]
+    if not split:
+        return
+    if 'clairvoyant' in policies:
+        raise ScenarioError(
+            f'{where}: policies: clairvoyant calibrates whole requests on one replica; it does '
+            f'not size prefill and decode pools (model {split[0]})'
+        )
+    if warm:
+        raise ScenarioError(
+            f'{where}: warm_start: the warm start uses whole-request capacities; it does not '
+            f'size prefill and decode pools (model {split[0]})'
+        )
+
+
+def check_inventory(
+    *, inventory: Mapping[str, int], variants: Sequence[VariantSpec], where: str
+) -> None:
+    """Raise `ScenarioError` for an accelerator no variant runs on, or a start fleet that needs
+    more GPUs than the inventory has."""
+    used = sorted({v.accelerator for v in variants})
+    for accelerator in sorted(inventory):
+        if accelerator not in used:
+            raise ScenarioError(
+                f'{where}: inventory.{accelerator}: no variant runs on it; accelerators: '
+                + ', '.join(used)
+            )
+    need = dict.fromkeys(inventory, 0)
+    for spec in variants:
+        if spec.accelerator in need:
+            need[spec.accelerator] += spec.initial_replicas * spec.gpus_per_replica
+    for accelerator in sorted(need):
+        if need[accelerator] > inventory[accelerator]:
+            raise ScenarioError(
+                f'{where}: inventory.{accelerator}: the start fleet needs {need[accelerator]} '
+                f'GPUs, more than the {inventory[accelerator]} there are (lower initial)'
+            )
+
+
+def _check_initial(*, spec: VariantSpec, count: int, field: str) -> None:
+    if not spec.min_replicas <= count <= spec.max_replicas:
+        raise ScenarioError(
+            f'{field}.initial_replicas: {count} is outside [{spec.min_replicas}, '
+            f'{spec.max_replicas}] (min_replicas, max_replicas of {spec.name})'
+        )
 
 
 def _variant(model: VariantModel, *, place: str, namespace: str, where: str) -> VariantSpec:

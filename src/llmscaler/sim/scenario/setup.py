@@ -2,7 +2,7 @@
 
 Why: `sim.scenario.loader` validates a scenario; this module turns a valid one into what the event
 loop takes, model by model: a trace per model and the SLO each model is judged by
-(`sim.scenario.workloads`, re-exported here), each variant's clairvoyant capacity, the warm
+(`sim.scenario.workloads`), each variant's clairvoyant capacity, the warm
 start fleet, and the policies.
 
 - Warm start (`warm_start_fleet`): per model, in name order, the cheapest mix of its variants
@@ -39,12 +39,7 @@ from llmscaler.sim.hardware import perf_seed
 from llmscaler.sim.policies import bound, clairvoyant, core, floors, kaito, peers
 from llmscaler.sim.policies.mix import capped, cheapest_mix, items_of, solve
 from llmscaler.sim.scenario.document import ScenarioError
-from llmscaler.sim.scenario.workloads import Workloads as Workloads
-from llmscaler.sim.scenario.workloads import build_trace as build_trace
-from llmscaler.sim.scenario.workloads import build_workloads as build_workloads
-from llmscaler.sim.scenario.workloads import derive_slo as derive_slo
-from llmscaler.sim.scenario.workloads import model_slos as model_slos
-from llmscaler.sim.scenario.workloads import round_up as round_up
+from llmscaler.sim.scenario.workloads import Workloads
 from llmscaler.sim.vocabulary import SLO, Policy, Trace, VariantSpec
 
 if TYPE_CHECKING:

@@ -1,8 +1,10 @@
-"""The validated scenario and its models: what `sim.scenario.loader` builds and the simulator runs.
+"""The scenario as the simulator runs it: its models, variants, workload, policies and settings.
 
-Why: the scenario's loader (`sim.scenario.loader`) and its helpers (`sim.scenario.checks`,
-`sim.scenario.setup`, `sim.scenario.workloads`) all read these; kept apart from the loader, the
-helpers need not import the module that imports them. What fails: nothing; the loader validates.
+Why: a `Scenario` is what `sim.scenario.loader` hands out once a document is valid, and what
+every later step reads: each model's workload and SLO (`sim.scenario.workloads`), the start fleet
+and the policies (`sim.scenario.setup`), the run and its report (`sim.simulate`). The loader
+itself asks the set-up which policy names exist, so the type sits below both.
+What fails: nothing; the loader validates.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ class ModelSetup:
     workload: WorkloadModel | None
     """Its own workload; None: its rows of the scenario's shared trace."""
     slo: SLO | None = None
-    """Its SLO or the scenario's; None: derived (`scenario_setup.derive_slo`)."""
+    """Its SLO or the scenario's; None: derived (`sim.scenario.workloads.derive_slo`)."""
     where: str = ''
     """Its place in the document, a prefix of field names ('' or 'models.1.')."""
 

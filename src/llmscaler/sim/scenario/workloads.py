@@ -15,7 +15,7 @@ here:
   the model's slowest variant at idle, each rounded up to two significant figures.
 
 What fails: a bad synthetic preset (`ScenarioError`), a trace file that cannot be read
-(`trace.TraceError`), one line each.
+(`formats.TraceError`), one line each.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def _read(*, source: TraceModel, seed: int | tuple[int, int]) -> Trace:
 
 
 def build_trace(*, scenario: Scenario) -> Trace:
-    """The workload of a one-model scenario as a trace (`trace.TraceError`/`ScenarioError` on
+    """The workload of a one-model scenario as a trace (`formats.TraceError`/`ScenarioError` on
     bad input); `build_workloads` for any scenario."""
     traces = build_workloads(scenario=scenario).traces
     if len(traces) != 1:

@@ -1,9 +1,11 @@
 """Trace files, row by row: the formats, the column names, and what makes a row malformed.
 
-Why: `sim.workload.trace` turns a trace file into the `Trace` arrays the simulator replays; the file
-formats are many (the Azure 2023/2024 traces, Vidur's reformatted Splitwise files, Mooncake's
-JSONL, any CSV with a time and two token columns) and their parsing is kept here, apart from what
-is done with the rows (windows, rate scaling, the split by model).
+Why: the simulator replays traces in the files people have, and those formats are many (the
+Azure 2023/2024 traces, Vidur's reformatted Splitwise files, Mooncake's JSONL, any CSV with a time
+and two token columns). This module reads any of them into the same rows (`read_rows`: times,
+token counts, models, prompt blocks) and says which rows are malformed; `sim.workload.trace`
+turns the rows into the `Trace` arrays the simulator replays (windows, rate scaling, the split
+by model).
 
 Formats (`fmt`):
 - 'azure': CSV whose time column holds date-times, `2023-11-16 18:17:03.9799600` (Azure 2023,

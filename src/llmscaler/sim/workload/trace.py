@@ -2,7 +2,8 @@
 
 Why: the simulator replays real traffic and needs it as three aligned arrays: arrival seconds
 from 0, input tokens, output tokens (per model, when a file holds several). The file formats
-and what makes a row malformed are `sim.workload.formats`'; this module turns the rows into traces.
+and what makes a row malformed are `sim.workload.formats`'; this module turns the rows into traces
+(`TraceError` is defined there).
 
 Arrivals are rebased so the first request of the file is at t=0 and sorted stably when the file
 is not in order (ties keep file order). Times may be negative or fractional in the file; they
@@ -33,13 +34,10 @@ import numpy as np
 import numpy.typing as npt
 
 from llmscaler.sim.vocabulary import FloatArray, IntArray, Trace, object_array
-from llmscaler.sim.workload.formats import FORMATS as FORMATS
-from llmscaler.sim.workload.formats import INPUT_NAMES as INPUT_NAMES
-from llmscaler.sim.workload.formats import MAX_TOKENS as MAX_TOKENS
-from llmscaler.sim.workload.formats import MODEL_NAMES as MODEL_NAMES
-from llmscaler.sim.workload.formats import MOONCAKE_BLOCK, Rows, read_rows
-from llmscaler.sim.workload.formats import OUTPUT_NAMES as OUTPUT_NAMES
-from llmscaler.sim.workload.formats import TIME_NAMES as TIME_NAMES
+from llmscaler.sim.workload.formats import FORMATS, MODEL_NAMES, MOONCAKE_BLOCK, Rows, read_rows
+
+# `llmscaler.cli` still takes `TraceError` from here; every other importer takes it from
+# `sim.workload.formats`, which defines it.
 from llmscaler.sim.workload.formats import TraceError as TraceError
 
 

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmscaler.analyze.learning import kalman
-from llmscaler.analyze.queueing.queue_model import PerfParams
+from llmscaler.analyze.queueing.perf_model import PerfParams
 from llmscaler.analyze.slo import analyzer
 from llmscaler.config.resolved import QueueingModelConfig
 from llmscaler.domain.snapshot import EngineParams, ReplicaMetrics, Variant

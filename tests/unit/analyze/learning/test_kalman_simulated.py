@@ -39,7 +39,7 @@ from llmscaler.domain.state import KalmanRecord
 from llmscaler.sim.hardware import perf_seed, presets
 from llmscaler.sim.policies import core
 from llmscaler.sim.run import loop
-from llmscaler.sim.run.settings import SimSettings
+from llmscaler.sim.run.loop import SimSettings
 from llmscaler.sim.vocabulary import ControlView, Trace, VariantSpec
 
 IN, OUT = 1000, 200

@@ -15,13 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmscaler.analyze.learning import tuner_queue
-from llmscaler.analyze.queueing.queue_model import (
-    EPSILON,
-    PerfParams,
-    QueueAnalyzer,
-    QueueError,
-    RateRange,
-)
+from llmscaler.analyze.queueing.perf_model import PerfParams
+from llmscaler.analyze.queueing.queue_model import EPSILON, QueueAnalyzer, QueueError, RateRange
 
 
 def _analyzer(

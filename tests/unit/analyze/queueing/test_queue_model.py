@@ -15,12 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmscaler.analyze.queueing import queue_chain
+from llmscaler.analyze.queueing.perf_model import PerfParams, service_rates
 from llmscaler.analyze.queueing.queue_model import (
-    PerfParams,
     QueueAnalyzer,
     QueueError,
     mm1k_valid,
-    service_rates,
     solve_mm1k,
     state_dependent_valid,
 )

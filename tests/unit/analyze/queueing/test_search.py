@@ -6,7 +6,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from llmscaler.analyze.queueing.queue_model import PerfParams, QueueAnalyzer, QueueError
+from llmscaler.analyze.queueing.perf_model import PerfParams
+from llmscaler.analyze.queueing.queue_model import QueueAnalyzer, QueueError
 from llmscaler.analyze.queueing.search import (
     SearchError,
     TargetPerf,

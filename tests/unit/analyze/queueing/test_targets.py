@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmscaler.analyze.queueing.queue_model import PerfParams
+from llmscaler.analyze.queueing.perf_model import PerfParams
 from llmscaler.analyze.queueing.targets import SloTargets, choose
 
 A = PerfParams(alpha=10.0, beta=0.1, gamma=30.0, delta=0.02)

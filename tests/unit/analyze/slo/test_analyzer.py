@@ -236,7 +236,7 @@ def test_variants_on_the_same_figures_share_one_tuner_step() -> None:
     # take the step once within an analysis; each keeps its own fingerprint, and the step is
     # the one each would have taken alone.
     from llmscaler.analyze.learning import kalman
-    from llmscaler.analyze.queueing.queue_model import PerfParams
+    from llmscaler.analyze.queueing.perf_model import PerfParams
 
     variants = tuple(
         Variant(

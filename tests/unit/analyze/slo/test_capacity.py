@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmscaler.analyze.queueing.queue_model import PerfParams
+from llmscaler.analyze.queueing.perf_model import PerfParams
 from llmscaler.analyze.slo import capacity
-from llmscaler.analyze.slo.analyzer import Workload
 from llmscaler.analyze.slo.attainment import Attainment
 from llmscaler.analyze.slo.capacity import VariantLearning
+from llmscaler.analyze.slo.workload import Workload
 from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics
 
 # Prompt-heavy traffic on a fast GPU: 2,000-token prompts, 23-token answers.

@@ -35,7 +35,7 @@ from llmscaler.collect.readings import (
 )
 from llmscaler.config.resolved import CoreSettings
 from llmscaler.controller.app import Controller
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.domain.basics import Freshness
 from tests.support.controller_harness import (
     condition_message,

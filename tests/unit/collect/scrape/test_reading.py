@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 
 from llmscaler.collect.readings import ErrorReason, ModelScope, Reading, SourceError
-from llmscaler.collect.scrape.reading import LOOKBACK, compute_reading
+from llmscaler.collect.scrape.gateway import LOOKBACK
+from llmscaler.collect.scrape.reading import compute_reading
 from tests.support.scrape_pages import (
     MODEL,
     NS,

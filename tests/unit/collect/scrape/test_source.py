@@ -26,9 +26,9 @@ from aiohttp.test_utils import TestServer
 
 from llmscaler.analyze.validity import histogram_violation
 from llmscaler.collect.readings import ErrorReason, MetricsSource, ModelScope, Reading, SourceError
+from llmscaler.collect.scrape.reading import Kind
 from llmscaler.collect.scrape.source import (
     ACCEPT,
-    Kind,
     PodScrapeSource,
     ScrapeConfig,
     ScrapeTarget,

@@ -33,7 +33,7 @@ from llmscaler.controller.cluster.caches import (
     build_caches,
     configmap_selectors,
 )
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.client import LeaderWorkerSetResource, VariantAutoscalingResource, make_client
 from llmscaler.kube.informer import Informer
 from tests.support.waiting import eventually

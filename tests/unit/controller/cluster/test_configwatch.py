@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from lightkube.resources.core_v1 import ConfigMap
 
 from llmscaler.config.build import build_config
+from llmscaler.config.configmap_entries import ConfigMapSource
 from llmscaler.config.configmaps import (
     QUEUEING_CONFIGMAP,
     SATURATION_CONFIGMAP,
     SCALE_TO_ZERO_CONFIGMAP,
-    ConfigMapSource,
 )
 from llmscaler.config.resolved import Config, CoreSettings, QueueingModelConfig
 from llmscaler.controller.cluster.configwatch import (
@@ -27,7 +27,7 @@ from llmscaler.controller.cluster.configwatch import (
     ConfigWatch,
     configmap_from_object,
 )
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.client import as_dict, make_client
 
 CTRL = 'llmscaler-system'

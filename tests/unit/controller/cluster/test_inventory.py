@@ -13,7 +13,7 @@ from llmscaler.controller.cluster.inventory import (
     slim_gpu_pod,
     slim_node,
 )
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.domain.basics import Action
 from llmscaler.domain.snapshot import GpuLimit
 from tests.support.controller_harness import (

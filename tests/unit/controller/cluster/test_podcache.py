@@ -24,7 +24,7 @@ from llmscaler.clock import ManualClock
 from llmscaler.controller.cluster.caches import Caches, build_caches
 from llmscaler.controller.cluster.podcache import PodCache, slim_pod
 from llmscaler.controller.cluster.pods import epp_targets, pod_info, scrape_targets
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.client import make_client
 from tests.support.waiting import eventually
 from tests.support.world_objects import (

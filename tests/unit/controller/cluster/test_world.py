@@ -14,7 +14,7 @@ from llmscaler.collect.attribution import TargetRef
 from llmscaler.collect.readings import ModelScope
 from llmscaler.controller.cluster.pods import epp_targets, scrape_targets
 from llmscaler.controller.cluster.world import _flat, build_world
-from llmscaler.kube import crd
+from llmscaler.kube import resource_model
 from tests.support.workloads import deployment, stateful_set
 from tests.support.world_objects import (
     CONFIG,
@@ -194,7 +194,7 @@ def test_non_mapping_va_is_invalid_not_fatal() -> None:
     w = build_world(vas=odd, targets=TARGETS, pods=[], config=CONFIG)
     assert w.entries == ()
     assert len(w.invalid) == 1  # both land on the same (nameless) key; one is kept
-    assert isinstance(w.invalid[0][1], crd.InvalidObject)
+    assert isinstance(w.invalid[0][1], resource_model.InvalidObject)
 
 
 def test_duplicate_va_keys_keep_one_whatever_the_order() -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from llmscaler.config.resolved import Config, ModelConfig, SaturationConfig
 from llmscaler.controller.from_zero.budget import fit, gpu_budgets
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.domain.snapshot import GpuLimit, PoolMetrics, Variant
 from llmscaler.enforce.scale_from_zero import wake
 from llmscaler.kube.client import make_client

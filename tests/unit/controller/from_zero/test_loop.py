@@ -27,7 +27,7 @@ from llmscaler.collect.readings import ErrorReason, SourceError
 from llmscaler.collect.scrape.source import ScrapeConfig
 from llmscaler.controller.cluster.world import World
 from llmscaler.controller.from_zero.loop import FromZero, Woken
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.client import ObjectRef, make_client
 from tests.support.from_zero_harness import (
     NS,

@@ -19,17 +19,12 @@ from hypothesis import strategies as st
 from llmscaler.collect.http import MiB
 from llmscaler.collect.prometheus.source import PrometheusConfig
 from llmscaler.collect.scrape.source import ScrapeConfig
-from llmscaler.config.configmaps import ConfigMapSource
+from llmscaler.config.configmap_entries import ConfigMapSource
 from llmscaler.config.errors import ConfigError
 from llmscaler.config.resolved import CoreSettings
-from llmscaler.controller.options.resolve import (
-    RunOptions,
-    build_parser,
-    fatal_errors,
-    resolve_options,
-    split_bind_address,
-)
-from llmscaler.controller.options.table import OPTIONS
+from llmscaler.controller.options.resolve import RunOptions, fatal_errors, resolve_options
+from llmscaler.controller.options.table import OPTIONS, build_parser
+from llmscaler.controller.options.values import split_bind_address
 from tests.support.paths import ROOT
 
 URL = 'http://prometheus:9090'

@@ -26,7 +26,7 @@ from llmscaler.controller.pools.sources import PooledSource, PoolSources, hold, 
 from llmscaler.controller.pools.watch import PoolCaches
 from llmscaler.controller.publish import ControllerMetrics
 from llmscaler.devcluster import loopback, objects
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.client import make_client
 from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.scale import ScaleClient

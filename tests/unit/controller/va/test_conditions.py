@@ -37,7 +37,7 @@ from llmscaler.domain.basics import Action
 from llmscaler.domain.snapshot import Decision
 from llmscaler.engine import ANALYSIS_FAILED, HOLD_REASON
 from llmscaler.kube import crd
-from llmscaler.kube.status import ConditionUpdate
+from llmscaler.kube.nextstatus import ConditionUpdate
 
 LLAMA = 'meta-llama/Llama-3.1-8B-Instruct'
 TRUE_REASONS = {

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from llmscaler.clock import ManualClock
 from llmscaler.collect.readings import ErrorReason, ModelScope, SourceError
 from llmscaler.controller.app import Controller
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.domain.basics import Action
 from tests.support.controller_harness import (
     CTL,

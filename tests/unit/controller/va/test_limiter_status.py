@@ -24,7 +24,7 @@ from llmscaler.controller.publish import (
     available_gpu_rows,
     node_gpu_vendors,
 )
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.domain.basics import Action
 from llmscaler.domain.snapshot import GpuLimit
 from tests.support.controller_harness import (

@@ -8,7 +8,7 @@ import pytest
 
 from llmscaler.config.predictive import PREDICTIVE_CONFIGMAP
 from llmscaler.config.resolved import PredictiveConfig
-from llmscaler.devcluster.fakeapi import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from tests.support.controller_harness import (
     CTL,
     IDLE,

@@ -21,15 +21,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmscaler.devcluster.fakeapi import FakeAPI
 from llmscaler.devcluster.fakeapi.resources import by_kind
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.devcluster.fakeapi.table import (
     compile_jsonpath,
     human_duration,
     negotiate,
     printer_columns,
 )
-from llmscaler.kube.crd import InvalidObject, parse_va
+from llmscaler.kube.crd import parse_va
+from llmscaler.kube.resource_model import InvalidObject
 from tests.support.prerequisites import missing, need_program
 
 Doc = dict[str, Any]

@@ -15,8 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from llmscaler.devcluster.fakeapi import FakeAPI, table
+from llmscaler.devcluster.fakeapi import table
 from llmscaler.devcluster.fakeapi.semantics import label_selector_matches
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.devcluster.process import free_port
 
 NS = '/namespaces/ns'

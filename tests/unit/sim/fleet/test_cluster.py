@@ -13,7 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmscaler.sim.fleet.cluster import BYTES_PER_TOKEN, Cluster, EngineKind, engine_factory
+from llmscaler.sim.fleet.cluster import Cluster
+from llmscaler.sim.fleet.gateway import BYTES_PER_TOKEN
+from llmscaler.sim.fleet.pods import EngineKind, engine_factory
 from llmscaler.sim.hardware.presets import preset
 from llmscaler.sim.vllm.fast import FastReplica
 from llmscaler.sim.vllm.reference import ReferenceReplica

@@ -11,6 +11,8 @@ import pytest
 from llmscaler.sim.hardware import perf_seed, presets
 from llmscaler.sim.policies import core
 from llmscaler.sim.scenario import loader
+from llmscaler.sim.scenario.setup import build_policies
+from llmscaler.sim.scenario.workloads import build_workloads, model_slos
 
 IN, OUT = 800.0, 200.0
 
@@ -63,9 +65,9 @@ def test_the_itl_carries_the_prompts_interleaved_with_the_decodes() -> None:
 
 def test_slo_queueing_seeds_each_accelerator_from_its_preset() -> None:
     setup = loader.default()
-    workloads = loader.build_workloads(scenario=setup)
-    slos = loader.model_slos(scenario=setup, workloads=workloads)
-    built = loader.build_policies(
+    workloads = build_workloads(scenario=setup)
+    slos = model_slos(scenario=setup, workloads=workloads)
+    built = build_policies(
         scenario=replace(setup, policies=('slo-queueing',)), workloads=workloads, slos=slos
     )
     (policy,) = built

@@ -14,7 +14,9 @@ from rich.console import Console
 from llmscaler.sim import simulate
 from llmscaler.sim.policies import bound
 from llmscaler.sim.scenario import cases, loader
+from llmscaler.sim.scenario.document import ScenarioError
 from llmscaler.sim.scenario.setup import FIXED_POLICIES, SEARCHED_POLICIES, check_policy_name
+from llmscaler.sim.scenario.workloads import build_workloads, model_slos
 
 POLICIES = [*FIXED_POLICIES, 'kaito-realtime', *SEARCHED_POLICIES]
 
@@ -65,7 +67,7 @@ def test_the_searched_capacities_keep_a_variant(outcome: simulate.Outcome) -> No
 
 def test_static_best_is_a_policy_name() -> None:
     check_policy_name(name='static-best', variants=['h100'], where='policies')
-    with pytest.raises(loader.ScenarioError, match='static-best'):
+    with pytest.raises(ScenarioError, match='static-best'):
         check_policy_name(name='static-worst', variants=['h100'], where='policies')
 
 
@@ -76,7 +78,7 @@ def test_static_best_refuses_a_count_space_too_large_to_search() -> None:
     ]
     document['warm_start'] = False  # nothing to calibrate before the policies are built
     setup = loader.from_document(document=document, where='big')
-    with pytest.raises(loader.ScenarioError, match='combinations'):
+    with pytest.raises(ScenarioError, match='combinations'):
         simulate.run(setup=setup, out=None, console=Console(stderr=True, quiet=True))
 
 
@@ -95,8 +97,8 @@ def test_a_fixed_fleet_cheaper_than_the_plan_is_kept_as_the_bound() -> None:
     document['warm_start'] = False
     document['initial'] = {'h100': 1, 'l40s': 0}
     setup = loader.from_document(document=document, where='multi-turn')
-    workloads = loader.build_workloads(scenario=setup)
-    slos = loader.model_slos(scenario=setup, workloads=workloads)
+    workloads = build_workloads(scenario=setup)
+    slos = model_slos(scenario=setup, workloads=workloads)
     setting = bound.Setting(
         traces=workloads.traces,
         variants=setup.variants,

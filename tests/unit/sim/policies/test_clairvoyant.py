@@ -25,12 +25,8 @@ from hypothesis import strategies as st
 
 from llmscaler.domain.snapshot import Snapshot
 from llmscaler.sim.hardware.presets import preset
-from llmscaler.sim.policies.clairvoyant import (
-    ClairvoyantPolicy,
-    calibrate,
-    cheapest_mix,
-    sliding_rates,
-)
+from llmscaler.sim.policies.clairvoyant import ClairvoyantPolicy, calibrate, sliding_rates
+from llmscaler.sim.policies.mix import cheapest_mix
 from llmscaler.sim.vocabulary import SLO, ControlView, Trace, VariantSpec
 
 SLO_DEFAULT = SLO(ttft=1.2, itl=0.07)

@@ -15,17 +15,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
+from llmscaler.sim.report.pages import report_title
 from llmscaler.sim.report.summary import PolicySummary, summarize_all
-from llmscaler.sim.report.writer import (
-    RequestsCsv,
-    file_stems,
-    print_table,
-    render_table,
-    report_title,
-    slo_text,
-    table_cells,
-    write_report,
-)
+from llmscaler.sim.report.table import print_table, render_table, slo_text, table_cells
+from llmscaler.sim.report.writer import RequestsCsv, file_stems, write_report
 from llmscaler.sim.vocabulary import SLO, SimResult
 from tests.support.sim_fixtures import SLO_1, empty_result, tiny_result
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from llmscaler.sim.scenario import loader
+from llmscaler.sim.scenario.document import ScenarioError
 
 GOOD = 'variants: [{name: a, preset: llama-3.1-8b-h100}]\n'
 
@@ -27,7 +28,7 @@ GOOD = 'variants: [{name: a, preset: llama-3.1-8b-h100}]\n'
 def test_hostile_yaml_gives_one_line(tmp_path: Path, text: str, expected: str) -> None:
     path = tmp_path / 'scenario.yaml'
     path.write_text(text)
-    with pytest.raises(loader.ScenarioError) as caught:
+    with pytest.raises(ScenarioError) as caught:
         loader.load(path=path)
     message = str(caught.value)
     assert '\n' not in message

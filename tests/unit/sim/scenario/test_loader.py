@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 
 from llmscaler.sim.scenario import loader
+from llmscaler.sim.scenario.document import DEFAULT_DOCUMENT, ScenarioError, with_overrides
+from llmscaler.sim.scenario.workloads import derive_slo, round_up
 from llmscaler.sim.vocabulary import Trace
 
 
@@ -96,7 +98,7 @@ def test_a_file_overrides_preset_fields(tmp_path: Path) -> None:
 )  # fmt: skip
 def test_bad_scenarios_give_one_line(tmp_path: Path, text: str, expected: str) -> None:
     path = write(tmp_path, text)
-    with pytest.raises(loader.ScenarioError) as caught:
+    with pytest.raises(ScenarioError) as caught:
         loader.load(path=path)
     message = str(caught.value)
     assert '\n' not in message
@@ -106,13 +108,13 @@ def test_bad_scenarios_give_one_line(tmp_path: Path, text: str, expected: str) -
 
 def test_unknown_preset_lists_the_valid_ones(tmp_path: Path) -> None:
     path = write(tmp_path, 'variants: [{name: a, preset: nope}]\n')
-    with pytest.raises(loader.ScenarioError, match=re.escape('llama-3.1-8b-l40s')):
+    with pytest.raises(ScenarioError, match=re.escape('llama-3.1-8b-l40s')):
         loader.load(path=path)
 
 
 def test_command_line_overrides() -> None:
-    document = loader.with_overrides(
-        document=loader.DEFAULT_DOCUMENT,
+    document = with_overrides(
+        document=DEFAULT_DOCUMENT,
         policies=['static:2'],
         rate_scale=2.0,
         duration=600.0,
@@ -126,12 +128,12 @@ def test_command_line_overrides() -> None:
     assert setup.workload.synthetic is not None
     assert setup.workload.synthetic.duration == 600.0
     assert setup.workload.synthetic.rate == 26.0  # 13 req/s x 2
-    traced = loader.with_overrides(
-        document=loader.DEFAULT_DOCUMENT, trace_path='t.csv', rate_scale=3.0, start=60.0
+    traced = with_overrides(
+        document=DEFAULT_DOCUMENT, trace_path='t.csv', rate_scale=3.0, start=60.0
     )
     assert traced['workload'] == {'trace': {'path': 't.csv', 'rate_scale': 3.0, 'start': 60.0}}
-    with pytest.raises(loader.ScenarioError, match='--start'):
-        loader.with_overrides(document=loader.DEFAULT_DOCUMENT, start=60.0)
+    with pytest.raises(ScenarioError, match='--start'):
+        with_overrides(document=DEFAULT_DOCUMENT, start=60.0)
 
 
 def test_the_derived_slo_follows_the_slowest_variant_at_idle() -> None:
@@ -142,7 +144,7 @@ def test_the_derived_slo_follows_the_slowest_variant_at_idle() -> None:
         name='t', arrivals=np.arange(10, dtype=np.float64), input_tokens=inputs,
         output_tokens=outputs,
     )  # fmt: skip
-    slo = loader.derive_slo(variants=setup.variants, workload=workload)
+    slo = derive_slo(variants=setup.variants, workload=workload)
     # p90 of the inputs (linear) = 910 tokens; mean context = 550 + 100/2 = 600 tokens.
     expected_ttft = max(
         5 * v.perf.step_seconds(decode_seqs=0, prefill_tokens=910, context_tokens=0)
@@ -157,6 +159,6 @@ def test_the_derived_slo_follows_the_slowest_variant_at_idle() -> None:
 
 
 def testround_up_keeps_two_significant_figures() -> None:
-    assert loader.round_up(0.0693) == pytest.approx(0.07)
-    assert loader.round_up(1.234) == pytest.approx(1.3)
-    assert loader.round_up(0.5) == pytest.approx(0.5)
+    assert round_up(0.0693) == pytest.approx(0.07)
+    assert round_up(1.234) == pytest.approx(1.3)
+    assert round_up(0.5) == pytest.approx(0.5)

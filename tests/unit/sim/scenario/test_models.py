@@ -26,7 +26,9 @@ import pytest
 from llmscaler.cli import main
 from llmscaler.sim import simulate
 from llmscaler.sim.scenario import loader
-from llmscaler.sim.scenario.document import ScenarioError, with_overrides
+from llmscaler.sim.scenario.document import DEFAULT_DOCUMENT, ScenarioError, with_overrides
+from llmscaler.sim.scenario.setup import build_policies, warm_start_fleet
+from llmscaler.sim.scenario.workloads import Workloads, build_workloads
 from llmscaler.sim.vocabulary import Trace
 from tests.support.paths import ROOT
 
@@ -80,9 +82,9 @@ def test_a_two_model_document() -> None:
         'chat: synthetic azure-conv at 4 req/s; code: synthetic azure-code at 0.5 req/s'
     )
     assert setup.document['models'][1]['name'] == 'code'
-    static = loader.build_policies(
+    static = build_policies(
         scenario=setup,
-        workloads=loader.build_workloads(scenario=setup),
+        workloads=build_workloads(scenario=setup),
         slos={},
     )[0]
     assert static.targets(view=None) == {'chat-h100': 2, 'chat-l40s': 0, 'code-h100': 2}  # type: ignore[arg-type]
@@ -148,7 +150,7 @@ def test_bad_multi_model_documents_give_one_line(document: dict[str, Any], expec
 
 
 def test_roles_are_all_both_or_prefill_and_decode_for_one_model_too() -> None:
-    document = copy.deepcopy(loader.DEFAULT_DOCUMENT)
+    document = copy.deepcopy(DEFAULT_DOCUMENT)
     document['variants'][0] = {**document['variants'][0], 'role': 'decode'}
     with pytest.raises(ScenarioError, match=r'variants: roles both, decode: a model is served'):
         loader.from_document(document=document)
@@ -178,7 +180,7 @@ def test_the_command_line_applies_to_every_model() -> None:
 def test_each_model_draws_its_own_synthetic_workload() -> None:
     same = two()
     same['models'][1]['workload'] = copy.deepcopy(same['models'][0]['workload'])
-    workloads = loader.build_workloads(scenario=loader.from_document(document=same))
+    workloads = build_workloads(scenario=loader.from_document(document=same))
     chat, code = workloads.traces['chat'], workloads.traces['code']
     assert len(chat) > 100
     assert len(code) > 100
@@ -195,12 +197,12 @@ def test_a_shared_trace_is_split_by_name_or_model_id(tmp_path: Path) -> None:
     document = with_overrides(document=TWO, trace_path=str(path))
     setup = loader.from_document(document=document)
     assert setup.workload_text == 'trace mixed.csv, split by model'
-    workloads = loader.build_workloads(scenario=setup)
+    workloads = build_workloads(scenario=setup)
     assert (len(workloads.traces['chat']), len(workloads.traces['code'])) == (40, 20)
     assert workloads.traces['code'].arrivals[:2].tolist() == [0.0, 1.5]
     # One model's rows of the same file, as its own workload.
     alone = _models({'1': {'workload': {'trace': {'path': str(path), 'model': 'chat'}}}})
-    traces = loader.build_workloads(scenario=loader.from_document(document=alone)).traces
+    traces = build_workloads(scenario=loader.from_document(document=alone)).traces
     assert len(traces['code']) == 40
 
 
@@ -212,16 +214,16 @@ def test_a_warm_start_fits_the_inventory_models_in_name_order() -> None:
         input_tokens=np.full(600, 500, dtype=np.int64),
         output_tokens=np.full(600, 100, dtype=np.int64),
     )
-    workloads = loader.Workloads(traces={'chat': burst, 'code': burst})
+    workloads = Workloads(traces={'chat': burst, 'code': burst})
     capacities = {'chat-h100': 1.0, 'chat-l40s': 0.5, 'code-h100': 1.0}
-    fleet = loader.warm_start_fleet(scenario=setup, workloads=workloads, capacities=capacities)
+    fleet = warm_start_fleet(scenario=setup, workloads=workloads, capacities=capacities)
     # chat wants 4 + 4 (at its maxima); it may take 2 L40S and 4 H100; code the 2 H100 left: none.
     assert fleet == {'chat-h100': 4, 'chat-l40s': 2, 'code-h100': 0}
 
 
 def test_one_model_written_as_a_models_list_runs_as_the_one_model_document() -> None:
     plain = with_overrides(
-        document=loader.DEFAULT_DOCUMENT, duration=300.0, policies=['default', 'static:1']
+        document=DEFAULT_DOCUMENT, duration=300.0, policies=['default', 'static:1']
     )
     listed = {
         'name': plain['name'],

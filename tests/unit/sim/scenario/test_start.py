@@ -30,6 +30,8 @@ from llmscaler.sim.scenario.document import (
     parse_initial,
     with_overrides,
 )
+from llmscaler.sim.scenario.setup import warm_fleet
+from llmscaler.sim.scenario.validated import Scenario
 from llmscaler.sim.vocabulary import Trace
 
 
@@ -39,7 +41,7 @@ def document(**changes: Any) -> dict[str, Any]:
     return doc
 
 
-def starts(setup: loader.Scenario) -> dict[str, int]:
+def starts(setup: Scenario) -> dict[str, int]:
     return {v.name: v.initial_replicas for v in setup.variants}
 
 
@@ -146,17 +148,17 @@ def test_the_warm_fleet_covers_the_peak_of_the_first_startup_delay_and_five_minu
     # 10 req/s for the first 100 s, then a burst of 50 req/s at 1000 s: too late to count
     # (windows starting within 90 + 300 s do).
     early = arrivals_at((0.0, 100.0, 10.0), (1000.0, 60.0, 50.0))
-    fleet = loader.warm_fleet(variants=variants, workload=early, capacities=capacities)
+    fleet = warm_fleet(variants=variants, workload=early, capacities=capacities)
     # 10 req/s at least cost: 1 × H100 (4) + 4 × L40S (6) = $11.50/h; 3 × H100 = $11.70/h,
     # 2 + 2 = $11.60/h, 2 + 1 falls short (9.5).
     assert fleet == {'h100': 1, 'l40s': 4}
     # A 20 req/s burst whose first window starts at 380 s (< 390) counts.
     burst = arrivals_at((0.0, 100.0, 10.0), (380.0, 60.0, 20.0))
-    bigger = loader.warm_fleet(variants=variants, workload=burst, capacities=capacities)
+    bigger = warm_fleet(variants=variants, workload=burst, capacities=capacities)
     assert bigger['h100'] * 4.0 + bigger['l40s'] * 1.5 >= 20.0
     # Nothing in the first minutes: every variant at its minimum.
     quiet = arrivals_at((1000.0, 60.0, 5.0))
-    assert loader.warm_fleet(variants=variants, workload=quiet, capacities=capacities) == {
+    assert warm_fleet(variants=variants, workload=quiet, capacities=capacities) == {
         'h100': 0,
         'l40s': 0,
     }
@@ -174,7 +176,7 @@ def test_a_warm_start_run_starts_every_policy_at_the_warm_fleet() -> None:
     assert outcome.setup is not None
     assert outcome.capacities is not None
     workload = outcome.workload
-    expected = loader.warm_fleet(
+    expected = warm_fleet(
         variants=loader.from_document(document=doc).variants,
         workload=workload,
         capacities=outcome.capacities,

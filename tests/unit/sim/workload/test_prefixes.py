@@ -15,14 +15,16 @@ from llmscaler.sim.hardware.presets import preset
 from llmscaler.sim.policies.core import StaticPolicy
 from llmscaler.sim.report.summary import summarize
 from llmscaler.sim.run.loop import SimSettings, run
-from llmscaler.sim.scenario.loader import from_document, with_overrides
+from llmscaler.sim.scenario.document import with_overrides
+from llmscaler.sim.scenario.loader import from_document
 from llmscaler.sim.vllm.base import ReplicaCounters
 from llmscaler.sim.vllm.fast import FastReplica
 from llmscaler.sim.vllm.reference import ReferenceReplica
 from llmscaler.sim.vocabulary import SLO, ControlView, SimRequest, Trace, VariantSpec
 from llmscaler.sim.workload import synthetic
+from llmscaler.sim.workload.formats import TraceError
 from llmscaler.sim.workload.prefixes import PrefixSpec, add_prefixes, chain_ids
-from llmscaler.sim.workload.trace import TraceError, load_trace, scale_rate
+from llmscaler.sim.workload.trace import load_trace, scale_rate
 from tests.support.paths import DATA
 from tests.support.sim_fixtures import LINEAR, drive
 

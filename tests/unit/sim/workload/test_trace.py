@@ -14,14 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmscaler.sim.vocabulary import Trace
-from llmscaler.sim.workload.trace import (
-    INPUT_NAMES,
-    OUTPUT_NAMES,
-    TIME_NAMES,
-    TraceError,
-    load_trace,
-    scale_rate,
-)
+from llmscaler.sim.workload.formats import INPUT_NAMES, OUTPUT_NAMES, TIME_NAMES, TraceError
+from llmscaler.sim.workload.trace import load_trace, scale_rate
 from tests.support.paths import TRACES
 from tests.support.prerequisites import need_file
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from llmscaler.sim.workload.trace import MODEL_NAMES, TraceError, load_by_model, load_trace
+from llmscaler.sim.workload.formats import MODEL_NAMES, TraceError
+from llmscaler.sim.workload.trace import load_by_model, load_trace
 
 CSV = """time,input_tokens,output_tokens,model
 10.0,100,5,chat
