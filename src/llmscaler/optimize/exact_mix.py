@@ -23,7 +23,9 @@ from `prefer`, then the most replicas on the variant whose name sorts first. Not
 the set that sustains the most at its maxima (not every variant at its maximum: with the
 coupling, a slow variant's replicas can lower what the fast ones sustain), `met` False.
 
-What fails: nothing raises; a variant whose rate is not a positive finite number adds nothing.
+What fails: nothing raises; a variant whose rate is not a positive finite number adds nothing;
+a cost follows the one cost rule (`domain.snapshot.effective_cost`: one that is not a finite
+number above 0 is 10), in the covers and in the prices compared.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from llmscaler.domain.snapshot import effective_cost
 from llmscaler.optimize.cover import Option, cover
 
 MAX_ENUMERATED: Final = 8
@@ -102,7 +105,7 @@ def capacity(*, options: Sequence[MixOption], counts: Mapping[str, int]) -> floa
 
 
 def _price(options: Sequence[MixOption], counts: Mapping[str, int]) -> float:
-    return math.fsum(o.cost * counts.get(o.variant, 0) for o in options)
+    return math.fsum(effective_cost(o.cost) * counts.get(o.variant, 0) for o in options)
 
 
 def _sets(options: Sequence[MixOption]) -> list[tuple[MixOption, ...]]:
