@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
-from llmscaler.domain.signals import VariantCapacity
 from llmscaler.domain.snapshot import DEFAULT_COST
-
-
-def capacity(cost: float) -> VariantCapacity:
-    return VariantCapacity(
-        variant='a',
-        namespace='ns',
-        role='both',
-        cost=cost,
-        accelerator='H100',
-        gpus_per_replica=1,
-        min_replicas=0,
-        max_replicas=4,
-        current_replicas=1,
-        per_replica_capacity=100.0,
-        replica_count=1,
-        pending=0,
-        total_demand=50.0,
-        reason='P1-obs',
-    )
+from tests.support.analyze_fixtures import capacity
 
 
 @pytest.mark.parametrize(
@@ -40,4 +22,4 @@ def capacity(cost: float) -> VariantCapacity:
     ],
 )
 def test_effective_cost(cost: float, expected: float) -> None:
-    assert capacity(cost).effective_cost == expected
+    assert dataclasses.replace(capacity('a', 100.0), cost=cost).effective_cost == expected

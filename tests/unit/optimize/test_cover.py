@@ -71,6 +71,13 @@ def counts(result: Cover) -> dict[str, int]:
     return dict(result.targets)
 
 
+def option(name: str, capacity: float, cost: float, *, ready: int = 0) -> Option:
+    """A variant that may take 0 to 10 replicas."""
+    return Option(
+        variant=name, capacity=capacity, cost=cost, target=0, max_replicas=10, ready=ready
+    )
+
+
 # ---- by hand -----------------------------------------------------------------------------------
 
 
@@ -102,36 +109,36 @@ def test_not_enough_room_raises_what_adds_capacity_to_its_maximum() -> None:
 def test_worked_example_in_requests() -> None:
     # R = 10 req/s, a: 4 req/s at 3.90, b: 1.5 req/s at 1.90. For each count of a, the fewest b:
     # a = 0: b = 7 → 13.30; a = 1: b = 4 → 11.50 (cheapest); a = 2: b = 2 → 11.60; a = 3 → 11.70.
-    a = Option(variant='a', capacity=4.0, cost=3.9, target=0, max_replicas=10)
-    b = Option(variant='b', capacity=1.5, cost=1.9, target=0, max_replicas=10)
+    a = option('a', 4.0, 3.9)
+    b = option('b', 1.5, 1.9)
     assert counts(cover(options=[a, b], need=10.0)) == {'a': 1, 'b': 4}
 
 
 def test_ties() -> None:
     # Equal cost and count (3 replicas, 3.0): the first name gets them, whatever the order given.
-    a = Option(variant='a', capacity=1.0, cost=1.0, target=0, max_replicas=10)
-    b = Option(variant='b', capacity=1.0, cost=1.0, target=0, max_replicas=10)
+    a = option('a', 1.0, 1.0)
+    b = option('b', 1.0, 1.0)
     assert counts(cover(options=[b, a], need=3.0)) == {'a': 3, 'b': 0}
     assert counts(cover(options=[a, b], need=3.0)) == {'a': 3, 'b': 0}
     # a = 2 (7.80, 2 replicas), b = 4 (4 · 1.95 = 7.80), a = 1 + b = 2 (7.80, 3): the fewest.
-    two = Option(variant='z', capacity=2.0, cost=3.9, target=0, max_replicas=10)
-    one = Option(variant='b', capacity=1.0, cost=1.95, target=0, max_replicas=10)
+    two = option('z', 2.0, 3.9)
+    one = option('b', 1.0, 1.95)
     assert counts(cover(options=[one, two], need=4.0)) == {'b': 0, 'z': 2}
 
 
 def test_the_ready_replicas_kept_cover_the_hold() -> None:
-    a = Option(variant='a', capacity=4.0, cost=3.9, target=0, max_replicas=10)
-    b = Option(variant='b', capacity=1.5, cost=1.9, target=0, max_replicas=10)
+    a = option('a', 4.0, 3.9)
+    b = option('b', 1.5, 1.9)
     # 6 alone: b = 4 → 7.60 (a = 1, b = 2 → 7.70; a = 2 → 7.80).
     assert counts(cover(options=[a, b], need=6.0)) == {'a': 0, 'b': 4}
     # a = 2 ready and 8 to hold: min(n_a, 2) · 4 ≥ 8 → n_a = 2, which covers 6 too.
-    ready_a = Option(variant='a', capacity=4.0, cost=3.9, target=0, max_replicas=10, ready=2)
+    ready_a = option('a', 4.0, 3.9, ready=2)
     assert counts(cover(options=[ready_a, b], need=6.0, hold=8.0)) == {'a': 2, 'b': 0}
     # Hold 10 with one a ready: capped at 4 (keep it); the need, 6 → b = 2.
-    one_a = Option(variant='a', capacity=4.0, cost=3.9, target=0, max_replicas=10, ready=1)
+    one_a = option('a', 4.0, 3.9, ready=1)
     assert counts(cover(options=[one_a, b], need=6.0, hold=10.0)) == {'a': 1, 'b': 2}
     # A hold the cheapest cover meets anyway changes nothing.
-    b4 = Option(variant='b', capacity=1.5, cost=1.9, target=0, max_replicas=10, ready=4)
+    b4 = option('b', 1.5, 1.9, ready=4)
     assert counts(cover(options=[ready_a, b4], need=6.0, hold=5.0)) == {'a': 0, 'b': 4}
 
 
@@ -152,7 +159,7 @@ def test_a_bad_cost_is_priced_by_the_one_rule() -> None:
 
 
 def test_bad_capacities_needs_and_counts() -> None:
-    b = Option(variant='b', capacity=1.5, cost=1.9, target=0, max_replicas=10)
+    b = option('b', 1.5, 1.9)
     for odd in (math.nan, math.inf, -2.0, 0.0):
         a = Option(variant='a', capacity=odd, cost=1.0, target=1, max_replicas=10)
         # a adds nothing (and stays at its target): only b can serve 3.
@@ -167,7 +174,7 @@ def test_bad_capacities_needs_and_counts() -> None:
     stuck = Option(variant='b', capacity=1.0, cost=0.5, target=3, max_replicas=1)
     assert counts(cover(options=[low, stuck], need=4.0)) == {'a': 1, 'b': 3}
     # A NaN or negative hold asks for nothing; negative ready counts read as 0.
-    ready = Option(variant='a', capacity=4.0, cost=3.9, target=0, max_replicas=10, ready=-3)
+    ready = option('a', 4.0, 3.9, ready=-3)
     for hold in (math.nan, -1.0):
         assert counts(cover(options=[ready, b], need=6.0, hold=hold)) == {'a': 0, 'b': 4}
     assert counts(cover(options=[ready, b], need=6.0, hold=8.0)) == {'a': 0, 'b': 4}
