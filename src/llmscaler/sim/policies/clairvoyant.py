@@ -27,7 +27,7 @@ What it computes:
   seconds. Otherwise scale-down is immediate: no stabilization, the future is known.
 - A GPU inventory: when the models' mixes together need more GPUs of a type than there are, the
   models take them first come in name order, each the cheapest mix within what the models
-  before it left (`mix_options` with `free`). That fleet is no longer the cheapest that serves the
+  before it left (`cheapest_mix` with `free`). That fleet is no longer the cheapest that serves the
   trace; `short` records when it happened and `notes` says so for the report.
 - `calibrate`: capacity_v, the req/s one replica sustains within the SLO, by replaying a seeded
   Poisson stream on one `FastReplica` (details on the function).
@@ -109,7 +109,7 @@ def sliding_rates(*, arrivals: FloatArray, window: int = RATE_WINDOW) -> FloatAr
     return (prefix[ends] - prefix[starts]).astype(np.float64) / window
 
 
-def mix_options(
+def _mix_options(
     *,
     variants: Sequence[VariantSpec],
     capacities: Mapping[str, float],
@@ -144,7 +144,7 @@ def mix_options(
     return tuple(options)
 
 
-def solve_mix(
+def _solve_mix(
     *, options: Sequence[Option], required: float, hold: float = 0.0, ready: Sequence[int] = ()
 ) -> tuple[int, ...]:
     """The least-cost counts of `options` (in their order) covering `required`, the replicas
@@ -171,17 +171,20 @@ def cheapest_mix(
     current: Mapping[str, int] | None = None,
     free: Mapping[str, int] | None = None,
 ) -> dict[str, int]:
-    """The least-cost replica counts covering `required` req/s (`solve_mix`), per variant name.
+    """The least-cost replica counts covering `required` req/s, per variant name: the exact
+    cheapest cover of `optimize.cover`, or every variant at its maximum when even that falls
+    short.
 
     With `current` (replica counts now; missing names count 0), the replicas kept of them,
     Σ min(n_v, current_v)·capacity_v, must also cover `hold` req/s (capped at what keeping all
     of them gives): the load that arrives before new replicas are ready. With `free` (GPUs per
-    accelerator type), within them (`mix_options`). A NaN or negative `required` counts as 0
-    (every variant at its minimum); +Inf is never covered (every variant at its maximum).
+    accelerator type), each maximum (and minimum) is lowered to what the free GPUs of its type
+    hold. A NaN or negative `required` counts as 0 (every variant at its minimum); +Inf is
+    never covered (every variant at its maximum).
     """
-    options = mix_options(variants=variants, capacities=capacities, free=free)
+    options = _mix_options(variants=variants, capacities=capacities, free=free)
     now = current or {}
-    counts = solve_mix(
+    counts = _solve_mix(
         options=options,
         required=required,
         hold=hold,
@@ -205,7 +208,7 @@ class _Plan:
     ) -> None:
         self.model = model
         self.variants = tuple(sorted(variants, key=lambda s: s.name))
-        self.options = mix_options(variants=variants, capacities=capacities)
+        self.options = _mix_options(variants=variants, capacities=capacities)
         self.delay = delay
         self.cycle = cycle
         self.rates = sliding_rates(arrivals=trace.arrivals)
@@ -229,7 +232,7 @@ class _Plan:
         key = (required, hold, kept)
         counts = self.mixes.get(key)
         if counts is None:
-            counts = self.mixes[key] = solve_mix(
+            counts = self.mixes[key] = _solve_mix(
                 options=self.options, required=required, hold=hold, ready=kept
             )
         return counts
@@ -337,8 +340,10 @@ class ClairvoyantPolicy:
             self.short.append(now)
             free = dict(self.inventory)
             for index, (plan, required, hold, kept, _) in enumerate(wanted):
-                options = mix_options(variants=plan.variants, capacities=self.capacities, free=free)
-                counts = solve_mix(options=options, required=required, hold=hold, ready=kept)
+                options = _mix_options(
+                    variants=plan.variants, capacities=self.capacities, free=free
+                )
+                counts = _solve_mix(options=options, required=required, hold=hold, ready=kept)
                 for spec, n in zip(plan.variants, counts, strict=True):
                     if spec.accelerator in free:
                         free[spec.accelerator] -= n * spec.gpus_per_replica
