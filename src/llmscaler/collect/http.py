@@ -11,7 +11,8 @@ What it provides:
   `insecure_skip_verify` turns off hostname and certificate checks; a client certificate is loaded
   when `client_cert_file` is given (the key from `client_key_file`, else from the certificate
   file). Unreadable files raise (`OSError`, `ssl.SSLError`): a configuration error, raised at
-  construction.
+  construction. `ssl_context` builds it from a reader's configuration (`TlsFiles`: the
+  Prometheus source's and the scraper's carry the same four fields).
 - `OwnedClient`: the caller's client, or one made here and closed by `aclose`; a lent client is
   never closed, it belongs to its owner.
 - `read_token`: the bearer token, from `token_file` (re-read on every call so rotated tokens work;
@@ -48,7 +49,7 @@ import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import httpx
 
@@ -89,6 +90,29 @@ def client_ssl_context(
         key = str(client_key_file) if client_key_file is not None else None
         context.load_cert_chain(certfile=str(client_cert_file), keyfile=key)
     return context
+
+
+class TlsFiles(Protocol):
+    """The TLS fields of a reader's configuration (`PrometheusConfig`, `ScrapeConfig`)."""
+
+    @property
+    def ca_file(self) -> Path | None: ...
+    @property
+    def insecure_skip_verify(self) -> bool: ...
+    @property
+    def client_cert_file(self) -> Path | None: ...
+    @property
+    def client_key_file(self) -> Path | None: ...
+
+
+def ssl_context(*, config: TlsFiles) -> ssl.SSLContext:
+    """The client TLS context of a reader's configuration (`client_ssl_context`)."""
+    return client_ssl_context(
+        ca_file=config.ca_file,
+        insecure_skip_verify=config.insecure_skip_verify,
+        client_cert_file=config.client_cert_file,
+        client_key_file=config.client_key_file,
+    )
 
 
 def check_seconds(**values: float) -> None:

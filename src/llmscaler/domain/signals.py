@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from llmscaler.domain.basics import Role
-from llmscaler.domain.snapshot import Variant
+from llmscaler.domain.snapshot import Variant, effective_cost
 
 UNINFORMATIVE_REASONS = frozenset({'no-data', 'error'})
 
@@ -40,6 +40,11 @@ class VariantCapacity:
     reason: str
     """Where the capacity came from (`P1-obs`, `P2-hist`, `P3-k2`, `P4-k1`, `P0-store`,
     `no-data`, `error`, or an analyzer's own label)."""
+
+    @property
+    def effective_cost(self) -> float:
+        """`cost` under the one cost rule (`domain.snapshot.effective_cost`)."""
+        return effective_cost(self.cost)
 
     @property
     def total_capacity(self) -> float:

@@ -10,7 +10,7 @@ What fails: nothing raises; construction does not validate.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import isfinite
+from math import inf, isfinite
 from typing import Annotated, Final
 
 from annotated_types import Ge, Gt, Le
@@ -53,6 +53,28 @@ class EngineParams:
     enable_chunked_prefill: bool = True
 
 
+DEFAULT_COST: Final = 10.0
+"""The cost of one replica of a variant whose cost is unknown: WVA's default `variantCost`."""
+
+
+def effective_cost(cost: float | None) -> float:
+    """The cost every choice between variants prices one replica at: `cost` when it is a finite
+    number above 0, otherwise `DEFAULT_COST` (None, NaN, ±Inf, 0 and negatives alike).
+
+    One rule for every such choice: the optimizers' cheapest capacity (`optimize.cost_aware`,
+    `optimize.limited`), the exact cheapest cover (`optimize.cover`), the variant kept at one
+    replica (`enforce.scale_to_zero`) and the variant woken from zero
+    (`enforce.scale_from_zero`). With one rule they pick the same variant: the one woken from
+    zero is the one kept when the model idles and the one the optimizer grows. A cost that
+    cannot be read is neither free nor a reason to skip the variant (its capacity still
+    serves): it is priced as WVA prices a VariantAutoscaling without `variantCost`. A cost of 0
+    counts as unknown too: priced at 0, every such variant would tie on cost per unit of
+    capacity whatever its capacity, and WVA reads it so.
+    """
+    # One chained comparison: NaN and ±Inf fail it.
+    return cost if cost is not None and 0.0 < cost < inf else DEFAULT_COST
+
+
 @dataclass(frozen=True, slots=True)
 class Variant:
     """One scale target serving one model on one hardware/serving configuration.
@@ -69,7 +91,7 @@ class Variant:
     name: str
     namespace: str
     model_id: str
-    cost: NonNegative = 10.0
+    cost: NonNegative = DEFAULT_COST
     accelerator: str = 'unknown'
     gpus_per_replica: Count = 1
     role: Role = 'both'
@@ -88,6 +110,11 @@ class Variant:
     @property
     def group(self) -> str:
         return group_key(model_id=self.model_id, namespace=self.namespace)
+
+    @property
+    def effective_cost(self) -> float:
+        """`cost` under the one cost rule (`effective_cost`)."""
+        return effective_cost(self.cost)
 
 
 @dataclass(frozen=True, slots=True)

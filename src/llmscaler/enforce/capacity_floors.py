@@ -15,7 +15,9 @@ What it computes (pure, `now` an argument):
   capacities given (`replicas` × the reference variant's capacity per replica); a floor whose
   reference variant has no known capacity cannot be priced and is reported, not guessed;
 - the floor is bought with `optimize.cover.cover`: the cheapest targets, each at least its
-  current target and at most the variant's maximum, whose capacity reaches the floor (exact).
+  current target and at most the variant's maximum, whose capacity reaches the floor (exact;
+  ties: fewer replicas, then the variant whose name sorts first). A floor beyond every maximum
+  raises each variant that adds capacity to its maximum, and the reason says so.
 
 What fails: nothing raises for odd figures (see `optimize.cover`).
 """

@@ -11,7 +11,9 @@ What it decides, per model (variants with the same modelID + namespace):
 - the model's pool must report `queue_size > 0` (NaN, Inf, negatives and an unread queue, None,
   count as empty: nothing is woken on a figure it did not see);
 - the variant woken is the CHEAPEST one allowed to run (`max_replicas >= 1`), cost ties broken
-  by name; it goes to max(1, min_replicas).
+  by name; it goes to max(1, min_replicas). Costs follow the one cost rule
+  (`domain.snapshot.effective_cost`: one that is not a finite positive number counts as 10), so
+  the variant woken is the one `enforce.scale_to_zero` keeps when the model idles.
 
 Deliberate deviation from WVA: upstream wakes *every* zero-replica variant of the model (a TODO
 in its code); waking only the cheapest is what its own cost model asks for.
@@ -21,7 +23,6 @@ Pure: no clock, no I/O; the result is sorted by namespace and name.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,11 +43,6 @@ class Wake:
     queue_size: float
 
 
-def _cost(variant: Variant) -> float:
-    cost = finite(variant.cost)
-    return cost if cost is not None and cost > 0 else math.inf
-
-
 def wake(*, variants: Sequence[Variant], pools: Sequence[PoolMetrics]) -> tuple[Wake, ...]:
     """The variants to wake now, at most one per model."""
     by_group: dict[str, list[Variant]] = {}
@@ -63,7 +59,7 @@ def wake(*, variants: Sequence[Variant], pools: Sequence[PoolMetrics]) -> tuple[
         if group not in queued or any(v.current_replicas > 0 for v in members):
             continue
         candidates = sorted(
-            (v for v in members if v.max_replicas >= 1), key=lambda v: (_cost(v), v.name)
+            (v for v in members if v.max_replicas >= 1), key=lambda v: (v.effective_cost, v.name)
         )
         if not candidates:
             continue

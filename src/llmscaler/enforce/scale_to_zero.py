@@ -21,9 +21,9 @@ What it computes (`enforce`), from the optimizer's targets for every variant of 
 - Enabled: no count (query failed) → targets kept; count > 0 → kept; requests in flight (or
   their number unknown) → kept; count == 0 and nothing in flight → every variant goes towards
   0, policy `scale_to_zero`.
-- Disabled: when the targets sum to 0, the cheapest variant gets 1 replica (a cost that is not
-  a finite positive number counts as 10; ties go to the alphabetically first name), policy
-  `minimum_replicas`.
+- Disabled: when the targets sum to 0, the cheapest variant gets 1 replica (priced by the one
+  cost rule, `domain.snapshot.effective_cost`: a cost that is not a finite positive number
+  counts as 10; ties go to the alphabetically first name), policy `minimum_replicas`.
 
 Deliberate deviations from upstream, both from design.md §5:
 1. Missing or stale metrics never cause scale-to-zero: with `metrics_complete` False a zero
@@ -61,7 +61,6 @@ from llmscaler.domain.snapshot import Variant
 Policy = Literal['scale_to_zero', 'minimum_replicas', '']
 
 DEFAULT_RETENTION = 600.0
-DEFAULT_COST = 10.0
 ENFORCED_SUFFIX = ' (enforced)'
 
 
@@ -115,17 +114,12 @@ def retention_period(*, config: ModelConfig, settings: CoreSettings) -> float:
     return DEFAULT_RETENTION
 
 
-def _cost(variant: Variant) -> float:
-    cost = variant.cost
-    return cost if math.isfinite(cost) and cost > 0 else DEFAULT_COST
-
-
 def _engine(variant: Variant) -> str:
     return 'vllm' if variant.engine is None else variant.engine.engine
 
 
 def _cheapest(variants: Sequence[Variant]) -> Variant:
-    return min(variants, key=lambda v: (_cost(v), v.name))
+    return min(variants, key=lambda v: (v.effective_cost, v.name))
 
 
 def _result(

@@ -117,17 +117,9 @@ class ScaleClient:
                 got.replicas,
                 f'{kind} {namespace}/{name} has {got.replicas} replicas, expected {expect}',
             )
-        patch: dict[str, Any] = {'spec': {'replicas': replicas}}
-        if got.resource_version:
-            patch['metadata'] = {'resourceVersion': got.resource_version}
-        try:
-            await self._client.patch(
-                resource.Scale, name, patch, namespace=namespace, patch_type=PatchType.MERGE
-            )
-        except Exception as exc:  # every failure becomes a value: never raise
-            return _failure(exc, got.replicas, kind, namespace, name)
-        logger.debug('scaled %s %s/%s from %d to %d', kind, namespace, name, got.replicas, replicas)
-        return ScaleResult(ScaleOutcome.APPLIED, got.replicas, '')
+        return await self._write(
+            resource, kind, namespace, name, replicas, got.resource_version, before=got.replicas
+        )
 
     async def scale_at(
         self,
@@ -155,15 +147,35 @@ class ScaleClient:
             return _unsupported(api_version, kind)
         if not resource_version:
             return ScaleResult(ScaleOutcome.FAILED, None, 'no resourceVersion to write against')
-        patch = {'metadata': {'resourceVersion': resource_version}, 'spec': {'replicas': replicas}}
+        return await self._write(
+            resource, kind, namespace, name, replicas, resource_version, before=None
+        )
+
+    async def _write(
+        self,
+        resource: Any,
+        kind: str,
+        namespace: str,
+        name: str,
+        replicas: int,
+        resource_version: str | None,
+        *,
+        before: int | None,
+    ) -> ScaleResult:
+        """The merge patch of `replicas` on `/scale`, preconditioned on `resource_version` when
+        there is one: APPLIED, or the failure as a value (`before` is the count read before it,
+        None when nothing was read)."""
+        patch: dict[str, Any] = {'spec': {'replicas': replicas}}
+        if resource_version:
+            patch['metadata'] = {'resourceVersion': resource_version}
         try:
             await self._client.patch(
                 resource.Scale, name, patch, namespace=namespace, patch_type=PatchType.MERGE
             )
         except Exception as exc:  # every failure becomes a value: never raise
-            return _failure(exc, None, kind, namespace, name)
-        logger.debug('scaled %s %s/%s to %d', kind, namespace, name, replicas)
-        return ScaleResult(ScaleOutcome.APPLIED, None, '')
+            return _failure(exc, before, kind, namespace, name)
+        logger.debug('scaled %s %s/%s to %d (read: %s)', kind, namespace, name, replicas, before)
+        return ScaleResult(ScaleOutcome.APPLIED, before, '')
 
     async def _get(
         self, resource: Any, kind: str, namespace: str, name: str

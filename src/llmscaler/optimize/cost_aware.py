@@ -54,13 +54,14 @@ replicas); a live signal without an entry for a role abstains on it, neither con
 vetoing. Rounding tolerates 1e-9 replica of floating-point noise, so 300.00000000000006 / 100
 is 3 replicas, not 4.
 
-Bad input: a cost that is not a finite positive number is taken as 10 (the CRD default, as
-the enforcer does); a NaN, infinite or non-positive PRC makes a variant (or a signal's view of
-it) unpriceable; a NaN, infinite or negative RC is no demand; a NaN or negative spare is no
-spare (a veto); an infinite spare vetoes nothing and sets no count (alone, it removes nothing).
-A capacity ratio too large to round is capped by the headroom or the removable count. Negative
-replica counts are taken as 0; a `max_replicas` below the target blocks scale-up only. Variant
-names are assumed unique within a request (one namespace, one model). Nothing raises.
+Bad input: a cost that is not a finite positive number is taken as 10 (the CRD default: the one
+cost rule, `domain.snapshot.effective_cost`); a NaN, infinite or non-positive PRC makes a
+variant (or a signal's view of it) unpriceable; a NaN, infinite or negative RC is no demand; a
+NaN or negative spare is no spare (a veto); an infinite spare vetoes nothing and sets no count
+(alone, it removes nothing). A capacity ratio too large to round is capped by the headroom or
+the removable count. Negative replica counts are taken as 0; a `max_replicas` below the target
+blocks scale-up only. Variant names are assumed unique within a request (one namespace, one
+model). Nothing raises.
 """
 
 from __future__ import annotations
@@ -74,7 +75,6 @@ from llmscaler.domain.basics import Role, positive_or_zero
 from llmscaler.domain.signals import AnalyzerSignal, ScalingRequest, VariantCapacity, VariantTarget
 
 REASON = 'V2'
-DEFAULT_COST = 10.0
 _EPSILON = 1e-9
 """Replicas of floating-point noise ignored when rounding a capacity ratio."""
 _HUGE = 2**31
@@ -100,11 +100,6 @@ def _spare(value: float) -> float:
     if math.isnan(value) or value < 0:
         return 0.0
     return value
-
-
-def _cost(variant: VariantCapacity) -> float:
-    cost = variant.cost
-    return cost if math.isfinite(cost) and cost > 0 else DEFAULT_COST
 
 
 def _score(signal: AnalyzerSignal) -> float:
@@ -200,7 +195,11 @@ def _pick(
         return None
     best = min(
         eligible,
-        key=lambda v: (_cost(v) / positive_or_zero(v.per_replica_capacity), _cost(v), v.variant),
+        key=lambda v: (
+            v.effective_cost / positive_or_zero(v.per_replica_capacity),
+            v.effective_cost,
+            v.variant,
+        ),
     )
     return best, best.max_replicas - targets[best.variant]
 
@@ -307,7 +306,7 @@ def _scale_down(
             continue
         ordered = sorted(
             by_role[role],
-            key=lambda v: (-_cost(v), _weighted_prc(live, v.variant), v.variant),
+            key=lambda v: (-v.effective_cost, _weighted_prc(live, v.variant), v.variant),
         )
         for index, variant in enumerate(ordered):
             if positive_or_zero(variant.per_replica_capacity) <= 0:

@@ -23,7 +23,9 @@ from `prefer`, then the most replicas on the variant whose name sorts first. Not
 the set that sustains the most at its maxima (not every variant at its maximum: with the
 coupling, a slow variant's replicas can lower what the fast ones sustain), `met` False.
 
-What fails: nothing raises; a variant whose rate is not a positive finite number adds nothing.
+What fails: nothing raises; a variant whose rate is not a positive finite number adds nothing;
+a cost follows the one cost rule (`domain.snapshot.effective_cost`: one that is not a finite
+number above 0 is 10), in the covers and in the prices compared.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from llmscaler.domain.snapshot import effective_cost
 from llmscaler.optimize.cover import Option, cover
 
 MAX_ENUMERATED: Final = 8
@@ -101,8 +104,9 @@ def capacity(*, options: Sequence[MixOption], counts: Mapping[str, int]) -> floa
     return math.fsum(rates[o.variant] * counts[o.variant] for o in serving)
 
 
-def _price(options: Sequence[MixOption], counts: Mapping[str, int]) -> float:
-    return math.fsum(o.cost * counts.get(o.variant, 0) for o in options)
+def price(*, options: Sequence[MixOption], counts: Mapping[str, int]) -> float:
+    """What `counts` replicas cost, each priced by the one cost rule."""
+    return math.fsum(effective_cost(o.cost) * counts.get(o.variant, 0) for o in options)
 
 
 def _sets(options: Sequence[MixOption]) -> list[tuple[MixOption, ...]]:
@@ -146,7 +150,7 @@ def cheapest(
         if have + 1e-9 < need:
             continue
         key = (
-            _price(ordered, counts),
+            price(options=ordered, counts=counts),
             sum(counts.values()),
             sum(abs(counts[v] - prefer.get(v, 0)) for v in counts),
             tuple((name, -count) for name, count in sorted(counts.items())),
@@ -172,7 +176,7 @@ def _most(ordered: Sequence[MixOption]) -> Mix:
         mix = Mix(
             counts=tuple(sorted(counts.items())),
             capacity=capacity(options=ordered, counts=counts),
-            cost=_price(ordered, counts),
+            cost=price(options=ordered, counts=counts),
             met=False,
         )
         key = (-mix.capacity, mix.cost, mix.counts)

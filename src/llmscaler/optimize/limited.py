@@ -38,7 +38,7 @@ replicas.
 Deterministic: models are taken in (namespace, model_id) order, every tie ends with a name.
 Bad input is treated as `cost_aware` treats it (NaN / negative RC is no demand, a PRC that is
 not a finite positive number makes a variant unpriceable, a cost that is not a finite positive
-number is 10). Nothing raises.
+number is 10, `domain.snapshot.effective_cost`). Nothing raises.
 """
 
 from __future__ import annotations
@@ -81,11 +81,6 @@ class LimitedOutcome:
 
 def _weight(value: float) -> float:
     return value if math.isfinite(value) and value >= 0 else 1.0
-
-
-def _cost(variant: VariantCapacity) -> float:
-    cost = variant.cost
-    return cost if math.isfinite(cost) and cost > 0 else cost_aware.DEFAULT_COST
 
 
 @dataclass(slots=True)
@@ -148,7 +143,7 @@ def _pick(*, model: _Model, role: Role, ledger: Ledger) -> tuple[VariantCapacity
         cap = headroom if fit is None else min(headroom, fit)
         if cap <= 0:
             continue
-        key = (_cost(variant) / prc, _cost(variant), variant.variant)
+        key = (variant.effective_cost / prc, variant.effective_cost, variant.variant)
         if best is None or key < best[0]:
             best = (key, variant, cap)
     return None if best is None else (best[1], best[2])

@@ -52,7 +52,14 @@ from llmscaler.config.quota import Limiters
 from llmscaler.config.resolved import Config
 from llmscaler.domain.basics import Action, Role
 from llmscaler.domain.signals import AnalyzerSignal, RoleSignal, ScalingRequest, VariantCapacity
-from llmscaler.domain.snapshot import Decision, GpuLimit, Snapshot, Variant, action_for
+from llmscaler.domain.snapshot import (
+    DEFAULT_COST,
+    Decision,
+    GpuLimit,
+    Snapshot,
+    Variant,
+    action_for,
+)
 from llmscaler.optimize.constraints import (
     Budgets,
     Ledger,
@@ -244,7 +251,7 @@ def _request(
                 variant=decision.variant,
                 namespace=decision.namespace,
                 role=role,
-                cost=variant.cost if variant is not None else 10.0,
+                cost=variant.cost if variant is not None else DEFAULT_COST,
                 accelerator=decision.accelerator,
                 gpus_per_replica=variant.gpus_per_replica if variant is not None else 0,
                 min_replicas=floor,

@@ -16,7 +16,7 @@ import ssl
 import threading
 import time
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import httpx
@@ -31,6 +31,7 @@ from llmscaler.collect.http import (
     Answer,
     Failure,
     OwnedClient,
+    TlsFiles,
     Token,
     authorization,
     check_bytes,
@@ -40,11 +41,14 @@ from llmscaler.collect.http import (
     parse_off_loop,
     read_token,
     seconds,
+    ssl_context,
     status_failure,
     transport_failure,
     within,
 )
+from llmscaler.collect.prometheus.source import PrometheusConfig
 from llmscaler.collect.readings import ErrorReason
+from llmscaler.collect.scrape.source import ScrapeConfig
 from llmscaler.devcluster import loopback
 from tests.support.raw_http import Behaviour, RawServer, claims, drip, endless, response_head
 from tests.support.waiting import eventually
@@ -96,6 +100,27 @@ def test_missing_files_raise_at_construction(tmp_path: Path) -> None:
         client_ssl_context(ca_file=tmp_path / 'absent-ca.pem')
     with pytest.raises(FileNotFoundError):
         client_ssl_context(ca_file=None, client_cert_file=tmp_path / 'absent-cert.pem')
+
+
+@pytest.mark.parametrize(
+    'make',
+    [
+        lambda **kw: PrometheusConfig(base_url='https://prometheus:9090', **kw),
+        lambda **kw: ScrapeConfig(**kw),
+    ],
+    ids=['prometheus', 'scrape'],
+)
+def test_ssl_context_reads_a_readers_tls_fields(
+    make: Callable[..., TlsFiles], tmp_path: Path
+) -> None:
+    context = ssl_context(config=make())
+    assert (context.verify_mode, context.check_hostname) == (ssl.CERT_REQUIRED, True)
+    context = ssl_context(config=make(insecure_skip_verify=True))
+    assert (context.verify_mode, context.check_hostname) == (ssl.CERT_NONE, False)
+    with pytest.raises(FileNotFoundError):
+        ssl_context(config=make(ca_file=tmp_path / 'absent-ca.pem'))
+    with pytest.raises(FileNotFoundError):
+        ssl_context(config=make(client_cert_file=tmp_path / 'absent-cert.pem'))
 
 
 # --- the owned client ----------------------------------------------------------------------------

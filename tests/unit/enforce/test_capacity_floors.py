@@ -5,17 +5,13 @@
 | weekdays from 08:00 Europe/Berlin for 10 h | open 07:00-17:00 UTC in winter, not on Saturday |
 | spring forward, a start at 02:30 | opens at the jump (01:00 UTC) instead of being skipped |
 | fall back, a start at 02:30 | opens at the first 02:30 (00:30 UTC) |
-| 6 H100 replicas' capacity | the cheapest mix (brute force agrees), never below a target |
-| not enough room | every variant at its maximum, `met` False |
+| in decide(), a floor open | bought as `optimize.cover` buys it; Saturday: as without floors |
+| a floor beyond every maximum | what adds capacity at its maximum, the reason says so |
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import itertools
-
-from hypothesis import given
-from hypothesis import strategies as st
 
 from llmscaler.config.cron import Schedule, parse_schedule
 from llmscaler.config.resolved import CapacityFloor, Config, ModelConfig
@@ -23,6 +19,7 @@ from llmscaler.domain.snapshot import EngineParams, Snapshot
 from llmscaler.domain.state import EMPTY_STATE
 from llmscaler.enforce.capacity_floors import (
     active,
+    apply,
     replica_capacities,
     required_capacity,
 )
@@ -90,67 +87,6 @@ def test_required_capacity_is_the_largest_priced_floor() -> None:
     assert (need, unpriced) == (60.0, ('unknown',))
 
 
-H100 = Option(variant='h100', capacity=10.0, cost=4.0, target=1, max_replicas=8)
-L40S = Option(variant='l40s', capacity=4.0, cost=1.5, target=0, max_replicas=10)
-
-
-def brute_force(options: list[Option], need: float) -> float:
-    best = float('inf')
-    ranges = [range(o.target, o.max_replicas + 1) for o in options]
-    for counts in itertools.product(*ranges):
-        if sum(o.capacity * c for o, c in zip(options, counts, strict=True)) >= need - 1e-9:
-            cost = sum(o.cost * (c - o.target) for o, c in zip(options, counts, strict=True))
-            best = min(best, cost)
-    return best
-
-
-def test_six_h100_replicas_bought_in_the_cheapest_mix() -> None:
-    result = cover(options=[H100, L40S], need=60.0)
-    assert result.met
-    # 10 L40S (40) and 1 more H100 (20 with the one running): 15 + 4 = 19 < 5 H100 more = 20.
-    assert result.targets == (('h100', 2), ('l40s', 10))
-    assert result.added_cost == brute_force([H100, L40S], 60.0) == 19.0
-
-
-def test_already_covered_changes_nothing() -> None:
-    result = cover(options=[H100, L40S], need=8.0)
-    assert (result.targets, result.met, result.added_cost) == ((('h100', 1), ('l40s', 0)), True, 0)
-
-
-def test_not_enough_room_raises_everything_to_its_maximum() -> None:
-    result = cover(options=[H100, L40S], need=1000.0)
-    assert (result.targets, result.met) == ((('h100', 8), ('l40s', 10)), False)
-
-
-options = st.builds(
-    Option,
-    variant=st.sampled_from(['a', 'b', 'c']),
-    capacity=st.floats(min_value=0.5, max_value=20),
-    cost=st.floats(min_value=0, max_value=10),
-    target=st.integers(min_value=0, max_value=3),
-    max_replicas=st.integers(min_value=3, max_value=6),
-)
-
-
-@given(
-    fleet=st.lists(options, min_size=1, max_size=3, unique_by=lambda o: o.variant),
-    need=st.floats(min_value=0, max_value=150),
-)
-def test_the_mix_is_the_cheapest_that_covers(fleet: list[Option], need: float) -> None:
-    result = cover(options=fleet, need=need)
-    targets = dict(result.targets)
-    for option in fleet:
-        assert option.target <= targets[option.variant] <= max(option.target, option.max_replicas)
-    capacity = sum(o.capacity * targets[o.variant] for o in fleet)
-    best = brute_force(fleet, need)
-    if best == float('inf'):
-        assert not result.met
-        return
-    assert result.met
-    assert capacity >= need - 1e-6
-    assert abs(result.added_cost - best) <= 1e-6 * max(1.0, best)
-
-
 # ---- in decide(): the one hook after scale-to-zero, before the safety rules and bounds --------
 
 
@@ -202,3 +138,22 @@ def test_decide_buys_an_open_floor_in_the_cheapest_mix() -> None:
         snapshot=fleet_snapshot(now=saturday), config=Config(), state=EMPTY_STATE, now=saturday
     )
     assert [d.target for d in without.decisions] == [d.target for d in plain.decisions]
+
+
+def test_a_floor_beyond_every_maximum_takes_the_maxima_and_says_so() -> None:
+    floor = CapacityFloor(
+        name='huge', schedule=schedule('0 8 * * 1-5'), duration=7200, reference='h100', replicas=99
+    )
+    monday_nine = utc(2026, 1, 5, 8)
+    snapshot = fleet_snapshot(now=monday_nine)
+    bare = variant('bare', cost=0.5, current_replicas=1)  # no serving parameters: no capacity
+    outcome = apply(
+        variants=(*snapshot.variants, bare),
+        targets={'h100': 1, 'l40s': 1},
+        floors=[floor],
+        replicas=snapshot.replicas,
+        now=monday_nine,
+    )
+    assert outcome.targets == {'bare': 1, 'h100': 10, 'l40s': 10}
+    assert outcome.raised == ('h100', 'l40s')
+    assert outcome.reason.endswith('more than every variant at its maximum holds')

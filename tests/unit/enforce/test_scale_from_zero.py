@@ -4,6 +4,7 @@
 |---|---|
 | model at zero, queue 3 | cheapest variant to max(1, min) |
 | cost tie | alphabetically first |
+| cost not finite and positive | priced at 10, as scale-to-zero keeps one replica |
 | model with a replica (even pending) | nothing |
 | queue 0, NaN, Inf, negative, no pool | nothing |
 | variant with max 0 | never chosen |
@@ -17,8 +18,10 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
+from llmscaler.config.resolved import CoreSettings, ModelConfig, ScaleToZeroConfig
 from llmscaler.domain.snapshot import PoolMetrics, Variant
 from llmscaler.enforce.scale_from_zero import wake
+from llmscaler.enforce.scale_to_zero import enforce
 
 
 def variant(name: str, *, model: str = 'm', **kw: object) -> Variant:
@@ -47,6 +50,33 @@ def test_min_replicas_above_one_is_honoured_and_ties_go_by_name() -> None:
     variants = [variant('b', cost=2.0), variant('a', cost=2.0, min_replicas=2)]
     (woken,) = wake(variants=variants, pools=[pool(1.0)])
     assert (woken.variant, woken.target) == ('a', 2)
+
+
+def test_an_unreadable_cost_is_priced_at_ten_not_last() -> None:
+    # 0 and NaN read as 10 (the one cost rule): cheaper than 12, dearer than 9.
+    for odd in (0.0, math.nan, math.inf, -1.0):
+        woken = wake(variants=[variant('a', cost=odd), variant('b', cost=12.0)], pools=[pool(1.0)])
+        assert woken[0].variant == 'a'
+        woken = wake(variants=[variant('a', cost=odd), variant('b', cost=9.0)], pools=[pool(1.0)])
+        assert woken[0].variant == 'b'
+
+
+@given(
+    costs=st.lists(st.sampled_from([0.0, math.nan, 1.9, 3.9, 10.0, 12.0]), min_size=1, max_size=4)
+)
+def test_the_variant_woken_is_the_one_kept_when_the_model_idles(costs: list[float]) -> None:
+    variants = [variant(f'v{i}', cost=c) for i, c in enumerate(costs)]
+    (woken,) = wake(variants=variants, pools=[pool(1.0)])
+    kept = enforce(
+        variants=variants,
+        targets=dict.fromkeys((v.name for v in variants), 0),
+        config=ModelConfig(scale_to_zero=ScaleToZeroConfig(enabled=False)),
+        settings=CoreSettings(),
+        request_count=0.0,
+        in_flight=0.0,
+        metrics_complete=True,
+    )
+    assert kept.modified == (woken.variant,)
 
 
 def test_a_model_with_any_replica_is_left_to_the_main_cycle() -> None:

@@ -42,9 +42,10 @@ A failed query (any reason but PARTIAL_DATA) leaves its figure None for every po
 core then holds. The time `now` is the caller's; this module never reads a clock. A `concurrency`
 below 1 counts as 1.
 
-TLS: an `ssl.SSLContext` built once from the files (`ssl_context`); unreadable files raise at
-construction, a configuration error. `server_name` overrides the name used for SNI and certificate
-checks through httpx's `sni_hostname` request extension (httpcore passes it as `server_hostname`).
+TLS: an `ssl.SSLContext` built once from the files (`collect.http.ssl_context`); unreadable
+files raise at construction, a configuration error. `server_name` overrides the name used for
+SNI and certificate checks through httpx's `sni_hostname` request extension (httpcore passes it
+as `server_hostname`).
 A caller-supplied client keeps its own TLS settings; headers, deadlines, the cap and `server_name`
 still apply. `collect.http` holds the TLS, client, token, bounded-fetch and error-classification
 plumbing that this source shares with the pod scraper and the scale-from-zero loop.
@@ -53,7 +54,6 @@ plumbing that this source shares with the pod scraper and the scale-from-zero lo
 from __future__ import annotations
 
 import asyncio
-import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,16 +105,6 @@ class PrometheusConfig:
         http.check_bytes(max_answer_bytes=self.max_answer_bytes)
 
 
-def ssl_context(*, config: PrometheusConfig) -> ssl.SSLContext:
-    """The client TLS context: `ca_file` alone is trusted when given, else the system store."""
-    return http.client_ssl_context(
-        ca_file=config.ca_file,
-        insecure_skip_verify=config.insecure_skip_verify,
-        client_cert_file=config.client_cert_file,
-        client_key_file=config.client_key_file,
-    )
-
-
 class PrometheusSource:
     """`MetricsSource` over Prometheus' HTTP API (see the module docstring)."""
 
@@ -122,7 +112,7 @@ class PrometheusSource:
         self._config = config
         self._url = config.base_url.rstrip('/') + '/api/v1/query'
         self._http = http.OwnedClient(
-            client=client, verify=lambda: ssl_context(config=config), timeout=config.timeout
+            client=client, verify=lambda: http.ssl_context(config=config), timeout=config.timeout
         )
         self._extensions = {'sni_hostname': config.server_name} if config.server_name else {}
 

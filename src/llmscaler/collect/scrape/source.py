@@ -47,7 +47,6 @@ pods whose certificates name a service rather than the pod IP), `insecure_skip_v
 from __future__ import annotations
 
 import asyncio
-import ssl
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,16 +149,6 @@ class ScrapeConfig:
                 raise ValueError(f'{name} must be http or https, not {scheme!r}')
 
 
-def ssl_context(*, config: ScrapeConfig) -> ssl.SSLContext:
-    """The client TLS context: `ca_file` alone is trusted when given, else the system store."""
-    return http.client_ssl_context(
-        ca_file=config.ca_file,
-        insecure_skip_verify=config.insecure_skip_verify,
-        client_cert_file=config.client_cert_file,
-        client_key_file=config.client_key_file,
-    )
-
-
 def _page_failure(status: int, headers: httpx.Headers) -> http.Failure | None:
     """A status or a content type that makes the page useless, seen before its body is read."""
     failure = http.status_failure(status=status)
@@ -227,7 +216,7 @@ class PodScrapeSource:
         self._config = config
         self._targets_fn = targets_fn
         self._http = http.OwnedClient(
-            client=client, verify=lambda: ssl_context(config=config), timeout=config.timeout
+            client=client, verify=lambda: http.ssl_context(config=config), timeout=config.timeout
         )
         # One Parser per family set: the label sets of a kind's pages come back on every scrape.
         self._parsers: dict[Kind, Parser] = {

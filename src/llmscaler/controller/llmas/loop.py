@@ -45,7 +45,8 @@ from lightkube import AsyncClient
 
 from llmscaler.clock import Clock, parse_rfc3339, rfc3339
 from llmscaler.collect import http
-from llmscaler.collect.scrape.source import ScrapeConfig, ssl_context
+from llmscaler.collect.http import ssl_context
+from llmscaler.collect.scrape.source import ScrapeConfig
 from llmscaler.controller.cluster.pods import as_text
 from llmscaler.controller.llmas.scrape import list_target_pods, read_pods
 from llmscaler.controller.llmas.status import (

@@ -40,8 +40,9 @@ from dataclasses import dataclass, replace
 import httpx
 
 from llmscaler.collect import http
+from llmscaler.collect.http import ssl_context
 from llmscaler.collect.readings import MetricsSource, ModelReading, ModelScope, Reading
-from llmscaler.collect.scrape.source import PodScrapeSource, ScrapeConfig, ScrapeTarget, ssl_context
+from llmscaler.collect.scrape.source import PodScrapeSource, ScrapeConfig, ScrapeTarget
 from llmscaler.config.resolved import Config
 from llmscaler.controller.cluster.caches import Caches, WorldCache
 from llmscaler.controller.cluster.world import World

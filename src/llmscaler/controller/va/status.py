@@ -100,14 +100,9 @@ class VaStatuses:
                 conditions.target_resolved(kind=kind, name=name, problem=entry.target_problem),
                 conditions.skipped(why=f'scale target not resolved: {entry.target_problem}'),
             )
-            await self._events.record(
-                regarding=ref,
-                type='Warning',
-                reason='TargetNotFound',
-                action='Resolve',
-                note=entry.target_problem,
+            return await self._held(
+                ref, entry, updates, reason='TargetNotFound', note=entry.target_problem
             )
-            return await self._update(ref, entry.obj, None, None, updates, ran=False)
         if entry.pool_problem:
             # Held for want of a usable InferencePool: no decision, the pool condition says why.
             updates = (
@@ -115,14 +110,9 @@ class VaStatuses:
                 conditions.pool_resolved(pool='', problem=entry.pool_problem),
                 conditions.skipped(why=f'held: {entry.pool_problem}'),
             )
-            await self._events.record(
-                regarding=ref,
-                type='Warning',
-                reason='NoInferencePool',
-                action='Resolve',
-                note=entry.pool_problem,
+            return await self._held(
+                ref, entry, updates, reason='NoInferencePool', note=entry.pool_problem
             )
-            return await self._update(ref, entry.obj, None, None, updates, ran=False)
         updates = conditions.for_decision(
             kind=kind, name=name, decision=decision, source_errors=errors, source=self._source_name
         )
@@ -175,6 +165,22 @@ class VaStatuses:
         )
         update = (conditions.invalid_spec(message=message),)
         return await self._update(ref, obj, None, None, update, ran=False)
+
+    async def _held(
+        self,
+        ref: ObjectRef,
+        entry: VariantEntry,
+        updates: Sequence[ConditionUpdate],
+        *,
+        reason: str,
+        note: str,
+    ) -> bool:
+        """A variant that could not take part: the Warning event that says why, and its status
+        without a decision."""
+        await self._events.record(
+            regarding=ref, type='Warning', reason=reason, action='Resolve', note=note
+        )
+        return await self._update(ref, entry.obj, None, None, updates, ran=False)
 
     async def _update(
         self,

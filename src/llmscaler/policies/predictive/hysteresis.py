@@ -115,19 +115,15 @@ def choose(
             need=recent_need * (1 + HYSTERESIS),
             prefer=current,
         )
-        if trimmed.met and trimmed.cost < _cost(options, current) - 1e-9:
+        if trimmed.met and trimmed.cost < exact_mix.price(options=options, counts=current) - 1e-9:
             return Choice(dict(trimmed.counts), 'scale down (the recent need allows it)', trimmed)
     held = exact_mix.Mix(
         counts=tuple(sorted(current.items())),
         capacity=have,
-        cost=_cost(options, current),
+        cost=exact_mix.price(options=options, counts=current),
         met=have + 1e-9 >= need,
     )
     return Choice(dict(current), ARRIVING_HOLD if arriving else 'hold', held)
-
-
-def _cost(options: Sequence[exact_mix.MixOption], counts: Mapping[str, int]) -> float:
-    return math.fsum(o.cost * counts[o.variant] for o in options)
 
 
 def _scale_up(

@@ -15,9 +15,9 @@ What it computes:
   cycle)], i.e. over every 60-second window that starts between t + d and t + d + cycle and so
   lies in [t + d, t + d + cycle + 60]: the load from when these replicas are ready until the
   next decision's replicas are, plus the minute that requests arriving then keep them busy.
-- The mix, per model: the least-cost replica counts whose capacities cover R (`sim.policies.mix`,
-  exact; ties: fewer replicas, then the variant whose name sorts first; every variant at its maximum
-  when even that falls short).
+- The mix, per model: the least-cost replica counts whose capacities cover R (`cheapest_mix`,
+  with the exact cheapest cover of `optimize.cover`; ties: fewer replicas, then the variant whose
+  name sorts first; every variant at its maximum when even that falls short).
 - Keeping what is still needed: replicas asked for now serve only from t + d, but a replica
   removed now is gone now. So the mix must also keep, of the replicas ready now (pending ones
   serve nothing yet and are no reason to keep a mix chosen a cycle earlier), enough to cover
@@ -27,7 +27,7 @@ What it computes:
   seconds. Otherwise scale-down is immediate: no stabilization, the future is known.
 - A GPU inventory: when the models' mixes together need more GPUs of a type than there are, the
   models take them first come in name order, each the cheapest mix within what the models
-  before it left (`sim.policies.mix.capped`). That fleet is no longer the cheapest that serves the
+  before it left (`cheapest_mix` with `free`). That fleet is no longer the cheapest that serves the
   trace; `short` records when it happened and `notes` says so for the report.
 - `calibrate`: capacity_v, the req/s one replica sustains within the SLO, by replaying a seeded
   Poisson stream on one `FastReplica` (details on the function).
@@ -48,10 +48,11 @@ of a set; the bound is the cheapest plan of that family found, not a proven opti
 holds only from a warm start (from a cold 1 + 1 fleet nothing is ready before the start-up
 delay). A test checks, on a benchmark case, that no policy is both cheaper and at least as good.
 
-What fails: `ClairvoyantPolicy` raises `ValueError` when a variant has no capacity in
-`capacities`, `cycle` is negative or not finite, or a model has no trace (one `Trace` serves one
-model); a NaN, infinite or negative capacity counts as 0 (the variant adds nothing); a NaN,
-infinite or negative cost raises `ValueError`.
+What fails: `ClairvoyantPolicy` (and `cheapest_mix`) raises `ValueError` when a variant has no
+capacity in `capacities`, `cycle` is negative or not finite, or a model has no trace (one
+`Trace` serves one model); a NaN, infinite or negative capacity counts as 0 (the variant adds
+nothing); a price follows the one cost rule (`domain.snapshot.effective_cost`: one that is not
+a finite number above 0 is 10, as every policy prices it).
 `calibrate` returns 0.0 for an empty trace (no lengths to resample) and raises `ValueError` on an
 attainment outside (0, 1] or a non-positive SLO.
 """
@@ -60,10 +61,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
-from llmscaler.sim.policies.mix import Item, capped, items_of, solve
+from llmscaler.optimize.cover import Option, cover
 from llmscaler.sim.vllm.fast import FastReplica
 from llmscaler.sim.vocabulary import (
     SLO,
@@ -107,14 +109,106 @@ def sliding_rates(*, arrivals: FloatArray, window: int = RATE_WINDOW) -> FloatAr
     return (prefix[ends] - prefix[starts]).astype(np.float64) / window
 
 
+def _mix_options(
+    *,
+    variants: Sequence[VariantSpec],
+    capacities: Mapping[str, float],
+    free: Mapping[str, int] | None = None,
+) -> tuple[Option, ...]:
+    """Each variant as the cheapest cover sees it, sorted by name: its capacity (a NaN, infinite
+    or negative one counts as 0), its price per hour, and its bounds, the maximum at least the
+    minimum. With `free` (GPUs per accelerator type), each maximum (and minimum) is lowered to
+    what the free GPUs of its type hold, for the types `free` names."""
+    options = []
+    for spec in sorted(variants, key=lambda s: s.name):
+        if spec.name not in capacities:
+            known = ', '.join(sorted(capacities)) or '(none)'
+            raise ValueError(f'no capacity for variant {spec.name!r} (have: {known})')
+        capacity = capacities[spec.name]
+        if not math.isfinite(capacity) or capacity < 0:
+            capacity = 0.0
+        low = max(0, spec.min_replicas)
+        high = max(low, spec.max_replicas)
+        if free is not None and spec.accelerator in free:
+            high = min(high, max(0, free[spec.accelerator]) // max(1, spec.gpus_per_replica))
+            low = min(low, high)
+        options.append(
+            Option(
+                variant=spec.name,
+                capacity=capacity,
+                cost=spec.cost_per_hour,
+                target=low,
+                max_replicas=high,
+            )
+        )
+    return tuple(options)
+
+
+def _solve_mix(
+    *, options: Sequence[Option], required: float, hold: float = 0.0, ready: Sequence[int] = ()
+) -> tuple[int, ...]:
+    """The least-cost counts of `options` (in their order) covering `required`, the replicas
+    kept of `ready` (counts in the same order) covering `hold` (`optimize.cover.cover`); every
+    variant at its maximum when even that falls short: the plan then does the most it can."""
+    now = ready or (0,) * len(options)
+    answer = cover(
+        options=[replace(o, ready=n) for o, n in zip(options, now, strict=True)],
+        need=required,
+        hold=hold,
+    )
+    if not answer.met:
+        return tuple(o.max_replicas for o in options)
+    counts = dict(answer.targets)
+    return tuple(counts[o.variant] for o in options)
+
+
+def cheapest_mix(
+    *,
+    required: float,
+    variants: Sequence[VariantSpec],
+    capacities: Mapping[str, float],
+    hold: float = 0.0,
+    current: Mapping[str, int] | None = None,
+    free: Mapping[str, int] | None = None,
+) -> dict[str, int]:
+    """The least-cost replica counts covering `required` req/s, per variant name: the exact
+    cheapest cover of `optimize.cover`, or every variant at its maximum when even that falls
+    short.
+
+    With `current` (replica counts now; missing names count 0), the replicas kept of them,
+    Σ min(n_v, current_v)·capacity_v, must also cover `hold` req/s (capped at what keeping all
+    of them gives): the load that arrives before new replicas are ready. With `free` (GPUs per
+    accelerator type), each maximum (and minimum) is lowered to what the free GPUs of its type
+    hold. A NaN or negative `required` counts as 0 (every variant at its minimum); +Inf is
+    never covered (every variant at its maximum).
+    """
+    options = _mix_options(variants=variants, capacities=capacities, free=free)
+    now = current or {}
+    counts = _solve_mix(
+        options=options,
+        required=required,
+        hold=hold,
+        ready=[now.get(o.variant, 0) for o in options],
+    )
+    return {o.variant: n for o, n in zip(options, counts, strict=True)}
+
+
 class _Plan:
     """One model's look-ahead: its variants, its arrival rates, its start-up delay."""
 
     def __init__(
-        self, *, model: str, items: tuple[Item, ...], trace: Trace, delay: float, cycle: float
+        self,
+        *,
+        model: str,
+        variants: Sequence[VariantSpec],
+        capacities: Mapping[str, float],
+        trace: Trace,
+        delay: float,
+        cycle: float,
     ) -> None:
         self.model = model
-        self.items = items
+        self.variants = tuple(sorted(variants, key=lambda s: s.name))
+        self.options = _mix_options(variants=variants, capacities=capacities)
         self.delay = delay
         self.cycle = cycle
         self.rates = sliding_rates(arrivals=trace.arrivals)
@@ -138,8 +232,8 @@ class _Plan:
         key = (required, hold, kept)
         counts = self.mixes.get(key)
         if counts is None:
-            counts = self.mixes[key] = solve(
-                required=required, items=self.items, hold=hold, kept=kept
+            counts = self.mixes[key] = _solve_mix(
+                options=self.options, required=required, hold=hold, ready=kept
             )
         return counts
 
@@ -187,13 +281,14 @@ class ClairvoyantPolicy:
             self._plans.append(
                 _Plan(
                     model=model,
-                    items=items_of(variants=mine, capacities=capacities),
+                    variants=mine,
+                    capacities=capacities,
                     trace=traces[model],
                     delay=max(v.startup_delay for v in mine),
                     cycle=cycle,
                 )
             )
-        self.capacities = {it.name: it.capacity for p in self._plans for it in p.items}
+        self.capacities = {o.variant: o.capacity for p in self._plans for o in p.options}
         self.delay = max((p.delay for p in self._plans), default=0.0)
         self.inventory = dict(inventory or {})
         self.fixed = dict(sorted(fixed.items())) if fixed is not None else None
@@ -234,31 +329,33 @@ class ClairvoyantPolicy:
             # Only ready replicas serve the load that arrives before new ones start: a pending
             # replica is no reason to keep a mix (it would pin an expensive choice made a cycle
             # earlier).
-            kept = tuple(max(0, view.ready.get(it.name, 0)) for it in plan.items)
+            kept = tuple(max(0, view.ready.get(o.variant, 0)) for o in plan.options)
             counts = plan.mix(required=required, hold=hold, kept=kept)
             wanted.append((plan, required, hold, kept, counts))
         self.last_required = sum(w[1] for w in wanted)
         self.last_hold = sum(w[2] for w in wanted)
-        if self.inventory and not self._fits([(w[0].items, w[4]) for w in wanted]):
+        if self.inventory and not self._fits([(w[0].variants, w[4]) for w in wanted]):
             # The models' cheapest fleets do not fit together: first come in model name order,
             # each model's cheapest mix within the GPUs the models before it left.
             self.short.append(now)
             free = dict(self.inventory)
             for index, (plan, required, hold, kept, _) in enumerate(wanted):
-                items = capped(items=plan.items, free=free)
-                counts = solve(required=required, items=items, hold=hold, kept=kept)
-                for it, n in zip(items, counts, strict=True):
-                    if it.accelerator in free:
-                        free[it.accelerator] -= n * it.gpus
+                options = _mix_options(
+                    variants=plan.variants, capacities=self.capacities, free=free
+                )
+                counts = _solve_mix(options=options, required=required, hold=hold, ready=kept)
+                for spec, n in zip(plan.variants, counts, strict=True):
+                    if spec.accelerator in free:
+                        free[spec.accelerator] -= n * spec.gpus_per_replica
                 wanted[index] = (plan, required, hold, kept, counts)
-        return {it.name: n for w in wanted for it, n in zip(w[0].items, w[4], strict=True)}
+        return {o.variant: n for w in wanted for o, n in zip(w[0].options, w[4], strict=True)}
 
-    def _fits(self, mixes: Sequence[tuple[tuple[Item, ...], tuple[int, ...]]]) -> bool:
+    def _fits(self, mixes: Sequence[tuple[tuple[VariantSpec, ...], tuple[int, ...]]]) -> bool:
         used = dict.fromkeys(self.inventory, 0)
-        for items, counts in mixes:
-            for it, n in zip(items, counts, strict=True):
-                if it.accelerator in used:
-                    used[it.accelerator] += n * it.gpus
+        for variants, counts in mixes:
+            for spec, n in zip(variants, counts, strict=True):
+                if spec.accelerator in used:
+                    used[spec.accelerator] += n * spec.gpus_per_replica
         return all(used[a] <= self.inventory[a] for a in used)
 
     def notes(self) -> list[str]:

@@ -37,7 +37,6 @@ from llmscaler.policies import registry
 from llmscaler.policies.protocol import Intent
 from llmscaler.sim.hardware import perf_seed
 from llmscaler.sim.policies import bound, clairvoyant, core, floors, kaito, peers
-from llmscaler.sim.policies.mix import capped, cheapest_mix, items_of, solve
 from llmscaler.sim.scenario.document import ScenarioError
 from llmscaler.sim.scenario.workloads import Workloads
 from llmscaler.sim.vocabulary import SLO, Policy, Trace, VariantSpec
@@ -246,11 +245,9 @@ def warm_fleet(
     rates = clairvoyant.sliding_rates(arrivals=workload.arrivals)
     last = min(rates.shape[0], math.floor(delay + WARM_WINDOW) + 1)
     peak = float(rates[:last].max()) if last > 0 else 0.0
-    if free:
-        items = capped(items=items_of(variants=variants, capacities=capacities), free=free)
-        counts = solve(required=peak, items=items)
-        return {it.name: n for it, n in zip(items, counts, strict=True)}
-    return cheapest_mix(required=peak, variants=variants, capacities=capacities)
+    return clairvoyant.cheapest_mix(
+        required=peak, variants=variants, capacities=capacities, free=free
+    )
 
 
 def warm_start_fleet(

@@ -123,6 +123,30 @@ class Rows:
     prefixes: list[array[int]] | None = None
     """Each row's chained prompt block ids (Mooncake's `hash_ids`); None without them."""
 
+    def add(
+        self,
+        *,
+        when: float,
+        tokens_in: int,
+        tokens_out: int,
+        label: str | None,
+        chain: array[int] | None = None,
+    ) -> None:
+        """One valid row; its model and block ids are kept when the file has them."""
+        self.times.append(when)
+        self.inputs.append(tokens_in)
+        self.outputs.append(tokens_out)
+        if self.labels is not None and label is not None:
+            self.labels.append(label)
+        if self.prefixes is not None and chain is not None:
+            self.prefixes.append(chain)
+
+    def reject(self, bad: _BadRow, *, path: Path, line: int, skip_bad: bool) -> None:
+        """One malformed row: counted when `skip_bad`, else the file's `TraceError`."""
+        if not skip_bad:
+            raise TraceError(path=path, line=line, why=str(bad)) from None
+        self.skipped += 1
+
 
 def read_rows(
     *, path: Path, fmt: str, skip_bad: bool, accept: Collection[str] | None = None
@@ -238,15 +262,10 @@ def _parse_csv(
             if model_col is not None:
                 _check_model(row[model_col], accept)
         except _BadRow as exc:
-            if not skip_bad:
-                raise TraceError(path=path, line=number, why=str(exc)) from None
-            rows.skipped += 1
+            rows.reject(exc, path=path, line=number, skip_bad=skip_bad)
             continue
-        rows.times.append(when)
-        rows.inputs.append(tokens_in)
-        rows.outputs.append(tokens_out)
-        if rows.labels is not None and model_col is not None:
-            rows.labels.append(row[model_col])
+        label = None if model_col is None else row[model_col]
+        rows.add(when=when, tokens_in=tokens_in, tokens_out=tokens_out, label=label)
     return rows
 
 
@@ -296,17 +315,9 @@ def _parse_jsonl(
                     raise _BadRow(f'model must be a string, got {type(label).__name__}')
                 _check_model(label, accept)
         except _BadRow as exc:
-            if not skip_bad:
-                raise TraceError(path=path, line=number, why=str(exc)) from None
-            rows.skipped += 1
+            rows.reject(exc, path=path, line=number, skip_bad=skip_bad)
             continue
-        rows.times.append(when)
-        rows.inputs.append(tokens_in)
-        rows.outputs.append(tokens_out)
-        if rows.labels is not None and label is not None:
-            rows.labels.append(label)
-        if rows.prefixes is not None and chain is not None:
-            rows.prefixes.append(chain)
+        rows.add(when=when, tokens_in=tokens_in, tokens_out=tokens_out, label=label, chain=chain)
     return rows
 
 

@@ -12,23 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from llmscaler.collect.prometheus.source import PrometheusConfig, PrometheusSource, ssl_context
+from llmscaler.collect.prometheus.source import PrometheusConfig, PrometheusSource
 from llmscaler.collect.readings import ErrorReason
 from tests.support.fake_prometheus import REGISTRY_SIZE, FakePrometheus, read
 from tests.support.pki import Pki, make_pki
-
-
-def test_ssl_context_defaults_verify() -> None:
-    context = ssl_context(config=PrometheusConfig(base_url='https://prometheus:9090'))
-    assert context.verify_mode == ssl.CERT_REQUIRED
-    assert context.check_hostname
-
-
-def test_ssl_context_insecure_skip_verify() -> None:
-    config = PrometheusConfig(base_url='https://prometheus:9090', insecure_skip_verify=True)
-    context = ssl_context(config=config)
-    assert context.verify_mode == ssl.CERT_NONE
-    assert not context.check_hostname
 
 
 def test_missing_ca_file_fails_at_construction(tmp_path: Path) -> None:
