@@ -23,8 +23,9 @@ line per problem, naming the file or option, the path to the field and why, and 
 is 2; output paths are checked before any work is done. No traceback reaches the user for bad
 input. Output is always valid JSON (no NaN). A reader that stops early (`llmscaler decide ... |
 head`) ends the command quietly. `llmscaler --version` prints the package version.
-`simulate`, `emulate` and `demo` need the `sim` extra (numpy, matplotlib, rich); without it they
-say so in one line (`pip install 'llmscaler[sim]'`) and exit 2.
+`simulate`, `emulate` and `demo` need the `sim` extra (numpy, matplotlib, rich, and aiohttp for
+the servers of `emulate` and `demo`); without it they say so in one line (`pip install
+'llmscaler[sim]'`) and exit 2.
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ from llmscaler.domain.state import EMPTY_STATE
 
 EXIT_BAD_INPUT = 2
 SIM_PACKAGES = ('numpy', 'matplotlib', 'rich')
-"""The `sim` extra: what `simulate` and `emulate` need beyond the controller's packages."""
+"""What `simulate` needs of the `sim` extra, beyond the controller's packages."""
+SERVER_PACKAGES = (*SIM_PACKAGES, 'aiohttp')
+"""What `emulate` and `demo` need of the `sim` extra: the simulator's packages and the HTTP
+server of the emulated pods and the development cluster."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -183,13 +187,14 @@ def _bad(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def _without_sim(command: str) -> int | None:
-    """Exit status 2 and one line when a package of the `sim` extra is missing, else None."""
+def _without_sim(command: str, *, packages: Sequence[str] = SIM_PACKAGES) -> int | None:
+    """Exit status 2 and one line when one of `packages` (of the `sim` extra) is missing, else
+    None."""
     try:
-        for name in SIM_PACKAGES:
+        for name in packages:
             importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        if (exc.name or '').partition('.')[0] not in SIM_PACKAGES:
+        if (exc.name or '').partition('.')[0] not in packages:
             raise
         print(
             f"llmscaler {command} needs the simulator's packages: pip install 'llmscaler[sim]'",
@@ -376,11 +381,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `llmscaler` console script."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ['emulate']:
-        missing = _without_sim('emulate')
+        missing = _without_sim('emulate', packages=SERVER_PACKAGES)
         if missing is not None:
             return missing
         # The emulator owns its options; argparse sub-commands cannot pass them through untouched.
-        from llmscaler.emulate import server  # aiohttp is not needed by the other commands
+        from llmscaler.emulate import server  # aiohttp: needed only by emulate and demo
 
         return server.main(arguments[1:])
     if arguments[:1] == ['run']:
@@ -389,7 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return app.main(arguments[1:])
     if arguments[:1] == ['demo']:
-        missing = _without_sim('demo')
+        missing = _without_sim('demo', packages=SERVER_PACKAGES)
         if missing is not None:
             return missing
         # The demo owns its options; it runs the development cluster (the `sim` extra).
