@@ -2,7 +2,8 @@
 # turns the project into a wheel and installs it with its dependencies into a virtualenv; the
 # runtime stage is a slim Python with only that virtualenv, run as a numeric non-root user, and
 # works on a read-only root filesystem (the Deployment mounts /tmp; HOME points there). The wheel
-# is installed without the `sim` extra: the simulator's numpy, matplotlib and rich stay out.
+# is installed without the `sim` extra: the simulator's numpy, matplotlib and rich and the
+# emulator's aiohttp stay out.
 # Build: docker build -t ghcr.io/llmscaler/llmscaler:0.1.0 .
 # The base image is pinned by digest (the multi-platform index of that tag), so a rebuild gets the
 # same bytes; move tag and digest together when updating it.

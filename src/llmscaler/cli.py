@@ -23,8 +23,9 @@ line per problem, naming the file or option, the path to the field and why, and 
 is 2; output paths are checked before any work is done. No traceback reaches the user for bad
 input. Output is always valid JSON (no NaN). A reader that stops early (`llmscaler decide ... |
 head`) ends the command quietly. `llmscaler --version` prints the package version.
-`simulate`, `emulate` and `demo` need the `sim` extra (numpy, matplotlib, rich); without it they
-say so in one line (`pip install 'llmscaler[sim]'`) and exit 2.
+`simulate`, `emulate` and `demo` need the `sim` extra (numpy, matplotlib, rich, and aiohttp for
+the servers of `emulate` and `demo`); without it they say so in one line (`pip install
+'llmscaler[sim]'`) and exit 2.
 """
 
 from __future__ import annotations
@@ -46,10 +47,14 @@ from llmscaler.config import file as config_file
 from llmscaler.config.errors import ConfigFileError
 from llmscaler.config.resolved import Config
 from llmscaler.domain.state import EMPTY_STATE
+from llmscaler.policies import registry
 
 EXIT_BAD_INPUT = 2
 SIM_PACKAGES = ('numpy', 'matplotlib', 'rich')
-"""The `sim` extra: what `simulate` and `emulate` need beyond the controller's packages."""
+"""What `simulate` needs of the `sim` extra, beyond the controller's packages."""
+SERVER_PACKAGES = (*SIM_PACKAGES, 'aiohttp')
+"""What `emulate` and `demo` need of the `sim` extra: the simulator's packages and the HTTP
+server of the emulated pods and the development cluster."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -96,10 +101,10 @@ def _parser() -> argparse.ArgumentParser:
         action='append',
         default=[],
         metavar='NAME',
-        help='policy to run (repeatable): default, saturation-percentage, saturation-token, '
-        'slo-queueing, keda-queue, hpa-kv, kaito-realtime[:FILE], '
-        'kaito-cron:FILE|SCHEDULE=N[@ZONE];..., static:N, static:VARIANT=N,..., config:FILE, '
-        'clairvoyant',
+        help=f'policy to run (repeatable): default, {", ".join(registry.names())}, keda-queue, '
+        'hpa-kv, kaito-realtime[:FILE], kaito-cron:FILE|SCHEDULE=N[@ZONE];..., '
+        'floor:SCHEDULE=VARIANT*N/DURATION[@ZONE];..., static:N, static:VARIANT=N,..., '
+        'static-best, config:FILE, clairvoyant',
     )
     simulate.add_argument('--rate-scale', type=float, help='multiply the request rate')
     simulate.add_argument('--start', type=float, help='start of the trace window (s)')
@@ -183,13 +188,14 @@ def _bad(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def _without_sim(command: str) -> int | None:
-    """Exit status 2 and one line when a package of the `sim` extra is missing, else None."""
+def _without_sim(command: str, *, packages: Sequence[str] = SIM_PACKAGES) -> int | None:
+    """Exit status 2 and one line when one of `packages` (of the `sim` extra) is missing, else
+    None."""
     try:
-        for name in SIM_PACKAGES:
+        for name in packages:
             importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        if (exc.name or '').partition('.')[0] not in SIM_PACKAGES:
+        if (exc.name or '').partition('.')[0] not in packages:
             raise
         print(
             f"llmscaler {command} needs the simulator's packages: pip install 'llmscaler[sim]'",
@@ -224,8 +230,10 @@ def _simulate(args: argparse.Namespace) -> int:
 
     from llmscaler.sim import simulate
     from llmscaler.sim.report import writer
+    from llmscaler.sim.report.table import print_table
+    from llmscaler.sim.scenario import document as scenario_document
     from llmscaler.sim.scenario import loader
-    from llmscaler.sim.workload.trace import TraceError
+    from llmscaler.sim.workload.formats import TraceError
 
     problem = _output_problem(args.out, what='--out', directory=True)
     if problem:
@@ -241,11 +249,11 @@ def _simulate(args: argparse.Namespace) -> int:
     console = Console()
     try:
         document = (
-            loader.read_document(path=args.scenario)
+            scenario_document.read_document(path=args.scenario)
             if args.scenario is not None
-            else loader.DEFAULT_DOCUMENT
+            else scenario_document.DEFAULT_DOCUMENT
         )
-        document = loader.with_overrides(
+        document = scenario_document.with_overrides(
             document=document,
             trace_path=args.trace,
             trace_format=args.trace_format,
@@ -270,14 +278,14 @@ def _simulate(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             requests_csv=args.requests_csv,
         )
-    except (loader.ScenarioError, TraceError) as exc:
+    except (scenario_document.ScenarioError, TraceError) as exc:
         print(f'llmscaler: {exc}', file=sys.stderr)
         return EXIT_BAD_INPUT
     skipped = outcome.workloads.skipped_rows if outcome.workloads is not None else 0
     if skipped:
         console.print(f'skipped {skipped} malformed trace rows')
     several = outcome.model_summaries is not None
-    writer.print_table(
+    print_table(
         summaries=outcome.summaries,
         slo=outcome.slo,
         console=console,
@@ -376,11 +384,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `llmscaler` console script."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ['emulate']:
-        missing = _without_sim('emulate')
+        missing = _without_sim('emulate', packages=SERVER_PACKAGES)
         if missing is not None:
             return missing
         # The emulator owns its options; argparse sub-commands cannot pass them through untouched.
-        from llmscaler.emulate import server  # aiohttp is not needed by the other commands
+        from llmscaler.emulate import server  # aiohttp: needed only by emulate and demo
 
         return server.main(arguments[1:])
     if arguments[:1] == ['run']:
@@ -389,7 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return app.main(arguments[1:])
     if arguments[:1] == ['demo']:
-        missing = _without_sim('demo')
+        missing = _without_sim('demo', packages=SERVER_PACKAGES)
         if missing is not None:
             return missing
         # The demo owns its options; it runs the development cluster (the `sim` extra).

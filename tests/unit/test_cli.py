@@ -9,12 +9,13 @@ range, min above max, duplicate variants, 5,000-digit numbers, 100,000 nested br
 files, the same for state files, and `--now nan`: one line naming the field, exit 2. Output is
 strict JSON; a missing KV usage holds and says so; the schema publishes the ranges. Output paths
 are checked before any work (`--state-out` into a missing directory, `simulate --out` on a file);
-a reader that closes the pipe early gets no traceback; `--version`; `simulate` and `emulate`
-without the `sim` extra say what to install, in one line. `simulate`'s options: a request
-time-out that is not a positive finite duration, or a start fleet naming no variant, outside the
-bounds or with `--warm-start`, gives one line and exit 2 before any work; a run names its trace
-in the header and the report, prints a line per policy without the progress bar, and records
-the version and wall time in summary.json; the per-request files can be left out.
+a reader that closes the pipe early gets no traceback; `--version`; `simulate`, `emulate` and
+`demo` without a package of the `sim` extra (`emulate` and `demo`: aiohttp too) say what to
+install, in one line. `simulate`'s options: a request time-out that is not a positive finite
+duration, or a start fleet naming no variant, outside the bounds or with `--warm-start`, gives one
+line and exit 2 before any work; a run names its trace in the header and the report, prints a
+line per policy without the progress bar, and records the version and wall time in summary.json;
+the per-request files can be left out.
 """
 
 from __future__ import annotations
@@ -425,8 +426,19 @@ def test_version_is_the_package_version_and_the_cores_build() -> None:
     assert done.stdout == f'llmscaler {version}\n'
 
 
-@pytest.mark.parametrize('command', ['simulate', 'emulate', 'demo'])
-@pytest.mark.parametrize('package', ['numpy', 'matplotlib', 'rich'])
+@pytest.mark.parametrize(
+    ('command', 'package'),
+    [
+        *(
+            (command, package)
+            for command in ('simulate', 'emulate', 'demo')
+            for package in ('numpy', 'matplotlib', 'rich')
+        ),
+        # The servers of the emulated pods and of the development cluster.
+        ('emulate', 'aiohttp'),
+        ('demo', 'aiohttp'),
+    ],
+)
 def test_simulator_commands_without_the_sim_extra_say_what_to_install(
     command: str, package: str, tmp_path: Path
 ) -> None:

@@ -2,8 +2,8 @@
 
 Why: at INFO the log should tell what the controller decided and what went wrong (start-up
 settings, leadership, scales, holds and source errors when they start or end, ConfigMaps applied
-or rejected), not every HTTP request: httpx logs each request at INFO, and at DEBUG httpcore, h2,
-hpack and aiohttp's access log bury everything else. Those libraries therefore get their own
+or rejected), not every HTTP request: httpx logs each request at INFO, and at DEBUG httpcore, h2
+and hpack bury everything else. Those libraries therefore get their own
 level (`--http-log-level`, WARNING by default), whatever `--log-level` says.
 
 Formats: `text` is `<time> <LEVEL> <logger>: <message>`; `json` is one JSON object per line with
@@ -23,7 +23,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Final, TextIO
 
-HTTP_LOGGERS: Final = ('httpx', 'httpx2', 'httpcore', 'httpcore2', 'h2', 'hpack', 'aiohttp')
+HTTP_LOGGERS: Final = ('httpx', 'httpx2', 'httpcore', 'httpcore2', 'h2', 'hpack')
 """The loggers of the HTTP libraries the controller uses (lightkube's client, the metric
 readers, the probe and metrics server)."""
 

@@ -1,10 +1,11 @@
 """The controller's own outputs over HTTP: its Prometheus metrics, health and readiness.
 
 Why: `wva_desired_replicas` is the scaling signal an HPA or KEDA reads through Prometheus when
-the controller does not write `/scale` itself (reference/wva.md §9.4-9.5); the `inferno_*`
-aliases keep dashboards and adapters written for the older names (seed 002 §4.4) working. The
-other families say how the controller itself is doing. The kubelet probes `/healthz` and
-`/readyz`.
+the controller does not write `/scale` itself (as llm-d workload-variant-autoscaler publishes
+it); the `inferno_*` aliases keep dashboards and adapters written for its older names
+(inferno-autoscaler) working. The other families say how the controller itself is doing. The
+kubelet probes `/healthz` and `/readyz`. They are served with the standard library's asyncio
+streams, so the controller's image needs no HTTP server package.
 
 What: `ControllerMetrics` owns a private `CollectorRegistry` (never the process-wide default, so
 two controllers in one test process do not clash) with these families:
@@ -28,13 +29,20 @@ two controllers in one test process do not clash) with these families:
   gone, or the limiter turned off (no inventory read), removes its series.
 
 `HttpEndpoints` serves fixed routes (path → function returning status, content type and body)
-with aiohttp on one socket; `parse_bind_address` reads controller-runtime style flags
-(`:8080`, `127.0.0.1:0`, `[::1]:9`; `0` or '' disables the endpoint).
+on one socket, one request per connection (`Connection: close`); `parse_bind_address` reads
+controller-runtime style flags (`:8080`, `127.0.0.1:0`, `[::1]:9`; `0` or '' disables the
+endpoint). What a client can make it hold is bounded: `MAX_HEAD` bytes of request line and
+headers, a body of at most `MAX_BODY` bytes (read and dropped), `read_timeout` seconds to send
+the request and `write_timeout` seconds to take the answer.
 
 What fails: `parse_bind_address` raises ValueError for text it cannot read, and entering
 `HttpEndpoints` raises OSError when the address cannot be bound: both are startup errors the
 caller reports. Once serving, an unknown path is 404, a method other than GET or HEAD 405, and a
-route function that raises is logged and answered with 500; the server keeps running. A health
+route function that raises is logged and answered with 500; the server keeps running. A request
+it cannot read is answered and its connection closed: 400 (malformed), 411 (Transfer-Encoding),
+413 (body over `MAX_BODY`), 431 (head over `MAX_HEAD`), 505 (not HTTP/1.0 or 1.1), 408 (not sent
+within `read_timeout`); a client that does not take its answer within `write_timeout`, or goes
+away, is dropped. A health
 check that raises counts as failing (503). A negative `count` to `decisions` is a programming
 error (ValueError, as prometheus-client raises for a negative increment).
 """
@@ -42,16 +50,18 @@ error (ValueError, as prometheus-client raises for a negative increment).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import re
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Final
+from urllib.parse import unquote, urlsplit
 
-from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
@@ -69,6 +79,18 @@ UNKNOWN: Final = 'unknown'
 REPLICA_LABELS: Final = ('variant_name', 'namespace', 'accelerator_type')
 OPTIMIZATION_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 FROM_ZERO_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+MAX_HEAD: Final = 8192
+"""Bytes of request line and headers a client may send (blank line included)."""
+MAX_BODY: Final = 64 * 1024
+"""Bytes of request body read and dropped: a route is never given a body."""
+READ_TIMEOUT: Final = 5.0
+"""Seconds a client has, from its connection, to send its whole request (by default)."""
+WRITE_TIMEOUT: Final = 10.0
+"""Seconds a client has to take the answer, a large /metrics page on a slow link (by default)."""
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_REQUEST_LINE = re.compile(
+    r"(?P<method>[!#$%&'*+.^_`|~0-9A-Za-z-]+) (?P<target>[!-~]+) (?P<version>HTTP/[0-9]\.[0-9])"
+)
 
 Route = Callable[[], tuple[int, str, bytes]]
 
@@ -376,18 +398,113 @@ async def _bound_socket(*, host: str, port: int) -> socket.socket:
     return sock
 
 
-class HttpEndpoints:
-    """Fixed GET routes served on one address while the context is open."""
+class BadRequest(Exception):
+    """A request the endpoints refuse before any route runs: its status and one-line reason."""
 
-    def __init__(self, *, host: str, port: int, routes: Mapping[str, Route]) -> None:
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHead:
+    """The request line and the body length of one request."""
+
+    method: str
+    path: str
+    body_length: int
+
+
+def parse_request_head(head: bytes) -> RequestHead:
+    """The method, the decoded path (no query) and the declared body length of a request head
+    (request line and header lines, CRLF-separated, the blank line included or not).
+
+    BadRequest 400 for a malformed request line, header line or Content-Length, 505 for an HTTP
+    version other than 1.0 or 1.1, 411 for a body of unknown length (Transfer-Encoding), 413 for
+    a declared body over `MAX_BODY` bytes.
+    """
+    lines = head.decode('latin-1').rstrip('\r\n').split('\r\n')
+    request = _REQUEST_LINE.fullmatch(lines[0])
+    if request is None:
+        raise BadRequest(400, 'malformed request line')
+    if request['version'] not in ('HTTP/1.0', 'HTTP/1.1'):
+        raise BadRequest(505, f'{request["version"]} is not served')
+    length = 0
+    for line in lines[1:]:
+        name, sep, value = line.partition(':')
+        if not sep or not _TOKEN.fullmatch(name):
+            raise BadRequest(400, 'malformed header line')
+        key = name.lower()
+        if key == 'transfer-encoding':
+            raise BadRequest(411, 'a body must have a Content-Length')
+        if key == 'content-length':
+            if not value.strip().isdigit() or len(value.strip()) > 12:
+                raise BadRequest(400, 'malformed Content-Length')
+            length = int(value)
+    if length > MAX_BODY:
+        raise BadRequest(413, f'a body over {MAX_BODY} bytes')
+    target = request['target']
+    path = urlsplit(target).path if target.startswith(('http://', 'https://')) else target
+    return RequestHead(
+        method=request['method'], path=unquote(path.partition('?')[0]), body_length=length
+    )
+
+
+def response_bytes(
+    *,
+    status: int,
+    content_type: str,
+    body: bytes,
+    head_only: bool = False,
+    headers: Mapping[str, str] | None = None,
+) -> bytes:
+    """One HTTP/1.1 answer that closes the connection; `head_only` leaves the body out but keeps
+    its Content-Length (the answer to HEAD)."""
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = 'Status'
+    lines = [
+        f'HTTP/1.1 {status} {phrase}',
+        f'Content-Type: {content_type}',
+        f'Content-Length: {len(body)}',
+        'Connection: close',
+        *(f'{name}: {value}' for name, value in (headers or {}).items()),
+    ]
+    return ('\r\n'.join(lines) + '\r\n\r\n').encode('latin-1') + (b'' if head_only else body)
+
+
+class HttpEndpoints:
+    """Fixed GET routes served on one address while the context is open.
+
+    One request per connection, answered with `Connection: close`: nothing is kept between
+    requests, and a kubelet probe opens a connection per probe anyway. A client has
+    `read_timeout` seconds to send at most `MAX_HEAD` bytes of request line and headers (and a
+    body of at most `MAX_BODY`, which is dropped), and `write_timeout` seconds to take the answer;
+    past either, its connection is closed. Routes are called on the event loop, so they must not
+    block.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        routes: Mapping[str, Route],
+        read_timeout: float = READ_TIMEOUT,
+        write_timeout: float = WRITE_TIMEOUT,
+    ) -> None:
         for path in routes:
             if not path.startswith('/'):
                 raise ValueError(f'route {path!r} must start with /')
         self._host = host
         self._wanted_port = port
         self._routes = dict(routes)
-        self._runner: web.AppRunner | None = None
+        self._read_timeout = read_timeout
+        self._write_timeout = write_timeout
+        self._server: asyncio.Server | None = None
         self._port: int | None = None
+        self._connections: set[asyncio.Task[None]] = set()
 
     @property
     def port(self) -> int:
@@ -397,21 +514,15 @@ class HttpEndpoints:
         return self._port
 
     async def __aenter__(self) -> HttpEndpoints:
-        app = web.Application()
-        app.router.add_route('*', '/{tail:.*}', self._handle)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await runner.setup()
-        sock: socket.socket | None = None
+        sock = await _bound_socket(host=self._host, port=self._wanted_port)
         try:
-            sock = await _bound_socket(host=self._host, port=self._wanted_port)
             port = int(sock.getsockname()[1])
-            await web.SockSite(runner, sock).start()
+            # The stream's limit bounds what `readuntil` buffers while it looks for the blank line.
+            server = await asyncio.start_server(self._serve, sock=sock, limit=MAX_HEAD)
         except BaseException:
-            await runner.cleanup()
-            if sock is not None:
-                sock.close()
+            sock.close()
             raise
-        self._runner, self._port = runner, port
+        self._server, self._port = server, port
         _log.info('serving %s on %s port %d', ', '.join(sorted(self._routes)), self._host, port)
         return self
 
@@ -421,19 +532,85 @@ class HttpEndpoints:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        runner, self._runner, self._port = self._runner, None, None
-        if runner is not None:
-            await runner.cleanup()
+        server, self._server, self._port = self._server, None, None
+        if server is None:
+            return
+        server.close()
+        # Python 3.11's wait_closed does not wait for open connections: they are ended here.
+        for task in self._connections:
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        await server.wait_closed()
 
-    async def _handle(self, request: web.Request) -> web.Response:
-        route = self._routes.get(request.path)
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+        try:
+            answer = await self._answer(reader)
+            if answer:
+                # drain() then returns only once the whole answer is with the kernel.
+                writer.transport.set_write_buffer_limits(high=0)
+                writer.write(answer)
+                async with asyncio.timeout(self._write_timeout):
+                    await writer.drain()
+        except TimeoutError:
+            _log.debug('a client did not take its answer within %.1f s', self._write_timeout)
+        except ConnectionError as exc:
+            _log.debug('a client went away: %r', exc)
+        finally:
+            if writer.transport.get_write_buffer_size():
+                # Not taken in time, or shutting down: close() would wait until it is sent.
+                writer.transport.abort()
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+            if task is not None:
+                self._connections.discard(task)
+
+    async def _answer(self, reader: asyncio.StreamReader) -> bytes:
+        """The whole answer to the connection's one request (b'' when there is none to give)."""
+        try:
+            async with asyncio.timeout(self._read_timeout):
+                head = parse_request_head(await reader.readuntil(b'\r\n\r\n'))
+                await reader.readexactly(head.body_length)
+        except BadRequest as refused:
+            return response_bytes(
+                status=refused.status,
+                content_type=TEXT_CONTENT_TYPE,
+                body=f'{refused}\n'.encode(),
+            )
+        except asyncio.LimitOverrunError:
+            return response_bytes(
+                status=431, content_type=TEXT_CONTENT_TYPE, body=b'request head too large\n'
+            )
+        except TimeoutError:
+            return response_bytes(
+                status=408, content_type=TEXT_CONTENT_TYPE, body=b'request not sent in time\n'
+            )
+        except asyncio.IncompleteReadError:
+            return b''  # the client closed before finishing its request
+        return self._route(head)
+
+    def _route(self, head: RequestHead) -> bytes:
+        route = self._routes.get(head.path)
+        bodiless = head.method == 'HEAD'
         if route is None:
-            return web.Response(status=404, text='not found\n')
-        if request.method not in ('GET', 'HEAD'):
-            return web.Response(status=405, text='only GET\n', headers={'Allow': 'GET, HEAD'})
+            return response_bytes(
+                status=404, content_type=TEXT_CONTENT_TYPE, body=b'not found\n', head_only=bodiless
+            )
+        if head.method not in ('GET', 'HEAD'):
+            return response_bytes(
+                status=405,
+                content_type=TEXT_CONTENT_TYPE,
+                body=b'only GET\n',
+                headers={'Allow': 'GET, HEAD'},
+            )
         try:
             status, content_type, body = route()
         except Exception:
-            _log.exception('route %s failed', request.path)
-            return web.Response(status=500, text='internal error\n')
-        return web.Response(status=status, body=body, headers={'Content-Type': content_type})
+            _log.exception('route %s failed', head.path)
+            status, content_type, body = 500, TEXT_CONTENT_TYPE, b'internal error\n'
+        return response_bytes(
+            status=status, content_type=content_type, body=body, head_only=bodiless
+        )

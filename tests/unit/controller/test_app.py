@@ -4,30 +4,38 @@ Objects, the in-memory metric source and the read-back helpers are those of
 test_controller_cycle. Leader election runs on the real clock with short timings (lease 2 s,
 renew deadline 1.5 s, retry 0.5 s, cycle 1 s); the other tests drive a ManualClock. Covered too:
 liveness (a leader whose loop stops finishing cycles fails `/healthz`; a standby or a leader
-still syncing does not), the options reaching the parts they configure, and `main`'s one-line
-exits (bad options, no or a bad kubeconfig, unusable TLS files).
+still syncing does not), the options reaching the parts they configure, `main`'s one-line
+exits (bad options, no or a bad kubeconfig, unusable TLS files), and `llmscaler run` as a process
+serving /healthz, /readyz and /metrics with aiohttp unimportable (it is in the `sim` extra only).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from llmscaler.clock import ManualClock, parse_rfc3339, rfc3339
 from llmscaler.collect.readings import ModelScope, Reading
 from llmscaler.controller.app import EXIT_CONFIG, EXIT_LOST, EXIT_OK, Controller, main
+from llmscaler.controller.publish import METRICS_CONTENT_TYPE
 from llmscaler.devcluster.fakeapi.server import FakeAPI
+from llmscaler.devcluster.objects import kubeconfig as kubeconfig_object
+from llmscaler.devcluster.process import ControllerProcess
 from llmscaler.domain.state import EMPTY_STATE
 from tests.support.controller_harness import (
+    CTL,
     SATURATED,
     FakeSource,
     caught_up,
@@ -416,6 +424,71 @@ def test_a_kubeconfig_that_is_not_one_is_named_without_its_content(tmp_path: Pat
     assert done.stderr.startswith(f'llmscaler run: kubeconfig {path}: not usable: not YAML (line')
     assert done.stderr.count('\n') == 1
     assert 'sk-live' not in done.stderr
+
+
+# --- without aiohttp --------------------------------------------------------------------------
+
+# `llmscaler run` with aiohttp unimportable: None in sys.modules fails every import of it.
+WITHOUT_AIOHTTP = (
+    "import sys; sys.modules['aiohttp'] = None; "
+    'from llmscaler.cli import main; sys.exit(main(sys.argv[1:]))'
+)
+SERVING = re.compile(r'serving (?P<routes>/[^"]*?) on 127\.0\.0\.1 port (?P<port>[0-9]+)')
+
+
+@dataclass(frozen=True)
+class FakeCluster:
+    """The `ClusterAccess` of a `ControllerProcess` for a bare fake API: a kubeconfig for it."""
+
+    api: FakeAPI
+    workdir: Path
+
+    def kubeconfig(self, path: Path, *, client: str | None = None) -> Path:
+        config = kubeconfig_object(server=self.api.url, namespace=CTL, token=client)
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+
+async def test_the_controller_process_serves_its_endpoints_without_aiohttp(
+    api: FakeAPI, tmp_path: Path
+) -> None:
+    process = ControllerProcess(
+        cluster=FakeCluster(api=api, workdir=tmp_path),
+        command=[sys.executable, '-c', WITHOUT_AIOHTTP, 'run'],
+        args=[
+            '--metrics-source', 'pods',
+            '--namespace', CTL,
+            '--metrics-bind-address', '127.0.0.1:0',
+            '--health-probe-bind-address', '127.0.0.1:0',
+        ],
+    )  # fmt: skip
+
+    def ports() -> dict[str, int]:
+        return {m['routes']: int(m['port']) for m in SERVING.finditer(process.log())}
+
+    async with process, httpx.AsyncClient(timeout=2) as http:
+        await eventually(
+            lambda: len(ports()) == 2 or process.returncode is not None,
+            'both endpoints to listen',
+            timeout=30,
+        )
+        assert process.returncode is None, process.log()
+        health = f'http://127.0.0.1:{ports()["/healthz, /readyz"]}'
+        live = await http.get(f'{health}/healthz')
+        assert (live.status_code, live.text) == (200, 'ok')
+
+        # Ready once the caches have listed the (empty) fake API.
+        deadline = asyncio.get_running_loop().time() + 10
+        while (ready := await http.get(f'{health}/readyz')).status_code != 200:
+            assert asyncio.get_running_loop().time() < deadline, ready.text
+            await asyncio.sleep(0.05)
+        assert ready.text == 'ok'
+        page = await http.get(f'http://127.0.0.1:{ports()["/metrics"]}/metrics')
+        assert page.status_code == 200
+        assert page.headers['content-type'] == METRICS_CONTENT_TYPE
+        assert 'wva_optimization_duration_seconds' in page.text
+        assert await process.stop() == EXIT_OK
+    assert 'aiohttp' not in process.log()
 
 
 # --- liveness ---------------------------------------------------------------------------------

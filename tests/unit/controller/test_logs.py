@@ -108,7 +108,7 @@ async def test_a_hold_and_a_source_error_are_logged_when_they_start(
 def test_http_libraries_stay_at_warning_even_at_debug() -> None:
     stream = io.StringIO()
     configure_logging(level='debug', format='text', stream=stream)
-    for name in ('httpx', 'httpcore.http11', 'hpack.hpack', 'aiohttp.access', 'httpx2'):
+    for name in ('httpx', 'httpcore.http11', 'hpack.hpack', 'h2.connection', 'httpx2'):
         logging.getLogger(name).info('GET /metrics 200')
         logging.getLogger(name).debug('send_request_headers.started')
     logging.getLogger('llmscaler.controller').debug('a decision')

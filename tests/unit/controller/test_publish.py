@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
 
 import httpx
@@ -9,6 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from llmscaler.controller.publish import (
+    MAX_HEAD,
     METRICS_CONTENT_TYPE,
     ControllerMetrics,
     HttpEndpoints,
@@ -324,3 +327,91 @@ async def test_endpoints_on_ipv6_loopback() -> None:
 def test_routes_must_be_paths() -> None:
     with pytest.raises(ValueError, match='must start with /'):
         HttpEndpoints(host='127.0.0.1', port=0, routes={'metrics': lambda: (200, 'x', b'')})
+
+
+async def exchange(port: int, request: bytes, *, then_wait: float = 0.0) -> bytes:
+    """Send `request` as raw bytes, wait `then_wait` seconds, and read the answer to its end."""
+    reader, writer = await asyncio.open_connection('127.0.0.1', port)
+    try:
+        writer.write(request)
+        await writer.drain()
+        await asyncio.sleep(then_wait)
+        return await asyncio.wait_for(reader.read(), 5.0)
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+def status_of(answer: bytes) -> int:
+    return int(answer.split(b' ', 2)[1])
+
+
+OK_ROUTES = {'/healthz': health_route(lambda: (True, ''))}
+
+
+@pytest.mark.parametrize(
+    ('request_bytes', 'status'),
+    [
+        (b'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 200),
+        (b'GET /healthz?verbose=1 HTTP/1.1\r\n\r\n', 200),
+        (b'GET /health%7A HTTP/1.0\r\n\r\n', 200),
+        (b'GET http://x:1/healthz HTTP/1.1\r\n\r\n', 200),
+        (b'GET /healthz HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc', 200),
+        (b'GET  /healthz HTTP/1.1\r\n\r\n', 400),
+        (b'GET /healthz\r\n\r\n', 400),
+        (b'GET /healthz HTTP/1.1\r\nno colon\r\n\r\n', 400),
+        (b'GET /healthz HTTP/1.1\r\n folded: x\r\n\r\n', 400),
+        (b'GET /healthz HTTP/1.1\r\nContent-Length: -1\r\n\r\n', 400),
+        (b'GET /healthz HTTP/2.0\r\n\r\n', 505),
+        (b'POST /healthz HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 411),
+        (b'POST /healthz HTTP/1.1\r\nContent-Length: 65537\r\n\r\n', 413),
+        (b'GET /healthz HTTP/1.1\r\nX: ' + b'a' * MAX_HEAD + b'\r\n\r\n', 431),
+    ],
+)
+async def test_requests_are_read_within_bounds(request_bytes: bytes, status: int) -> None:
+    async with HttpEndpoints(host='127.0.0.1', port=0, routes=OK_ROUTES) as endpoints:
+        answer = await exchange(endpoints.port, request_bytes)
+    assert status_of(answer) == status
+    head, _, body = answer.partition(b'\r\n\r\n')
+    assert b'\r\nConnection: close' in head
+    assert f'Content-Length: {len(body)}'.encode() in head
+    if status == 200:
+        assert body == b'ok'
+
+
+async def test_head_answers_carry_no_body() -> None:
+    async with HttpEndpoints(host='127.0.0.1', port=0, routes=OK_ROUTES) as endpoints:
+        found = await exchange(endpoints.port, b'HEAD /healthz HTTP/1.1\r\n\r\n')
+        missing = await exchange(endpoints.port, b'HEAD /nope HTTP/1.1\r\n\r\n')
+    assert found.endswith(b'Content-Length: 2\r\nConnection: close\r\n\r\n')
+    assert status_of(missing) == 404
+    assert missing.endswith(b'\r\n\r\n')
+
+
+async def test_a_slow_client_gets_408_and_does_not_hold_up_others() -> None:
+    async with HttpEndpoints(
+        host='127.0.0.1', port=0, routes=OK_ROUTES, read_timeout=0.5
+    ) as endpoints:
+        slow = asyncio.create_task(exchange(endpoints.port, b'GET /healthz HTTP/1.1\r\n'))
+        await asyncio.sleep(0.1)
+        # While the slow request is still being waited for, another one is answered.
+        prompt = await exchange(endpoints.port, b'GET /healthz HTTP/1.1\r\n\r\n')
+        assert not slow.done()
+        assert status_of(prompt) == 200
+        answer = await asyncio.wait_for(slow, 2.0)
+    assert status_of(answer) == 408
+
+
+async def test_a_client_that_does_not_read_its_answer_is_dropped() -> None:
+    big = b'#' * (64 * 1024 * 1024)
+    routes = {'/big': lambda: (200, 'text/plain', big)}
+    async with HttpEndpoints(
+        host='127.0.0.1', port=0, routes=routes, write_timeout=0.2
+    ) as endpoints:
+        try:
+            answer = await exchange(endpoints.port, b'GET /big HTTP/1.1\r\n\r\n', then_wait=1.0)
+        except ConnectionResetError:
+            answer = b''
+    # The server gave up before the whole page reached the client.
+    assert len(answer) < len(big)

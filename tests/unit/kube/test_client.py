@@ -6,7 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from lightkube import AsyncClient
+from lightkube.resources.core_v1 import ConfigMap
 
+from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.client import KubeConfigProblem, make_client
 
 
@@ -57,18 +60,40 @@ def test_the_default_kubeconfig_is_read_when_present(no_cluster: Path) -> None:
     assert problem().startswith('kubeconfig ~/.kube/config: not usable: not YAML')
 
 
-async def test_a_server_url_or_a_good_kubeconfig_gives_a_client(no_cluster: Path) -> None:
-    client = make_client(server='http://127.0.0.1:9')
-    await client.aclose()
+async def read_config_map(client: AsyncClient) -> dict[str, str] | None:
+    """ConfigMap `cm` of the client's default namespace, read through `client`, then closed."""
+    try:
+        return (await client.get(ConfigMap, 'cm')).data
+    finally:
+        await client.aclose()
+
+
+async def test_a_server_url_or_a_good_kubeconfig_gives_a_client_of_that_server(
+    api: FakeAPI, no_cluster: Path
+) -> None:
+    api.seed(
+        {
+            'apiVersion': 'v1',
+            'kind': 'ConfigMap',
+            'metadata': {'name': 'cm', 'namespace': 'ns'},
+            'data': {'k': 'v'},
+        }
+    )
+    assert await read_config_map(make_client(server=api.url, namespace='ns')) == {'k': 'v'}
     path = no_cluster / 'config'
     path.write_text(
         'apiVersion: v1\nkind: Config\ncurrent-context: c\n'
-        'clusters: [{name: k, cluster: {server: "http://127.0.0.1:9"}}]\n'
-        'users: [{name: u, user: {}}]\n'
-        'contexts: [{name: c, context: {cluster: k, user: u}}]\n'
+        f'clusters: [{{name: k, cluster: {{server: "{api.url}"}}}}]\n'
+        'users: [{name: u, user: {token: me}}]\n'
+        'contexts: [{name: c, context: {cluster: k, user: u, namespace: ns}}]\n'
     )
-    client = make_client(kubeconfig=str(path))
-    await client.aclose()
+    assert await read_config_map(make_client(kubeconfig=str(path))) == {'k': 'v'}
+    # Both reached this server, in the namespace asked for; the second with the file's user.
+    cm = '/api/v1/namespaces/ns/configmaps/cm'
+    assert [(r.method, r.path, r.client) for r in api.requests] == [
+        ('GET', cm, ''),
+        ('GET', cm, 'me'),
+    ]
 
 
 def test_scale_kinds_vas_inform_only_their_workloads() -> None:

@@ -180,7 +180,7 @@ OPTIONS: tuple[Option, ...] = (
     Option('log_format', '--log-format', 'LOG_FORMAT', v.choice(*LOG_FORMATS),
            'text, or json (one object per line)', _LOGS, 'text'),
     Option('http_log_level', '--http-log-level', 'HTTP_LOG_LEVEL', v.choice(*LEVELS),
-           'level of the HTTP libraries (httpx, httpcore, h2, aiohttp), apart from --log-level',
+           'level of the HTTP libraries (httpx, httpcore, h2, hpack), apart from --log-level',
            _LOGS, 'warning'),
 )  # fmt: skip
 """Every option, in the order `--help` and docs/controller.md list them."""

@@ -70,10 +70,6 @@ from llmscaler.sim.report.table import (
     table_cells,
 )
 from llmscaler.sim.report.table import notes as result_notes
-
-# `llmscaler.cli` still takes `print_table` from here; every other importer takes it from
-# `sim.report.table`, which defines it.
-from llmscaler.sim.report.table import print_table as print_table
 from llmscaler.sim.vocabulary import SLO, SimResult
 
 RequestsCsv = Literal['none', 'gz', 'plain']

@@ -97,12 +97,9 @@ import pydantic
 
 from llmscaler.sim.hardware import datasheets, presets
 from llmscaler.sim.run.loop import SimSettings, check_settings
-
-# The four `name as name` imports from `sim.scenario.document` are for `llmscaler.cli`, which
-# still takes them from here; every other importer takes them from the module that defines them.
-from llmscaler.sim.scenario.document import DEFAULT_DOCUMENT as DEFAULT_DOCUMENT
-from llmscaler.sim.scenario.document import ScenarioError as ScenarioError
 from llmscaler.sim.scenario.document import (
+    DEFAULT_DOCUMENT,
+    ScenarioError,
     ScenarioModel,
     ServedModel,
     SLOModel,
@@ -110,9 +107,8 @@ from llmscaler.sim.scenario.document import (
     VariantModel,
     WorkloadModel,
     describe_error,
+    read_document,
 )
-from llmscaler.sim.scenario.document import read_document as read_document
-from llmscaler.sim.scenario.document import with_overrides as with_overrides
 from llmscaler.sim.scenario.setup import check_policy_name, with_initial
 from llmscaler.sim.scenario.validated import ModelSetup, Scenario
 from llmscaler.sim.vocabulary import SLO, VariantSpec

@@ -34,11 +34,14 @@ import numpy as np
 import numpy.typing as npt
 
 from llmscaler.sim.vocabulary import FloatArray, IntArray, Trace, object_array
-from llmscaler.sim.workload.formats import FORMATS, MODEL_NAMES, MOONCAKE_BLOCK, Rows, read_rows
-
-# `llmscaler.cli` still takes `TraceError` from here; every other importer takes it from
-# `sim.workload.formats`, which defines it.
-from llmscaler.sim.workload.formats import TraceError as TraceError
+from llmscaler.sim.workload.formats import (
+    FORMATS,
+    MODEL_NAMES,
+    MOONCAKE_BLOCK,
+    Rows,
+    TraceError,
+    read_rows,
+)
 
 
 @dataclass(frozen=True, slots=True)
