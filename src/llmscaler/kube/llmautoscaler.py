@@ -47,7 +47,7 @@ from llmscaler.kube.resource_model import (
     parse_object,
 )
 from llmscaler.policies.kaito.autoscaler import AutoscalerSpec, RealtimeSpec
-from llmscaler.policies.kaito.cron import CronPolicy as CorePolicy
+from llmscaler.policies.kaito.cron import CronRule
 from llmscaler.policies.kaito.realtime import ScalerRule
 
 GROUP: Final = 'kaito.sh'
@@ -270,16 +270,14 @@ def core_spec(spec: LLMAutoScalerSpec) -> AutoscalerSpec:
     """The pure core's view of a validated spec."""
     realtime = spec.scaler.realtime
     cron = spec.scaler.cron
-    policies: tuple[CorePolicy, ...] | None = None
+    policies: tuple[CronRule, ...] | None = None
     if cron is not None:
         found = []
         for policy in cron.policies:
             parsed = policy.parsed
             assert isinstance(parsed, Schedule)  # validated when the object parsed
             found.append(
-                CorePolicy(
-                    name=policy.name, schedule=parsed, target_replicas=policy.target_replicas
-                )
+                CronRule(name=policy.name, schedule=parsed, target_replicas=policy.target_replicas)
             )
         policies = tuple(found)
     return AutoscalerSpec(

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from llmscaler.policies.kaito.cron import CronPolicy, calculate_desired_replicas_cron
+from llmscaler.policies.kaito.cron import CronRule, calculate_desired_replicas_cron
 from llmscaler.policies.kaito.realtime import (
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
@@ -64,7 +64,7 @@ class AutoscalerSpec:
     min_replicas: int
     max_replicas: int
     realtime: RealtimeSpec | None = None
-    cron: tuple[CronPolicy, ...] | None = None
+    cron: tuple[CronRule, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ a schedule (a cron expression in an IANA time zone, `config.cron`) and a target 
 
 Deliberate difference: the seed's pseudocode falls back to UTC for a zone it cannot load and
 silently skips an expression it cannot parse. Here both are refused when the policy is built
-(`CronPolicy` holds a parsed `Schedule`, so a bad policy cannot reach this function): a schedule
+(`CronRule` holds a parsed `Schedule`, so a bad policy cannot reach this function): a schedule
 that silently runs at another hour than the user wrote is worse than an error on the object.
 
 Daylight-saving transitions: as `config.cron` documents (a skipped wall time does not fire that
@@ -34,8 +34,9 @@ from llmscaler.config.cron import Schedule
 
 
 @dataclass(frozen=True, slots=True)
-class CronPolicy:
-    """One policy: at the minutes `schedule` fires, `target_replicas` replicas."""
+class CronRule:
+    """One cron policy of an LLMAutoScaler: at the minutes `schedule` fires, `target_replicas`
+    replicas."""
 
     name: str
     schedule: Schedule
@@ -53,7 +54,7 @@ class CronResult:
 def calculate_desired_replicas_cron(
     *,
     current_replicas: int,
-    policies: Sequence[CronPolicy],
+    policies: Sequence[CronRule],
     min_replicas: int,
     max_replicas: int,
     now: float,

@@ -48,7 +48,7 @@ from llmscaler.domain.snapshot import ReplicaMetrics, Variant
 from llmscaler.kube.llmautoscaler import LLMAutoScaler, core_spec, parse_llmautoscaler
 from llmscaler.kube.resource_model import InvalidObject
 from llmscaler.policies.kaito.autoscaler import AutoscalerSpec, RealtimeSpec, decide_llmautoscaler
-from llmscaler.policies.kaito.cron import CronPolicy
+from llmscaler.policies.kaito.cron import CronRule
 from llmscaler.policies.kaito.realtime import MetricReading, Sample
 from llmscaler.sim.vocabulary import ControlView
 
@@ -138,7 +138,7 @@ class KaitoPolicy:
         *,
         name: str,
         autoscalers: Mapping[str, SimAutoscaler] | None = None,
-        cron: Sequence[CronPolicy] = (),
+        cron: Sequence[CronRule] = (),
         epoch: float = SIM_EPOCH,
     ) -> None:
         self._name = name
@@ -229,7 +229,7 @@ def _readings(
     return readings, complete
 
 
-def _inline_cron(text: str) -> tuple[CronPolicy, ...]:
+def _inline_cron(text: str) -> tuple[CronRule, ...]:
     policies = []
     for index, part in enumerate(p.strip() for p in text.split(';')):
         expression, sep, rest = part.rpartition('=')
@@ -243,7 +243,7 @@ def _inline_cron(text: str) -> tuple[CronPolicy, ...]:
         if not isinstance(schedule, Schedule):
             raise ValueError(f'{KAITO_CRON}: {schedule.message}')
         policies.append(
-            CronPolicy(name=f'policy-{index}', schedule=schedule, target_replicas=int(count_text))
+            CronRule(name=f'policy-{index}', schedule=schedule, target_replicas=int(count_text))
         )
     return tuple(policies)
 

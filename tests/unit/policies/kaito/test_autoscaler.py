@@ -9,17 +9,17 @@ from hypothesis import strategies as st
 
 from llmscaler.config.cron import Schedule, parse_schedule
 from llmscaler.policies.kaito.autoscaler import AutoscalerSpec, RealtimeSpec, decide_llmautoscaler
-from llmscaler.policies.kaito.cron import CronPolicy
+from llmscaler.policies.kaito.cron import CronRule
 from llmscaler.policies.kaito.realtime import MetricReading, ScalerRule
 
 EIGHT_UTC = dt.datetime(2026, 1, 14, 8, tzinfo=dt.UTC).timestamp()
 FAST = ScalerRule(step=1, cooldown_seconds=0, stabilization_window_seconds=0)
 
 
-def policy(expression: str, replicas: int) -> CronPolicy:
+def policy(expression: str, replicas: int) -> CronRule:
     sched = parse_schedule(expression=expression)
     assert isinstance(sched, Schedule)
-    return CronPolicy(name=expression, schedule=sched, target_replicas=replicas)
+    return CronRule(name=expression, schedule=sched, target_replicas=replicas)
 
 
 def reading(value: float) -> MetricReading:

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmscaler.config.cron import Schedule, ScheduleError, parse_schedule
-from llmscaler.policies.kaito.cron import CronPolicy, calculate_desired_replicas_cron
+from llmscaler.policies.kaito.cron import CronRule, calculate_desired_replicas_cron
 
 BERLIN = 'Europe/Berlin'
 
@@ -128,8 +128,8 @@ def test_the_local_minute_of_now_always_fires(t: int, zone: str) -> None:
     assert not sched.fires(now=float(t - local.second - 1 - 86400 * 366))
 
 
-def policy(name: str, expression: str, replicas: int, zone: str = '') -> CronPolicy:
-    return CronPolicy(name=name, schedule=schedule(expression, zone), target_replicas=replicas)
+def policy(name: str, expression: str, replicas: int, zone: str = '') -> CronRule:
+    return CronRule(name=name, schedule=schedule(expression, zone), target_replicas=replicas)
 
 
 def test_seed_example_new_york() -> None:
