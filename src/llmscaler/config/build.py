@@ -2,7 +2,8 @@
 
 Why: `Config.model()` (config/resolved.py) is a pure dictionary read, by_group → by_model →
 by_namespace → default, so every layer must be merged here, ahead of time, into fully resolved
-values. The layers, least to most specific (seed 000, reference/wva.md §9.2):
+values. The layers, least to most specific (those of WVA's ConfigMaps: llm-d
+workload-variant-autoscaler v0.9.0, internal/config/):
 
     built-in defaults < global `default` < namespace-local `default`
         < global per-model entry without namespace < global per-model entry for the namespace

@@ -8,8 +8,9 @@ reader, each field through the map's converter, then the map's checks, and drops
 across entries.
 
 - Identity: `default` may not name a `model_id` or `namespace`; a per-model entry is recognised
-  by its `model_id` (+ optional `namespace`) fields (seed 000 form) or by a key of the form
-  `{modelID}#{namespace}` (WVA main form; an empty namespace part means every namespace).
+  by its `model_id` (+ optional `namespace`) fields (the form of WVA's documented examples) or by
+  a key of the form `{modelID}#{namespace}` (the key WVA v0.9.0 looks up; an empty namespace part
+  means every namespace).
 - Limits: entries are read by the bounded YAML reader (`llmscaler.config.yaml_loader`: no
   anchors or aliases, only plain data tags, 64 KiB / 32 levels / 10,000 nodes per entry); a
   whole ConfigMap may hold at most 1 MiB of data (`data_size`, as Kubernetes counts it) and

@@ -1,11 +1,13 @@
 """Parsing and validation of WVA's three ConfigMaps into per-entry partial overrides.
 
-Why: users keep their WVA ConfigMaps (seed 000, reference/wva.md §9.2) when they move to llmscaler,
-so we read them with their exact names, keys, field spellings and defaults:
+Why: users keep the ConfigMaps of llm-d's Workload Variant Autoscaler (WVA v0.9.0, internal/config/)
+when they move to llmscaler, so we read them with their exact names, keys, field spellings and
+defaults:
 
 - `wva-saturation-scaling-config`: key `default` plus per-model entries. A per-model entry is
-  recognised by its `model_id` (+ optional `namespace`) fields (seed 000 form) or by a key of the
-  form `{modelID}#{namespace}` (WVA main form; an empty namespace part means every namespace).
+  recognised by its `model_id` (+ optional `namespace`) fields (the form of WVA's documented
+  examples) or by a key of the form `{modelID}#{namespace}` (the key WVA v0.9.0 looks up; an empty
+  namespace part means every namespace).
 - `wva-model-scale-to-zero-config`: `default` plus entries with `model_id`, `namespace`,
   `enable_scale_to_zero` (bool) and `retention_period` (Go duration, > 0 and at most 7 days;
   over 24 h warns).
@@ -39,7 +41,7 @@ wrong type, an unknown field, a value out of range (NaN and ±Inf are out of eve
 inconsistent fields is rejected whole with a `ConfigError` naming the ConfigMap, key, field and
 value (never the value of a field whose name looks secret); every valid entry still loads. A
 ConfigMap over its size or node cap is rejected whole, with one error saying so. An unexpected
-exception while reading one entry is that entry's error. Validation (wva.md §9.2, plus a finite
+exception while reading one entry is that entry's error. Validation (WVA's rules, plus a finite
 maximum for every number, so no accepted value can overflow the core's arithmetic): fractions in
 [0, 1]; queueLengthThreshold and queueSpareTrigger in [0, 1,000,000]; kvCacheThreshold ≥
 kvSpareTrigger; priority and analyzer scores in [0, 1,000,000]; V2 thresholds in (0, 1] with

@@ -1,10 +1,12 @@
 """Cron schedules in an IANA time zone: parsed once, then asked "does it fire in this minute?".
 
-Why: Kaito's cron scaler (seed 001) and the capacity floors of VariantAutoscalings both act at
-wall-clock times of a place ("08:00 Europe/Berlin on weekdays"). Parsing the expression and the
-zone belongs with the other validated settings, so a bad one is refused with a one-line error
-before anything runs; matching takes the time as an argument (Unix seconds) and reads no clock,
-so the controller and the simulator ask the same question of the same code.
+Why: Kaito's cron scaler (its LLMAutoScaler proposal: kaito-project/kaito,
+docs/proposals/20250602-auto-scaler-for-inference-workloads.md) and the capacity floors of
+VariantAutoscalings both act at wall-clock times of a place ("08:00 Europe/Berlin on weekdays").
+Parsing the expression and the zone belongs with the other validated settings, so a bad one is
+refused with a one-line error before anything runs; matching takes the time as an argument (Unix
+seconds) and reads no clock, so the controller and the simulator ask the same question of the same
+code.
 
 What it accepts: the standard five fields (minute, hour, day of month, month, day of week; lists,
 ranges, steps, names such as `mon` and `jan`; day of month and day of week combine with OR when
@@ -15,8 +17,8 @@ and Jenkins' `H` are refused. The zone is an IANA name (`zoneinfo`, backed by th
 package where the system has no zone database); '' means `Etc/UTC`.
 
 When a schedule fires (`Schedule.fires(now=...)`): in the minute whose local wall-clock time, in
-the schedule's zone, matches the expression: the seed's "the last activation is within the current
-minute". Daylight-saving transitions follow from reading the wall clock:
+the schedule's zone, matches the expression: the proposal's "the last activation is within the
+current minute". Daylight-saving transitions follow from reading the wall clock:
 
 - spring forward: a wall time that does not exist that day (02:30 on the last Sunday of March in
   Europe/Berlin) is never reached, so a schedule at that time does not fire that day (as a

@@ -1,7 +1,7 @@
 """The entries of one kind of scaling ConfigMap, split by the layer they belong to.
 
-Why: every scaling ConfigMap layers the same way (seed 000, reference/wva.md §9.2), least to
-most specific:
+Why: every scaling ConfigMap layers the same way (as in llm-d workload-variant-autoscaler
+v0.9.0, internal/config/), least to most specific:
 
     global `default` < namespace-local `default` < global per-model entry without namespace
         < global per-model entry for the namespace < namespace-local per-model entry

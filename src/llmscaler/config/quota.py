@@ -2,8 +2,8 @@
 
 Why: with `enableLimiter: true` the GPUs a model may add are bounded by the nodes (the
 inventory) and, on a shared cluster, by quotas — a cap per accelerator type for the whole
-cluster, or per namespace for tenants. WVA reads its limiter modes from `limiters:` in the
-global `default` entry of `wva-saturation-scaling-config` (reference/wva.md §7.4), so users keep
+cluster, or per namespace for tenants. WVA (v0.9.0, internal/config/) reads its limiter modes
+from `limiters:` in the global `default` entry of `wva-saturation-scaling-config`, so users keep
 that key; this module validates it and turns quotas into the `GpuLimit`s the core merges.
 
 The format (one entry per provider, keys as WVA spells them):

@@ -7,7 +7,8 @@ the layers, in the precedence CLI > env > file > ConfigMap > defaults, and resol
 ConfigMap entries (global `default` < namespace-local `default` < global per-model override <
 namespace-local per-model override) ahead of time, so lookup here is a pure dictionary read.
 
-Defaults are those of seed 000 / reference/wva.md §9.2. Durations are seconds.
+Defaults are those of WVA (llm-d workload-variant-autoscaler v0.9.0, internal/config/). Durations
+are seconds.
 """
 
 from __future__ import annotations
@@ -55,8 +56,9 @@ class SaturationConfig:
 
     @property
     def analyzer_path(self) -> AnalyzerPath:
-        """Seed 000: `analyzerName: saturation` or a non-empty `analyzers:` list selects the
-        token-based analyzer; anything else the percentage-based default."""
+        """As in WVA (v0.9.0, internal/engines/saturation/engine.go): `analyzerName: saturation`
+        or a non-empty `analyzers:` list selects the token-based analyzer; anything else the
+        percentage-based default."""
         if self.analyzer_name == 'saturation' or self.analyzers:
             return 'saturation-token'
         return 'saturation-percentage'

@@ -1,8 +1,8 @@
 """Manager settings of the decision core, resolved with precedence CLI > env > file > ConfigMap.
 
 Why: WVA reads its manager settings (`wva-manager-config`, env vars, flags) with this precedence
-(seed 000 "Configuration"), and users expect the same keys to work here. Every layer uses the
-same key spelling (the CLI layer arrives already keyed by these names):
+(llm-d workload-variant-autoscaler v0.9.0, internal/config/), and users expect the same keys to work
+here. Every layer uses the same key spelling (the CLI layer arrives already keyed by these names):
 
 | key | CoreSettings field | range | default |
 |---|---|---|---|
