@@ -1,10 +1,11 @@
 """An HTTP server whose answers never arrive in time: a metrics server gone slow or mad.
 
 Why: every outbound read of the controller (Prometheus, pod and EPP pages) must end within its
-deadline and under its size cap, whatever the server does (design.md §5). A server that is down
-is easy to fake; the hard cases are a server that accepts the request, answers 200 at once and
-then sends its body a byte at a time (a per-read timeout never fires: every read gets a byte),
-and one whose body never ends. `SlowServer` plays either, for every request on any path.
+deadline and under its size cap, whatever the server does (a safety rule of the controller). A
+server that is down is easy to fake; the hard cases are a server that accepts the request, answers
+200 at once and then sends its body a byte at a time (a per-read timeout never fires: every read
+gets a byte), and one whose body never ends. `SlowServer` plays either, for every request on any
+path.
 
 What: `async with SlowServer(mode=...) as server:` serves on 127.0.0.1 (an ephemeral port) at
 `server.url`. Each answer is 200 `application/json` without a Content-Length, and its body is

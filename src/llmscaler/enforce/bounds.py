@@ -1,10 +1,10 @@
 """Replica bounds: every target ends inside the variant's [minReplicas, maxReplicas].
 
-Why: design.md §5 makes the bounds a rule of every policy and mode. The optimizer respects
-`max_replicas` on the way up and `min_replicas` on the way down, but a target can still land
-outside them (a variant already above a lowered maximum, a scale-from-zero wake-up, a
-minimum-replicas grant on a variant whose maximum is 0). This is the last word before
-actuation: `clamp` one number, `clamp_all` a model's targets.
+Why: the bounds are a safety rule of every policy and mode (docs/decision-core.md, "Safety rules":
+bounds always win). The optimizer respects `max_replicas` on the way up and `min_replicas` on the
+way down, but a target can still land outside them (a variant already above a lowered maximum, a
+scale-from-zero wake-up, a minimum-replicas grant on a variant whose maximum is 0). This is the last
+word before actuation: `clamp` one number, `clamp_all` a model's targets.
 
 Rules:
 - A negative `min_replicas` counts as 0; a negative target counts as 0 before clamping.

@@ -1,8 +1,9 @@
 """Scale from zero: which variant to wake when requests queue for a model that has no replicas.
 
-Why: the main cycle (30 s) is far too slow for a request waiting on an idle model; a separate
-loop (about every 100 ms in the controller, seed 000 "Scale-from-Zero") checks only the models at
-zero and wakes one variant as soon as the gateway (EPP) flow-control queue holds a request.
+Why: the main cycle (30 s) is far too slow for a request waiting on an idle model; a separate loop
+(about every 100 ms in the controller, as WVA v0.9.0's internal/engines/scalefromzero/engine.go
+polls) checks only the models at zero and wakes one variant as soon as the gateway (EPP)
+flow-control queue holds a request.
 
 What it decides, per model (variants with the same modelID + namespace):
 

@@ -2,8 +2,9 @@
 
 Why: the optimizer sizes a model from capacity signals and never takes it to zero on its own
 (it keeps the cheapest variant at one replica). Whether an idle model may release all its GPUs
-is a policy of the operator, decided here after the optimizer, per model (reference/wva.md §7.3,
-seed 000 "Scale To and From Zero"), under the safety rules of design.md §5.
+is a policy of the operator, decided here after the optimizer, per model, as WVA's enforcer does
+(llm-d workload-variant-autoscaler v0.9.0, internal/engines/pipeline/enforcer.go), under the
+safety rules of the decision core (docs/decision-core.md, "Safety rules").
 
 What it computes (`enforce`), from the optimizer's targets for every variant of one model:
 
@@ -25,7 +26,7 @@ What it computes (`enforce`), from the optimizer's targets for every variant of 
   cost rule, `domain.snapshot.effective_cost`: a cost that is not a finite positive number
   counts as 10; ties go to the alphabetically first name), policy `minimum_replicas`.
 
-Deliberate deviations from upstream, both from design.md §5:
+Deliberate deviations from upstream, each one of those safety rules:
 1. Missing or stale metrics never cause scale-to-zero: with `metrics_complete` False a zero
    count is not trusted and the targets are kept.
 2. Step down N → 1 before 1 → 0. Upstream jumps every variant straight to 0. Here a variant
