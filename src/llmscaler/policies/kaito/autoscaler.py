@@ -6,7 +6,9 @@ decision is per model across variants; an `LLMAutoScaler` scales one target on i
 this small pure entry point instead, beside the analyzers it wires (`policies.kaito.realtime`,
 `policies.kaito.cron`).
 
-How the two scalers combine (seed 001 allows either or both on one object):
+How the two scalers combine (Kaito's LLMAutoScaler proposal, kaito-project/kaito,
+docs/proposals/20250602-auto-scaler-for-inference-workloads.md, allows either or both on one
+object):
 - in a minute where a cron policy fires, the cron scaler's answer wins: the schedule says what the
   count must be then (scaling down at night included, which the realtime scaler's "highest of the
   metrics" would otherwise hold back);
@@ -16,11 +18,11 @@ How the two scalers combine (seed 001 allows either or both on one object):
 The realtime scaler's history is updated every call, whichever scaler decided, so its windows
 always hold the recent readings.
 
-Safety (design.md §5: missing metrics never cause a scale-down): the seed's own rule counts a pod
-without a value as 0 up and High down (`kaito_realtime.average`), which brakes a scale-down but
-does not stop one when the other pods are idle enough. So when the adapter says a pod did not
-report every metric (`metrics_complete=False`), a realtime scale-down is refused and the count
-holds; a scale-up (missing pods at 0) and the cron scaler (no metrics involved) still act. A
+Safety (missing metrics never cause a scale-down, docs/decision-core.md): the proposal's own rule
+counts a pod without a value as 0 up and High down (`kaito_realtime.average`), which brakes a
+scale-down but does not stop one when the other pods are idle enough. So when the adapter says a pod
+did not report every metric (`metrics_complete=False`), a realtime scale-down is refused and the
+count holds; a scale-up (missing pods at 0) and the cron scaler (no metrics involved) still act. A
 metric no pod reported can neither scale up nor down. The adapter reports missing metrics on the
 object (`ScalingActive=False`).
 

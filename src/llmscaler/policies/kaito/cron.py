@@ -1,10 +1,13 @@
-"""Kaito's cron scaler (seed 001, "Cron Scaler Pseudocode"): replicas set by the clock.
+"""Kaito's cron scaler: replicas set by the clock.
+
+Source: Kaito's LLMAutoScaler proposal (kaito-project/kaito,
+docs/proposals/20250602-auto-scaler-for-inference-workloads.md, "Cron Scaler Pseudocode").
 
 Why: a workload with a predictable daily shape is better served by capacity that is there before
 the morning ramp than by a reactive scaler that starts pods once requests queue. Each policy names
 a schedule (a cron expression in an IANA time zone, `config.cron`) and a target replica count.
 
-`calculate_desired_replicas_cron` follows the seed's pseudocode step by step:
+`calculate_desired_replicas_cron` follows the proposal's pseudocode step by step:
 
 1. every policy whose schedule fires in the current minute (its last activation is within the
    minute, in its own zone) contributes its `target_replicas`;
@@ -13,10 +16,10 @@ a schedule (a cron expression in an IANA time zone, `config.cron`) and a target 
 3. several match: the highest target, "to ensure capacity for the highest-demand schedule";
 4. clamped to [min_replicas, max_replicas].
 
-Deliberate difference: the seed's pseudocode falls back to UTC for a zone it cannot load and
+Deliberate difference: the proposal's pseudocode falls back to UTC for a zone it cannot load and
 silently skips an expression it cannot parse. Here both are refused when the policy is built
-(`CronRule` holds a parsed `Schedule`, so a bad policy cannot reach this function): a schedule
-that silently runs at another hour than the user wrote is worse than an error on the object.
+(`CronRule` holds a parsed `Schedule`, so a bad policy cannot reach this function): a schedule that
+silently runs at another hour than the user wrote is worse than an error on the object.
 
 Daylight-saving transitions: as `config.cron` documents (a skipped wall time does not fire that
 day; a repeated one fires at both occurrences).

@@ -1,11 +1,14 @@
-"""Kaito's realtime scaler (seed 001, "Realtime Scaler Pseudocode"), as a pure function.
+"""Kaito's realtime scaler, as a pure function.
 
-Why: the seed's metric-based scaler is a deliberately slow, step-wise controller for expensive
+Source: Kaito's LLMAutoScaler proposal (kaito-project/kaito,
+docs/proposals/20250602-auto-scaler-for-inference-workloads.md, "Realtime Scaler Pseudocode").
+
+Why: the proposal's metric-based scaler is a deliberately slow, step-wise controller for expensive
 GPU replicas: one replica at a time, a scale-up only after the metric stayed above its High
 threshold for the up window, a scale-down only after it stayed below Low for the down window, and
 long cooldowns after any scaling. It is one of the peers the simulator compares, and the
-controller serves it for `LLMAutoScaler` objects, so it lives here once, line by line as the seed
-writes it:
+controller serves it for `LLMAutoScaler` objects, so it lives here once, line by line as the
+proposal writes it:
 
     calculateDesiredReplicas: the highest calculateReplicasForMetric(metric) over the metrics
     calculateReplicasForMetric (the history is updated with the current value afterwards):
@@ -22,30 +25,30 @@ writes it:
         else it is appended (so the history stays as long as the longer window)
 
 With the defaults (windows 30 s / 300 s, a reading every 15 s) the window holds the previous 1 and
-19 readings: with the current value that is the seed's "2 and 20 consecutive periods".
+19 readings: with the current value that is the proposal's "2 and 20 consecutive periods".
 
 Readings and missing pods: the scraper averages each metric over the target's pods; a pod whose
 value could not be read counts 0 in the scale-up direction and the metric's High threshold in the
-scale-down direction (seed 001, "Metrics Scraper"). So a `MetricReading` carries both averages:
+scale-down direction (the proposal's "Metrics Scraper"). So a `MetricReading` carries both averages:
 `up_value` (missing pods at 0) is compared with High and kept for the up window, `down_value`
 (missing pods at High) with Low and kept for the down window; they are equal when every pod
 reported. A metric no pod reported has `up_value` 0 and `down_value` High: it can neither scale
 up nor down (and its readings keep blocking both windows until real ones fill them).
 
-One deliberate difference: the seed's `calculateDesiredReplicas` starts from the current count
+One deliberate difference: the proposal's `calculateDesiredReplicas` starts from the current count
 and keeps a metric's answer only when it is higher, so a scale-down (always below the current
 count) could never be returned and the scaler would never scale down, contrary to its own table
 of scale-down defaults. Here the answer is the highest of the metrics' answers, as the CRD's
 comment says ("calculate the desired replicas for each metric and choose the highest value"):
 one metric asking to go down while another holds still holds.
 
-Where the seed leaves a case open, and what is done here:
+Where the proposal leaves a case open, and what is done here:
 - no `lastScaleTime` (never scaled): the cooldown has elapsed (Go's zero time is long ago);
 - a window that is not full yet: the pseudocode takes the min (max) of whatever the window holds,
   so right after a start (or after readings stopped) one earlier reading below Low is enough to
   scale down, not the table's "20 consecutive periods" (and `min` of nothing is undefined). Here a
   window counts only when it holds the earlier readings of the whole window, `window / interval`
-  − 1 of them: 1 for 30 s and 19 for 300 s at the seed's 15 s interval, which with the current
+  − 1 of them: 1 for 30 s and 19 for 300 s at the proposal's 15 s interval, which with the current
   reading are the table's 2 and 20 consecutive periods (a window no longer than the interval
   needs none: the current reading alone decides). A missed reading delays the step by a period;
 - the result is not clamped when nothing happens (the pseudocode returns the current count);
@@ -78,7 +81,7 @@ DEFAULT_SCALE_DOWN: Final = ScalerRule(
     step=1, cooldown_seconds=1800, stabilization_window_seconds=300
 )
 SCRAPE_INTERVAL_SECONDS: Final = 15.0
-"""How often the seed's scraper reads the pods, and so how often the scaler runs."""
+"""How often the proposal's scraper reads the pods, and so how often the scaler runs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +257,7 @@ def calculate_desired_replicas(
             now=now,
             interval=interval,
         )
-        # The seed's `defer updateMetricsHistory`: the window above saw only earlier readings.
+        # The proposal's `defer updateMetricsHistory`: the window above saw only earlier readings.
         kept[metric.key] = _updated(
             samples,
             sample=Sample(t=now, up=metric.up_value, down=metric.down_value),

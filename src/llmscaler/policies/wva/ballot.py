@@ -1,7 +1,8 @@
 """The multi-analyzer ballot: liveness, the binding anchor, and the any-up / all-down helpers.
 
-Why: several analyzers may look at one model (token saturation, throughput, the SLO model, ...)
-in different units. WVA combines them per model in a ballot (reference/wva.md §5.1):
+Why: several analyzers may look at one model (token saturation, throughput, the SLO model, ...) in
+different units. WVA combines them per model in a ballot (llm-d workload-variant-autoscaler v0.9.0,
+internal/engines/saturation/engine_v2.go):
 
 - An analyzer is *live* when its last informative result is no older than 3 × the cycle
   interval (`is_live`); a non-positive interval is taken as 30 s, as WVA does.
@@ -15,7 +16,7 @@ in different units. WVA combines them per model in a ballot (reference/wva.md §
   every live analyzer must report SC > 0 and the count removed is `min_i ⌊SC_i / PRC_i⌋`
   (`removable_replicas`).
 
-Choices where the reference is loose:
+Choices where WVA's behaviour leaves room:
 - Non-live analyzers take no part in scale-up either: their RC was computed from stale data.
   (WVA's own pipeline drops non-live entries from the voting set for the same reason.)
 - An analyzer that cannot price a variant (PRC <= 0) abstains on that variant's magnitude;

@@ -1,9 +1,10 @@
 """Hybrid arbitration between the capacity (saturation) target and the model-based target.
 
-Why: seed 002 §4.3 and WVA v0.4.2 (`EXPERIMENTAL_HYBRID_OPTIMIZATION=on`,
-`internal/capacity/analyzer.go`, reference/wva.md §5.2) combine the reactive saturation
-analyzer with the queueing-model analyzer so that a model that looks cheap to shrink on paper
-is never shrunk while the live metrics say it is saturated. Per variant, with the actions read
+Why: the WVA design paper (*Workload Variant Autoscaler: A Performance-Model-Based Approach to AI
+Inference Autoscaling*, §4.3 "Hybrid Decision Architecture") and WVA v0.4.2
+(`EXPERIMENTAL_HYBRID_OPTIMIZATION=on`, `internal/capacity/analyzer.go`) combine the reactive
+saturation analyzer with the queueing-model analyzer so that a model that looks cheap to shrink on
+paper is never shrunk while the live metrics say it is saturated. Per variant, with the actions read
 against the current replica count, the first matching row wins:
 
 - capacity up, model down: no change, *capacity veto* (safety_override, capacity_based,

@@ -1,9 +1,10 @@
 """From a token-based analysis to targets: the threshold post-step, the ballot and the optimizer.
 
-Why: the token-based analyzer (WVA V2) yields capacities, not targets. The steps after it —
-analyzer overrides from the `analyzers:` list, liveness, the ballot, the threshold post-step and
-the cost-aware optimizer (design.md §2, reference/wva.md §4.5-§7) — are one path that
-`engine.decide()` runs per model; kept here, the engine only wires stages.
+Why: the token-based analyzer (WVA V2) yields capacities, not targets. The steps after it — analyzer
+overrides from the `analyzers:` list, liveness, the ballot, the threshold post-step and the
+cost-aware optimizer (docs/decision-core.md; WVA v0.9.0, internal/engines/saturation/engine_v2.go
+and internal/engines/pipeline/cost_aware_optimizer.go) — are one path that `engine.decide()` runs
+per model; kept here, the engine only wires stages.
 
 What it computes (`token_targets`), for one model:
 
@@ -100,7 +101,8 @@ def token_targets(
 
 
 def _saturation_votes(model_config: ModelConfig) -> bool:
-    """§5.1: saturation votes when `analyzers:` is empty or lists it without `enabled: false`."""
+    """As in WVA's ballot: saturation votes when `analyzers:` is empty or lists it without
+    `enabled: false`."""
     specs = model_config.saturation.analyzers
     if not specs:
         return True

@@ -1,7 +1,8 @@
 """The universal threshold post-step: required and spare capacity of every analyzer result.
 
-Why: WVA applies one rule after *every* analyzer, whatever its unit (reference/wva.md §4.5), so
-that analyzers only report supply and demand and never decide on their own when to scale:
+Why: WVA applies one rule after *every* analyzer, whatever its unit (llm-d
+workload-variant-autoscaler v0.9.0, internal/engines/saturation/), so that analyzers only report
+supply and demand and never decide on their own when to scale:
 
     RC = max(0, demand / scaleUpThreshold − anticipatedSupply)
     SC = max(0, supply − demand / scaleDownBoundary)
