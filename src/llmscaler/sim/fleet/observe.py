@@ -1,10 +1,11 @@
 """The controller's view of the simulated fleet: scraped samples turned into a `Snapshot`.
 
 Why: a policy must decide on what the controller would really know, not on the simulator's
-internals. The controller builds its `Snapshot` from Prometheus (reference/wva.md §2.1,
-docs/snapshot.md): gauges scraped every few seconds, seen with a lag, summarised over 1- and
-5-minute windows. This module records the same samples and applies the same windows, so the
-decision core gets in simulation exactly the value type, staleness and smoothing it gets live.
+internals. The controller builds its `Snapshot` from Prometheus (WVA's queries, llm-d
+workload-variant-autoscaler v0.9.0, internal/collector/registration/; docs/snapshot.md): gauges
+scraped every few seconds, seen with a lag, summarised over 1- and 5-minute windows. This module
+records the same samples and applies the same windows, so the decision core gets in simulation
+exactly the value type, staleness and smoothing it gets live.
 
 What it computes. `scrape(now)` records, for every Ready non-terminating replica, its gauges
 (kv usage, waiting, running) and cumulative counters, plus one gateway sample (queue size, queue

@@ -7,11 +7,12 @@ where a well-configured controller would, instead of from a one-observation gues
 curves are what the tuner must converge to on the simulator
 (tests/unit/analyze/learning/test_kalman_simulated.py).
 
-What "effective" means: seed 002's model reads ITL = α + β·b and TTFT = wait + γ + δ·I·b at a
-batch b. The replica (`sim.vllm.reference`) does not run pure decode steps: with chunked prefill the
-prompts of new requests ride in the same steps as the decodes, so the ITL a client sees is the
-mean step time *with* that prefill in it. Per batch b of running requests, at the mix's mean
-I input and O output tokens (units: ms):
+What "effective" means: the performance model of the WVA design paper (*Workload Variant Autoscaler:
+A Performance-Model-Based Approach to AI Inference Autoscaling*, §2.2) reads ITL = α + β·b and TTFT
+= wait + γ + δ·I·b at a batch b. The replica (`sim.vllm.reference`) does not run pure decode steps:
+with chunked prefill the prompts of new requests ride in the same steps as the decodes, so the ITL a
+client sees is the mean step time *with* that prefill in it. Per batch b of running requests, at the
+mix's mean I input and O output tokens (units: ms):
 
 - a request spends O steps running, one of them its prefill, so a step carries on average
   q = b/O prompts (Poisson: arrivals during a step). A step with k prompts runs b − k decodes

@@ -1,4 +1,4 @@
-"""Hardware presets: Llama-3.1 on common GPUs as simulator variants (reference/vllm.md §5).
+"""Hardware presets: Llama-3.1 on common GPUs as simulator variants.
 
 Why: a scenario names a variant by its model and hardware (`llama-3.1-8b-h100`) instead of
 spelling out a KV cache size, a step-time model and a price; this table holds the model, the GPU,
@@ -18,13 +18,18 @@ preset reproduces the published figures). Nothing here is a hand-set step time.
 | 70b-h100-tp4 | Llama-3.1-70B| H100 SXM5    | 4  | 29,000 | 1024 / 8192            | 3.90    |
 | 70b-h100-tp8 | Llama-3.1-70B| H100 SXM5    | 8  | 86,000 | 1024 / 8192            | 3.90    |
 
-KV cache (`num_gpu_blocks`, §5.2 estimates at gpu_memory_utilization 0.9): 8B 27,500 on
-H100/A100-80GB, 11,500 on L40S, 1,700 on L4 (27k tokens, hence max_model_len 4096); 70B 29,000
-at TP4, 86,000 at TP8. The other presets keep vLLM's default max_model_len, the model's 131,072
-tokens, which their cache holds. Scheduler limits follow vLLM's `vllm serve` defaults (§1.5):
-max_num_seqs 1024 / max_num_batched_tokens 8192 on H100, 256 / 2048 on A100, L40S and L4.
-Prices (USD per GPU-hour, §5.3 suggested defaults): L4 0.80, L40S 1.90, A100-80GB 3.67, H100
-3.90. Startup delay 90 s (8B), 180 s (70B: about 140 GB of weights to load).
+KV cache (`num_gpu_blocks`, estimated as vLLM sizes its cache: gpu_memory_utilization 0.9 × the
+GPU's memory, less the weights and about 2.5 GiB of activations and overhead, over 2 · layers ·
+kv_heads · head_dim · 2 bytes per token; real caches run 10–20 % smaller): 8B 27,500 on
+H100/A100-80GB, 11,500 on L40S, 1,700 on L4 (27k tokens, hence max_model_len 4096); 70B 29,000 at
+TP4, 86,000 at TP8. The other presets keep vLLM's default max_model_len, the model's 131,072 tokens,
+which their cache holds. Scheduler limits follow vLLM's `vllm serve` defaults
+(vllm/engine/arg_utils.py, the same tiers since about 0.9): max_num_seqs 1024 /
+max_num_batched_tokens 8192 on H100, 256 / 2048 on A100, L40S and L4. Prices (USD per GPU-hour,
+on-demand, 2026; configuration, not facts): L4 0.80 (GCP g2-standard-4), L40S 1.90, A100-80GB 3.67
+(the Mélange example configuration, tyler-griggs/melange-release, melange/config/example.json), H100
+3.90 (AWS P5 after its June 2025 price cut). Startup delay 90 s (8B), 180 s (70B: about 140 GB of
+weights to load).
 
 What fails: `preset` raises ValueError for an unknown preset name (listing the valid ones) and
 for an override that is not a VariantSpec field or is `preset` (the variant's name is

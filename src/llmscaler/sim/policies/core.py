@@ -6,13 +6,15 @@ controller would see at a control instant) into replica targets:
 
 - `CorePolicy` runs `engine.decide()` exactly as the controller does, carrying the core `State`
   from one cycle to the next, and `scale_from_zero.wake()` on the short wake period.
-- `KedaQueuePolicy` (defined in `sim.policies.peers`, with `HpaKvPolicy`) is the convergent vendor
-  default of seed 003: one KEDA ScaledObject per variant, Prometheus triggers
+- `KedaQueuePolicy` (defined in `sim.policies.peers`, with `HpaKvPolicy`) is the common KEDA
+  configuration on vLLM's queue (vLLM production-stack's helm/templates/scaledobject-vllm.yaml uses
+  the same queue trigger): one KEDA ScaledObject per variant, Prometheus triggers
   `sum(vllm:num_requests_waiting)` (AverageValue 5) and `sum(vllm:kv_cache_usage_perc)`
   (AverageValue 0.8), run on the exact HPA of `llmscaler.hpa`.
 - `StaticPolicy` holds a fixed fleet: the cost/latency of not autoscaling at all.
 - `KaitoPolicy` (defined in `sim.policies.kaito`; `parse_kaito` reads its names) runs Kaito's
-  LLMAutoScaler, the realtime and cron scalers of seed 001, one autoscaler per variant.
+  LLMAutoScaler, the realtime and cron scalers of its proposal (kaito-project/kaito,
+  docs/proposals/20250602-auto-scaler-for-inference-workloads.md), one autoscaler per variant.
 - Each policy of the core's registry (`policies.registry`: `slo-queueing`, `predictive`, ...)
   is `CorePolicy` with the configuration the policy itself says a user stating the model's SLO
   and start-up time writes (`Policy.configure`, through `sim.scenario.setup.core_config`).

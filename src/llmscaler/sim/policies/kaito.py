@@ -1,15 +1,17 @@
 """Kaito's LLMAutoScaler as simulator policies: `kaito-realtime` and `kaito-cron`.
 
-Why: `llmscaler simulate` compares the project with its peers on the same trace. Kaito's proposal
-(seed 001) is one of them; these policies run the very decision the controller runs for an
-LLMAutoScaler object (`policies.kaito.autoscaler.decide_llmautoscaler`), one autoscaler per variant
-(an LLMAutoScaler scales one target), so a result here is what the object would have done.
+Why: `llmscaler simulate` compares the project with its peers on the same trace. Kaito's
+LLMAutoScaler proposal (kaito-project/kaito,
+docs/proposals/20250602-auto-scaler-for-inference-workloads.md) is one of them; these policies run
+the very decision the controller runs for an LLMAutoScaler object
+(`policies.kaito.autoscaler.decide_llmautoscaler`), one autoscaler per variant (an LLMAutoScaler
+scales one target), so a result here is what the object would have done.
 
 Policies (names as `simulate` takes them):
 
-- `kaito-realtime`: the seed's defaults on every variant: `vllm:num_requests_waiting`, steps of
+- `kaito-realtime`: the proposal's defaults on every variant: `vllm:num_requests_waiting`, steps of
   1, cooldowns 600 s up / 1,800 s down, windows 30 s / 300 s, minReplicas max(1, the variant's
-  min), maxReplicas the variant's max. The seed sets no thresholds; these use High 10 (the
+  min), maxReplicas the variant's max. The proposal sets no thresholds; these use High 10 (the
   threshold of Kaito's KEDA proposal) and Low 5 (that proposal's scale-down tolerance of 0.5);
 - `kaito-realtime:FILE` / `kaito-cron:FILE`: the LLMAutoScaler objects of a YAML file (one or
   more documents, as `kubectl apply` takes them); each scales the variant its scaleTargetRef
@@ -20,13 +22,14 @@ Policies (names as `simulate` takes them):
 Time: the simulation starts at `SIM_EPOCH` (Monday 5 January 2026, 00:00 UTC), so a schedule
 reads the wall clock of a trace that begins on a Monday at midnight UTC.
 
-How it runs: the scaler acts every 15 s (the seed's scrape interval), at each 15 s step up to the
-control instant, on that instant's snapshot (as the HPA peers do, `sim.policies.peers`), and sees
-its own previous writes. Per pod it reads the metric from the snapshot (`vllm:num_requests_waiting`
-is the replica's `queue_length`, a 1-minute maximum; also `vllm:num_requests_running` and the KV
-usage); the variant's pods are its ready and its pending replicas, and a pending one has no value
-(the seed's missing-pod rule, and no realtime scale-down while any pod lacks a value, as in the
-controller). `wake` returns {}: an LLMAutoScaler never goes below minReplicas >= 1.
+How it runs: the scaler acts every 15 s (the proposal's scrape interval), at each 15 s step up to
+the control instant, on that instant's snapshot (as the HPA peers do, `sim.policies.peers`), and
+sees its own previous writes. Per pod it reads the metric from the snapshot
+(`vllm:num_requests_waiting` is the replica's `queue_length`, a 1-minute maximum; also
+`vllm:num_requests_running` and the KV usage); the variant's pods are its ready and its pending
+replicas, and a pending one has no value (the proposal's missing-pod rule, and no realtime
+scale-down while any pod lacks a value, as in the controller). `wake` returns {}: an LLMAutoScaler
+never goes below minReplicas >= 1.
 
 What fails: `parse_kaito` raises ValueError (one line) for a file that cannot be read or holds an
 invalid object, a target that is no variant, a metric the simulator does not model, or a
@@ -93,7 +96,7 @@ class _Memory:
 
 
 def default_autoscaler(variant: Variant) -> SimAutoscaler:
-    """The seed's defaults on one variant (see the module docstring)."""
+    """The proposal's defaults on one variant (see the module docstring)."""
     low = max(1, variant.min_replicas)
     return SimAutoscaler(
         spec=AutoscalerSpec(

@@ -5,17 +5,18 @@ deployments are plain HPAs with different inputs, so both run here on the same r
 upstream's controller, one HPA per variant, synced every `sync_period` (15 s,
 `--horizontal-pod-autoscaler-sync-period`):
 
-- `KedaQueuePolicy` (`keda-queue`): the decision record of seed 003, the configuration
-  `llmscaler manifests` writes. A KEDA ScaledObject per variant with two Prometheus triggers,
-  `sum(vllm:num_requests_waiting)` (AverageValue 5) and `sum(vllm:kv_cache_usage_perc)`
+- `KedaQueuePolicy` (`keda-queue`): the common KEDA configuration on vLLM's queue (vLLM
+  production-stack's helm/templates/scaledobject-vllm.yaml uses the same queue trigger), the
+  configuration `llmscaler manifests` writes. A KEDA ScaledObject per variant with two Prometheus
+  triggers, `sum(vllm:num_requests_waiting)` (AverageValue 5) and `sum(vllm:kv_cache_usage_perc)`
   (AverageValue 0.8), which KEDA turns into an HPA with two External metrics, minReplicas
-  max(minReplicaCount, 1) and the record's behaviour (Kubernetes' defaults written out:
-  scale-up max(+4 pods, +100 %) per 15 s, scale-down 300 s window then 100 % per 15 s). KEDA's
-  own loop (every control cycle here, its `pollingInterval` of 30 s) only moves between 0 and
-  the floor: with `min_replicas=0` it parks an idle variant at 0 once no trigger has been
-  active for `cooldown_period` (300 s; `initialCooldownPeriod` 0 from the first cycle, so a
-  never-active variant goes at the next cycle, kedacore/keda#5008) and wakes it to 1 when a
-  trigger is active (value > 0).
+  max(minReplicaCount, 1) and the behaviour the manifests write (Kubernetes' defaults written out:
+  scale-up max(+4 pods, +100 %) per 15 s, scale-down 300 s window then 100 % per 15 s). KEDA's own
+  loop (every control cycle here, its `pollingInterval` of 30 s) only moves between 0 and the floor:
+  with `min_replicas=0` it parks an idle variant at 0 once no trigger has been active for
+  `cooldown_period` (300 s; `initialCooldownPeriod` 0 from the first cycle, so a never-active
+  variant goes at the next cycle, kedacore/keda#5008) and wakes it to 1 when a trigger is active
+  (value > 0).
 - `HpaKvPolicy` (`hpa-kv`): the common practice of an HPA on KV-cache usage through a custom
   metrics adapter: a Pods metric `vllm:kv_cache_usage_perc` with an AverageValue target of 0.7
   and no `behavior` (what `kubectl autoscale`-style manifests leave out, so the legacy path:

@@ -4,7 +4,7 @@ Why: a 24-hour trace is millions of engine steps, and the reference engine touch
 request in every step. This engine gives the same per-request times (up to float rounding) while
 doing O(1) work per step plus O(1) per request that is admitted, prefilling or finishing, and
 O(block_size) per run of decode-only steps, however long. The step semantics are the ones in
-`llmscaler.sim.vllm.reference` (reference/vllm.md §4); only the bookkeeping differs. What both
+`llmscaler.sim.vllm.reference` (vLLM 0.33's V1 scheduler); only the bookkeeping differs. What both
 engines share (submission, `cancel`, admission, counters) is in `llmscaler.sim.vllm.base`.
 
 How:

@@ -3,8 +3,8 @@
 Why: the simulated replicas keep per-bucket counts of TTFT and per-request TPOT (`sim.fleet.observe`
 turns their increase into `ReplicaMetrics.ttft_histogram` / `tpot_histogram`), and the emulator
 renders the same families on its `/metrics` pages (`emulate.exposition`). Both must use vLLM's own
-bounds (`vllm/v1/metrics/buckets.py`, reference/vllm.md §1.2), defined once, here: the emulator
-imports the simulator, not the other way round.
+bounds (`vllm/v1/metrics/buckets.py`), defined once, here: the emulator imports the simulator, not
+the other way round.
 
 An observation of v counts in the first bucket whose bound is >= v (`bisect_left`: Prometheus
 buckets are `le`), or past the last bound (+Inf only).

@@ -6,7 +6,8 @@ multi-turn sessions that is most of the prefill, and routing to the replica that
 (the inference gateway's prefix scorer) only pays with it. The engines (`sim.vllm.base`) keep
 their KV blocks as counts; this module adds which full prompt blocks are cached, and by whom.
 
-The model (reference/vllm.md, "Automatic prefix caching"; vLLM's `KVCacheManager`):
+The model (vLLM 0.33's automatic prefix caching: `KVCacheManager` in
+vllm/v1/core/kv_cache_manager.py, the block pool in vllm/v1/core/block_pool.py):
 
 - A full block of a prompt has a key that depends on every token up to its end (vLLM chains
   each block's hash over the previous block's hash). Requests carry chained hash ids of coarser

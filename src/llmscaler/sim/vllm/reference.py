@@ -8,7 +8,8 @@ implement the same semantics: `ReferenceReplica` (here) executes one scheduler s
 identical decode steps in closed form. Tests hold them to the same per-request times. What the
 two share (driving an engine, `cancel`, the counters, admission) is in `sim.vllm.base`.
 
-One step (reference/vllm.md §4; vLLM 0.33 with `scheduler_reserve_full_isl`):
+One step (vLLM 0.33's V1 scheduler, vllm/v1/core/sched/scheduler.py, with
+`scheduler_reserve_full_isl`):
 
 1. budget = max_num_batched_tokens. RUNNING requests in admission order, while budget > 0: a
    decoding request gets 1 token, one mid-prefill gets min(remaining prompt, budget). Its KV

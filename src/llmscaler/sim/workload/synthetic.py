@@ -1,7 +1,9 @@
 """Seedable synthetic request traces: a rate envelope, Gamma burstiness, log-normal lengths.
 
 Why: the real traces are one hour long; diurnal cycles, weekends, spikes and day-long runs need
-traces made up to measure (reference/vllm.md §6, "Synthesizing comparable traces").
+traces made up to measure, shaped after the daily and weekly periodicity plots of the public
+BurstGPT (HPMLL/BurstGPT, KDD'25) and Azure LLM inference 2024 (Azure/AzurePublicDataset, DynamoLLM)
+traces: peak/trough about 2–4, weekends 20–40 % lower (read off the plots, not fitted).
 
 What it computes. The rate envelope λ(t) (requests/s, t in seconds from the start, t=0 being
 midnight of day 0) is
@@ -54,9 +56,9 @@ GRID_SECONDS: Final = 1.0
 DEFAULT_PHASE: Final = 14 * 3600.0
 """Diurnal peak at 14:00: the daily plots of BurstGPT and Azure 2024 peak in the afternoon."""
 DIURNAL_AMPLITUDE: Final = 0.5
-"""peak/trough = 1.5 / 0.5 = 3, inside the 2–4 range of reference/vllm.md §6."""
+"""peak/trough = 1.5 / 0.5 = 3, inside the 2–4 of those traces' daily plots."""
 WEEKEND_FACTOR: Final = 0.7
-"""Weekends 30 % lower: the middle of the 20–40 % of reference/vllm.md §6."""
+"""Weekends 30 % lower: the middle of the 20–40 % of those traces' weekly plots."""
 
 
 def _positive(*, name: str, value: float) -> None:
