@@ -403,5 +403,6 @@ def _analysis_failed(
 
 
 def _safe_target(*, target: int, current: int, complete: bool) -> int:
-    """Missing, invalid or stale metrics never lower a target (design.md §5)."""
+    """Missing, invalid or stale metrics never lower a target (docs/decision-core.md, "Safety
+    rules")."""
     return target if complete else max(target, current)

@@ -5,7 +5,8 @@ decision core wants `ReplicaMetrics` tagged with the variant they belong to and 
 model group. This module is that one step, shared by both sources, so they cannot drift. It is pure:
 no I/O, no clock; the caller passes the pods and scale targets it watched.
 
-Rules (reference/wva.md §2.1), applied to each `PodReading` in this order:
+Rules (WVA's, llm-d workload-variant-autoscaler v0.9.0, internal/collector/), applied to each
+`PodReading` in this order:
 
 1. the pod must still exist (a `PodInfo` with the same namespace and name), else `pod-gone`: a
    window such as "max over the last minute" still holds series of a deleted pod;

@@ -1,10 +1,11 @@
 """What the metric sources hand to the snapshot builder.
 
-Why: the controller reads vLLM and gateway (EPP) metrics either through Prometheus (seed 000's
-query registry) or by scraping the pods itself (seed 001, no Prometheus). Both must end in the very
-same `model.Snapshot`, so both produce these readings, with the windows already applied (1-minute
-max of KV usage and queue length, 5-minute rates for token averages, ...), and one attribution
-step (`collect.attribution`) turns readings into `ReplicaMetrics` and `PoolMetrics`.
+Why: the controller reads vLLM and gateway (EPP) metrics either through Prometheus (WVA's query
+registry) or by scraping the pods itself (as Kaito's LLMAutoScaler proposal does, no Prometheus).
+Both must end in the very same `model.Snapshot`, so both produce these readings, with the windows
+already applied (1-minute max of KV usage and queue length, 5-minute rates for token averages, ...),
+and one attribution step (`collect.attribution`) turns readings into `ReplicaMetrics` and
+`PoolMetrics`.
 
 Bad metrics never crash a source: a value that is NaN or ±Inf is dropped and counted, a family that
 could not be read becomes a `SourceError` with a classified reason, and the figure is None in the

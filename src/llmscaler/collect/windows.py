@@ -1,9 +1,10 @@
 """Prometheus' range-vector windows, computed locally from scraped samples.
 
-Why: without Prometheus (seed 001, pods scraped directly) the collectors still need the figures
-seed 000's queries produce: `max_over_time(...[1m])` of KV usage and queue length, and
-`rate(x_sum[5m]) / rate(x_count[5m])` for token and latency averages. Both sources must agree on
-the same `Reading`, so the window arithmetic here follows Prometheus (promql/functions.go, 3.x):
+Why: without Prometheus (pods scraped directly, as Kaito's LLMAutoScaler proposal does) the
+collectors still need the figures WVA's queries produce (v0.9.0, internal/collector/registration/):
+`max_over_time(...[1m])` of KV usage and queue length, and `rate(x_sum[5m]) / rate(x_count[5m])` for
+token and latency averages. Both sources must agree on the same `Reading`, so the window arithmetic
+here follows Prometheus (promql/functions.go, 3.x):
 
 - A range `[d]` evaluated at `now` holds the samples with `now − d < t ≤ now` (left-open).
 - `max_over_time` is the largest value in that range; None when the range is empty.

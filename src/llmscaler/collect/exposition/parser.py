@@ -1,11 +1,11 @@
 """A fast reader of Prometheus text exposition pages that keeps only the wanted families.
 
-Why: scraping every inference pod directly (seed 001) means parsing hundreds of `/metrics` pages
-per cycle, each ~400 lines (~2,300 with 8 engines), of which the autoscaler needs a few dozen.
-The official `prometheus_client.parser` builds every family of the page and costs ~7 ms per page
-(python_stack.md §3.2); this module looks at a line's first characters before anything else and
-fully parses only the lines of the requested families, with the same names, labels and values as
-the official parser on the lines it keeps.
+Why: scraping every inference pod directly (as Kaito's LLMAutoScaler proposal does) means parsing
+hundreds of `/metrics` pages per cycle, each ~400 lines (~2,300 with 8 engines), of which the
+autoscaler needs a few dozen. The official `prometheus_client.parser` builds every family of the
+page and costs ~7 ms per page (`bench/metrics.py` measures it beside this one); this module looks at
+a line's first characters before anything else and fully parses only the lines of the requested
+families, with the same names, labels and values as the official parser on the lines it keeps.
 
 How: a `Parser` serves one set of families. One regex pass over the page picks the wanted lines
 by their first characters and splits those of the shape every exporter writes (`name{labels}
@@ -232,7 +232,7 @@ def _unescape(match: re.Match[str]) -> str:
 
 VLLM_FAMILIES: frozenset[str] = frozenset(
     {
-        # KV usage: the current name, and the name before vLLM 0.12 (vllm.md §1.4).
+        # KV usage: the current name, and the name before vLLM 0.12 (renamed in 0.9.2).
         'vllm:kv_cache_usage_perc',
         'vllm:gpu_cache_usage_perc',
         'vllm:num_requests_waiting',
@@ -261,7 +261,8 @@ EPP_FAMILIES: frozenset[str] = frozenset(
     {
         'inference_extension_flow_control_queue_size',
         'inference_extension_flow_control_queue_bytes',
-        # Exposed as `inference_extension_scheduler_attempts_total` (vllm.md §2).
+        # Exposed as `inference_extension_scheduler_attempts_total` (Gateway API Inference
+        # Extension, pkg/epp/metrics/metrics.go, release-1.5).
         'inference_extension_scheduler_attempts',
     }
 )

@@ -2,8 +2,9 @@
 
 Why: `collect.prometheus.source` runs the registry's queries and `collect.prometheus.answers`
 decodes each answer; this step turns the per-family series into one `PodReading` per (namespace,
-pod) and one `ModelReading` per model in scope, as seed 000's collector does. It is pure (no I/O, no
-clock) and runs in a worker thread when the answers are large.
+pod) and one `ModelReading` per model in scope, as WVA's collector does (v0.9.0,
+internal/collector/). It is pure (no I/O, no clock) and runs in a worker thread when the answers are
+large.
 
 Rules:
 - Times: a pod's `observed_at` is its last scrape, the value of its `last_sample` series (the newest

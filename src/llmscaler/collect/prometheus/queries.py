@@ -1,4 +1,7 @@
-"""The PromQL registry of the Prometheus source (seed 000 "Registered Queries", wva.md §2.1).
+"""The PromQL registry of the Prometheus source.
+
+Source: WVA's registered queries (llm-d workload-variant-autoscaler v0.9.0,
+internal/collector/registration/).
 
 Why: the controller reads every metric family for every model it manages once per cycle. One
 query per family for the whole scope, grouped by namespace/pod/model, costs a fixed number of HTTP

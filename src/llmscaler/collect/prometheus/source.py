@@ -1,4 +1,4 @@
-"""The Prometheus metrics source: seed 000's query registry over Prometheus' HTTP API.
+"""The Prometheus metrics source: WVA's query registry over Prometheus' HTTP API.
 
 Why: with Prometheus in the cluster, the controller reads the vLLM and gateway (EPP) figures from
 it instead of scraping pods. Every family is one batched instant query

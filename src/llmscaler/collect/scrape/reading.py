@@ -1,10 +1,10 @@
-"""The pod-scraping source's figures: seed 000's queries answered from locally kept windows.
+"""The pod-scraping source's figures: WVA's queries answered from locally kept windows.
 
 Why: the pod-scraping source (`collect.scrape.source`) must hand attribution and the core the same
-`Reading` as the Prometheus source computes with seed 000's queries (`collect.prometheus.queries`),
-so that they cannot tell the sources apart. The scraper keeps the recent samples of every pod in
-windows (`collect.windows`); this module is the other half, pure: no I/O, no clock (`now` is
-passed in), it evaluates the registry's queries over those windows.
+`Reading` as the Prometheus source computes with WVA's queries (`collect.prometheus.queries`), so
+that they cannot tell the sources apart. The scraper keeps the recent samples of every pod in
+windows (`collect.windows`); this module is the other half, pure: no I/O, no clock (`now` is passed
+in), it evaluates the registry's queries over those windows.
 
 Correspondence with the PromQL registry (M = the pod's series of model m in namespace n; a series
 without `model_name` counts as the target's `model_name` hint; "present" = on the last successful

@@ -1,10 +1,10 @@
 """The pod-scraping metrics source: vLLM and gateway (EPP) pages read directly, no Prometheus.
 
-Why: seed 001's built-in scraper lets a cluster without Prometheus autoscale. This source fetches
-every pod's `/metrics` page itself, keeps the recent samples in local windows
-(`collect.windows`), and computes from them the same `Reading` as the Prometheus source
-computes with seed 000's queries (`collect.scrape.reading` has the computations and their
-correspondence with the queries), so attribution and the core cannot tell the sources apart.
+Why: the built-in scraper of Kaito's LLMAutoScaler proposal lets a cluster without Prometheus
+autoscale. This source fetches every pod's `/metrics` page itself, keeps the recent samples in local
+windows (`collect.windows`), and computes from them the same `Reading` as the Prometheus source
+computes with WVA's queries (`collect.scrape.reading` has the computations and their correspondence
+with the queries), so attribution and the core cannot tell the sources apart.
 
 The controller calls `scrape(now=...)` every scrape interval and `read(scope=..., now=...)` every
 cycle; `read` never fetches. Windows are keyed by (namespace, pod, series); `_created` series,
@@ -61,7 +61,9 @@ from llmscaler.collect.scrape.reading import REQUEST_SUCCESS, Kind, PodSeries, c
 from llmscaler.collect.windows import SeriesWindow
 
 ACCEPT = 'text/plain;version=0.0.4'
-"""The 0.0.4 text format keeps the colons of vLLM names (python_stack.md §3.1)."""
+"""The 0.0.4 text format keeps the colons of vLLM names; prometheus-client 0.26 answers an
+OpenMetrics Accept header without `escaping=` with underscores instead (`_get_escaping` in
+prometheus_client/exposition.py)."""
 _TEXT_TYPES = ('text/plain', 'application/openmetrics-text')
 _UNUSED_SUFFIXES = ('_bucket', '_created')
 _KEPT_BUCKETS = frozenset(histograms.FIELDS)
