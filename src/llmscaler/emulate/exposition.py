@@ -1,10 +1,11 @@
 """The `/metrics` pages of the emulator: one vLLM V1 engine's, and the inference gateway's (EPP).
 
-Why: the collectors and a real Prometheus must be tested against pages that look exactly like
-the ones they will scrape in production: vLLM's wire names with their colons, types, labels
-(`model_name`, `engine="0"`), `_created` series and histogram buckets (reference/vllm.md §1 and
-the example page vllm_metrics_example.txt), and the EPP's flow-control and scheduler families
-(§2). The numbers come from the simulator's replica model (`llmscaler.sim.vllm.reference`).
+Why: the collectors and a real Prometheus must be tested against pages that look exactly like the
+ones they will scrape in production: vLLM's wire names with their colons, types, labels
+(`model_name`, `engine="0"`), `_created` series and histogram buckets (vLLM's
+vllm/v1/metrics/loggers.py and buckets.py, and a page captured from a vLLM server), and the EPP's
+flow-control and scheduler families (Gateway API Inference Extension, pkg/epp/metrics/metrics.go,
+release-1.5). The numbers come from the simulator's replica model (`llmscaler.sim.vllm.reference`).
 
 What it renders, in the plain text format 0.0.4 (which keeps the colons; serve it with
 `CONTENT_TYPE` whatever the Accept header says, or Prometheus 2.42 gets underscores):

@@ -1,8 +1,8 @@
 """A fleet of emulated vLLM pods and their gateway, advanced to an injected clock (no I/O).
 
-Why: the metric collectors, a real Prometheus and later the controller need something that
-behaves like vLLM pods behind an inference gateway, batching and all, without GPUs. Each pod is
-the simulator's replica model (`FastReplica`, reference/vllm.md §4), advanced to the clock.
+Why: the metric collectors, a real Prometheus and later the controller need something that behaves
+like vLLM pods behind an inference gateway, batching and all, without GPUs. Each pod is the
+simulator's replica model (`FastReplica`, vLLM V1's scheduler step), advanced to the clock.
 
 `Emulator` holds N replicas in slots 0..N−1. `tick()` advances every replica to `clock()`; load
 arrivals due by then are dispatched at their own arrival times (every replica advanced to that
