@@ -1,9 +1,9 @@
 """One model's metrics as judged before any analysis: validity, freshness, requests in flight.
 
-Why: the first stage of `engine.decide()` for each model (design.md §2, §5) decides which
-replicas may be analysed and whether the model's metrics are complete enough to let it scale
-down or to zero. It only compares and adds, so it cannot fail, and what it finds stands when an
-analysis fails: the engine still says what it knows of the metrics.
+Why: the first stage of `engine.decide()` for each model (docs/decision-core.md: its stages and its
+safety rules) decides which replicas may be analysed and whether the model's metrics are complete
+enough to let it scale down or to zero. It only compares and adds, so it cannot fail, and what it
+finds stands when an analysis fails: the engine still says what it knows of the metrics.
 
 What it computes (`observe`), per model:
 

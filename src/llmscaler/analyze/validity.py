@@ -1,8 +1,9 @@
 """Which metrics may be trusted: a figure that is missing, non-finite or out of range is named.
 
 Why: a missing or broken metric read as 0 looks like an idle replica, and an idle replica invites a
-scale-down (design.md §5). The engine asks this module, before any analysis, whether every replica
-and pool of a model reports usable figures; if one does not, the model holds and its decisions say
+scale-down (hence the safety rule: a missing or broken figure is never read as 0,
+docs/decision-core.md). The engine asks this module, before any analysis, whether every replica and
+pool of a model reports usable figures; if one does not, the model holds and its decisions say
 `MetricsMissing` or `MetricsInvalid`, naming the pod and the metric.
 
 The rules come from the declarations in `llmscaler.domain`, read once here so the JSON face and the

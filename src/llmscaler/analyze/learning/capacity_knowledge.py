@@ -1,8 +1,8 @@
 """Capacity knowledge: what is known of each variant's per-instance capacity between cycles.
 
-Why: the token-based analyzer (reference/wva.md §4.1-§4.2) needs a capacity figure for variants
-that have no live replicas, so the optimizer can price them before scaling them up (seed 000:
-"capacity knowledge is cached for zero-replica variants"). WVA's CapacityKnowledgeStore keeps one
+Why: the token-based analyzer (WVA v0.9.0, internal/engines/analyzers/saturation_v2/) needs a
+capacity figure for variants that have no live replicas, so the optimizer can price them before
+scaling them up; WVA caches capacity knowledge for that reason. Its CapacityKnowledgeStore keeps one
 `CapacityRecord` per `namespace|modelID|variant`:
 
 - a `live` record, written by every replica whose capacity was computed from its metrics
@@ -22,9 +22,9 @@ the stored effective capacity. `compatible` finds a record of another variant of
 (any namespace) on the same hardware with the same memory-relevant engine parameters, live
 records first, ties broken by key.
 
-UPSTREAM DEFECT FIX (wva.md §4.6): WVA never expires the store; `expire` drops records older than
-the TTL (`CoreSettings.capacity_ttl`, default 7 days). The engine expires the store once per
-cycle; the lookups here trust what they are given.
+UPSTREAM DEFECT FIX: WVA never expires the store (its eviction functions have no caller); `expire`
+drops records older than the TTL (`CoreSettings.capacity_ttl`, default 7 days). The engine expires
+the store once per cycle; the lookups here trust what they are given.
 
 All functions are pure over plain mappings and never mutate them. `record_live` and
 `seed_from_deployment` return only the record to write (None: nothing to write), so writing one
@@ -62,7 +62,7 @@ def _non_negative(value: float | None) -> float:
 def capacity_from_params(
     *, engine: EngineParams | None, avg_input: float | None, avg_output: float | None
 ) -> int:
-    """The steady-state batching estimate of KV tokens held (wva.md §4.1 P3), or 0.
+    """The steady-state batching estimate of KV tokens held (WVA's P3 "derived" k2), or 0.
 
     B = max_num_batched_tokens, S = max_num_seqs, I/O = average input/output tokens:
     `N = min(B·O/(I+O), S)`, `k2 = ⌊N × (I + O/2)⌋`. Needs O > 0 and B > 0.

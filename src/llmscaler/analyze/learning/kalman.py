@@ -2,8 +2,9 @@
 
 Why: the SLO analyzer's queue (`analyze.queueing.queue_model`) is only as good as its four
 parameters, and they differ by GPU, model, precision and serving arguments. WVA's tuner
-(reference/wva.md §6.3) learns them online from what every replica reports; this is that filter for
-seed 002's four-parameter model:
+(internal/engines/analyzers/queueingmodel/tuner/ as v0.6–v0.8 ran it, over llm-inferno's
+kalman-filter) learns them online from what every replica reports; this is that filter for the
+four-parameter model of the WVA design paper (§2.2):
 
 - state x = [α, β, γ, δ] (ms, ms, ms, ms); identity transition (parameters drift slowly);
 - measurement z = [TTFT, ITL] (ms) with h(x) = the queue's predicted (wait + prefill, ITL) at
@@ -24,7 +25,7 @@ seed 002's four-parameter model:
   then validated: every parameter > 0 and the normalised innovation squared yᵀS⁻¹y < 7.378 (χ², 2
   degrees of freedom, WVA's gate). A failed step keeps the previous (x, P).
 
-Deliberate differences from WVA (each fixes a defect of reference/wva.md §6.3 / §10):
+Deliberate differences from WVA (each fixes a defect of its tuner):
 
 - the bounds are [0.01×, 100×] of the *seed* the filter started from, kept in the record, not
   of a default state rebuilt every cycle;

@@ -1,4 +1,7 @@
-"""Seed 002's performance model of one replica: decode and prefill times, service rates.
+"""The WVA design paper's performance model of one replica: decode and prefill times, rates.
+
+Source: *Workload Variant Autoscaler: A Performance-Model-Based Approach to AI Inference
+Autoscaling* (the WVA design paper), §2.2 "Performance Model Parameters".
 
 Why: the SLO analyzer's queue (`analyze.queueing.queue_model`) and its tuner
 (`analyze.learning.kalman`) both need the time a request spends in a replica at a given batch size;

@@ -1,4 +1,8 @@
-"""One replica's state-dependent M/M/1/K queue on seed 002's performance model (§2.2, §3.2).
+"""One replica's state-dependent M/M/1/K queue on the WVA design paper's performance model.
+
+Source: *Workload Variant Autoscaler: A Performance-Model-Based Approach to AI Inference
+Autoscaling* (the WVA design paper), §2.2 "Performance Model Parameters" and §3.2 "Queueing
+Model".
 
 Why: the SLO analyzer asks "at what arrival rate does one replica still meet its TTFT and ITL
 targets?"; that needs the latency a replica would show at a given rate, which this module

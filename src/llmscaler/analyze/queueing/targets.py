@@ -1,14 +1,15 @@
 """The TTFT and ITL targets of one model: explicit, inferred, or a cold-start fallback.
 
-Why: sizing by latency needs targets, and most users set none. WVA's rule (reference/wva.md §6.2
-step 3) picks, in order:
+Why: sizing by latency needs targets, and most users set none. WVA's rule (its SLO analyzer as
+v0.6–v0.8 dispatched it, internal/engines/analyzers/queueingmodel/) picks, in order:
 
 1. **explicit**: the model's `wva-queueing-model-config` entry sets both `targetTTFT` and
    `targetITL` (ms; the configuration refuses one without the other);
-2. **inferred**: k × the unloaded figures, k = `sloMultiplier` (default 3, > 1), taking the
-   largest over the variants whose four parameters are positive: the unloaded (batch of one)
-   prefill `γ + δ·I` and ITL `α + β` of seed 002's model. With ITL(b) = α/(1 − ρ) in the
-   closed-form theory, k = 3 stands for a utilisation of about 1 − 1/k ≈ 0.67;
+2. **inferred**: k × the unloaded figures, k = `sloMultiplier` (default 3, > 1), taking the largest
+   over the variants whose four parameters are positive: the unloaded (batch of one) prefill
+   `γ + δ·I` and ITL `α + β` of the performance model (`analyze.queueing.perf_model`). With
+   ITL(b) = α/(1 − ρ) in the closed-form theory, k = 3 stands for a utilisation of about
+   1 − 1/k ≈ 0.67;
 3. **fallback**: min(1.5 × the observed TTFT, 10,000 ms) and min(1.5 × the observed ITL, 500 ms),
    from the arrival-weighted observed means;
 4. otherwise none: the caller holds, naming what is missing.

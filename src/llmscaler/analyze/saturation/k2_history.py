@@ -1,18 +1,18 @@
 """Rolling window of observed compute-bound capacities (k2) for the token-based analyzer.
 
-Why: a replica only reveals its compute-bound capacity while its queue is saturated (the tokens
-it holds at that moment are all it can run). The token-based analyzer (reference/wva.md §4.1,
-priority P2 "historical") keeps those observations so that, once the queue drains, it still knows
-the bound. Observations are keyed `modelID|accelerator|gpusPerReplica|outputBucket`, because the
-bound depends on the hardware and on how long the outputs are (long outputs keep requests
-resident longer), and each key keeps the last `window` samples (WVA: 10).
+Why: a replica only reveals its compute-bound capacity while its queue is saturated (the tokens it
+holds at that moment are all it can run). The token-based analyzer (WVA v0.9.0,
+internal/engines/analyzers/saturation_v2/, priority P2 "historical") keeps those observations so
+that, once the queue drains, it still knows the bound. Observations are keyed
+`modelID|accelerator|gpusPerReplica|outputBucket`, because the bound depends on the hardware and on
+how long the outputs are (long outputs keep requests resident longer), and each key keeps the last
+`window` samples (WVA: 10).
 
-UPSTREAM DEFECT FIX (wva.md §4.6, §10 "k2 history never expires"): WVA has eviction functions but
-never calls them, so one saturated observation pins a bucket's capacity until a restart. Here
-every sample carries its time and is ignored once older than the TTL
-(`CoreSettings.k2_history_ttl`, default 24 h); `expire` also drops such samples and empty keys so
-the persisted state stays small. The engine expires the whole history once per cycle; `average`
-still ignores expired samples on its own.
+UPSTREAM DEFECT FIX: WVA has eviction functions but never calls them, so one saturated observation
+pins a bucket's capacity until a restart. Here every sample carries its time and is ignored once
+older than the TTL (`CoreSettings.k2_history_ttl`, default 24 h); `expire` also drops such samples
+and empty keys so the persisted state stays small. The engine expires the whole history once per
+cycle; `average` still ignores expired samples on its own.
 
 All functions are pure and never mutate their input. `record` returns only the new samples of
 its key (O(window), not O(history)), so a caller can collect one cycle's writes in a small dict.

@@ -1,7 +1,8 @@
-"""The percentage-based saturation analyzer (WVA V1), the seed's default analysis path.
+"""The percentage-based saturation analyzer (WVA V1), llmscaler's default analysis path.
 
-Why: seed 000 makes `saturation-percentage-based` the default; users coming from WVA expect its
-exact ±1-replica-per-cycle behaviour (reference/wva.md §3.1, §3.2). This module reproduces it:
+Why: `saturation-percentage-based` was WVA's default analyzer until v0.9.0 (llm-d
+workload-variant-autoscaler, internal/saturationv1/analyzer.go), and it stays the default here;
+users coming from WVA expect its exact ±1-replica-per-cycle behaviour. This module reproduces it:
 
 - `analyze` classifies each engine instance as saturated (`kv >= T_kv` or `int(queue) >= T_q`),
   averages the spare KV and spare queue over the non-saturated instances only (0 when there are
@@ -14,7 +15,7 @@ exact ±1-replica-per-cycle behaviour (reference/wva.md §3.1, §3.2). This modu
 - `decide_percentage` runs both per P/D role group (`both` < `decode` < `prefill`).
 
 Deliberate deviation from upstream (a defect fix): WVA never sees a variant at 0 replicas
-(only "active" scale targets are listed, §2), so a cheaper sibling at 0 can never be chosen for
+(its engine lists only "active" scale targets), so a cheaper sibling at 0 can never be chosen for
 scale-up. Here every variant of the role group is a candidate, including one at 0 replicas.
 As a consequence the bounds also apply to such a variant (a variant at 0 with `min_replicas` 1
 is raised to 1), which keeps every target inside [min, max] as the safety rules require.
@@ -32,7 +33,7 @@ Bad input:
   Upstream reads a missing series as 0, which looks like an idle replica and could approve an
   unsafe scale-down; dropping it cannot.
 - A role group with no usable replica at all gets no decision: every target holds at the last
-  desired value when it is positive, else at the current count (the WVA engine's safety net, §2),
+  desired value when it is positive, else at the current count (the WVA engine's safety net),
   with reason `no-metrics`.
 - Negative `current_replicas`/`pending_replicas` read as 0; a negative desired count reads as
   "not set"; a NaN or infinite cost sorts as the most expensive (never picked for scale-up
@@ -62,7 +63,7 @@ REASON_NO_METRICS = 'no-metrics'
 
 @dataclass(frozen=True, slots=True)
 class PercentageAnalysis:
-    """The V1 analysis of one role group of one model (reference/wva.md §3.1).
+    """The V1 analysis of one role group of one model.
 
     `avg_kv_usage` is the mean KV usage of every usable replica of a variant, saturated ones
     included (it feeds the utilisation gauge), as `(variant name, mean)` sorted by name.
@@ -204,7 +205,7 @@ def _figures(*, analysis: PercentageAnalysis, variant: str) -> tuple[tuple[str, 
 def calculate_targets(
     *, variants: Sequence[Variant], analysis: PercentageAnalysis, desired: Mapping[str, int]
 ) -> tuple[VariantTarget, ...]:
-    """Targets of one role group from its analysis (WVA `CalculateSaturationTargets`, §3.2).
+    """Targets of one role group from its analysis (WVA's `CalculateSaturationTargets`).
 
     `desired` maps variant name to the last desired count; a missing name means none.
     """

@@ -1,4 +1,6 @@
-"""Token demand of the scheduler (EPP flow-control) queue (reference/wva.md §4.3, §4.4).
+"""Token demand of the scheduler (EPP flow-control) queue, as WVA's token-based analyzer counts it.
+
+Source: llm-d workload-variant-autoscaler v0.9.0, internal/engines/analyzers/saturation_v2/.
 
 Why: requests held in the inference gateway's flow-control queue have not reached any engine yet,
 so no replica metric counts them; without this term a model whose gateway is queueing looks idle.
@@ -93,7 +95,7 @@ def workload_averages(*, replicas: Sequence[ReplicaMetrics]) -> WorkloadAverages
 
 
 def scheduler_queue_demand(*, pool: PoolMetrics | None, averages: WorkloadAverages) -> QueueDemand:
-    """inputTok = max(bytes / 4, q·Ī) × (1 − h̄), outputTok = q·Ō (wva.md §4.3)."""
+    """inputTok = max(bytes / 4, q·Ī) × (1 − h̄), outputTok = q·Ō (WVA's formula)."""
     if pool is None:
         return QueueDemand()
     size, size_bytes = positive_or_zero(pool.queue_size), positive_or_zero(pool.queue_bytes)

@@ -1,13 +1,15 @@
-"""The token-based saturation analyzer (WVA's experimental "V2", reference/wva.md §4.1-§4.4).
+"""The token-based saturation analyzer: WVA's "V2".
+
+Source: llm-d workload-variant-autoscaler v0.9.0, internal/engines/analyzers/saturation_v2/.
 
 Why: capacity and demand in absolute KV-cache tokens can be compared across variants (a variant
 on bigger GPUs simply has more tokens), which percentages cannot. This module turns one model's
 replica metrics into per-variant capacities and the model's linear totals (supply, anticipated
 supply, demand), per P/D role where variants have roles; the universal threshold post-step turns
-those into required/spare capacity (§4.5, not here).
+those into required/spare capacity (`policies.wva.thresholds`, not here).
 
 What it computes, per engine instance with `cache_config_info` (KV tokens > 0), WVA's
-per-instance step (§4.1-§4.2):
+per-instance step:
 - k1 = ⌊KV tokens × kvCacheThreshold⌋; k2 from the first that applies of P1 observed (queue >=
   int(queueLengthThreshold) and tokens in use > 0; also recorded in the k2 history), P2 historical
   (⌊mean of the unexpired history⌋ when > 0), P3 derived from the engine parameters
@@ -23,20 +25,20 @@ per-instance step (§4.1-§4.2):
   instance's record replaces the one before, so only the last is built, see `_Sizing`).
 Tokens in use are `ReplicaMetrics.tokens_in_use` (round(KV usage clamped to [0, 1] × KV tokens)).
 The engine parameters are the variant's, else the stored record's (`_engine_of`).
-Per variant: integer median of k_eff (even count: truncated mean of the two middle values), the
-k2 label of the lower-median instance, summed demand; without live instances the stored knowledge
+Per variant: integer median of k_eff (even count: truncated mean of the two middle values), the k2
+label of the lower-median instance, summed demand; without live instances the stored knowledge
 ("P0-store"), or `no-data` with capacity 0. Model totals add the scheduler (EPP) queue demand and
-the model-level workload means from `scheduler_queue` (wva.md §4.3); each role present gets its
-share (`QueueDemand.for_role`), and a role without variants gets nothing.
+the model-level workload means from `scheduler_queue`; each role present gets its share
+(`QueueDemand.for_role`), and a role without variants gets nothing.
 
 Deliberate departures from WVA, each an upstream defect fix:
-- UNITS (#1476, design.md §4): capacities and counts are in scale-target replicas. When a replica
+- UNITS (WVA #1476): capacities and counts are in scale-target replicas. When a replica
   hosts several engine instances (EngineParams `data_parallel_size` > 1, otherwise ⌊#instances /
   readyCount⌋ > 1), per-replica capacity = median instance k_eff × instances per replica and
   replica count = ⌈#instances / instances per replica⌉; pending stays in replicas. Stored
   knowledge is per instance and is scaled the same way.
-- Zero-replica variants (§10) are analysed like any other: they get their capacity from the
-  knowledge, so the optimizer can choose them.
+- Zero-replica variants (which WVA never lists for analysis) are analysed like any other: they get
+  their capacity from the knowledge, so the optimizer can choose them.
 - The k2 history and the knowledge expire (`CoreSettings.k2_history_ttl`, `capacity_ttl`): the
   caller expires both once per cycle (the engine does, before the first model); the history
   average here still ignores samples older than the TTL.

@@ -1,7 +1,8 @@
 """The SLO (queueing-model) analyzer of one model: tune, choose targets, size every variant.
 
-Why: seed 000's SLO analyzer scales on latency targets instead of saturation. Per model, per
-cycle (reference/wva.md §6.2, with its defect fixed):
+Why: WVA's SLO analyzer (llm-d workload-variant-autoscaler,
+internal/engines/analyzers/queueingmodel/, as v0.6–v0.8 dispatched it) scales on latency targets
+instead of saturation. Per model, per cycle, as it does, with its defect fixed:
 
 1. **Workload.** Busy replicas (arrival rate > 0) give arrival-weighted means of input and
    output tokens, TTFT and ITL per variant and for the model. The model's demand is the
