@@ -1,11 +1,12 @@
 """Typed models of the VariantAutoscaling custom resource (llmd.ai/v1alpha1, short name `va`).
 
-Why: the controller reads VA objects written by users (and by WVA, whose v0.8.0 CRD this is,
-reference/wva.md §9.1) and writes their status back. The CRD YAML in
-deploy/base/crds/llmd.ai_variantautoscalings.yaml is the source of truth; these pydantic models
-carry the same fields (camelCase on the wire, snake_case in Python), the same defaults
-(minReplicas 1, maxReplicas 2, variantCost "10.0") and the same validation, so an object the API
-server accepts parses here and vice versa. tests/unit/kube/test_crd.py keeps the two in sync.
+Why: the controller reads VA objects written by users (and by WVA, whose v0.8.0 CRD this is: llm-d
+workload-variant-autoscaler v0.8.0, api/v1alpha1/variantautoscaling_types.go) and writes their
+status back. The CRD YAML in deploy/base/crds/llmd.ai_variantautoscalings.yaml is the source of
+truth; these pydantic models carry the same fields (camelCase on the wire, snake_case in Python),
+the same defaults (minReplicas 1, maxReplicas 2, variantCost "10.0") and the same validation, so an
+object the API server accepts parses here and vice versa. tests/unit/kube/test_crd.py keeps the two
+in sync.
 
 What it computes: `parse_va` turns a decoded object into a `VariantAutoscaling` or an
 `InvalidObject` value (`kube.resource_model`, which holds the field types, `ObjectMeta` and
@@ -57,7 +58,7 @@ DEFAULT_MIN_REPLICAS = 1
 DEFAULT_MAX_REPLICAS = 2
 DEFAULT_VARIANT_COST = '10.0'
 
-# Condition types and their reasons (wva.md §9.1).
+# Condition types and their reasons (WVA v0.8.0's).
 CONDITION_TARGET_RESOLVED = 'TargetResolved'
 REASON_TARGET_FOUND = 'TargetFound'
 REASON_TARGET_NOT_FOUND = 'TargetNotFound'

@@ -1,13 +1,14 @@
 """Typed models of Kaito's LLMAutoScaler custom resource (kaito.sh/v1alpha1, short name `llmas`).
 
-Why: `llmscaler run` serves LLMAutoScaler objects (seed 001) next to VariantAutoscalings. The CRD
-YAML in deploy/base/crds/kaito.sh_llmautoscalers.yaml is the source of truth (it says why this
-group and version); these pydantic models carry the same fields, defaults and validation, built
-of the parts VariantAutoscaling's are (`kube.resource_model`: camelCase on the wire, strict types,
-unknown spec and status fields refused), so an object the API server accepts parses here.
+Why: `llmscaler run` serves LLMAutoScaler objects (Kaito's proposal: kaito-project/kaito,
+docs/proposals/20250602-auto-scaler-for-inference-workloads.md) next to VariantAutoscalings. The CRD
+YAML in deploy/base/crds/kaito.sh_llmautoscalers.yaml is the source of truth (it says why this group
+and version); these pydantic models carry the same fields, defaults and validation, built of the
+parts VariantAutoscaling's are (`kube.resource_model`: camelCase on the wire, strict types, unknown
+spec and status fields refused), so an object the API server accepts parses here.
 tests/unit/kube/test_llmautoscaler.py keeps the two in sync.
 
-Defaults (the seed's "if unset"): minReplicas 1; a metric's source `http`, port "5000",
+Defaults (the proposal's "if unset"): minReplicas 1; a metric's source `http`, port "5000",
 `/metrics`, `vllm:num_requests_waiting`; scale-up step 1, cooldown 600 s, window 30 s; scale-down
 step 1, cooldown 1800 s, window 300 s; a cron policy's time zone Etc/UTC.
 
@@ -60,7 +61,7 @@ DEFAULT_METRIC: Final = 'vllm:num_requests_waiting'
 DEFAULT_PORT: Final = '5000'
 DEFAULT_PATH: Final = '/metrics'
 
-# Condition types and reasons (HPA's condition types, which the seed's status comment quotes).
+# Condition types and reasons (HPA's condition types, which the proposal's status comment quotes).
 CONDITION_ABLE_TO_SCALE: Final = 'AbleToScale'
 CONDITION_SCALING_ACTIVE: Final = 'ScalingActive'
 CONDITION_SCALING_LIMITED: Final = 'ScalingLimited'

@@ -1,10 +1,10 @@
 """One view of a scale target, whatever its kind: Deployment, StatefulSet or LeaderWorkerSet.
 
-Why: the analyzers price a *replica* (design.md §4): a pod of a Deployment/StatefulSet, a
-leader+workers group of a LeaderWorkerSet (seed 004). Replica counts, GPUs per replica, the
-serving arguments, the P/D role, the accelerator and the pod selector live in different places
-per kind; `accessor` reads them once, from the raw object dict the API server returns, into a
-`ScaleTarget`, and `to_variant` turns that into the core's `Variant`.
+Why: the analyzers price a *replica*, the unit every capacity and count is in: a pod of a
+Deployment/StatefulSet, a leader+workers group of a LeaderWorkerSet (kubernetes-sigs/lws). Replica
+counts, GPUs per replica, the serving arguments, the P/D role, the accelerator and the pod selector
+live in different places per kind; `accessor` reads them once, from the raw object dict the API
+server returns, into a `ScaleTarget`, and `to_variant` turns that into the core's `Variant`.
 
 What it computes, per kind:
 

@@ -10,7 +10,8 @@ unknown), tensor-parallel-size 1 (`-tp`), data-parallel-size 1 (`-dp`), block-si
 gpu-memory-utilization 0.9, kv-cache-dtype auto, num-gpu-blocks-override (None),
 enable-chunked-prefill / no-enable-chunked-prefill (on). Token counts accept vLLM's
 human-readable form (`32k` = 32000, `32K` = 32768). The effective `max_num_batched_tokens`
-(§4.1): the explicit value; else with chunked prefill on, 8192 for the V1 engine (the default;
+(as WVA v0.9.0's internal/engines/analyzers/saturation_v2/deployment_parser.go resolves it): the
+explicit value; else with chunked prefill on, 8192 for the V1 engine (the default;
 `VLLM_USE_V1=0` or `false` selects V0) and 2048 for V0; else (chunked prefill explicitly off)
 max(max-model-len, 2048). When max-model-len is unknown we use 2048: the true value is
 max(model context, 2048) ≥ 2048, so we under- rather than over-state capacity, which errs

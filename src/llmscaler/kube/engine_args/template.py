@@ -1,9 +1,10 @@
 """Engine parameters (vLLM or SGLang) parsed from the containers of a pod template.
 
 Why: the token-based analyzer prices a replica from its serving arguments when it has no live
-metrics (reference/wva.md §4.1, P3 and the capacity store), and the optimizer needs the GPUs
-per replica. For a LeaderWorkerSet the caller passes the leader template, which starts the API
-server (seed 004).
+metrics (WVA's P3 "derived" capacity and its capacity store, v0.9.0,
+internal/engines/analyzers/saturation_v2/), and the optimizer needs the GPUs per replica. For a
+LeaderWorkerSet (kubernetes-sigs/lws) the caller passes the leader template, which starts the API
+server.
 
 Two steps: `kube.engine_args.command` finds the serving container and its command line (through
 Kubernetes `$(VAR)` expansion and `sh -c` scripts), then `kube.engine_args.flags` reads the engine's
@@ -66,7 +67,7 @@ def gpus_per_replica(*, containers: Sequence[Mapping[str, object]]) -> int:
     Sums `nvidia.com/gpu`, `amd.com/gpu`, `intel.com/gpu` and `google.com/tpu`; per container and
     resource the limit is used when present, else the request. Values that are not whole
     non-negative numbers (`1.5`, `500m`, `abc`) are ignored. For a LeaderWorkerSet replica the
-    caller adds leader GPUs + (size − 1) × worker GPUs (seed 004).
+    caller adds leader GPUs + (size − 1) × worker GPUs (a group is one leader and size − 1 workers).
     """
     total = 0
     for container in containers:
