@@ -210,7 +210,7 @@ class Controller:
             config_fn=self.cycle.current_config,
             limits_fn=self.inventory.limits,
         )
-        # Kaito's LLMAutoScalers (seed 001): their own loop, every 15 s or every main cycle when
+        # Kaito's LLMAutoScalers: their own loop, every 15 s or every main cycle when
         # that is shorter; a target a VA scales is not scaled by an LLMAutoScaler.
         self.llmas = LlmAutoScalers(
             client=self.client,

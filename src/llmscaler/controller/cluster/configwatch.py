@@ -1,8 +1,9 @@
 """Live reload of the scaling ConfigMaps, keeping the last good copy of each one.
 
-Why: WVA watches its ConfigMaps and reloads them on every change (seed 000 "Configuration"),
-and design.md §5 asks that a malformed ConfigMap never takes the configuration down: a typo in
-an edit must leave the previous settings in force, say why, and apply the next correct edit.
+Why: WVA watches its ConfigMaps and reloads them on every change (v0.9.0, the ConfigMap reconciler
+in internal/controller/), and llmscaler's safety rules ask that a malformed ConfigMap never takes
+the configuration down: a typo in an edit must leave the previous settings in force, say why, and
+apply the next correct edit.
 
 What it does: `ConfigWatch.update` takes the ConfigMap objects the informer holds. Only the five
 scaling ConfigMaps (`wva-saturation-scaling-config`, `wva-model-scale-to-zero-config`,

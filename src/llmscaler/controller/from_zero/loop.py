@@ -1,15 +1,16 @@
 """The scale-from-zero loop: wake the cheapest variant of an idle model as soon as requests queue.
 
 Why: the main cycle runs every 30 s; a request waiting on a model with no replica cannot wait that
-long. This loop (every `interval`, 100 ms by default, seed 000 "Scale-from-Zero") looks only at
-models whose variants are all at zero replicas, reads the gateway's (EPP) flow-control queue
-straight from the EPP pods (not through Prometheus, whose scrape interval alone is longer than
-the budget), and when the queue of such a model holds a request it asks the pure
-`enforce.scale_from_zero.wake` which variant to wake (the cheapest one allowed to run) and writes
-`/scale` for it. With the limiter on for the model (`config_fn`), the wake keeps to the GPU
-budget as the main cycle does (`controller.from_zero.budget`, limits from `limits_fn`): the
-cheapest variant that fits is woken, or the model is held with a `ResourceConstrained` event
-(and `wva_decisions_limited_total`), looked at again after `quiet` seconds.
+long. This loop (every `interval`, 100 ms by default, as WVA v0.9.0's
+internal/engines/scalefromzero/engine.go polls) looks only at models whose variants are all at zero
+replicas, reads the gateway's (EPP) flow-control queue straight from the EPP pods (not through
+Prometheus, whose scrape interval alone is longer than the budget), and when the queue of such a
+model holds a request it asks the pure `enforce.scale_from_zero.wake` which variant to wake (the
+cheapest one allowed to run) and writes `/scale` for it. With the limiter on for the model
+(`config_fn`), the wake keeps to the GPU budget as the main cycle does
+(`controller.from_zero.budget`, limits from `limits_fn`): the cheapest variant that fits is woken,
+or the model is held with a `ResourceConstrained` event (and `wva_decisions_limited_total`), looked
+at again after `quiet` seconds.
 
 Which EPP pages: with InferencePools in the cluster (`pools_fn`, see `controller.pools.datastore`),
 a model's queue is read from the EPP pages of its own pools only, each pool's page counting only for

@@ -1,12 +1,14 @@
-"""`llmscaler run` serving Kaito's LLMAutoScaler objects (seed 001) beside VariantAutoscalings.
+"""`llmscaler run` serving Kaito's LLMAutoScaler objects beside VariantAutoscalings.
 
-Why: seed 001's auto-scaler is one controller that, for each LLMAutoScaler, scrapes the target's
-pods (realtime scaler) or reads the clock (cron scaler) and writes the target's `/scale`
-directly. The decision is the pure `policies.kaito.autoscaler.decide_llmautoscaler` (the simulator's
-`kaito-realtime` and `kaito-cron` run it too); this loop gathers its inputs and acts on it.
+Why: the auto-scaler of Kaito's proposal (kaito-project/kaito,
+docs/proposals/20250602-auto-scaler-for-inference-workloads.md) is one controller that, for each
+LLMAutoScaler, scrapes the target's pods (realtime scaler) or reads the clock (cron scaler) and
+writes the target's `/scale` directly. The decision is the pure
+`policies.kaito.autoscaler.decide_llmautoscaler` (the simulator's `kaito-realtime` and `kaito-cron`
+run it too); this loop gathers its inputs and acts on it.
 
-One cycle every `interval` seconds (15 s, the seed's scrape interval, or the main cycle's interval
-when that is shorter), for every cached LLMAutoScaler in name order:
+One cycle every `interval` seconds (15 s, the proposal's scrape interval, or the main cycle's
+interval when that is shorter), for every cached LLMAutoScaler in name order:
 
 1. parse the object (`kube.llmautoscaler`); an invalid one gets `AbleToScale=False InvalidSpec`
    and a Warning event, and nothing else happens for it;
@@ -17,7 +19,7 @@ when that is shorter), for every cached LLMAutoScaler in name order:
    `/scale` would undo each other);
 3. realtime scaler: list the target's pods by that selector and read every metric from every pod
    (`controller.llmas.scrape`, the scrape configuration's TLS and limits), averaged with the
-   seed's missing-pod rule;
+   proposal's missing-pod rule;
 4. decide, with the realtime scaler's history kept in this loop's memory (lost on restart: the
    windows fill again) and `status.lastScaleTime` (kept in memory too, so a status write that
    failed does not shorten a cooldown);
@@ -27,10 +29,11 @@ when that is shorter), for every cached LLMAutoScaler in name order:
 6. the status (currentReplicas, desiredReplicas, lastScaleTime, conditions AbleToScale,
    ScalingActive, ScalingLimited) is written with a merge patch on `/status` when it changed.
 
-Safety (design.md §5): a pod that did not report a metric makes `ScalingActive=False
-MetricsMissing` and forbids a realtime scale-down (`decide_llmautoscaler`); a bad object, an
-unreadable target or a failed write never ends the loop: each is a condition and an event, and
-an unexpected error in one object is logged and the others are still served.
+Safety (missing metrics never cause a scale-down, docs/decision-core.md): a pod that did not report
+a metric makes `ScalingActive=False MetricsMissing` and forbids a realtime scale-down
+(`decide_llmautoscaler`); a bad object, an unreadable target or a failed write never ends the loop:
+each is a condition and an event, and an unexpected error in one object is logged and the others are
+still served.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ from llmscaler.policies.kaito.realtime import History, MetricReading
 log = logging.getLogger(__name__)
 
 INTERVAL: Final = 15.0
-"""The seed's scrape interval: how often each LLMAutoScaler is served."""
+"""The proposal's scrape interval: how often each LLMAutoScaler is served."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,7 @@
-"""The LLMAutoScaler's metrics scraper (seed 001): every metric read from every pod of the target.
+"""The LLMAutoScaler's metrics scraper: every metric read from every pod of the target.
+
+Source: the "Metrics Scraper" of Kaito's LLMAutoScaler proposal (kaito-project/kaito,
+docs/proposals/20250602-auto-scaler-for-inference-workloads.md).
 
 Why: Kaito's realtime scaler needs no Prometheus: every 15 s it reads each metric of its spec at
 `protocol://{pod IP}:port/path` (defaults `http`, 5000, `/metrics`, `vllm:num_requests_waiting`)
@@ -8,15 +11,15 @@ total deadline per page, a size cap, no credential sent to a vLLM page), so this
 which pages to read and what to take from them.
 
 What it computes (`read_pods`): per pod, per distinct endpoint of the metrics (protocol, port,
-path), one page, read once however many metrics it holds; per pod and metric, the sum of the
-samples named exactly the metric's name (a vLLM with several engines has one series per engine),
-or None when the value could not be read: the pod has no IP yet (pending), its page failed, or the
-page lacks the metric. Pods that are terminating or finished are not the target's pods any more
-and are left out, as the ReplicaSet controller does. The averages with the seed's missing-pod rule
-are `policies.kaito.realtime.average`.
+path), one page, read once however many metrics it holds; per pod and metric, the sum of the samples
+named exactly the metric's name (a vLLM with several engines has one series per engine), or None
+when the value could not be read: the pod has no IP yet (pending), its page failed, or the page
+lacks the metric. Pods that are terminating or finished are not the target's pods any more and are
+left out, as the ReplicaSet controller does. The averages with the proposal's missing-pod rule are
+`policies.kaito.realtime.average`.
 
 Which pods (`list_target_pods`): those the selector of the target's `/scale` selects, listed from
-the API server when they are needed (the seed's "pods referenced by the ScaleTargetRef");
+the API server when they are needed (the proposal's "pods referenced by the ScaleTargetRef");
 `selector_terms` turns the selector string (`k=v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`,
 `!k`) into lightkube's form, and a selector it cannot read is a problem, like a failed list.
 

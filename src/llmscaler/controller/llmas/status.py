@@ -6,7 +6,7 @@ the controller keeps across restarts (`lastScaleTime`, from which cooldowns coun
 apimachinery does (`kube.resource_model.set_condition`: lastTransitionTime moves only when the
 status flips) and writes the status when, and only when, it differs from the stored one.
 
-Conditions (HPA's types, which seed 001's status comment quotes):
+Conditions (HPA's types, which the status comment of Kaito's LLMAutoScaler proposal quotes):
 - AbleToScale: True `ReadyForNewScale` / `SucceededRescale`; False `InvalidSpec` (the object does
   not validate), `FailedGetScale` (the target cannot be read, is not supported or is scaled by
   another autoscaler), `FailedUpdateScale` (the write failed);

@@ -1,11 +1,11 @@
 """The command line and environment of `llmscaler run`, resolved into one `RunOptions` value.
 
 Why: users move from WVA with their Deployment manifests, so `llmscaler run` takes WVA's flags,
-environment variables and manager settings (seed 000 "CLI Flags", reference/wva.md §9.2–9.3)
-with WVA's precedence: command line > environment > config file > default. A controller that
-runs with a setting other than the one written (`ACTUATION_MODE=metrcs` running as `direct`,
-then fighting the HPA it was meant to feed) is worse than one that does not start, so every
-value is checked and any invalid one stops the process.
+environment variables and manager settings (WVA v0.9.0, cmd/main.go and internal/config/) with WVA's
+precedence: command line > environment > config file > default. A controller that runs with a
+setting other than the one written (`ACTUATION_MODE=metrcs` running as `direct`, then fighting the
+HPA it was meant to feed) is worse than one that does not start, so every value is checked and any
+invalid one stops the process.
 
 Which option reads which layer (`table.OPTIONS` lists them, `table.build_parser()` shows
 them):

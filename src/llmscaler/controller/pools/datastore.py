@@ -1,12 +1,12 @@
 """The InferencePool datastore: pools ↔ endpoint picker (EPP) service ↔ variant groups.
 
-Why: seed 000 ties every variant group to an InferencePool of the Gateway API Inference Extension
-and reads the scheduler (EPP) queue of a model from the pool's own endpoint picker. A cluster may
-hold many pools, each with its EPP behind a Service; one label selector over every EPP pod cannot
-tell them apart. This module reads the pools as the API server serves them, says which pool each
-VariantAutoscaling's variant belongs to, and which pages of which EPP answer for it. It is pure:
-no I/O, no clock, no event loop (`controller.pools.watch` feeds it, `controller.pools.sources` uses
-it).
+Why: WVA (v0.9.0, internal/datastore/) ties every variant group to an InferencePool of the Gateway
+API Inference Extension and reads the scheduler (EPP) queue of a model from the pool's own endpoint
+picker. A cluster may hold many pools, each with its EPP behind a Service; one label selector over
+every EPP pod cannot tell them apart. This module reads the pools as the API server serves them,
+says which pool each VariantAutoscaling's variant belongs to, and which pages of which EPP answer
+for it. It is pure: no I/O, no clock, no event loop (`controller.pools.watch` feeds it,
+`controller.pools.sources` uses it).
 
 What it reads of a pool (`parse_pool`), as each version defines it:
 

@@ -1,8 +1,9 @@
 """One pod-scraping source per InferencePool for its EPP, and the pool datastore in the loops.
 
-Why: seed 000 reads a model's scheduler (EPP) queue from the endpoint picker of the model's own
-InferencePool: "when a new pool is set in the datastore, WVA creates a dedicated pod scraping
-source configured with the pool's EPP service … removed when their associated pool is deleted".
+Why: WVA (v0.9.0, internal/collector/source/pod/ and internal/datastore/) reads a model's
+scheduler (EPP) queue from the endpoint picker of the model's own InferencePool: it creates a
+pod-scraping source for a pool's EPP service when the pool enters its datastore, and removes it
+when the pool is deleted.
 This module holds those sources and puts the datastore (`controller.pools.datastore`) into both
 loops:
 

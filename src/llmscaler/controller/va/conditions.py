@@ -1,9 +1,10 @@
 """What a VariantAutoscaling's status says after a cycle: its three conditions, from facts.
 
 Why: users read `kubectl get va` and `kubectl describe va` to learn why a variant did or did not
-scale. The conditions (reference/wva.md §9.1) must name the real cause with WVA's reasons, the
-same way every cycle, so that a condition flips only when the cause changes (lastTransitionTime
-then tells how long it has held). This module is that mapping and nothing else: pure, no I/O.
+scale. The conditions (WVA v0.8.0's, api/v1alpha1/variantautoscaling_types.go) must name the real
+cause with WVA's reasons, the same way every cycle, so that a condition flips only when the cause
+changes (lastTransitionTime then tells how long it has held). This module is that mapping and
+nothing else: pure, no I/O.
 
 What it computes, per VA:
 

@@ -7,7 +7,7 @@ default) the leader builds a snapshot from the informer caches and the metric so
 (`metrics`), or both; then it writes each VariantAutoscaling's status (desired replicas, whether
 the decision was applied, the three conditions) and records an event for every scale.
 
-What fails and how it is treated (design.md §5):
+What fails and how it is treated (the safety rules: docs/decision-core.md, docs/controller.md):
 
 - a metric source that fails hands back errors as values; the core then sees no fresh metrics,
   holds every affected variant (never down, never to zero) and the `MetricsAvailable` condition
