@@ -1,20 +1,22 @@
-"""The objects `llmscaler manifests` writes: what the KEDA decision record (seed 003) prescribes,
-and the HPA or ScaledObject that follows llmscaler's `wva_desired_replicas`.
+"""The objects `llmscaler manifests` writes: the common queue-based KEDA setup for vLLM, and the
+HPA or ScaledObject that follows llmscaler's `wva_desired_replicas`.
 
 Why each choice:
 
-- **Queue actuation (the record).** One KEDA ScaledObject per scale target, Prometheus triggers
-  `sum(vllm:num_requests_waiting{…})` with `metricType: AverageValue` and threshold 5 (the HPA
-  then asks ⌈Σ waiting / 5⌉ replicas; a *sum*, since an `avg()` under AverageValue scales down
-  under load) and `sum(vllm:kv_cache_usage_perc{…})` with threshold 0.8 as the secondary
-  trigger (⌈Σ KV / 0.8⌉: the replicas that keep mean KV usage at 0.8). It ships paused
+- **Queue actuation.** The common KEDA configuration on vLLM's queue (vLLM production-stack's
+  helm/templates/scaledobject-vllm.yaml uses the same trigger and threshold): one KEDA
+  ScaledObject per scale target, Prometheus triggers `sum(vllm:num_requests_waiting{…})` with
+  `metricType: AverageValue` and threshold 5 (the HPA then asks ⌈Σ waiting / 5⌉ replicas; a
+  *sum*, since an `avg()` under AverageValue scales down under load) and
+  `sum(vllm:kv_cache_usage_perc{…})` with threshold 0.8 as the secondary trigger (⌈Σ KV / 0.8⌉:
+  the replicas that keep mean KV usage at 0.8). It ships paused
   (`autoscaling.keda.sh/paused: "true"`): a live ScaledObject owns `/spec/replicas`, so
   autoscaling is a deliberate act. The floor is a profile: `prod` 2 (HA), `dev` 1, `cost` 0.
-  The record sets no HPA behaviour of its own, so the generated HPA gets Kubernetes' defaults,
+  The setup sets no HPA behaviour of its own, so the generated HPA gets Kubernetes' defaults,
   written out so that they are visible and editable: scale-up max(+4 pods, +100 %) per 15 s
   with no window, scale-down 300 s window then up to 100 % per 15 s (exactly what the simulator's
   `keda-queue` runs: `llmscaler.hpa.behavior` is the single source of these values).
-- **`cost` (min 0).** Written as asked, with the record's caveats in a comment on the object:
+- **`cost` (min 0).** Written as asked, with its caveats in a comment on the object:
   at zero replicas no vLLM pod exports `num_requests_waiting`, so nothing wakes the target
   unless a buffering proxy (the KEDA HTTP add-on) holds requests and reports them; the gateway
   (GIE) answers 503 with no endpoints; the GPU node pool must scale to zero too; the first
@@ -44,7 +46,7 @@ from llmscaler.manifests.targets import Target
 
 Profile = Literal['prod', 'dev', 'cost']
 PROFILES: dict[str, int] = {'prod': 2, 'dev': 1, 'cost': 0}
-"""The decision record's replica floors."""
+"""The replica floor of each profile."""
 PAUSED = 'autoscaling.keda.sh/paused'
 DEFAULT_PROMETHEUS = 'http://prometheus-operated.monitoring.svc:9090'
 DEFAULT_SERIES = 'namespace="{namespace}",pod=~"{target}-.*"'
@@ -62,7 +64,7 @@ COST_CAVEATS = (
 
 @dataclass(frozen=True, slots=True)
 class QueueOptions:
-    """The record's knobs (defaults: the record's values)."""
+    """The setup's knobs (defaults: the common setup's values)."""
 
     profile: Profile = 'prod'
     queue_per_replica: float = 5.0
@@ -99,7 +101,7 @@ def rules(scaling: ScalingRules, *, window: int) -> dict[str, Any]:
 
 
 def record_behavior() -> dict[str, Any]:
-    """Kubernetes' default behaviour, written out (the record sets none of its own)."""
+    """Kubernetes' default behaviour, written out (the setup sets none of its own)."""
     return {
         'scaleUp': rules(
             DEFAULT_SCALE_UP, window=DEFAULT_SCALE_UP.stabilization_window_seconds or 0
@@ -149,7 +151,7 @@ def _prometheus(*, name: str, query: str, threshold: float, server: str) -> dict
 
 
 def queue_scaled_object(*, target: Target, options: QueueOptions) -> Manifest:
-    """The record's ScaledObject for one scale target."""
+    """The queue-based ScaledObject for one scale target."""
     series = options.series.format(namespace=target.namespace, target=target.name)
     floor = PROFILES[options.profile]
     spec: dict[str, Any] = {
@@ -175,7 +177,7 @@ def queue_scaled_object(*, target: Target, options: QueueOptions) -> Manifest:
         ],
     }
     comments = [
-        f'KEDA on the queue for {target.kind}/{target.name} (decision record): '
+        f'KEDA on the queue for {target.kind}/{target.name} (the common queue-based setup): '
         f'profile {options.profile}, floor {floor},',
         'paused: remove the annotation to autoscale.' if options.paused else 'not paused: live.',
     ]

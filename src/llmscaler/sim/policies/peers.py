@@ -194,7 +194,7 @@ class _HpaPeer:
 
 
 class KedaQueuePolicy(_HpaPeer):
-    """KEDA on `num_requests_waiting` and KV usage, per the decision record (see the module)."""
+    """KEDA on `num_requests_waiting` and KV usage, the common setup (see the module)."""
 
     def __init__(
         self,
