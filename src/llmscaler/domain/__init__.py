@@ -4,7 +4,7 @@ Why: the analyzers, the optimizer, the enforcer and `engine.decide()` must agree
 and the adapters (Prometheus, pod scraping, the simulator, the kube watcher) must build exactly this
 vocabulary and nothing else. Everything here is an immutable dataclass with no I/O and no clock.
 
-Units that must not drift (design.md §4):
+Units that must not drift:
 
 - A *replica* is a scale-target replica: a pod of a Deployment/StatefulSet, or a leader+workers
   group of a LeaderWorkerSet. `ReplicaMetrics` describes one *engine instance*; with data

@@ -2,7 +2,8 @@
 
 Why: analyzers quantify capacity (tokens, requests/s, ...) and never pick variants; the optimizer
 picks variants and never looks at metrics. These types are the narrow waist between the two,
-in the shape of WVA's `AnalyzerResult` / `VariantCapacity` (reference/wva.md §4.2-§4.5, §7.1).
+in the shape of WVA's `AnalyzerResult` / `VariantCapacity` (llm-d workload-variant-autoscaler
+v0.9.0, internal/domain/).
 
 All capacities of one analyzer share one unit (the analyzer's own); `per_replica_capacity` is in
 scale-target replica units (an LWS group, a DP>1 pod), never engine-instance units.
@@ -105,7 +106,7 @@ class AnalyzerSignal:
     `roles` holds one `RoleSignal` per role the optimizer works on (just `both` for a
     non-disaggregated model); `capacity` maps variant name → per-replica capacity in this
     analyzer's unit. `live` is False for an analyzer whose last informative result is older than
-    the liveness window: it neither vetoes nor constrains scale-down (§5.1).
+    the liveness window: it neither vetoes nor constrains scale-down (as in WVA's ballot).
     """
 
     analyzer: str

@@ -59,8 +59,8 @@ class KalmanRecord:
     """One variant's performance-model tuner (`analyze.learning.kalman`): state, covariance and
     origin.
 
-    `x` is [α, β, γ, δ] in ms (seed 002's ITL = α + β·b, prefill = γ + δ·n_in·b); `p` its 4×4
-    covariance, row-major; `seed` the values the filter started from (its bounds are
+    `x` is [α, β, γ, δ] in ms (the WVA design paper's ITL = α + β·b, prefill = γ + δ·n_in·b);
+    `p` its 4×4 covariance, row-major; `seed` the values the filter started from (its bounds are
     [seed/100, seed×100]); `engine` the fingerprint of the serving arguments and accelerator it
     learnt on (a change restarts from the seed); `nis` the last normalised innovation;
     `rejected` the count of rejected steps in a row; `updated_at` the last accepted step.
@@ -79,7 +79,7 @@ class KalmanRecord:
 
 @dataclass(frozen=True, slots=True)
 class State:
-    """The decision core's memory between cycles (design.md §1), explicit so it can be persisted.
+    """The decision core's memory between cycles, explicit so it can be persisted.
 
     - `k2_history`: rolling windows of observed compute-bound capacity, keyed
       `modelID|accelerator|gpusPerReplica|outputBucket`; samples expire (default 24 h).

@@ -1,10 +1,10 @@
 """GPU budgets from several constraint providers: how many GPUs of each type new replicas may take.
 
-Why: the limited optimizer (`optimize.limited`) must know, per accelerator type, how many GPUs
-are still free, and several providers may each limit them — the nodes' inventory, a cluster
-quota, per-namespace quotas, the simulator's scenario. WVA merges them one way
-(reference/wva.md §7.2 "Budgets"); this module is that merge, pure, so the controller, the
-simulator and `llmscaler decide` share it.
+Why: the limited optimizer (`optimize.limited`) must know, per accelerator type, how many GPUs are
+still free, and several providers may each limit them — the nodes' inventory, a cluster quota,
+per-namespace quotas, the simulator's scenario. WVA merges them one way (v0.9.0, the limiters of
+internal/engines/pipeline/); this module is that merge, pure, so the controller, the simulator and
+`llmscaler decide` share it.
 
 What it computes:
 

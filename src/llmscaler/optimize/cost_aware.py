@@ -1,4 +1,6 @@
-"""The cost-aware optimizer: WVA's unlimited-mode variant picker (reference/wva.md §7.1).
+"""The cost-aware optimizer: WVA's unlimited-mode variant picker.
+
+Source: llm-d workload-variant-autoscaler v0.9.0, internal/engines/pipeline/cost_aware_optimizer.go.
 
 Why: analyzers say how much capacity a model needs or can give back, per P/D role, in their own
 units; somebody has to turn that into replica counts per variant, preferring cheap capacity on
@@ -34,11 +36,11 @@ What it computes (`optimize`), starting from every variant's `current_replicas`:
   replica can remove a cheaper one instead (case ca-09). A role no live signal carries is never
   touched (case ca-14).
 
-Known weakness kept on purpose (it is the reference behaviour): picking by efficiency can
+Known weakness kept on purpose (it is WVA's behaviour): picking by efficiency can
 overpay. With RC = 100, A (cost 10, PRC 200) beats B (cost 6, PRC 100) on cost per unit, so
 one A (10) is bought although one B (6) would do (upstream issue #1251).
 
-Upstream defects fixed here (reference/wva.md §10):
+Upstream defects fixed here:
 1. Zero-replica variants are not invisible. A variant with `current_replicas == 0` is eligible
    for scale-up like any other as long as its PRC is positive (it then comes from the capacity
    knowledge kept for idle variants), so a cheaper sibling at zero is woken instead of growing a
@@ -48,7 +50,7 @@ Upstream defects fixed here (reference/wva.md §10):
    absolute cost, then name; scale-down by cost desc, weighted PRC, then name; signals are
    processed sorted by analyzer name. Shuffling the request gives the same answer.
 
-Choices where the reference is loose: a role without demand needs no eligible variant (WVA
+Choices where WVA's behaviour leaves room: a role without demand needs no eligible variant (WVA
 also requires one, which lets a capped decode role block a prefill scale-up that adds no decode
 replicas); a live signal without an entry for a role abstains on it, neither constraining nor
 vetoing. Rounding tolerates 1e-9 replica of floating-point noise, so 300.00000000000006 / 100
@@ -131,7 +133,7 @@ def joint_sizes(
     binders: Mapping[Role, tuple[float, float]],
     roles: int,
 ) -> tuple[dict[Role, tuple[int, float, float]], float]:
-    """One round of the joint scale-up (§7.1 step 3): each picked variant's count
+    """One round of the joint scale-up (WVA's joint P/D commit): each picked variant's count
     n = min(⌈demand / PRC⌉, headroom) for its role's binding (demand, PRC), and δ, the smallest
     share of its demand any role's count covers (1 when some of the `roles` has no pick)."""
     sizes: dict[Role, tuple[int, float, float]] = {}
@@ -240,7 +242,7 @@ def _scale_up(
                 return
             picks[role] = pick
 
-        # A role without demand has utilization 1 by definition (§7.1 step 3).
+        # A role without demand has utilization 1 by definition (as in WVA's joint commit).
         sizes, delta = joint_sizes(
             picks=picks,
             binders={
@@ -380,7 +382,7 @@ def _target(
 
 
 def optimize(*, request: ScalingRequest) -> tuple[VariantTarget, ...]:
-    """One target per variant of the request, sorted by variant name (reference §7.1)."""
+    """One target per variant of the request, sorted by variant name."""
     variants = sorted(request.variants, key=lambda v: v.variant)
     targets = {v.variant: max(0, v.current_replicas) for v in variants}
     by_role: dict[Role, list[VariantCapacity]] = {}

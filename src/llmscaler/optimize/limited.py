@@ -1,9 +1,10 @@
 """The greedy-by-score optimizer: WVA's limited mode, fair share of GPU budgets between models.
 
 Why: with `enableLimiter: true` the GPUs are finite — a cluster's nodes, a quota — and several
-models want more of them at once. Serving them in list order starves whoever comes last; WVA
-serves the most starved model first, down toward the mean, then the next (reference/wva.md
-§7.2). This module is that allocation, over every model's `ScalingRequest` at once, pure.
+models want more of them at once. Serving them in list order starves whoever comes last; WVA serves
+the most starved model first, down toward the mean, then the next (v0.9.0,
+internal/engines/pipeline/greedy_score_optimizer.go). This module is that allocation, over every
+model's `ScalingRequest` at once, pure.
 
 What it computes (`optimize_limited`), starting from every variant's `current_replicas`:
 
@@ -278,7 +279,7 @@ def _targets(*, model: _Model) -> tuple[VariantTarget, ...]:
 
 
 def optimize_limited(*, requests: Sequence[ScalingRequest], budgets: Budgets) -> LimitedOutcome:
-    """One target per variant of every request, within `budgets` (reference §7.2)."""
+    """One target per variant of every request, within `budgets`."""
     ledger = Ledger(budgets=budgets)
     # Sorted and indexed by position: two requests for one model (a caller's error) are both
     # answered, in a fixed order, rather than one silently replacing the other.

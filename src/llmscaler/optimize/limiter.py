@@ -1,10 +1,11 @@
 """The GPU limiter stage of `decide()`: every model's scale-ups, fair-shared within GPU budgets.
 
-Why: `decide()` settles one model at a time (analysis, optimizer, enforcer, bounds), but GPUs
-are shared: with `enableLimiter: true` the models' scale-ups together must fit what the nodes
-and quotas allow, the most starved model served first. This stage runs once per cycle after
-every model was decided, for the V1 and V2 paths alike (WVA runs its limiter after V1's
-decisions and its greedy-by-score optimizer in V2; reference/wva.md §7.2, §7.4).
+Why: `decide()` settles one model at a time (analysis, optimizer, enforcer, bounds), but GPUs are
+shared: with `enableLimiter: true` the models' scale-ups together must fit what the nodes and quotas
+allow, the most starved model served first. This stage runs once per cycle after every model was
+decided, for the V1 and V2 paths alike (WVA v0.9.0 runs its limiter,
+internal/engines/pipeline/default_limiter.go, after V1's decisions, and its greedy-by-score
+optimizer, greedy_score_optimizer.go, in V2).
 
 What it computes (`limit`):
 
