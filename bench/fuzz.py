@@ -1,10 +1,11 @@
 """Fuzzing: the safety rules hold under bad metrics pages, snapshots, ConfigMaps and VA objects.
 
-Why: design.md §5 promises that bad input (a broken metrics page, a malformed snapshot, CR or
-ConfigMap) gets a clear error, keeps the last good state and never causes a scale-down, a
-scale-to-zero or a target outside the bounds. Unit tests check the cases someone thought of;
-this benchmark feeds each input path hundreds of thousands of mutated inputs and counts what
-breaks. It is not part of `make test` (it takes minutes); its figures are in docs/reliability.md.
+Why: the safety rules (docs/decision-core.md, docs/controller.md) promise that bad input (a broken
+metrics page, a malformed snapshot, CR or ConfigMap) gets a clear error, keeps the last good state
+and never causes a scale-down, a scale-to-zero or a target outside the bounds. Unit tests check the
+cases someone thought of; this benchmark feeds each input path hundreds of thousands of mutated
+inputs and counts what breaks. It is not part of `make test` (it takes minutes); its figures are in
+docs/reliability.md.
 
 Campaigns (each in its own module):
 

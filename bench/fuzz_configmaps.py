@@ -1,9 +1,9 @@
 """Campaign `configmaps`: mutated and hostile scaling ConfigMaps through the live config watch.
 
 Why: anyone who may edit a ConfigMap, a tenant in its own namespace included, feeds text to the
-controller's YAML reader on the event loop that renews the Lease. design.md §5: a bad ConfigMap
-gets a clear error, keeps the last good configuration of that ConfigMap, and never stops the
-other ConfigMaps from applying or the loop from running.
+controller's YAML reader on the event loop that renews the Lease. The safety rules
+(docs/reliability.md): a bad ConfigMap gets a clear error, keeps the last good configuration of that
+ConfigMap, and never stops the other ConfigMaps from applying or the loop from running.
 
 One input is two `ConfigWatch.update` calls, as the controller makes them when its ConfigMap
 cache changes: first a good set (global saturation, scale-to-zero and queueing ConfigMaps in the

@@ -1,4 +1,4 @@
-"""The safety rules of design.md §5, judged from outside the core on one `decide()` call.
+"""The safety rules (docs/decision-core.md), judged from outside the core on one `decide()` call.
 
 Why: a fuzzer needs an oracle that does not share the code it checks. This module restates the
 rules from the snapshot `decide()` was given and the decisions it returned, with its own table of

@@ -5,8 +5,8 @@ sound) and a catalogue of the ways a page or its HTTP answer goes wrong. Kept ap
 campaign itself so that each file says one thing.
 
 - `Template`: a page as lines, with the lines whose value a load sets (KV usage, queue, running,
-  request counters, token sums); `templates()` gives the example vLLM page
-  (shared/reference/vllm_metrics_example.txt, when it is there) and an emulator page.
+  request counters, token sums); `templates()` gives the example vLLM page (a `/metrics` page
+  captured from a vLLM server, placed beside the repository, when it is there) and an emulator page.
 - `epp_page`: the gateway's flow-control queue and scheduling attempts.
 - `mutate_page`: one broken answer for a page: byte operators (`fuzz_mutate`), hostile numbers
   on the lines the autoscaler reads, broken labels and escapes, or a broken HTTP answer (status,

@@ -1,9 +1,9 @@
 """Campaign `vas`: mutated VariantAutoscaling objects through `parse_va` → world → `decide()`.
 
-Why: VA objects are written by users (and by other controllers) and reach the controller as
-decoded JSON of any shape; so do their scale targets and pods. design.md §5: a malformed CR gets a
-clear error on its status, never crashes the loop and never touches replicas, and whatever parses
-still obeys the safety rules.
+Why: VA objects are written by users (and by other controllers) and reach the controller as decoded
+JSON of any shape; so do their scale targets and pods. The safety rules ask that a malformed CR gets
+a clear error on its status, never crashes the loop and never touches replicas, and that whatever
+parses still obeys the other rules.
 
 One input is the cluster of one model in namespace `ns-a` as the informers hold it: two
 Deployments (`llama-h100`, `llama-a100`) with their pods (owned through a ReplicaSet, some not

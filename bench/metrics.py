@@ -2,11 +2,11 @@
 
 Section 1, exposition parsing: pages parsed per second on one core by
 `collect.exposition.parser.Parser` with the collectors' family filter (VLLM_FAMILIES |
-EPP_FAMILIES), on the example vLLM page (/work/shared/reference/vllm_metrics_example.txt, skipped
-when absent) and on a synthetic 8-engine vLLM-like page generated here with prometheus-client
-(~2,500 lines). The named baseline, measured in the same run on the same page, is
-prometheus-client's full parser (`text_string_to_metric_families`, the page decoded first); the
-ratio is the figure to compare across machines. Two of our figures: "warm" reuses one Parser for
+EPP_FAMILIES), on the example vLLM page (a `/metrics` page captured from a vLLM server, placed
+beside the repository; skipped when absent) and on a synthetic 8-engine vLLM-like page generated
+here with prometheus-client (~2,500 lines). The named baseline, measured in the same run on the same
+page, is prometheus-client's full parser (`text_string_to_metric_families`, the page decoded first);
+the ratio is the figure to compare across machines. Two of our figures: "warm" reuses one Parser for
 every page, the steady state of a controller (the label sets of a pod's series come back on every
 scrape, so the Parser remembers them), and "cold" builds a new Parser for every page (a pod seen for
 the first time, plus the cost of building the Parser).
@@ -47,7 +47,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / 'shared' / 'reference' / 'vllm_m
 FAMILIES = VLLM_FAMILIES | EPP_FAMILIES
 GOAL_PAGES_PER_SECOND = 2000.0
 
-# vLLM's bucket sets (vllm.md §1.2); token histograms use the 1-2-5 series up to max_model_len.
+# vLLM's bucket sets (vllm/v1/metrics/buckets.py); token histograms use the 1-2-5 series up to
+# max_model_len.
 Buckets = tuple[float, ...]
 LAT: Buckets = (0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960)
 LAT = (*LAT, 1920, 7680)

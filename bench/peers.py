@@ -1,12 +1,12 @@
 """Every policy on both bundled Azure 2023 traces: the table of docs/simulator.md's peers section.
 
-Why: the peers (KEDA on the queue, an HPA on KV usage, ...) win or lose for reasons that only
-show on real traffic, and a pasted table drifts the moment a policy or the replica model
-changes. This script runs `llmscaler simulate` on each trace in ../shared/traces (the
-conversation and the code trace, rate ×4 so that several replicas are busy) with every policy
-the simulator knows by name (`saturation-percentage` aside: it is `default`), and prints a
-markdown table plus a sentence per peer with the run's own figures. `--write-docs` puts it
-between the markers of docs/simulator.md.
+Why: the peers (KEDA on the queue, an HPA on KV usage, ...) win or lose for reasons that only show
+on real traffic, and a pasted table drifts the moment a policy or the replica model changes. This
+script runs `llmscaler simulate` on each of the Azure LLM inference traces 2023 (CC-BY 4.0,
+github.com/Azure/AzurePublicDataset), placed beside the repository (the conversation and the code
+trace, rate ×4 so that several replicas are busy) with every policy the simulator knows by name
+(`saturation-percentage` aside: it is `default`), and prints a markdown table plus a sentence per
+peer with the run's own figures. `--write-docs` puts it between the markers of docs/simulator.md.
 
 Run: `.venv/bin/python bench/peers.py [--write-docs]` (about a minute on one core).
 """

@@ -1,8 +1,9 @@
 """Benchmark: wall time and peak memory of the simulator on a real and a synthetic day-long trace.
 
 Cases (issue: simulate):
-(a) the Azure 2023 conversation trace from ../shared/traces at a rate scale that keeps at least
-    8 replicas busy, under the default core policy; goal ≤ 3 s;
+(a) the Azure 2023 conversation trace (the Azure LLM inference traces 2023, CC-BY 4.0,
+    github.com/Azure/AzurePublicDataset, placed beside the repository) at a rate scale that keeps
+    at least 8 replicas busy, under the default core policy; goal ≤ 3 s;
 (b) a synthetic 24 h conversation-like trace of about 500k requests (diurnal envelope), under the
     default core policy; goal ≤ 60 s; memory goal ≤ 1 GB.
 (c) prefix caching: a synthetic hour of conversations with shared system prompts and follow-up
