@@ -1,9 +1,10 @@
-"""`llmscaler run` serving LLMAutoScalers (seed 001) against the fake API, as a child process.
+"""`llmscaler run` serving LLMAutoScalers (Kaito's proposal) against the fake API, as a child
+process.
 
 Each test seeds a Deployment, its pods and an LLMAutoScaler; every pod's metrics page is a small
 HTTP server on its own loopback address (127.0.0.2, 127.0.0.3, ...), all on one port, as pods of
 one workload are: the scraper reads `http://{pod IP}:{port}/metrics`. The controller runs with
-`--interval 1s`, so the LLMAutoScaler loop runs every second (the seed's 15 s is the default).
+`--interval 1s`, so the LLMAutoScaler loop runs every second (the proposal's 15 s is the default).
 
 | check | expectation |
 |---|---|
@@ -302,9 +303,9 @@ async def test_a_missing_pod_forbids_the_scale_down(cluster: Cluster, pages: Pag
     seed_pod(cluster, 'phi-a', '127.0.0.2')
     seed_pod(cluster, 'phi-b', '127.0.0.3')
     seed_pod(cluster, 'phi-c', None)  # pending: no IP, no page
-    # Down at once, no window, no cooldown: only the missing pod can hold it. The seed's rule
+    # Down at once, no window, no cooldown: only the missing pod can hold it. The proposal's rule
     # counts it at High (5) down, (0 + 0 + 5) / 3 < Low (4), which alone would scale down;
-    # design.md §5 (missing metrics never scale down) holds it.
+    # the safety rule (missing metrics never scale down) holds it.
     down = {'cooldownSeconds': 0, 'stabilizationWindowSeconds': 0}
     forever = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 3600}
     scaler = realtime(pages.port, up=forever, down=down)

@@ -1,9 +1,10 @@
 """`llmscaler run` as a process, fed broken metrics, a hostile ConfigMap and a slow Prometheus.
 
-design.md §5 as the operator meets it: whatever the metrics, the ConfigMaps or the servers do,
-the controller keeps cycling, never scales down on figures it cannot trust, and says why on the
-VA or an Event. Every check reads the fake API's stored objects and request log; cycles are
-counted on the controller's own `/metrics` (`wva_optimization_duration_seconds_count`).
+The safety rules (docs/decision-core.md) as the operator meets them: whatever the metrics, the
+ConfigMaps or the servers do, the controller keeps cycling, never scales down on figures it cannot
+trust, and says why on the VA or an Event. Every check reads the fake API's stored objects and
+request log; cycles are counted on the controller's own `/metrics`
+(`wva_optimization_duration_seconds_count`).
 
 | check | expectation |
 |---|---|

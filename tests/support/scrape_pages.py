@@ -1,9 +1,9 @@
 """Pages of vLLM pods and of their gateway (EPP), and windows filled from them by hand.
 
-`feed` fills the windows as a successful scrape fills them; `scraped` scrapes `pages(i)` at each
-of `TIMES`; `read` computes the reading. `example_page` is the real example page
-(reference/vllm_metrics_example.txt) with values substituted, `scrape_values(i)` those of scrape
-i; `epp_page` is a gateway page; `epp_pages(i)` two vLLM pods and their gateway at scrape i, whose
+`feed` fills the windows as a successful scrape fills them; `scraped` scrapes `pages(i)` at each of
+`TIMES`; `read` computes the reading. `example_page` is the real example page (captured from a vLLM
+server, placed beside the repository) with values substituted, `scrape_values(i)` those of scrape i;
+`epp_page` is a gateway page; `epp_pages(i)` two vLLM pods and their gateway at scrape i, whose
 figures `check_gateway_figures` checks. The figures are worked out in test_collect_scrape_reading;
 test_collect_scrape serves the same pages over HTTP.
 """

@@ -1,4 +1,4 @@
-"""`engine.decide()`: wiring of the stages and the safety rules of design.md §5.
+"""`engine.decide()`: wiring of the stages and the safety rules of docs/decision-core.md.
 
 Matrix covered:
 

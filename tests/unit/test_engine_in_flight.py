@@ -1,4 +1,5 @@
-"""Scale-to-zero never takes a model to zero while requests are queued or running (design.md §5).
+"""Scale-to-zero never takes a model to zero while requests are queued or running (a safety rule,
+docs/decision-core.md).
 
 The request count over the retention period counts completed requests only; these tests hand
 `decide()` (and `llmscaler decide --config`) a model with none completed but requests held

@@ -1,4 +1,5 @@
-"""A replica or pool that is not reporting usable metrics holds its model (design.md §5).
+"""A replica or pool that is not reporting usable metrics holds its model (a safety rule,
+docs/decision-core.md).
 
 Matrix covered:
 

@@ -97,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
         '--actuation',
         choices=('queue', 'metrics'),
         default='queue',
-        help="queue: the common KEDA setup on num_requests_waiting "
+        help='queue: the common KEDA setup on num_requests_waiting '
         "(default); metrics: follow llmscaler's wva_desired_replicas",
     )
     parser.add_argument(

@@ -1,4 +1,4 @@
-"""Tests of pod → variant attribution (reference/wva.md §2.1): owner walks, labels, skips."""
+"""Tests of pod → variant attribution (WVA v0.9.0's rules): owner walks, labels, skips."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Resolution of the ConfigMap layers into `Config` (seed 000 "Configuration", wva.md §9.2).
+"""Resolution of the ConfigMap layers into `Config` (as WVA v0.9.0 layers them, internal/config/).
 
 Layers, least to most specific: built-in < global default < namespace-local default
 < global model entry (no namespace) < global model entry for the namespace < local model entry.

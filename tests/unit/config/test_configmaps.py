@@ -1,4 +1,4 @@
-"""Parsing and validation of the three WVA ConfigMaps (seed 000, reference/wva.md §9.2).
+"""Parsing and validation of the three WVA ConfigMaps (WVA v0.9.0, internal/config/).
 
 Also covers `llmscaler.config.errors`, whose one-line rendering every loader relies on.
 """

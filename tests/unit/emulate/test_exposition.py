@@ -1,7 +1,8 @@
 """The emulated vLLM and EPP pages: vLLM's names, types, labels and buckets, counted right.
 
 The expected families, types and label names below are transcribed from the example page
-(reference/vllm_metrics_example.txt) and reference/vllm.md §1-§2; when the example page is
+(captured from a vLLM server, placed beside the repository), vLLM's vllm/v1/metrics/loggers.py and
+the Gateway API Inference Extension's pkg/epp/metrics/metrics.go; when the example page is
 present the rendered page is also compared with it programmatically.
 """
 
@@ -86,7 +87,7 @@ CACHE_CONFIG_LABELS = frozenset(
         'swap_space',
     }
 )
-# vllm.md §1.2 bucket sets.
+# vLLM's bucket sets (vllm/v1/metrics/buckets.py).
 TTFT = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20]
 TTFT += [40, 80, 160, 640, 2560]
 ITL = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40]

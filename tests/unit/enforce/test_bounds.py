@@ -1,4 +1,4 @@
-"""Tests of the replica bounds (design.md §5: never outside [minReplicas, maxReplicas])."""
+"""Tests of the replica bounds (a safety rule: never outside [minReplicas, maxReplicas])."""
 
 from __future__ import annotations
 

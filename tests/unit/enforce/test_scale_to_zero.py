@@ -1,4 +1,5 @@
-"""Tests of the enforcer: reference/wva.md §7.3 plus the design.md §5 safety rules."""
+"""Tests of the enforcer: WVA's (v0.9.0, internal/engines/pipeline/enforcer.go) plus the safety
+rules of docs/decision-core.md."""
 
 from __future__ import annotations
 

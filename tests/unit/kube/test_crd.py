@@ -1,4 +1,5 @@
-"""The VariantAutoscaling models against the CRD YAML they mirror (reference/wva.md §9.1, seed 000).
+"""The VariantAutoscaling models against the CRD YAML they mirror (WVA v0.8.0,
+api/v1alpha1/variantautoscaling_types.go).
 
 The CRD YAML is the source of truth: every node of its openAPIV3Schema under spec and status is
 compared with the same node of the models' JSON schema (type, format, default, bounds, pattern,
@@ -40,7 +41,7 @@ from tests.support.paths import ROOT
 
 CRD_PATH = ROOT / 'deploy' / 'base' / 'crds' / 'llmd.ai_variantautoscalings.yaml'
 
-# The two example VAs of seed 000 ("Multi-Variant InferencePool Example").
+# Two VAs of one model, as WVA's documentation shows a multi-variant InferencePool.
 SEED_EXAMPLES = """
 apiVersion: llmd.ai/v1alpha1
 kind: VariantAutoscaling

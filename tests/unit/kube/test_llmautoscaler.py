@@ -1,4 +1,5 @@
-"""The LLMAutoScaler models against the CRD YAML they mirror (seed 001), and kubectl's view of it.
+"""The LLMAutoScaler models against the CRD YAML they mirror (Kaito's proposal, kaito-project/kaito,
+docs/proposals/20250602-auto-scaler-for-inference-workloads.md), and kubectl's view of it.
 
 As for the VariantAutoscaling (test_kube_crd.py): every node of the CRD's schema under spec and
 status is compared with the same node of the models' JSON schema, so a field added, renamed or
@@ -31,7 +32,7 @@ from tests.support.prerequisites import need_program
 
 CRD_PATH = ROOT / 'deploy' / 'base' / 'crds' / 'kaito.sh_llmautoscalers.yaml'
 
-# The seed's example policies ("Cron Scaler"), on a Kaito InferenceSet, with one metric.
+# The proposal's example policies ("Cron Scaler"), on a Kaito InferenceSet, with one metric.
 SEED_EXAMPLE = """
 apiVersion: kaito.sh/v1alpha1
 kind: LLMAutoScaler

@@ -1,4 +1,4 @@
-"""`llmscaler manifests` output validates and says what the decision record says.
+"""`llmscaler manifests` output validates and says what the common queue-based KEDA setup says.
 
 ScaledObjects are checked against a JSON schema of KEDA's CRD fields (tests/unit/data, sources
 cited there), HPAs with kubernetes-validate (Kubernetes 1.34, strict). The behaviour written for

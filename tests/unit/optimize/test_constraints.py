@@ -1,4 +1,4 @@
-"""Tests of the GPU constraint merge (reference/wva.md §7.2 "Budgets")."""
+"""Tests of the GPU constraint merge (WVA v0.9.0's budgets, internal/engines/pipeline/)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Tests of the cost-aware optimizer against the worked cases of reference/wva.md §7.1."""
+"""Tests of the cost-aware optimizer against worked cases of WVA's (v0.9.0,
+internal/engines/pipeline/cost_aware_optimizer.go)."""
 
 from __future__ import annotations
 
@@ -256,9 +257,10 @@ def test_cheapest_may_reach_zero_while_a_dearer_variant_holds_replicas() -> None
 
 
 def test_a_cheaper_variant_at_zero_does_not_lift_the_last_replica_protection() -> None:
-    # WVA never sees a variant at zero (§2), so h, the only one holding replicas, is its last
-    # variant and keeps one. Eligible here, a at zero must not let h go: the model would be left
-    # with no replica while the minimum-one rule starts one of a (a swap, and a gap).
+    # WVA never sees a variant at zero (its engine lists only active ones), so h, the only one
+    # holding replicas, is its last variant and keeps one. Eligible here, a at zero must not let h
+    # go: the model would be left with no replica while the minimum-one rule starts one of a (a
+    # swap, and a gap).
     variants = [vc('a', cost=5.0, current=0), vc('h', cost=20.0, current=1)]
     assert run(variants, sig(variants, roles=both(0.0, 1000.0))) == {'a': 0, 'h': 1}
 

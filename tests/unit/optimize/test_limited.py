@@ -1,4 +1,5 @@
-"""Tests of the greedy-by-score optimizer (reference/wva.md §7.2): fair share, budgets, ties."""
+"""Tests of the greedy-by-score optimizer (WVA v0.9.0, greedy_score_optimizer.go): fair share,
+budgets, ties."""
 
 from __future__ import annotations
 

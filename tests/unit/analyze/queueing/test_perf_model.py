@@ -1,6 +1,5 @@
-"""`analyze.queueing.perf_model`: seed 002's decode and prefill times, service rates and effective
-batch
-(the vectors are WVA's `queueanalyzer_test.go`)."""
+"""`analyze.queueing.perf_model`: the WVA design paper's decode and prefill times, service rates and
+effective batch (the vectors are WVA's `queueanalyzer_test.go`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The percentage-based saturation analyzer (reference/wva.md §3.1, §3.2).
+"""The percentage-based saturation analyzer (WVA, internal/saturationv1/analyzer.go).
 
 Defaults: T_kv 0.80, T_q 5, S_kv 0.10, S_q 3. Every expected value below is worked by hand from
 those formulas; float noise (0.8 − 0.5 = 0.30000000000000004) is absorbed with pytest.approx.

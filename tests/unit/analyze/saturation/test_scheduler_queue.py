@@ -1,4 +1,4 @@
-"""Tests of the scheduler (EPP) queue demand (reference/wva.md §4.3) with worked numbers."""
+"""Tests of the scheduler (EPP) queue demand (WVA v0.9.0's formula) with worked numbers."""
 
 from __future__ import annotations
 

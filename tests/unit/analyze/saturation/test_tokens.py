@@ -1,4 +1,5 @@
-"""Tests of the token-based saturation analyzer (reference/wva.md §4.1-§4.4) with worked numbers.
+"""Tests of the token-based saturation analyzer (WVA v0.9.0,
+internal/engines/analyzers/saturation_v2/) with worked numbers.
 
 Unless a test says otherwise: kvCacheThreshold 0.8, queueLengthThreshold 5, accelerator H100,
 one GPU, a KV cache of 16000 tokens (1000 blocks × 16), so k1 = ⌊16000 × 0.8⌋ = 12800.

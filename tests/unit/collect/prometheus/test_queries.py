@@ -1,4 +1,4 @@
-"""Tests of the PromQL registry (seed 000 "Registered Queries", reference/wva.md §2.1)."""
+"""Tests of the PromQL registry (WVA v0.9.0, internal/collector/registration/)."""
 
 from __future__ import annotations
 

@@ -2,10 +2,11 @@
 
 Windows are filled the way a successful scrape fills them (`feed`, in tests.support.scrape_pages):
 every sample of a parsed page but `_created` series and the histogram buckets no figure reads, at
-chosen `now` values. Pages come from the real example page (reference/vllm_metrics_example.txt,
-values substituted per scrape) and from `prometheus_client.generate_latest` of private registries.
-Every window figure below is worked out by hand from the Prometheus rules in
-`collect.windows` (left-open range, extrapolation to the range edges).
+chosen `now` values. Pages come from the real example page (a page captured from a vLLM server,
+placed beside the repository; values substituted per scrape) and from
+`prometheus_client.generate_latest` of private registries. Every window figure below is worked out
+by hand from the Prometheus rules in `collect.windows` (left-open range, extrapolation to the range
+edges).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Live ConfigMap reload: a rejected ConfigMap keeps its last good copy (design.md §5).
+"""Live ConfigMap reload: a rejected ConfigMap keeps its last good copy (a safety rule).
 
 Worked numbers: the built-in kvCacheThreshold is 0.80; the ConfigMaps below set 0.70 (global),
 0.60 (the config file's copy) and 0.50 (namespace-local, namespace `team`).

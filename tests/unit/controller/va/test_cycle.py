@@ -113,7 +113,7 @@ async def test_saturation_scales_the_cheapest_variant_up_through_scale_only(
 
 
 async def test_scale_to_zero_steps_down_to_one_then_zero(api: FakeAPI) -> None:
-    """Idle for the retention period with scale-to-zero on: 2 → 1, then 1 → 0 (design.md §5:
+    """Idle for the retention period with scale-to-zero on: 2 → 1, then 1 → 0 (the safety rules:
     never straight from N to 0), each confirmed by a fresh zero request count."""
     api.seed(
         configmap(

@@ -1,6 +1,6 @@
 """`llmscaler-predictive-config` in the controller: watched by label like WVA's maps, and a bad
 edit is a Warning Event on the ConfigMap, a log line and a counted error, while the last good
-copy stays in force (design.md §5). The harness is the main cycle's (test_controller_cycle)."""
+copy stays in force (a safety rule). The harness is the main cycle's (test_controller_cycle)."""
 
 from __future__ import annotations
 

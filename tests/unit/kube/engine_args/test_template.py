@@ -1,4 +1,4 @@
-"""Engine parameters from pod-template containers (reference/wva.md §4.1, seed 004 for LWS)."""
+"""Engine parameters from pod-template containers, a LeaderWorkerSet's from its leader."""
 
 from __future__ import annotations
 
@@ -165,7 +165,7 @@ CASES: list[tuple[str, list[Container], EngineParams]] = [
         EngineParams(max_num_seqs=48, tensor_parallel_size=2),
     ),
     (
-        'LWS leader: ray start; python -m api_server (seed 004)',
+        'LWS leader: ray start; python -m api_server',
         [
             {
                 'name': 'vllm-leader',

@@ -1,6 +1,8 @@
-"""Kaito's realtime scaler (seed 001, "Realtime Scaler Pseudocode") step by step.
+"""Kaito's realtime scaler step by step, as the "Realtime Scaler Pseudocode" of its LLMAutoScaler
+proposal writes it (kaito-project/kaito,
+docs/proposals/20250602-auto-scaler-for-inference-workloads.md).
 
-Readings come every 15 s, the seed's scrape interval; the defaults are the seed's (step 1,
+Readings come every 15 s, the proposal's scrape interval; the defaults are the proposal's (step 1,
 cooldowns 600 s up / 1,800 s down, windows 30 s / 300 s = 2 and 20 consecutive periods).
 """
 
@@ -98,7 +100,7 @@ def test_one_reading_at_low_in_the_down_window_holds() -> None:
 def test_up_cooldown_counts_from_last_scale_time() -> None:
     start = 1_000_000.0
     held = run([12, 12], last_scale_time=start + 15 - 600, start=start)
-    assert held[1].desired == 2  # exactly 600 s: the seed scales only when strictly more
+    assert held[1].desired == 2  # exactly 600 s: the proposal scales only when strictly more
     assert 'cooldown' in held[1].reasons[0]
     allowed = run([12, 12], last_scale_time=start + 15 - 600.5, start=start)
     assert allowed[1].desired == 3

@@ -1,4 +1,5 @@
-"""The multi-analyzer ballot (reference/wva.md §5.1): liveness, anchor, any-up / all-down."""
+"""The multi-analyzer ballot (WVA v0.9.0, internal/engines/saturation/engine_v2.go): liveness,
+anchor, any-up / all-down."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The universal threshold post-step (reference/wva.md §4.5).
+"""The universal threshold post-step (WVA v0.9.0, internal/engines/saturation/).
 
 RC = max(0, demand / up − anticipated supply); SC = max(0, supply − demand / down).
 """

@@ -38,7 +38,7 @@ def test_the_shape_recomputes_the_checkpoint_parameter_count(
         (L8, 1, Precision.FP8, 65_536),
         (L8, 2, Precision.BF16, 65_536),
         (L70, 1, Precision.BF16, 327_680),  # 320 KiB
-        (L70, 4, Precision.BF16, 81_920),  # 80 KiB per GPU (reference/vllm.md §5.2)
+        (L70, 4, Precision.BF16, 81_920),  # 80 KiB per GPU (320 KiB per token over 4)
         (L70, 8, Precision.BF16, 40_960),
         # TP 16 > 8 KV heads: vLLM replicates them, one head per GPU as at TP 8.
         (L70, 16, Precision.BF16, 40_960),
@@ -97,7 +97,7 @@ def test_chunked_prefill_costs_the_same_pairs_as_one_prefill(
 
 
 def test_weight_bytes() -> None:
-    assert L8.weight_bytes(Precision.BF16) == 2 * 8_030_261_248  # 16.06 GB, reference §5.1
+    assert L8.weight_bytes(Precision.BF16) == 2 * 8_030_261_248  # 16.06 GB
     # FP8 checkpoints keep embeddings, LM head and norms in BF16.
     rest = 8_030_261_248 - 6_979_321_856
     assert L8.weight_bytes(Precision.FP8) == 6_979_321_856 + 2 * rest
@@ -126,7 +126,7 @@ def test_unknown_names_are_refused_listing_the_valid_ones() -> None:
 @pytest.mark.parametrize(
     ('name', 'bandwidth', 'bf16', 'fp8'),
     [
-        # reference/vllm.md §5.1's figures, which the presets were derived from
+        # the datasheet figures (each source named in sim.hardware.datasheets) the presets stand on
         ('H100', 3.35e12, 989.5e12, 1979e12),
         ('A100', 2.039e12, 312e12, None),
         ('L40S', 0.864e12, 362.05e12, 733e12),

@@ -1,4 +1,4 @@
-"""Hardware presets (reference/vllm.md §5): the table's numbers, their derivations, overrides."""
+"""Hardware presets: the table's numbers, their derivations, overrides."""
 
 from __future__ import annotations
 
@@ -75,7 +75,8 @@ def test_cost_per_hour_worked_examples() -> None:
 
 
 def test_scheduler_limits_follow_the_vllm_serve_defaults() -> None:
-    # §1.5: H100 (≥ 70 GiB, not A100) 1024 seqs / 8192 tokens; A100, L40S, L4 256 / 2048.
+    # vLLM's `vllm serve` defaults (vllm/engine/arg_utils.py): H100 (≥ 70 GiB, not A100) 1024 seqs /
+    # 8192 tokens; A100, L40S, L4 256 / 2048.
     for name in ALL:
         spec = presets.preset(name=name)
         expected = (1024, 8192) if spec.accelerator == 'H100' else (256, 2048)

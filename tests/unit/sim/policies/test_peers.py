@@ -1,4 +1,4 @@
-"""The HPA peers in the simulator: `keda-queue` (the decision record's KEDA configuration) and
+"""The HPA peers in the simulator: `keda-queue` (the common KEDA configuration on vLLM's queue) and
 `hpa-kv` (an HPA on KV usage), both on the exact HPA of `llmscaler.hpa`.
 
 | case | expectation |

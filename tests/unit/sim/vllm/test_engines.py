@@ -1,4 +1,4 @@
-"""The vLLM replica model (reference/vllm.md §4): both engines, worked numbers, and agreement.
+"""The vLLM replica model (vLLM 0.33's V1 scheduler): both engines, worked numbers, agreement.
 
 Worked numbers use the 8B-H100 preset's limits with a linear step model that keeps the
 arithmetic visible: step = 7.0 ms + 0.042 ms · decoding seqs + 24 µs · prefill tokens

@@ -46,7 +46,7 @@ def trace_of(arrivals: list[float], tokens: list[tuple[int, int]] | None = None)
 @pytest.mark.parametrize(
     ('path', 'rows', 'minutes', 'mean_in', 'mean_out'),
     [
-        # Figures from shared/traces/README.md.
+        # Figures measured on the Azure LLM inference traces 2023 (Azure/AzurePublicDataset).
         (CONV, 19_366, 58.4, 1155.0, 211.0),
         (CODE, 8_819, 57.3, 2048.0, 27.9),
     ],
