@@ -109,7 +109,10 @@ def test_malformed_trace_row_is_reported_or_skipped(
 @pytest.mark.parametrize(
     ('argv', 'expected'),
     [
-        (['--policy', 'magic'], 'valid: default, saturation-percentage'),
+        (
+            ['--policy', 'magic'],
+            'valid: default, predictive, slo-queueing, saturation-percentage, saturation-token',
+        ),
         (['--policy', 'static:tpu=3'], 'h100'),
     ],
 )
