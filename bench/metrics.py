@@ -1,7 +1,7 @@
 """Benchmark: metric-collection costs (the figures behind the pod-scraping design).
 
 Section 1, exposition parsing: pages parsed per second on one core by
-`collect.exposition.parser.Parser` with the collectors' family filter (VLLM_FAMILIES |
+`collect.exposition.Parser` with the collectors' family filter (VLLM_FAMILIES |
 EPP_FAMILIES), on the example vLLM page (a `/metrics` page captured from a vLLM server, placed
 beside the repository; skipped when absent) and on a synthetic 8-engine vLLM-like page generated
 here with prometheus-client (~2,500 lines). The named baseline, measured in the same run on the same
@@ -35,7 +35,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.parser import text_string_to_metric_families
 
 from llmscaler.collect.attribution import PodInfo, TargetRef, attribute
-from llmscaler.collect.exposition.parser import EPP_FAMILIES, VLLM_FAMILIES, Parser
+from llmscaler.collect.exposition import EPP_FAMILIES, VLLM_FAMILIES, Parser
 from llmscaler.collect.prometheus import queries
 from llmscaler.collect.prometheus.source import PrometheusConfig, PrometheusSource
 from llmscaler.collect.readings import ModelScope

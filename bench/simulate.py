@@ -28,9 +28,9 @@ import resource
 import time
 from pathlib import Path
 
+from llmscaler.sim import runner
 from llmscaler.sim.policies.core import CorePolicy, parse_static
 from llmscaler.sim.report.summary import summarize
-from llmscaler.sim.run import loop
 from llmscaler.sim.scenario import loader
 from llmscaler.sim.scenario.document import DEFAULT_DOCUMENT
 from llmscaler.sim.scenario.setup import core_config
@@ -55,14 +55,14 @@ def timed(
     workload: Trace,
     variants: tuple[VariantSpec, ...],
     policy: Policy,
-    settings: loop.SimSettings | None = None,
+    settings: runner.SimSettings | None = None,
 ) -> SimResult:
     started = time.perf_counter()
-    result = loop.run(
+    result = runner.run(
         trace=workload,
         variants=variants,
         policy=policy,
-        settings=settings or loop.SimSettings(),
+        settings=settings or runner.SimSettings(),
     )
     result.wall_seconds = time.perf_counter() - started
     return result
@@ -118,7 +118,7 @@ def prefix_case(*, rate: float) -> None:
         workload=workload,
         variants=variants,
         policy=core_policy(),
-        settings=loop.SimSettings(prefix_caching=True, router='prefix-aware'),
+        settings=runner.SimSettings(prefix_caching=True, router='prefix-aware'),
     )
     hits = summarize(result=on, slo=SLO(ttft=1.0, itl=0.07)).prefix_hit_rate or 0.0
     print(

@@ -28,10 +28,10 @@ from llmscaler.analyze.saturation import tokens as saturation_tokens
 from llmscaler.config.resolved import Config, CoreSettings, ModelConfig, SaturationConfig
 from llmscaler.domain.snapshot import Decision, ReplicaMetrics, Snapshot
 from llmscaler.domain.state import State
+from llmscaler.sim import runner
 from llmscaler.sim.fleet import observe
 from llmscaler.sim.fleet.pods import Replica
 from llmscaler.sim.policies.core import CorePolicy
-from llmscaler.sim.run import loop
 from llmscaler.sim.scenario import cases, loader
 from llmscaler.sim.scenario.setup import calibrate_capacities, warm_start_fleet, with_start_fleet
 from llmscaler.sim.scenario.validated import Scenario
@@ -151,7 +151,7 @@ def run(
     if cycle is not None:
         settings = dataclasses.replace(settings, cycle=cycle)
     with gauges(reduce):
-        result = loop.run(
+        result = runner.run(
             trace=prepared.workloads.traces,
             variants=prepared.setup.variants,
             policy=policy,

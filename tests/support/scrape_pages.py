@@ -17,7 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from llmscaler.collect import histograms
-from llmscaler.collect.exposition.parser import EPP_FAMILIES, VLLM_FAMILIES, parse
+from llmscaler.collect.exposition import EPP_FAMILIES, VLLM_FAMILIES, parse
 from llmscaler.collect.readings import ModelScope, Reading
 from llmscaler.collect.scrape.reading import REQUEST_SUCCESS, Kind, PodSeries, compute_reading
 from llmscaler.collect.windows import SeriesWindow

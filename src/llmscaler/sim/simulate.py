@@ -32,12 +32,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from llmscaler.sim import runner
 from llmscaler.sim.policies.clairvoyant import ClairvoyantPolicy
 from llmscaler.sim.report import summary as metrics
 from llmscaler.sim.report import writer as report
 from llmscaler.sim.report.table import slo_text
 from llmscaler.sim.report.writer import RequestsCsv
-from llmscaler.sim.run import loop
 from llmscaler.sim.scenario.setup import (
     build_policies,
     calibrate_capacities,
@@ -184,7 +184,7 @@ def run(
                 bar.update(task, completed=done)
 
             began = time.perf_counter()
-            result = loop.run(
+            result = runner.run(
                 trace=workloads.traces,
                 variants=setup.variants,
                 policy=policy,

@@ -348,7 +348,7 @@ class SimResult:
     notes: list[str] = field(default_factory=list)
     """What the report should say about this run beyond its figures (one line each)."""
     charged_until: float = math.nan
-    """When the run's work was done (s; `sim.run.loop.charged_until`): replicas are charged until
+    """When the run's work was done (s; `sim.runner.charged_until`): replicas are charged until
     then (NaN: until `duration`). A trace cut from continuous traffic says nothing of the load
     after its end, and a policy is not charged for not knowing that it ends."""
     tail_replica_seconds: dict[str, float] = field(default_factory=dict)

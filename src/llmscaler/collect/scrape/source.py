@@ -55,7 +55,7 @@ from typing import Literal
 import httpx
 
 from llmscaler.collect import histograms, http
-from llmscaler.collect.exposition.parser import EPP_FAMILIES, VLLM_FAMILIES, Page, Parser
+from llmscaler.collect.exposition import EPP_FAMILIES, VLLM_FAMILIES, Page, Parser
 from llmscaler.collect.readings import ErrorReason, ModelScope, Reading, SourceError
 from llmscaler.collect.scrape.reading import REQUEST_SUCCESS, Kind, PodSeries, compute_reading
 from llmscaler.collect.windows import SeriesWindow

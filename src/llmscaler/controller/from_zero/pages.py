@@ -32,7 +32,7 @@ import httpx
 
 from llmscaler.clock import Clock
 from llmscaler.collect import http
-from llmscaler.collect.exposition.parser import EPP_FAMILIES, Page, Parser
+from llmscaler.collect.exposition import EPP_FAMILIES, Page, Parser
 from llmscaler.collect.http import ssl_context
 from llmscaler.collect.readings import SourceError
 from llmscaler.collect.scrape.source import ScrapeConfig, ScrapeTarget, fetch_page

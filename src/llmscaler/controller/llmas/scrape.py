@@ -46,7 +46,7 @@ from lightkube import AsyncClient, operators
 from lightkube.resources.core_v1 import Pod
 
 from llmscaler.collect import http
-from llmscaler.collect.exposition.parser import parse
+from llmscaler.collect.exposition import parse
 from llmscaler.collect.scrape.source import ScrapeConfig, ScrapeTarget, fetch_page, pod_url
 from llmscaler.controller.cluster.pods import as_mapping, as_text, metadata_of
 from llmscaler.kube.client import as_dict, describe_error

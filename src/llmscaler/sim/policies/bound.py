@@ -47,10 +47,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from llmscaler.sim import runner
 from llmscaler.sim.policies.clairvoyant import ClairvoyantPolicy
 from llmscaler.sim.policies.core import StaticPolicy
 from llmscaler.sim.report import summary as metrics
-from llmscaler.sim.run import loop
 from llmscaler.sim.vocabulary import Policy, Trace, VariantSpec
 
 TARGET = 0.99
@@ -80,12 +80,12 @@ class Setting:
 
     traces: Mapping[str, Trace]
     variants: tuple[VariantSpec, ...]
-    settings: loop.SimSettings
+    settings: runner.SimSettings
     slos: metrics.SLOs
     inventory: Mapping[str, int] | None = None
 
     def measure(self, *, policy: Policy, variants: Sequence[VariantSpec] | None = None) -> Measured:
-        result = loop.run(
+        result = runner.run(
             trace=self.traces,
             variants=variants if variants is not None else self.variants,
             policy=policy,

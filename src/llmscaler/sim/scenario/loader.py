@@ -47,7 +47,7 @@ known once the presets give each variant its model id, role, accelerator and rep
 is checked here before a `Scenario` is handed out:
 
 - Settings: every key a field of `SimSettings`, of its type and choices, within the ranges
-  `check_settings` sets (`sim.run.loop`).
+  `check_settings` sets (`sim.runner`).
 - Models: variant names unique across models, one model per model id, a model's roles all `both`
   or `prefill` and `decode`, and a known KV size when disaggregated; neither clairvoyant nor a
   warm start for a disaggregated model.
@@ -96,7 +96,7 @@ from typing import Any
 import pydantic
 
 from llmscaler.sim.hardware import datasheets, presets
-from llmscaler.sim.run.loop import SimSettings, check_settings
+from llmscaler.sim.runner import SimSettings, check_settings
 from llmscaler.sim.scenario.document import (
     DEFAULT_DOCUMENT,
     ScenarioError,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmscaler.sim.run.loop import SimSettings
+from llmscaler.sim.runner import SimSettings
 from llmscaler.sim.scenario.document import WorkloadModel, describe_workload
 from llmscaler.sim.vocabulary import SLO, VariantSpec
 

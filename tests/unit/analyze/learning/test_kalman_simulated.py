@@ -36,10 +36,10 @@ import pytest
 from llmscaler.config.resolved import Config, ModelConfig, QueueingModelConfig
 from llmscaler.domain.snapshot import Snapshot
 from llmscaler.domain.state import KalmanRecord
+from llmscaler.sim import runner
 from llmscaler.sim.hardware import perf_seed, presets
 from llmscaler.sim.policies import core
-from llmscaler.sim.run import loop
-from llmscaler.sim.run.loop import SimSettings
+from llmscaler.sim.runner import SimSettings
 from llmscaler.sim.vocabulary import ControlView, Trace, VariantSpec
 
 IN, OUT = 1000, 200
@@ -147,7 +147,7 @@ def _run(*, start: tuple[float, ...], seed: int, ramp: float = RAMP) -> Run:
         by_model=((spec.model_id, ModelConfig(queueing=queueing)),),
     )
     policy = _Tuned(config=config, seed=seed)
-    loop.run(
+    runner.run(
         trace=_trace(seed, ramp),
         variants=[spec],
         policy=policy,

@@ -14,7 +14,7 @@ from llmscaler.sim.fleet.observe import Observer
 from llmscaler.sim.hardware import datasheets
 from llmscaler.sim.hardware.presets import preset
 from llmscaler.sim.policies.core import StaticPolicy
-from llmscaler.sim.run.loop import SimSettings, run
+from llmscaler.sim.runner import SimSettings, run
 from llmscaler.sim.vllm.fast import FastReplica
 from llmscaler.sim.vocabulary import SimRequest, Trace, VariantSpec
 from tests.support.sim_fixtures import LINEAR

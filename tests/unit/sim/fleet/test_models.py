@@ -31,7 +31,7 @@ from llmscaler.sim.fleet.cluster import Cluster
 from llmscaler.sim.fleet.observe import Observer
 from llmscaler.sim.hardware.presets import preset
 from llmscaler.sim.policies.clairvoyant import ClairvoyantPolicy
-from llmscaler.sim.run.loop import SimSettings, run
+from llmscaler.sim.runner import SimSettings, run
 from llmscaler.sim.vocabulary import SLO, ControlView, PerfModel, SimRequest, Trace, VariantSpec
 
 UNIT_STEP = PerfModel(

@@ -7,7 +7,7 @@ import numpy as np
 from llmscaler.config.resolved import Config, ModelConfig, SaturationConfig
 from llmscaler.sim.hardware.presets import preset
 from llmscaler.sim.policies.core import CorePolicy
-from llmscaler.sim.run.loop import SimSettings, run
+from llmscaler.sim.runner import SimSettings, run
 from llmscaler.sim.vocabulary import ControlView, Trace
 
 

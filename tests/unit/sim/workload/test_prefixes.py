@@ -14,7 +14,7 @@ from llmscaler.emulate.exposition import RequestStats, render_replica
 from llmscaler.sim.hardware.presets import preset
 from llmscaler.sim.policies.core import StaticPolicy
 from llmscaler.sim.report.summary import summarize
-from llmscaler.sim.run.loop import SimSettings, run
+from llmscaler.sim.runner import SimSettings, run
 from llmscaler.sim.scenario.document import with_overrides
 from llmscaler.sim.scenario.loader import from_document
 from llmscaler.sim.vllm.base import ReplicaCounters

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from llmscaler.collect.exposition import parser as ex
-from llmscaler.collect.exposition.parser import EPP_FAMILIES, VLLM_FAMILIES, Page, Sample, parse
+from llmscaler.collect import exposition as ex
+from llmscaler.collect.exposition import EPP_FAMILIES, VLLM_FAMILIES, Page, Sample, parse
 from tests.support.paths import REFERENCE_PAGE
 from tests.support.prerequisites import need_file
 

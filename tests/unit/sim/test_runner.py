@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmscaler.sim.hardware.presets import preset
-from llmscaler.sim.run.loop import SimSettings, check_settings, run
+from llmscaler.sim.runner import SimSettings, check_settings, run
 from llmscaler.sim.vocabulary import ControlView, ScaleEvent, SimResult, Trace, VariantSpec
 from tests.support.paths import TRACES
 from tests.support.prerequisites import need_file

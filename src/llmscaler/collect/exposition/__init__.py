@@ -1,1 +1,0 @@
-"""Reading Prometheus text exposition pages: the wanted families of a `/metrics` page, fast."""

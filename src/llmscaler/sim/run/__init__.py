@@ -1,1 +1,0 @@
-"""The simulator's event loop, its settings and its inputs."""
