@@ -338,42 +338,57 @@ async def test_scale_faults_and_broken_watches_delay_but_never_corrupt_a_scale_u
 # ---- with Prometheus ------------------------------------------------------------------------
 
 
-@pytest.mark.integration
-async def test_load_above_capacity_scales_the_cheap_variant_up(tmp_path: Path) -> None:
+@pytest.fixture
+async def prom_cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    """A cluster whose pods Prometheus scrapes (skips without the `prometheus` binary)."""
     prom.binary()
     async with Cluster(
         namespace=NS, workdir=tmp_path, prometheus=True, input_tokens=64, output_tokens=32
-    ) as cluster:
-        assert cluster.prometheus_url is not None
-        await two_variants(cluster, replicas=1, min_replicas=1)
-        args = ('--metrics-source', 'prometheus', '--prometheus-url', cluster.prometheus_url)
-        async with controller(cluster, *args, '--interval', '2s'):
-            await cluster.wait_for(
-                lambda: metrics_available(cluster, CHEAP) and metrics_available(cluster, DEAR),
-                timeout=30,
-                what='metrics through Prometheus',
-            )
-            assert replicas(cluster, CHEAP) == replicas(cluster, DEAR) == 1
-            cluster.set_rate(model_id=MODEL_8B, rate=12.0)
-            await cluster.wait_for(
-                lambda: replicas(cluster, CHEAP) >= 2 and (desired(cluster, CHEAP) or 0) >= 2,
-                timeout=30,
-                what='the cheap variant scaled up',
-            )
-            cheap_writes = scale_writes(cluster, CHEAP)
-            assert cheap_writes[0] == 2, cheap_writes
-            assert cheap_writes == sorted(cheap_writes)  # only up while the load is high
-            assert scale_writes(cluster, DEAR) == []
-            assert replicas(cluster, DEAR) == 1
-            assert main_resource_writes(cluster) == []
-            cond = condition(cluster, CHEAP, 'MetricsAvailable')
-            assert cond is not None
-            assert cond['status'] == 'True', show(cond)
-            await cluster.wait_for(
-                lambda: bool(events(cluster, 'ScaledUp')), timeout=5, what='a ScaledUp event'
-            )
-            assert {e['regarding']['name'] for e in events(cluster, 'ScaledUp')} == {CHEAP}
-        assert main_resource_writes(cluster) == []  # not even on the way out
+    ) as c:
+        yield c
+
+
+def prometheus_source(cluster: Cluster) -> tuple[str, ...]:
+    """The controller's arguments that read the metrics from the cluster's Prometheus."""
+    assert cluster.prometheus_url is not None
+    return ('--metrics-source', 'prometheus', '--prometheus-url', cluster.prometheus_url)
+
+
+async def both_report_through_prometheus(cluster: Cluster) -> None:
+    await cluster.wait_for(
+        lambda: metrics_available(cluster, CHEAP) and metrics_available(cluster, DEAR),
+        timeout=30,
+        what='metrics through Prometheus',
+    )
+
+
+@pytest.mark.integration
+async def test_load_above_capacity_scales_the_cheap_variant_up(prom_cluster: Cluster) -> None:
+    cluster = prom_cluster
+    await two_variants(cluster, replicas=1, min_replicas=1)
+    async with controller(cluster, *prometheus_source(cluster), '--interval', '2s'):
+        await both_report_through_prometheus(cluster)
+        assert replicas(cluster, CHEAP) == replicas(cluster, DEAR) == 1
+        cluster.set_rate(model_id=MODEL_8B, rate=12.0)
+        await cluster.wait_for(
+            lambda: replicas(cluster, CHEAP) >= 2 and (desired(cluster, CHEAP) or 0) >= 2,
+            timeout=30,
+            what='the cheap variant scaled up',
+        )
+        cheap_writes = scale_writes(cluster, CHEAP)
+        assert cheap_writes[0] == 2, cheap_writes
+        assert cheap_writes == sorted(cheap_writes)  # only up while the load is high
+        assert scale_writes(cluster, DEAR) == []
+        assert replicas(cluster, DEAR) == 1
+        assert main_resource_writes(cluster) == []
+        cond = condition(cluster, CHEAP, 'MetricsAvailable')
+        assert cond is not None
+        assert cond['status'] == 'True', show(cond)
+        await cluster.wait_for(
+            lambda: bool(events(cluster, 'ScaledUp')), timeout=5, what='a ScaledUp event'
+        )
+        assert {e['regarding']['name'] for e in events(cluster, 'ScaledUp')} == {CHEAP}
+    assert main_resource_writes(cluster) == []  # not even on the way out
 
 
 def scale_to_zero_configmap(*, retention: str) -> Obj:
@@ -390,98 +405,84 @@ def scale_to_zero_configmap(*, retention: str) -> Obj:
 
 
 @pytest.mark.integration
-async def test_load_gone_scales_down_then_to_zero_after_the_retention(tmp_path: Path) -> None:
-    prom.binary()
-    async with Cluster(
-        namespace=NS, workdir=tmp_path, prometheus=True, input_tokens=64, output_tokens=32
-    ) as cluster:
-        assert cluster.prometheus_url is not None
-        cluster.api.seed(scale_to_zero_configmap(retention='20s'))
-        await cluster.add_variant(
-            name=CHEAP,
-            model_id=MODEL_8B,
-            preset=SPEC,
-            cost=1.0,
-            replicas=3,
-            min_replicas=0,
-            rate=2.0,
+async def test_load_gone_scales_down_then_to_zero_after_the_retention(
+    prom_cluster: Cluster,
+) -> None:
+    cluster = prom_cluster
+    cluster.api.seed(scale_to_zero_configmap(retention='20s'))
+    await cluster.add_variant(
+        name=CHEAP,
+        model_id=MODEL_8B,
+        preset=SPEC,
+        cost=1.0,
+        replicas=3,
+        min_replicas=0,
+        rate=2.0,
+    )
+    await cluster.add_variant(name=DEAR, model_id=MODEL_8B, preset=SPEC, cost=5.0, replicas=1)
+    async with controller(cluster, *prometheus_source(cluster), '--interval', '2s'):
+        await both_report_through_prometheus(cluster)
+        cluster.set_rate(model_id=MODEL_8B, rate=0.0)
+        stopped = time.monotonic()
+        await cluster.wait_for(
+            lambda: replicas(cluster, CHEAP) == replicas(cluster, DEAR) == 0,
+            timeout=60,
+            what='both variants at zero',
         )
-        await cluster.add_variant(name=DEAR, model_id=MODEL_8B, preset=SPEC, cost=5.0, replicas=1)
-        args = ('--metrics-source', 'prometheus', '--prometheus-url', cluster.prometheus_url)
-        async with controller(cluster, *args, '--interval', '2s'):
-            await cluster.wait_for(
-                lambda: metrics_available(cluster, CHEAP) and metrics_available(cluster, DEAR),
-                timeout=30,
-                what='metrics through Prometheus',
-            )
-            cluster.set_rate(model_id=MODEL_8B, rate=0.0)
-            stopped = time.monotonic()
-            await cluster.wait_for(
-                lambda: replicas(cluster, CHEAP) == replicas(cluster, DEAR) == 0,
-                timeout=60,
-                what='both variants at zero',
-            )
-            zero_after = time.monotonic() - stopped
-            await cluster.wait_for(
-                lambda: bool(events(cluster, 'ScaledToZero')), timeout=5, what='ScaledToZero'
-            )
-            # The statuses follow the /scale writes within the same cycle.
-            await cluster.wait_for(
-                lambda: desired(cluster, CHEAP) == desired(cluster, DEAR) == 0,
-                timeout=5,
-                what='desired 0 in both statuses',
-            )
-        # Nothing reaches zero while requests were served within the retention period.
-        assert zero_after >= 18, zero_after
-        for name, start in ((CHEAP, 3), (DEAR, 1)):
-            path = [start, *scale_writes(cluster, name)]
-            assert path == sorted(path, reverse=True), (name, path)  # never up without load
-            assert path[-1] == 0
-            steps = list(itertools.pairwise(path))
-            assert all(after > 0 or before == 1 for before, after in steps), (name, path)
-        assert 1 in scale_writes(cluster, CHEAP)  # 3 → ... → 1 → 0
-        assert main_resource_writes(cluster) == []
+        zero_after = time.monotonic() - stopped
+        await cluster.wait_for(
+            lambda: bool(events(cluster, 'ScaledToZero')), timeout=5, what='ScaledToZero'
+        )
+        # The statuses follow the /scale writes within the same cycle.
+        await cluster.wait_for(
+            lambda: desired(cluster, CHEAP) == desired(cluster, DEAR) == 0,
+            timeout=5,
+            what='desired 0 in both statuses',
+        )
+    # Nothing reaches zero while requests were served within the retention period.
+    assert zero_after >= 18, zero_after
+    for name, start in ((CHEAP, 3), (DEAR, 1)):
+        path = [start, *scale_writes(cluster, name)]
+        assert path == sorted(path, reverse=True), (name, path)  # never up without load
+        assert path[-1] == 0
+        steps = list(itertools.pairwise(path))
+        assert all(after > 0 or before == 1 for before, after in steps), (name, path)
+    assert 1 in scale_writes(cluster, CHEAP)  # 3 → ... → 1 → 0
+    assert main_resource_writes(cluster) == []
 
 
 @pytest.mark.integration
-async def test_prometheus_outage_holds_the_replicas(tmp_path: Path) -> None:
-    prom.binary()
-    async with Cluster(
-        namespace=NS, workdir=tmp_path, prometheus=True, input_tokens=64, output_tokens=32
-    ) as cluster:
-        assert cluster.prometheus_url is not None
-        await two_variants(cluster, replicas=1, min_replicas=1)
-        args = ('--metrics-source', 'prometheus', '--prometheus-url', cluster.prometheus_url)
-        async with controller(cluster, *args, '--interval', '1s') as process:
-            cluster.set_rate(model_id=MODEL_8B, rate=8.0)
-            await cluster.wait_for(
-                lambda: replicas(cluster, CHEAP) >= 2, timeout=30, what='a scale-up'
-            )
-            # Prometheus goes away and so does the load: a scale-down would now be due.
-            await cluster.stop_prometheus()
-            cluster.set_rate(model_id=MODEL_8B, rate=0.0)
-            held = {name: replicas(cluster, name) for name in (CHEAP, DEAR)}
-            mark = {name: len(scale_writes(cluster, name)) for name in held}
+async def test_prometheus_outage_holds_the_replicas(prom_cluster: Cluster) -> None:
+    cluster = prom_cluster
+    await two_variants(cluster, replicas=1, min_replicas=1)
+    async with controller(cluster, *prometheus_source(cluster), '--interval', '1s') as process:
+        cluster.set_rate(model_id=MODEL_8B, rate=8.0)
+        await cluster.wait_for(lambda: replicas(cluster, CHEAP) >= 2, timeout=30, what='a scale-up')
+        # Prometheus goes away and so does the load: a scale-down would now be due.
+        await cluster.stop_prometheus()
+        cluster.set_rate(model_id=MODEL_8B, rate=0.0)
+        held = {name: replicas(cluster, name) for name in (CHEAP, DEAR)}
+        mark = {name: len(scale_writes(cluster, name)) for name in held}
 
-            def prometheus_error() -> bool:
-                cond = condition(cluster, CHEAP, 'MetricsAvailable')
-                return cond is not None and cond.get('status') == 'False'
+        def prometheus_error() -> bool:
+            cond = condition(cluster, CHEAP, 'MetricsAvailable')
+            return cond is not None and cond.get('status') == 'False'
 
-            await cluster.wait_for(prometheus_error, timeout=10, what='MetricsAvailable False')
-            # Once every replica is idle a scale-down would be due, were the metrics there.
-            await cluster.wait_for(
-                lambda: idle(cluster, CHEAP) and idle(cluster, DEAR),
-                timeout=30,
-                what='every replica idle',
-            )
-            await cycles_later(cluster, process, more=3)
-            for name, count in held.items():
-                later = scale_writes(cluster, name)[mark[name] :]
-                assert all(n >= count for n in later), (name, count, later)
-                assert replicas(cluster, name) >= count
-            for name in held:
-                cond = condition(cluster, name, 'MetricsAvailable')
-                assert cond is not None
-                assert (cond['status'], cond['reason']) == ('False', 'PrometheusError'), show(cond)
-                assert cond.get('message'), show(cond)
-            assert main_resource_writes(cluster) == []
+        await cluster.wait_for(prometheus_error, timeout=10, what='MetricsAvailable False')
+        # Once every replica is idle a scale-down would be due, were the metrics there.
+        await cluster.wait_for(
+            lambda: idle(cluster, CHEAP) and idle(cluster, DEAR),
+            timeout=30,
+            what='every replica idle',
+        )
+        await cycles_later(cluster, process, more=3)
+        for name, count in held.items():
+            later = scale_writes(cluster, name)[mark[name] :]
+            assert all(n >= count for n in later), (name, count, later)
+            assert replicas(cluster, name) >= count
+        for name in held:
+            cond = condition(cluster, name, 'MetricsAvailable')
+            assert cond is not None
+            assert (cond['status'], cond['reason']) == ('False', 'PrometheusError'), show(cond)
+            assert cond.get('message'), show(cond)
+        assert main_resource_writes(cluster) == []
