@@ -57,6 +57,17 @@ from tests.support.controller_harness import (
 )
 from tests.support.waiting import eventually
 
+
+def seed_scale_to_zero(api: FakeAPI) -> None:
+    """Scale-to-zero on for every model, with a retention period of one minute."""
+    api.seed(
+        configmap(
+            'wva-model-scale-to-zero-config',
+            {'default': 'enable_scale_to_zero: true\nretention_period: 1m'},
+        )
+    )
+
+
 # --- scaling up -------------------------------------------------------------------------------
 
 
@@ -115,12 +126,7 @@ async def test_saturation_scales_the_cheapest_variant_up_through_scale_only(
 async def test_scale_to_zero_steps_down_to_one_then_zero(api: FakeAPI) -> None:
     """Idle for the retention period with scale-to-zero on: 2 → 1, then 1 → 0 (the safety rules:
     never straight from N to 0), each confirmed by a fresh zero request count."""
-    api.seed(
-        configmap(
-            'wva-model-scale-to-zero-config',
-            {'default': 'enable_scale_to_zero: true\nretention_period: 1m'},
-        )
-    )
+    seed_scale_to_zero(api)
     seed_variant(api, 'a', replicas=2, low=0, high=3)
     source = FakeSource(api, load={'a': IDLE}, request_count=0.0)
     async with informed(api, source) as controller:
@@ -141,12 +147,7 @@ async def test_scale_to_zero_steps_down_to_one_then_zero(api: FakeAPI) -> None:
 
 
 async def test_requests_within_the_retention_period_keep_one_replica(api: FakeAPI) -> None:
-    api.seed(
-        configmap(
-            'wva-model-scale-to-zero-config',
-            {'default': 'enable_scale_to_zero: true\nretention_period: 1m'},
-        )
-    )
+    seed_scale_to_zero(api)
     seed_variant(api, 'a', replicas=1, low=0, high=3)
     source = FakeSource(api, load={'a': IDLE}, request_count=3.0)
     async with informed(api, source) as controller:
