@@ -79,6 +79,12 @@ class Harness:
             on_change=lambda leader: log.append((leader, self.clock.monotonic())),
         )
 
+    async def leader(self, identity: str) -> tuple[LeaderElector, asyncio.Task[None]]:
+        """An elector that has acquired the Lease, and the task in which it holds it."""
+        elector = self.elector(identity)
+        await elector.acquire()
+        return elector, self.start(elector.hold())
+
     def start(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(work)
         self.tasks.append(task)
@@ -219,9 +225,8 @@ async def test_the_standby_waits_while_the_leader_renews(h: Harness) -> None:
 
 
 async def test_the_standby_takes_over_after_lease_duration_of_its_own_time(h: Harness) -> None:
-    a, b = h.elector('a'), h.elector('b')
-    await a.acquire()
-    holding = h.start(a.hold())
+    _, holding = await h.leader('a')
+    b = h.elector('b')
     await h.run_until(1)
     h.start(b.acquire())
     await h.run_until(10)
@@ -287,9 +292,8 @@ async def test_an_empty_holder_is_free_at_once(h: Harness) -> None:
 
 
 async def test_release_lets_the_standby_take_over_at_its_next_retry(h: Harness) -> None:
-    a, b = h.elector('a'), h.elector('b')
-    await a.acquire()
-    holding = h.start(a.hold())
+    a, holding = await h.leader('a')
+    b = h.elector('b')
     await h.run_until(1)
     h.start(b.acquire())
     await h.run_until(6)
@@ -350,9 +354,7 @@ async def test_release_after_a_takeover_leaves_the_new_holder_alone(h: Harness) 
 
 
 async def test_a_conflict_during_renew_is_retried(h: Harness) -> None:
-    a = h.elector('a')
-    await a.acquire()
-    holding = h.start(a.hold())
+    a, holding = await h.leader('a')
     h.api.fail(status=409, method='PUT', path_prefix=LEASE_PATH)
     await h.run_until(2)
     assert h.lease()['spec']['renewTime'] == h.wall(0)
@@ -364,9 +366,7 @@ async def test_a_conflict_during_renew_is_retried(h: Harness) -> None:
 
 
 async def test_another_holder_ends_hold_at_once(h: Harness) -> None:
-    a = h.elector('a')
-    await a.acquire()
-    holding = h.start(a.hold())
+    a, holding = await h.leader('a')
     await h.run_until(3)
     h.overwrite(holderIdentity='intruder', leaseTransitions=1)
     await h.run_until(4)
@@ -378,9 +378,7 @@ async def test_another_holder_ends_hold_at_once(h: Harness) -> None:
 
 
 async def test_server_errors_until_the_renew_deadline_lose_leadership(h: Harness) -> None:
-    a = h.elector('a')
-    await a.acquire()
-    holding = h.start(a.hold())
+    a, holding = await h.leader('a')
     h.api.fail(status=500, path_prefix=LEASE_PATH, times=1000)
     await h.run_until(9)
     assert a.is_leader
@@ -393,9 +391,7 @@ async def test_server_errors_until_the_renew_deadline_lose_leadership(h: Harness
 
 
 async def test_the_renew_deadline_counts_from_the_last_success(h: Harness) -> None:
-    a = h.elector('a')
-    await a.acquire()
-    holding = h.start(a.hold())
+    a, holding = await h.leader('a')
     h.api.fail(status=500, path_prefix=LEASE_PATH, times=3)  # 2, 4, 6 fail
     await h.run_until(8)
     assert h.lease()['spec']['renewTime'] == h.wall(8)
@@ -426,9 +422,7 @@ async def test_writes_are_refused_once_the_renew_deadline_passes_unnoticed(h: Ha
 
 
 async def test_each_renewal_reopens_writes_for_a_renew_deadline(h: Harness) -> None:
-    a = h.elector('a')
-    await a.acquire()
-    holding = h.start(a.hold())
+    a, holding = await h.leader('a')
     h.api.fail(status=500, path_prefix=LEASE_PATH, times=3)  # 2, 4, 6 fail
     await h.run_until(7)
     assert a.write_refusal() is None  # 7 s since the renewal at 0
@@ -442,9 +436,7 @@ async def test_each_renewal_reopens_writes_for_a_renew_deadline(h: Harness) -> N
 
 
 async def test_a_hung_renewal_is_abandoned_at_the_deadline(h: Harness) -> None:
-    a = h.elector('a')
-    await a.acquire()
-    holding = h.start(a.hold())
+    _, holding = await h.leader('a')
     await h.run_until(0)
     h.api.latency = 0.3
     await h.clock.advance(2)
