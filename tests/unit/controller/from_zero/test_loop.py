@@ -27,8 +27,7 @@ from llmscaler.collect.readings import ErrorReason, SourceError
 from llmscaler.collect.scrape.source import ScrapeConfig
 from llmscaler.controller.cluster.world import World
 from llmscaler.controller.from_zero.loop import FromZero, Woken
-from llmscaler.devcluster.fakeapi.server import FakeAPI
-from llmscaler.kube.client import ObjectRef, make_client
+from llmscaler.kube.client import ObjectRef
 from tests.support.from_zero_harness import (
     NS,
     QUEUE,
@@ -36,6 +35,7 @@ from tests.support.from_zero_harness import (
     Harness,
     deployment,
     epp_pod,
+    harness,
     page,
     queued,
     va,
@@ -59,28 +59,15 @@ def closed_port() -> int:
 # --- harness -----------------------------------------------------------------------------------
 
 
-def seed_model(api: FakeAPI) -> None:
-    for obj in (
+@pytest.fixture
+async def h() -> AsyncIterator[Harness]:
+    async with harness(
         deployment('cheap'),
         deployment('dear'),
         va('cheap', cost='5', min_replicas=2),
         va('dear', cost='12'),
-    ):
-        api.seed(obj)
-
-
-@pytest.fixture
-async def h() -> AsyncIterator[Harness]:
-    async with FakeAPI() as api, Epp() as epp:
-        seed_model(api)
-        client = make_client(server=api.url, timeout=5.0)
-        made = Harness(api, client, epp)
-        try:
-            yield made
-        finally:
-            for loop in made.loops:
-                await loop.aclose()
-            await client.aclose()
+    ) as made:
+        yield made
 
 
 def scaled(variant: str) -> tuple[str, tuple[tuple[str, str], ...]]:
