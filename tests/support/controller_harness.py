@@ -424,6 +424,16 @@ async def inventory_listed(controller: Controller, api: FakeAPI) -> None:
     await eventually(lambda: cached_replicas(controller, 'a') == 1, 'the scale-down to be seen')
 
 
+async def configmaps_changed(
+    controller: Controller, change: Callable[[], object], what: str
+) -> None:
+    """Make `change` to the stored ConfigMaps, then wait until the controller's caches hold it
+    (`what` names it in the time-out message)."""
+    version = controller.caches.configmap_version()
+    change()
+    await eventually(lambda: controller.caches.configmap_version() != version, what)
+
+
 async def caught_up(controller: Controller, api: FakeAPI) -> None:
     """Wait until the Deployment, VA and Pod caches hold exactly the store's objects."""
 

@@ -38,6 +38,7 @@ from tests.support.controller_harness import (
     condition_message,
     conditions,
     configmap,
+    configmaps_changed,
     decision,
     events,
     informed,
@@ -475,9 +476,7 @@ async def test_bad_configmap_keeps_the_last_good_thresholds(api: FakeAPI) -> Non
             api_version='v1', kind='ConfigMap', namespace=CTL, name=good['metadata']['name']
         )
         broken['data'] = {'default': 'kvCacheThreshold: [0.5'}
-        version = controller.caches.configmap_version()
-        update(api, broken)
-        await eventually(lambda: controller.caches.configmap_version() != version, 'the edit')
+        await configmaps_changed(controller, lambda: update(api, broken), 'the edit')
         report = await controller.cycle.run_once()
         assert decision(report, 'a') == (1, 1, Action.NO_CHANGE)
         assert scale_writes(api) == []
@@ -495,9 +494,11 @@ async def test_bad_configmap_keeps_the_last_good_thresholds(api: FakeAPI) -> Non
         assert page[('wva_errors_total', key)] == 1
 
         # Control: without the ConfigMap, the built-in thresholds apply and the same load scales.
-        version = controller.caches.configmap_version()
-        api.store.delete(api.store_resource(good), CTL, good['metadata']['name'])
-        await eventually(lambda: controller.caches.configmap_version() != version, 'the delete')
+        await configmaps_changed(
+            controller,
+            lambda: api.store.delete(api.store_resource(good), CTL, good['metadata']['name']),
+            'the delete',
+        )
         report = await controller.cycle.run_once()
         assert decision(report, 'a') == (1, 2, Action.SCALE_UP)
         assert scale_writes(api) == [2]
@@ -527,9 +528,7 @@ async def test_poisoned_tenant_configmap_gives_an_event_and_global_edits_still_a
 
         edited = api.get(api_version='v1', kind='ConfigMap', namespace=CTL, name=sat)
         edited['data'] = {'default': 'kvCacheThreshold: 0.80\nkvSpareTrigger: 0.10'}
-        version = controller.caches.configmap_version()
-        update(api, edited)
-        await eventually(lambda: controller.caches.configmap_version() != version, 'the edit')
+        await configmaps_changed(controller, lambda: update(api, edited), 'the edit')
         report = await controller.cycle.run_once()
         assert decision(report, 'a') == (1, 2, Action.SCALE_UP)
         assert scale_writes(api) == [2]
@@ -550,9 +549,7 @@ async def test_a_reload_that_fails_keeps_the_config_and_is_retried(
 
         edited = api.get(api_version='v1', kind='ConfigMap', namespace=CTL, name=sat)
         edited['data'] = {'default': 'kvCacheThreshold: 0.80\nkvSpareTrigger: 0.10'}
-        version = controller.caches.configmap_version()
-        update(api, edited)
-        await eventually(lambda: controller.caches.configmap_version() != version, 'the edit')
+        await configmaps_changed(controller, lambda: update(api, edited), 'the edit')
         apply = controller.config.update
         failures = [RuntimeError('reload failed')]
 
