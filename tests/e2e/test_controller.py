@@ -21,147 +21,41 @@ In every test the controller never writes a Deployment itself, only its `/scale`
 from __future__ import annotations
 
 import itertools
-import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from llmscaler.devcluster.cluster import Cluster
-from llmscaler.devcluster.fakeapi.semantics import ApiError
 from llmscaler.devcluster.fakeapi.server import RecordedRequest
-from llmscaler.devcluster.process import ControllerProcess
-from llmscaler.sim.hardware.presets import MODEL_8B, preset
+from llmscaler.sim.hardware.presets import MODEL_8B
 from tests.support import prom
-
-NS = 'llm'
-CONTROLLER_NS = 'llmscaler-system'
-CHEAP, DEAR = 'cheap', 'dear'
-# A small replica: 4 sequences at a time and a slow step, so a few requests/s saturate it.
-SPEC = preset(name='llama-3.1-8b-l4', max_num_seqs=4)
-DEPLOYMENTS = f'/apis/apps/v1/namespaces/{NS}/deployments'
-Obj = dict[str, Any]
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with Cluster(namespace=NS, workdir=tmp_path, input_tokens=64, output_tokens=32) as c:
-        yield c
-
-
-def controller(cluster: Cluster, *args: str, name: str = 'controller') -> ControllerProcess:
-    """`llmscaler run` on ephemeral ports, its Lease and global ConfigMaps in CONTROLLER_NS."""
-    return ControllerProcess(
-        cluster=cluster,
-        name=name,
-        args=[
-            '--namespace',
-            CONTROLLER_NS,
-            '--metrics-bind-address',
-            '127.0.0.1:0',
-            '--health-probe-bind-address',
-            '127.0.0.1:0',
-            *args,
-        ],
-    )
-
-
-async def two_variants(cluster: Cluster, *, replicas: int, min_replicas: int) -> None:
-    """CHEAP and DEAR: the same small replica at two prices, one model."""
-    for name, cost in ((CHEAP, 1.0), (DEAR, 5.0)):
-        await cluster.add_variant(
-            name=name,
-            model_id=MODEL_8B,
-            preset=SPEC,
-            cost=cost,
-            replicas=replicas,
-            min_replicas=min_replicas,
-            max_replicas=4,
-        )
-
-
-def replicas(cluster: Cluster, name: str) -> int:
-    value = cluster.deployment(name)['spec']['replicas']
-    assert isinstance(value, int)
-    return value
-
-
-def scale_writes(cluster: Cluster, name: str) -> list[int]:
-    """spec.replicas of every PATCH to the Deployment's `/scale`, in order."""
-    path = f'{DEPLOYMENTS}/{name}/scale'
-    return [
-        r.json()['spec']['replicas']
-        for r in cluster.api.requests
-        if r.method == 'PATCH' and r.path == path
-    ]
-
-
-def main_resource_writes(cluster: Cluster) -> list[RecordedRequest]:
-    """Writes to a Deployment itself (not a subresource): the controller must never send one."""
-    return [
-        r
-        for r in cluster.api.requests
-        if r.method in ('PATCH', 'PUT', 'POST', 'DELETE')
-        and r.path.startswith(DEPLOYMENTS)
-        and not r.path.endswith('/scale')
-    ]
-
-
-def events(cluster: Cluster, reason: str) -> list[Obj]:
-    """events.k8s.io/v1 and core Events with `reason`, in the VA namespace."""
-    found = []
-    for api_version in ('events.k8s.io/v1', 'v1'):
-        resource = cluster.api.store_resource({'apiVersion': api_version, 'kind': 'Event'})
-        found += [e for e in cluster.api.store.list(resource, NS) if e.get('reason') == reason]
-    return found
-
-
-def condition(cluster: Cluster, va: str, kind: str) -> Obj | None:
-    for cond in cluster.va(va).get('status', {}).get('conditions', []):
-        if cond.get('type') == kind:
-            assert isinstance(cond, dict)
-            return cond
-    return None
-
-
-def desired(cluster: Cluster, va: str) -> int | None:
-    alloc = cluster.va(va).get('status', {}).get('desiredOptimizedAlloc', {})
-    value = alloc.get('numReplicas')
-    return value if isinstance(value, int) else None
-
-
-def status_writes(cluster: Cluster, va: str) -> int:
-    path = f'/apis/llmd.ai/v1alpha1/namespaces/{NS}/variantautoscalings/{va}/status'
-    return sum(1 for r in cluster.api.requests if r.path == path and r.method in ('PATCH', 'PUT'))
-
-
-async def cycles_later(cluster: Cluster, process: ControllerProcess, *, more: int) -> None:
-    """Wait until `process` has finished `more` cycles beyond those finished now.
-
-    Counted on the controller's /metrics: status writes are no proof of a cycle, since an
-    unchanged status is written only every --status-refresh-interval.
-    """
-    start = process.cycles()
-    await cluster.wait_for(
-        lambda: process.cycles() >= start + more, timeout=more * 3 + 5, what=f'{more} more cycles'
-    )
-
-
-def metrics_available(cluster: Cluster, va: str) -> bool:
-    cond = condition(cluster, va, 'MetricsAvailable')
-    return cond is not None and cond.get('status') == 'True'
-
-
-def idle(cluster: Cluster, name: str) -> bool:
-    """No request in flight on any replica of the variant."""
-    return all(p.engine.in_flight == 0 for p in cluster.emulator(name).emulator.pods)
-
-
-def show(obj: object) -> str:
-    return json.dumps(obj, indent=1, sort_keys=True)
-
+from tests.support.e2e_controller import (
+    CHEAP,
+    CONTROLLER_NS,
+    DEAR,
+    DEPLOYMENTS,
+    ELECTION,
+    NS,
+    SPEC,
+    Obj,
+    both_report_through_prometheus,
+    condition,
+    controller,
+    cycles_later,
+    desired,
+    events,
+    idle,
+    lease_holder,
+    main_resource_writes,
+    metrics_available,
+    prometheus_source,
+    replicas,
+    scale_writes,
+    show,
+    two_variants,
+)
 
 # ---- scale-from-zero ----------------------------------------------------------------------
 
@@ -198,28 +92,10 @@ async def test_queued_requests_wake_the_cheapest_variant(cluster: Cluster) -> No
 
 # ---- leader election ----------------------------------------------------------------------
 
-LEASE = '72dd1cf1.llm-d.ai'
-ELECTION = (
-    '--leader-elect',
-    '--leader-election-lease-duration',
-    '3s',
-    '--leader-election-renew-deadline',
-    '2s',
-    '--leader-election-retry-period',
-    '0.5s',
-)
 
-
-def lease_holder(cluster: Cluster) -> str | None:
-    """spec.holderIdentity of the controller's Lease; None while there is no Lease or holder."""
-    try:
-        lease = cluster.api.get(
-            api_version='coordination.k8s.io/v1', kind='Lease', namespace=CONTROLLER_NS, name=LEASE
-        )
-    except ApiError:
-        return None
-    holder = lease.get('spec', {}).get('holderIdentity')
-    return holder if isinstance(holder, str) and holder else None
+def status_writes(cluster: Cluster, va: str) -> int:
+    path = f'/apis/llmd.ai/v1alpha1/namespaces/{NS}/variantautoscalings/{va}/status'
+    return sum(1 for r in cluster.api.requests if r.path == path and r.method in ('PATCH', 'PUT'))
 
 
 def reported_by(cluster: Cluster, reason: str) -> set[str]:
@@ -346,20 +222,6 @@ async def prom_cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
         namespace=NS, workdir=tmp_path, prometheus=True, input_tokens=64, output_tokens=32
     ) as c:
         yield c
-
-
-def prometheus_source(cluster: Cluster) -> tuple[str, ...]:
-    """The controller's arguments that read the metrics from the cluster's Prometheus."""
-    assert cluster.prometheus_url is not None
-    return ('--metrics-source', 'prometheus', '--prometheus-url', cluster.prometheus_url)
-
-
-async def both_report_through_prometheus(cluster: Cluster) -> None:
-    await cluster.wait_for(
-        lambda: metrics_available(cluster, CHEAP) and metrics_available(cluster, DEAR),
-        timeout=30,
-        what='metrics through Prometheus',
-    )
 
 
 @pytest.mark.integration
