@@ -106,6 +106,15 @@ class Harness:
             await self.clock.advance(min(1.0, moment - self.clock.monotonic()))
             await self.quiesce()
 
+    async def close(self) -> None:
+        """Cancel every task the test started and wait for them, whatever they end with, then
+        close every elector's client."""
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        for client in self.clients:
+            await client.aclose()
+
     def lease(self) -> dict[str, Any]:
         return self.api.get(
             api_version='coordination.k8s.io/v1', kind='Lease', namespace=NS, name=NAME
@@ -136,11 +145,7 @@ async def h() -> AsyncIterator[Harness]:
         try:
             yield harness
         finally:
-            for task in harness.tasks:
-                task.cancel()
-            await asyncio.gather(*harness.tasks, return_exceptions=True)
-            for client in harness.clients:
-                await client.aclose()
+            await harness.close()
 
 
 def test_config_defaults_match_the_controller_manager() -> None:
@@ -555,10 +560,6 @@ def test_property_at_most_one_live_leader(steps: list[str]) -> None:
                 await h.run_until(h.clock.monotonic() + injected + 20)
                 assert sum(e.is_leader for e in live.values()) == 1
             finally:
-                for task in h.tasks:
-                    task.cancel()
-                await asyncio.gather(*h.tasks, return_exceptions=True)
-                for client in h.clients:
-                    await client.aclose()
+                await h.close()
 
     asyncio.run(scenario())
