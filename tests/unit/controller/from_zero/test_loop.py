@@ -85,6 +85,18 @@ def error(error_type: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     return (ERRORS, tuple(sorted(labels.items())))
 
 
+def store_replicas(h: Harness, name: str, replicas: int) -> None:
+    """The Deployment `name` at `replicas`, written straight into the store (as the main cycle
+    would have it); the loop's World is not refreshed."""
+    h.api.store.update(
+        h.api.store_resource(deployment('x')),
+        NS,
+        name,
+        deployment(name, replicas=replicas),
+        part='main',
+    )
+
+
 def histogram_count(h: Harness) -> float:
     return h.series().get((f'{SECONDS}_count', ()), 0.0)
 
@@ -189,13 +201,7 @@ async def test_an_empty_queue_wakes_nothing(h: Harness) -> None:
 
 
 async def test_a_model_with_a_replica_is_left_to_the_main_cycle(h: Harness) -> None:
-    h.api.store.update(
-        h.api.store_resource(deployment('x')),
-        NS,
-        'dear',
-        deployment('dear', replicas=1),
-        part='main',
-    )
+    store_replicas(h, 'dear', 1)
     h.refresh()
     h.epp.body = queued(5)
     assert await h.loop().tick() == ()
@@ -288,13 +294,7 @@ async def test_the_write_carries_the_version_of_the_copy_that_showed_zero(h: Har
     # The main cycle scales `cheap` to 3 while the EPP page is being read: a world read after
     # the page would show that newer copy; the write must still be made against the old one.
     stale = h.world
-    h.api.store.update(
-        h.api.store_resource(deployment('x')),
-        NS,
-        'cheap',
-        deployment('cheap', replicas=3),
-        part='main',
-    )
+    store_replicas(h, 'cheap', 3)
     newer = h.fresh_world()
     worlds = iter([stale])
     h.epp.body = queued(3)
