@@ -136,9 +136,13 @@ def autoscaler(
     }
 
 
+# A rule that never lets the scaler move that way within a test: an hour's cooldown and window.
+FOREVER = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 3600}
+
+
 def realtime(port: int, *, up: Obj, down: Obj) -> Obj:
     metric = {'source': {'port': str(port)}, 'threshold': {'high': 5, 'low': 1}}
-    return {'realtime': {'metrics': [metric], 'scaleUpRule': up, 'scaleDownRule': down}}
+    return {'realtime': {'metrics': [metric], 'scaleUpRule': dict(up), 'scaleDownRule': dict(down)}}
 
 
 def get(cluster: Cluster, name: str) -> Obj:
@@ -186,10 +190,9 @@ async def test_scale_up_on_a_threshold_beside_a_bad_object(cluster: Cluster, pag
     seed_deployment(cluster, replicas=2)
     seed_pod(cluster, 'phi-a', '127.0.0.2')
     seed_pod(cluster, 'phi-b', '127.0.0.3')
-    forever = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 3600}
     # Above High (5) on average for 2 s: one step up; then the up cooldown holds it there.
     up = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 2}
-    cluster.api.seed(autoscaler('phi', scaler=realtime(pages.port, up=up, down=forever)))
+    cluster.api.seed(autoscaler('phi', scaler=realtime(pages.port, up=up, down=FOREVER)))
     bad = autoscaler('broken', target='other', scaler={}, min_replicas=1)
     cluster.api.seed(bad)
     async with controller(cluster, *PODS_EVERY_SECOND):
@@ -227,8 +230,7 @@ async def test_the_cooldown_counts_from_the_last_scale(cluster: Cluster, pages: 
     seed_deployment(cluster, replicas=1)
     seed_pod(cluster, 'phi-a', '127.0.0.2')
     up = {'cooldownSeconds': 4, 'stabilizationWindowSeconds': 0}
-    forever = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 3600}
-    cluster.api.seed(autoscaler('phi', scaler=realtime(pages.port, up=up, down=forever)))
+    cluster.api.seed(autoscaler('phi', scaler=realtime(pages.port, up=up, down=FOREVER)))
     async with controller(cluster, *PODS_EVERY_SECOND):
         await cluster.wait_for(lambda: replicas(cluster) >= 3, timeout=40, what='1 -> 2 -> 3')
     writes = scale_writes(cluster)
@@ -279,8 +281,7 @@ async def test_a_missing_pod_forbids_the_scale_down(cluster: Cluster, pages: Pag
     # counts it at High (5) down, (0 + 0 + 5) / 3 < Low (4), which alone would scale down;
     # the safety rule (missing metrics never scale down) holds it.
     down = {'cooldownSeconds': 0, 'stabilizationWindowSeconds': 0}
-    forever = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 3600}
-    scaler = realtime(pages.port, up=forever, down=down)
+    scaler = realtime(pages.port, up=FOREVER, down=down)
     scaler['realtime']['metrics'][0]['threshold'] = {'high': 5, 'low': 4}
     cluster.api.seed(autoscaler('phi', scaler=scaler))
     async with controller(cluster, *PODS_EVERY_SECOND):
@@ -326,8 +327,7 @@ async def test_an_inference_set_is_scaled_through_its_scale(cluster: Cluster, pa
     )
     seed_pod(cluster, 'phi-a', '127.0.0.2')  # labelled app=phi: the selector /scale reports
     up = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 0}
-    forever = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 3600}
-    scaler = realtime(pages.port, up=up, down=forever)
+    scaler = realtime(pages.port, up=up, down=FOREVER)
     kind = ('kaito.sh/v1beta1', 'InferenceSet')
     cluster.api.seed(autoscaler('phi', target='phi-set', scaler=scaler, kind=kind))
 
