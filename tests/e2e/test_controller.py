@@ -21,147 +21,41 @@ In every test the controller never writes a Deployment itself, only its `/scale`
 from __future__ import annotations
 
 import itertools
-import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from llmscaler.devcluster.cluster import Cluster
-from llmscaler.devcluster.fakeapi.semantics import ApiError
 from llmscaler.devcluster.fakeapi.server import RecordedRequest
-from llmscaler.devcluster.process import ControllerProcess
-from llmscaler.sim.hardware.presets import MODEL_8B, preset
+from llmscaler.sim.hardware.presets import MODEL_8B
 from tests.support import prom
-
-NS = 'llm'
-CONTROLLER_NS = 'llmscaler-system'
-CHEAP, DEAR = 'cheap', 'dear'
-# A small replica: 4 sequences at a time and a slow step, so a few requests/s saturate it.
-SPEC = preset(name='llama-3.1-8b-l4', max_num_seqs=4)
-DEPLOYMENTS = f'/apis/apps/v1/namespaces/{NS}/deployments'
-Obj = dict[str, Any]
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with Cluster(namespace=NS, workdir=tmp_path, input_tokens=64, output_tokens=32) as c:
-        yield c
-
-
-def controller(cluster: Cluster, *args: str, name: str = 'controller') -> ControllerProcess:
-    """`llmscaler run` on ephemeral ports, its Lease and global ConfigMaps in CONTROLLER_NS."""
-    return ControllerProcess(
-        cluster=cluster,
-        name=name,
-        args=[
-            '--namespace',
-            CONTROLLER_NS,
-            '--metrics-bind-address',
-            '127.0.0.1:0',
-            '--health-probe-bind-address',
-            '127.0.0.1:0',
-            *args,
-        ],
-    )
-
-
-async def two_variants(cluster: Cluster, *, replicas: int, min_replicas: int) -> None:
-    """CHEAP and DEAR: the same small replica at two prices, one model."""
-    for name, cost in ((CHEAP, 1.0), (DEAR, 5.0)):
-        await cluster.add_variant(
-            name=name,
-            model_id=MODEL_8B,
-            preset=SPEC,
-            cost=cost,
-            replicas=replicas,
-            min_replicas=min_replicas,
-            max_replicas=4,
-        )
-
-
-def replicas(cluster: Cluster, name: str) -> int:
-    value = cluster.deployment(name)['spec']['replicas']
-    assert isinstance(value, int)
-    return value
-
-
-def scale_writes(cluster: Cluster, name: str) -> list[int]:
-    """spec.replicas of every PATCH to the Deployment's `/scale`, in order."""
-    path = f'{DEPLOYMENTS}/{name}/scale'
-    return [
-        r.json()['spec']['replicas']
-        for r in cluster.api.requests
-        if r.method == 'PATCH' and r.path == path
-    ]
-
-
-def main_resource_writes(cluster: Cluster) -> list[RecordedRequest]:
-    """Writes to a Deployment itself (not a subresource): the controller must never send one."""
-    return [
-        r
-        for r in cluster.api.requests
-        if r.method in ('PATCH', 'PUT', 'POST', 'DELETE')
-        and r.path.startswith(DEPLOYMENTS)
-        and not r.path.endswith('/scale')
-    ]
-
-
-def events(cluster: Cluster, reason: str) -> list[Obj]:
-    """events.k8s.io/v1 and core Events with `reason`, in the VA namespace."""
-    found = []
-    for api_version in ('events.k8s.io/v1', 'v1'):
-        resource = cluster.api.store_resource({'apiVersion': api_version, 'kind': 'Event'})
-        found += [e for e in cluster.api.store.list(resource, NS) if e.get('reason') == reason]
-    return found
-
-
-def condition(cluster: Cluster, va: str, kind: str) -> Obj | None:
-    for cond in cluster.va(va).get('status', {}).get('conditions', []):
-        if cond.get('type') == kind:
-            assert isinstance(cond, dict)
-            return cond
-    return None
-
-
-def desired(cluster: Cluster, va: str) -> int | None:
-    alloc = cluster.va(va).get('status', {}).get('desiredOptimizedAlloc', {})
-    value = alloc.get('numReplicas')
-    return value if isinstance(value, int) else None
-
-
-def status_writes(cluster: Cluster, va: str) -> int:
-    path = f'/apis/llmd.ai/v1alpha1/namespaces/{NS}/variantautoscalings/{va}/status'
-    return sum(1 for r in cluster.api.requests if r.path == path and r.method in ('PATCH', 'PUT'))
-
-
-async def cycles_later(cluster: Cluster, process: ControllerProcess, *, more: int) -> None:
-    """Wait until `process` has finished `more` cycles beyond those finished now.
-
-    Counted on the controller's /metrics: status writes are no proof of a cycle, since an
-    unchanged status is written only every --status-refresh-interval.
-    """
-    start = process.cycles()
-    await cluster.wait_for(
-        lambda: process.cycles() >= start + more, timeout=more * 3 + 5, what=f'{more} more cycles'
-    )
-
-
-def metrics_available(cluster: Cluster, va: str) -> bool:
-    cond = condition(cluster, va, 'MetricsAvailable')
-    return cond is not None and cond.get('status') == 'True'
-
-
-def idle(cluster: Cluster, name: str) -> bool:
-    """No request in flight on any replica of the variant."""
-    return all(p.engine.in_flight == 0 for p in cluster.emulator(name).emulator.pods)
-
-
-def show(obj: object) -> str:
-    return json.dumps(obj, indent=1, sort_keys=True)
-
+from tests.support.e2e_controller import (
+    CHEAP,
+    CONTROLLER_NS,
+    DEAR,
+    DEPLOYMENTS,
+    ELECTION,
+    NS,
+    SPEC,
+    Obj,
+    both_report_through_prometheus,
+    condition,
+    controller,
+    cycles_later,
+    desired,
+    events,
+    idle,
+    lease_holder,
+    main_resource_writes,
+    metrics_available,
+    prometheus_source,
+    replicas,
+    scale_writes,
+    show,
+    two_variants,
+)
 
 # ---- scale-from-zero ----------------------------------------------------------------------
 
@@ -198,28 +92,10 @@ async def test_queued_requests_wake_the_cheapest_variant(cluster: Cluster) -> No
 
 # ---- leader election ----------------------------------------------------------------------
 
-LEASE = '72dd1cf1.llm-d.ai'
-ELECTION = (
-    '--leader-elect',
-    '--leader-election-lease-duration',
-    '3s',
-    '--leader-election-renew-deadline',
-    '2s',
-    '--leader-election-retry-period',
-    '0.5s',
-)
 
-
-def lease_holder(cluster: Cluster) -> str | None:
-    """spec.holderIdentity of the controller's Lease; None while there is no Lease or holder."""
-    try:
-        lease = cluster.api.get(
-            api_version='coordination.k8s.io/v1', kind='Lease', namespace=CONTROLLER_NS, name=LEASE
-        )
-    except ApiError:
-        return None
-    holder = lease.get('spec', {}).get('holderIdentity')
-    return holder if isinstance(holder, str) and holder else None
+def status_writes(cluster: Cluster, va: str) -> int:
+    path = f'/apis/llmd.ai/v1alpha1/namespaces/{NS}/variantautoscalings/{va}/status'
+    return sum(1 for r in cluster.api.requests if r.path == path and r.method in ('PATCH', 'PUT'))
 
 
 def reported_by(cluster: Cluster, reason: str) -> set[str]:
@@ -338,42 +214,43 @@ async def test_scale_faults_and_broken_watches_delay_but_never_corrupt_a_scale_u
 # ---- with Prometheus ------------------------------------------------------------------------
 
 
-@pytest.mark.integration
-async def test_load_above_capacity_scales_the_cheap_variant_up(tmp_path: Path) -> None:
+@pytest.fixture
+async def prom_cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    """A cluster whose pods Prometheus scrapes (skips without the `prometheus` binary)."""
     prom.binary()
     async with Cluster(
         namespace=NS, workdir=tmp_path, prometheus=True, input_tokens=64, output_tokens=32
-    ) as cluster:
-        assert cluster.prometheus_url is not None
-        await two_variants(cluster, replicas=1, min_replicas=1)
-        args = ('--metrics-source', 'prometheus', '--prometheus-url', cluster.prometheus_url)
-        async with controller(cluster, *args, '--interval', '2s'):
-            await cluster.wait_for(
-                lambda: metrics_available(cluster, CHEAP) and metrics_available(cluster, DEAR),
-                timeout=30,
-                what='metrics through Prometheus',
-            )
-            assert replicas(cluster, CHEAP) == replicas(cluster, DEAR) == 1
-            cluster.set_rate(model_id=MODEL_8B, rate=12.0)
-            await cluster.wait_for(
-                lambda: replicas(cluster, CHEAP) >= 2 and (desired(cluster, CHEAP) or 0) >= 2,
-                timeout=30,
-                what='the cheap variant scaled up',
-            )
-            cheap_writes = scale_writes(cluster, CHEAP)
-            assert cheap_writes[0] == 2, cheap_writes
-            assert cheap_writes == sorted(cheap_writes)  # only up while the load is high
-            assert scale_writes(cluster, DEAR) == []
-            assert replicas(cluster, DEAR) == 1
-            assert main_resource_writes(cluster) == []
-            cond = condition(cluster, CHEAP, 'MetricsAvailable')
-            assert cond is not None
-            assert cond['status'] == 'True', show(cond)
-            await cluster.wait_for(
-                lambda: bool(events(cluster, 'ScaledUp')), timeout=5, what='a ScaledUp event'
-            )
-            assert {e['regarding']['name'] for e in events(cluster, 'ScaledUp')} == {CHEAP}
-        assert main_resource_writes(cluster) == []  # not even on the way out
+    ) as c:
+        yield c
+
+
+@pytest.mark.integration
+async def test_load_above_capacity_scales_the_cheap_variant_up(prom_cluster: Cluster) -> None:
+    cluster = prom_cluster
+    await two_variants(cluster, replicas=1, min_replicas=1)
+    async with controller(cluster, *prometheus_source(cluster), '--interval', '2s'):
+        await both_report_through_prometheus(cluster)
+        assert replicas(cluster, CHEAP) == replicas(cluster, DEAR) == 1
+        cluster.set_rate(model_id=MODEL_8B, rate=12.0)
+        await cluster.wait_for(
+            lambda: replicas(cluster, CHEAP) >= 2 and (desired(cluster, CHEAP) or 0) >= 2,
+            timeout=30,
+            what='the cheap variant scaled up',
+        )
+        cheap_writes = scale_writes(cluster, CHEAP)
+        assert cheap_writes[0] == 2, cheap_writes
+        assert cheap_writes == sorted(cheap_writes)  # only up while the load is high
+        assert scale_writes(cluster, DEAR) == []
+        assert replicas(cluster, DEAR) == 1
+        assert main_resource_writes(cluster) == []
+        cond = condition(cluster, CHEAP, 'MetricsAvailable')
+        assert cond is not None
+        assert cond['status'] == 'True', show(cond)
+        await cluster.wait_for(
+            lambda: bool(events(cluster, 'ScaledUp')), timeout=5, what='a ScaledUp event'
+        )
+        assert {e['regarding']['name'] for e in events(cluster, 'ScaledUp')} == {CHEAP}
+    assert main_resource_writes(cluster) == []  # not even on the way out
 
 
 def scale_to_zero_configmap(*, retention: str) -> Obj:
@@ -390,98 +267,84 @@ def scale_to_zero_configmap(*, retention: str) -> Obj:
 
 
 @pytest.mark.integration
-async def test_load_gone_scales_down_then_to_zero_after_the_retention(tmp_path: Path) -> None:
-    prom.binary()
-    async with Cluster(
-        namespace=NS, workdir=tmp_path, prometheus=True, input_tokens=64, output_tokens=32
-    ) as cluster:
-        assert cluster.prometheus_url is not None
-        cluster.api.seed(scale_to_zero_configmap(retention='20s'))
-        await cluster.add_variant(
-            name=CHEAP,
-            model_id=MODEL_8B,
-            preset=SPEC,
-            cost=1.0,
-            replicas=3,
-            min_replicas=0,
-            rate=2.0,
+async def test_load_gone_scales_down_then_to_zero_after_the_retention(
+    prom_cluster: Cluster,
+) -> None:
+    cluster = prom_cluster
+    cluster.api.seed(scale_to_zero_configmap(retention='20s'))
+    await cluster.add_variant(
+        name=CHEAP,
+        model_id=MODEL_8B,
+        preset=SPEC,
+        cost=1.0,
+        replicas=3,
+        min_replicas=0,
+        rate=2.0,
+    )
+    await cluster.add_variant(name=DEAR, model_id=MODEL_8B, preset=SPEC, cost=5.0, replicas=1)
+    async with controller(cluster, *prometheus_source(cluster), '--interval', '2s'):
+        await both_report_through_prometheus(cluster)
+        cluster.set_rate(model_id=MODEL_8B, rate=0.0)
+        stopped = time.monotonic()
+        await cluster.wait_for(
+            lambda: replicas(cluster, CHEAP) == replicas(cluster, DEAR) == 0,
+            timeout=60,
+            what='both variants at zero',
         )
-        await cluster.add_variant(name=DEAR, model_id=MODEL_8B, preset=SPEC, cost=5.0, replicas=1)
-        args = ('--metrics-source', 'prometheus', '--prometheus-url', cluster.prometheus_url)
-        async with controller(cluster, *args, '--interval', '2s'):
-            await cluster.wait_for(
-                lambda: metrics_available(cluster, CHEAP) and metrics_available(cluster, DEAR),
-                timeout=30,
-                what='metrics through Prometheus',
-            )
-            cluster.set_rate(model_id=MODEL_8B, rate=0.0)
-            stopped = time.monotonic()
-            await cluster.wait_for(
-                lambda: replicas(cluster, CHEAP) == replicas(cluster, DEAR) == 0,
-                timeout=60,
-                what='both variants at zero',
-            )
-            zero_after = time.monotonic() - stopped
-            await cluster.wait_for(
-                lambda: bool(events(cluster, 'ScaledToZero')), timeout=5, what='ScaledToZero'
-            )
-            # The statuses follow the /scale writes within the same cycle.
-            await cluster.wait_for(
-                lambda: desired(cluster, CHEAP) == desired(cluster, DEAR) == 0,
-                timeout=5,
-                what='desired 0 in both statuses',
-            )
-        # Nothing reaches zero while requests were served within the retention period.
-        assert zero_after >= 18, zero_after
-        for name, start in ((CHEAP, 3), (DEAR, 1)):
-            path = [start, *scale_writes(cluster, name)]
-            assert path == sorted(path, reverse=True), (name, path)  # never up without load
-            assert path[-1] == 0
-            steps = list(itertools.pairwise(path))
-            assert all(after > 0 or before == 1 for before, after in steps), (name, path)
-        assert 1 in scale_writes(cluster, CHEAP)  # 3 → ... → 1 → 0
-        assert main_resource_writes(cluster) == []
+        zero_after = time.monotonic() - stopped
+        await cluster.wait_for(
+            lambda: bool(events(cluster, 'ScaledToZero')), timeout=5, what='ScaledToZero'
+        )
+        # The statuses follow the /scale writes within the same cycle.
+        await cluster.wait_for(
+            lambda: desired(cluster, CHEAP) == desired(cluster, DEAR) == 0,
+            timeout=5,
+            what='desired 0 in both statuses',
+        )
+    # Nothing reaches zero while requests were served within the retention period.
+    assert zero_after >= 18, zero_after
+    for name, start in ((CHEAP, 3), (DEAR, 1)):
+        path = [start, *scale_writes(cluster, name)]
+        assert path == sorted(path, reverse=True), (name, path)  # never up without load
+        assert path[-1] == 0
+        steps = list(itertools.pairwise(path))
+        assert all(after > 0 or before == 1 for before, after in steps), (name, path)
+    assert 1 in scale_writes(cluster, CHEAP)  # 3 → ... → 1 → 0
+    assert main_resource_writes(cluster) == []
 
 
 @pytest.mark.integration
-async def test_prometheus_outage_holds_the_replicas(tmp_path: Path) -> None:
-    prom.binary()
-    async with Cluster(
-        namespace=NS, workdir=tmp_path, prometheus=True, input_tokens=64, output_tokens=32
-    ) as cluster:
-        assert cluster.prometheus_url is not None
-        await two_variants(cluster, replicas=1, min_replicas=1)
-        args = ('--metrics-source', 'prometheus', '--prometheus-url', cluster.prometheus_url)
-        async with controller(cluster, *args, '--interval', '1s') as process:
-            cluster.set_rate(model_id=MODEL_8B, rate=8.0)
-            await cluster.wait_for(
-                lambda: replicas(cluster, CHEAP) >= 2, timeout=30, what='a scale-up'
-            )
-            # Prometheus goes away and so does the load: a scale-down would now be due.
-            await cluster.stop_prometheus()
-            cluster.set_rate(model_id=MODEL_8B, rate=0.0)
-            held = {name: replicas(cluster, name) for name in (CHEAP, DEAR)}
-            mark = {name: len(scale_writes(cluster, name)) for name in held}
+async def test_prometheus_outage_holds_the_replicas(prom_cluster: Cluster) -> None:
+    cluster = prom_cluster
+    await two_variants(cluster, replicas=1, min_replicas=1)
+    async with controller(cluster, *prometheus_source(cluster), '--interval', '1s') as process:
+        cluster.set_rate(model_id=MODEL_8B, rate=8.0)
+        await cluster.wait_for(lambda: replicas(cluster, CHEAP) >= 2, timeout=30, what='a scale-up')
+        # Prometheus goes away and so does the load: a scale-down would now be due.
+        await cluster.stop_prometheus()
+        cluster.set_rate(model_id=MODEL_8B, rate=0.0)
+        held = {name: replicas(cluster, name) for name in (CHEAP, DEAR)}
+        mark = {name: len(scale_writes(cluster, name)) for name in held}
 
-            def prometheus_error() -> bool:
-                cond = condition(cluster, CHEAP, 'MetricsAvailable')
-                return cond is not None and cond.get('status') == 'False'
+        def prometheus_error() -> bool:
+            cond = condition(cluster, CHEAP, 'MetricsAvailable')
+            return cond is not None and cond.get('status') == 'False'
 
-            await cluster.wait_for(prometheus_error, timeout=10, what='MetricsAvailable False')
-            # Once every replica is idle a scale-down would be due, were the metrics there.
-            await cluster.wait_for(
-                lambda: idle(cluster, CHEAP) and idle(cluster, DEAR),
-                timeout=30,
-                what='every replica idle',
-            )
-            await cycles_later(cluster, process, more=3)
-            for name, count in held.items():
-                later = scale_writes(cluster, name)[mark[name] :]
-                assert all(n >= count for n in later), (name, count, later)
-                assert replicas(cluster, name) >= count
-            for name in held:
-                cond = condition(cluster, name, 'MetricsAvailable')
-                assert cond is not None
-                assert (cond['status'], cond['reason']) == ('False', 'PrometheusError'), show(cond)
-                assert cond.get('message'), show(cond)
-            assert main_resource_writes(cluster) == []
+        await cluster.wait_for(prometheus_error, timeout=10, what='MetricsAvailable False')
+        # Once every replica is idle a scale-down would be due, were the metrics there.
+        await cluster.wait_for(
+            lambda: idle(cluster, CHEAP) and idle(cluster, DEAR),
+            timeout=30,
+            what='every replica idle',
+        )
+        await cycles_later(cluster, process, more=3)
+        for name, count in held.items():
+            later = scale_writes(cluster, name)[mark[name] :]
+            assert all(n >= count for n in later), (name, count, later)
+            assert replicas(cluster, name) >= count
+        for name in held:
+            cond = condition(cluster, name, 'MetricsAvailable')
+            assert cond is not None
+            assert (cond['status'], cond['reason']) == ('False', 'PrometheusError'), show(cond)
+            assert cond.get('message'), show(cond)
+        assert main_resource_writes(cluster) == []

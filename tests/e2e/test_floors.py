@@ -14,13 +14,13 @@ import json
 
 from llmscaler.devcluster.cluster import Cluster
 from llmscaler.sim.hardware.presets import MODEL_8B
-from tests.e2e.test_controller import (
+from tests.support.cron_minutes import coming_minutes
+from tests.support.e2e_controller import (
     CHEAP,
     CONTROLLER_NS,
     DEAR,
     NS,
     Obj,
-    cluster,
     condition,
     controller,
     cycles_later,
@@ -28,9 +28,6 @@ from tests.e2e.test_controller import (
     scale_writes,
     two_variants,
 )
-from tests.e2e.test_llmautoscaler import coming_minutes
-
-__all__ = ['cluster']  # the fixture
 
 
 def floors_configmap(expressions: list[str]) -> Obj:

@@ -24,7 +24,7 @@ from llmscaler.devcluster.cluster import Cluster
 from llmscaler.devcluster.slowhttp import PREFIX, SlowServer
 from llmscaler.kube.client import make_client
 from llmscaler.sim.hardware.presets import MODEL_8B
-from tests.e2e.test_controller import CHEAP, NS, SPEC
+from tests.support.e2e_controller import CHEAP, NS, SPEC
 
 KV = re.compile(r'^vllm:kv_cache_usage_perc\{[^}]*\} (\S+)$', re.M)
 

@@ -15,15 +15,12 @@ at any request is the holder written by the last successful Lease write before i
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
-
-import pytest
+from collections.abc import Sequence
 
 from llmscaler.devcluster.cluster import Cluster
 from llmscaler.devcluster.fakeapi.server import RecordedRequest
 from llmscaler.sim.hardware.presets import MODEL_8B
-from tests.e2e.test_controller import (
+from tests.support.e2e_controller import (
     CHEAP,
     CONTROLLER_NS,
     DEPLOYMENTS,
@@ -42,12 +39,6 @@ LEASES = f'/apis/coordination.k8s.io/v1/namespaces/{CONTROLLER_NS}/leases'
 SCALE = f'{DEPLOYMENTS}/{CHEAP}/scale'
 VAS = f'/apis/llmd.ai/v1alpha1/namespaces/{NS}/variantautoscalings'
 WRITES = ('POST', 'PUT', 'PATCH', 'DELETE')
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with Cluster(namespace=NS, workdir=tmp_path, input_tokens=64, output_tokens=32) as c:
-        yield c
 
 
 def scale_writes_by(

@@ -20,9 +20,7 @@ one workload are: the scraper reads `http://{pod IP}:{port}/metrics`. The contro
 
 from __future__ import annotations
 
-import datetime as dt
 import re
-import zoneinfo
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +29,8 @@ import pytest
 from aiohttp import web
 
 from llmscaler.devcluster.cluster import Cluster
-from llmscaler.devcluster.process import ControllerProcess
+from tests.support.cron_minutes import coming_minutes
+from tests.support.e2e_controller import controller
 
 NS = 'kaito'
 DEPLOYMENT = 'phi'
@@ -85,22 +84,7 @@ async def pages() -> AsyncIterator[Pages]:
         await served.close()
 
 
-def controller(cluster: Cluster) -> ControllerProcess:
-    return ControllerProcess(
-        cluster=cluster,
-        args=[
-            '--namespace',
-            'llmscaler-system',
-            '--metrics-source',
-            'pods',
-            '--interval',
-            '1s',
-            '--metrics-bind-address',
-            '127.0.0.1:0',
-            '--health-probe-bind-address',
-            '127.0.0.1:0',
-        ],
-    )
+PODS_EVERY_SECOND = ('--metrics-source', 'pods', '--interval', '1s')
 
 
 def seed_deployment(cluster: Cluster, *, replicas: int, name: str = DEPLOYMENT) -> None:
@@ -152,9 +136,13 @@ def autoscaler(
     }
 
 
+# A rule that never lets the scaler move that way within a test: an hour's cooldown and window.
+FOREVER = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 3600}
+
+
 def realtime(port: int, *, up: Obj, down: Obj) -> Obj:
     metric = {'source': {'port': str(port)}, 'threshold': {'high': 5, 'low': 1}}
-    return {'realtime': {'metrics': [metric], 'scaleUpRule': up, 'scaleDownRule': down}}
+    return {'realtime': {'metrics': [metric], 'scaleUpRule': dict(up), 'scaleDownRule': dict(down)}}
 
 
 def get(cluster: Cluster, name: str) -> Obj:
@@ -168,6 +156,12 @@ def condition(obj: Obj, type: str) -> Obj | None:
         if found['type'] == type:
             return dict(found)
     return None
+
+
+def scaling_active_reason(cluster: Cluster) -> str | None:
+    """The reason of the LLMAutoScaler `phi`'s ScalingActive condition, if it has one."""
+    reason = (condition(get(cluster, 'phi'), 'ScalingActive') or {}).get('reason')
+    return reason if isinstance(reason, str) else None
 
 
 def replicas(cluster: Cluster) -> int:
@@ -196,13 +190,12 @@ async def test_scale_up_on_a_threshold_beside_a_bad_object(cluster: Cluster, pag
     seed_deployment(cluster, replicas=2)
     seed_pod(cluster, 'phi-a', '127.0.0.2')
     seed_pod(cluster, 'phi-b', '127.0.0.3')
-    forever = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 3600}
     # Above High (5) on average for 2 s: one step up; then the up cooldown holds it there.
     up = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 2}
-    cluster.api.seed(autoscaler('phi', scaler=realtime(pages.port, up=up, down=forever)))
+    cluster.api.seed(autoscaler('phi', scaler=realtime(pages.port, up=up, down=FOREVER)))
     bad = autoscaler('broken', target='other', scaler={}, min_replicas=1)
     cluster.api.seed(bad)
-    async with controller(cluster):
+    async with controller(cluster, *PODS_EVERY_SECOND):
         await cluster.wait_for(lambda: replicas(cluster) == 3, timeout=30, what='2 -> 3')
         await cluster.wait_for(
             lambda: (get(cluster, 'phi').get('status') or {}).get('desiredReplicas') == 3,
@@ -237,30 +230,14 @@ async def test_the_cooldown_counts_from_the_last_scale(cluster: Cluster, pages: 
     seed_deployment(cluster, replicas=1)
     seed_pod(cluster, 'phi-a', '127.0.0.2')
     up = {'cooldownSeconds': 4, 'stabilizationWindowSeconds': 0}
-    forever = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 3600}
-    cluster.api.seed(autoscaler('phi', scaler=realtime(pages.port, up=up, down=forever)))
-    async with controller(cluster):
+    cluster.api.seed(autoscaler('phi', scaler=realtime(pages.port, up=up, down=FOREVER)))
+    async with controller(cluster, *PODS_EVERY_SECOND):
         await cluster.wait_for(lambda: replicas(cluster) >= 3, timeout=40, what='1 -> 2 -> 3')
     writes = scale_writes(cluster)
     assert [count for _, count in writes][:2] == [2, 3]
     # Strictly more than the cooldown between two scalings (lastScaleTime has whole seconds,
     # so the gap may be up to a second shorter than it looks from the stored status).
     assert writes[1][0] - writes[0][0] > 3.0
-
-
-def coming_minutes(zone: str, *, count: int = 5) -> list[str]:
-    """Cron expressions that fire in `zone` during the current minute and the `count - 1` after
-    it, one per local hour (the span may cross an hour): a slow controller start still lands in
-    one of them."""
-    now = dt.datetime.now(tz=dt.UTC).astimezone(zoneinfo.ZoneInfo(zone))
-    by_hour: dict[tuple[int, int, int], list[int]] = {}
-    for step in range(count):
-        local = now + dt.timedelta(minutes=step)
-        by_hour.setdefault((local.month, local.day, local.hour), []).append(local.minute)
-    return [
-        f'{",".join(map(str, minutes))} {hour} {day} {month} *'
-        for (month, day, hour), minutes in sorted(by_hour.items())
-    ]
 
 
 async def test_cron_fires_in_its_time_zone_not_in_utc(cluster: Cluster) -> None:
@@ -281,13 +258,10 @@ async def test_cron_fires_in_its_time_zone_not_in_utc(cluster: Cluster) -> None:
         for index, expression in enumerate(expressions)
     ]
     cluster.api.seed(autoscaler('phi', scaler={'cron': {'policies': policies}}))
-    async with controller(cluster):
+    async with controller(cluster, *PODS_EVERY_SECOND):
         await cluster.wait_for(lambda: replicas(cluster) == 3, timeout=30, what='cron 1 -> 3')
         await cluster.wait_for(
-            lambda: (
-                (condition(get(cluster, 'phi'), 'ScalingActive') or {}).get('reason')
-                == 'ScheduleOnly'
-            ),
+            lambda: scaling_active_reason(cluster) == 'ScheduleOnly',
             timeout=10,
             what='the status',
         )
@@ -307,16 +281,12 @@ async def test_a_missing_pod_forbids_the_scale_down(cluster: Cluster, pages: Pag
     # counts it at High (5) down, (0 + 0 + 5) / 3 < Low (4), which alone would scale down;
     # the safety rule (missing metrics never scale down) holds it.
     down = {'cooldownSeconds': 0, 'stabilizationWindowSeconds': 0}
-    forever = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 3600}
-    scaler = realtime(pages.port, up=forever, down=down)
+    scaler = realtime(pages.port, up=FOREVER, down=down)
     scaler['realtime']['metrics'][0]['threshold'] = {'high': 5, 'low': 4}
     cluster.api.seed(autoscaler('phi', scaler=scaler))
-    async with controller(cluster):
+    async with controller(cluster, *PODS_EVERY_SECOND):
         await cluster.wait_for(
-            lambda: (
-                (condition(get(cluster, 'phi'), 'ScalingActive') or {}).get('reason')
-                == 'MetricsMissing'
-            ),
+            lambda: scaling_active_reason(cluster) == 'MetricsMissing',
             timeout=20,
             what='MetricsMissing',
         )
@@ -357,8 +327,7 @@ async def test_an_inference_set_is_scaled_through_its_scale(cluster: Cluster, pa
     )
     seed_pod(cluster, 'phi-a', '127.0.0.2')  # labelled app=phi: the selector /scale reports
     up = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 0}
-    forever = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 3600}
-    scaler = realtime(pages.port, up=up, down=forever)
+    scaler = realtime(pages.port, up=up, down=FOREVER)
     kind = ('kaito.sh/v1beta1', 'InferenceSet')
     cluster.api.seed(autoscaler('phi', target='phi-set', scaler=scaler, kind=kind))
 
@@ -368,7 +337,7 @@ async def test_an_inference_set_is_scaled_through_its_scale(cluster: Cluster, pa
         )
         return obj['spec']['replicas']
 
-    async with controller(cluster):
+    async with controller(cluster, *PODS_EVERY_SECOND):
         await cluster.wait_for(lambda: count() == 2, timeout=30, what='InferenceSet 1 -> 2')
         await cluster.wait_for(
             lambda: (get(cluster, 'phi').get('status') or {}).get('currentReplicas') is not None,

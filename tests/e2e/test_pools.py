@@ -27,14 +27,13 @@ import pytest
 
 from llmscaler.devcluster import objects
 from llmscaler.devcluster.cluster import Cluster
-from llmscaler.devcluster.process import ControllerProcess
 from llmscaler.emulate.server import RunningEmulator, serve
-from llmscaler.sim.hardware.presets import MODEL_8B, preset
+from llmscaler.sim.hardware.presets import MODEL_8B
+from tests.support.e2e_controller import SPEC, controller
 
 A, B = 'llm', 'other'
 GA = 'inference.networking.k8s.io/v1'
 ALPHA = 'inference.networking.x-k8s.io/v1alpha2'
-SPEC = preset(name='llama-3.1-8b-l4', max_num_seqs=4)
 Obj = dict[str, Any]
 
 
@@ -150,22 +149,8 @@ async def test_each_pool_has_its_epp_source_and_wakes_only_its_own_variants(
     epp_b = await epp(cluster, namespace=B, pool='pool-b')
     try:
         cluster.api.seed(objects.inference_pool(name='pool-a', namespace=A, service='pool-a-epp'))
-        process = ControllerProcess(
-            cluster=cluster,
-            name='controller',
-            args=[
-                '--namespace',
-                'llmscaler-system',
-                '--metrics-bind-address',
-                '127.0.0.1:0',
-                '--health-probe-bind-address',
-                '127.0.0.1:0',
-                '--metrics-source',
-                'pods',
-                '--interval',
-                '2s',
-                '--scale-to-zero',
-            ],
+        process = controller(
+            cluster, '--metrics-source', 'pods', '--interval', '2s', '--scale-to-zero'
         )
         async with process:
             await cluster.wait_for(
@@ -261,25 +246,16 @@ async def test_the_fake_clusters_pools_wake_the_cheapest_variant(tmp_path: Path)
             await c.add_variant(
                 name=name, model_id=MODEL_8B, preset=SPEC, cost=cost, replicas=0, max_replicas=4
             )
-        process = ControllerProcess(
-            cluster=c,
-            name='controller',
-            args=[
-                '--namespace',
-                'llmscaler-system',
-                '--metrics-bind-address',
-                '127.0.0.1:0',
-                '--health-probe-bind-address',
-                '127.0.0.1:0',
-                '--metrics-source',
-                'pods',
-                '--interval',
-                '30s',
-                '--scale-to-zero',
-                # No EPP pod carries this label: only the pool can name the EPP.
-                '--epp-selector',
-                'nothing=here',
-            ],
+        process = controller(
+            c,
+            '--metrics-source',
+            'pods',
+            '--interval',
+            '30s',
+            '--scale-to-zero',
+            # No EPP pod carries this label: only the pool can name the EPP.
+            '--epp-selector',
+            'nothing=here',
         )
         pool = f'{objects.slug(MODEL_8B)}-pool'
         async with process:

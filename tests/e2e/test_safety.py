@@ -28,7 +28,8 @@ from llmscaler.devcluster.cluster import Cluster
 from llmscaler.devcluster.process import ControllerProcess
 from llmscaler.devcluster.slowhttp import Mode, SlowServer
 from llmscaler.sim.hardware.presets import MODEL_8B
-from tests.e2e.test_controller import (
+from tests.support import prom
+from tests.support.e2e_controller import (
     CHEAP,
     CONTROLLER_NS,
     NS,
@@ -42,7 +43,6 @@ from tests.e2e.test_controller import (
     scale_writes,
     show,
 )
-from tests.support import prom
 
 Obj = dict[str, Any]
 

@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from llmscaler.clock import ManualClock
 from llmscaler.collect.readings import ModelReading, ModelScope, PodReading, Reading, SourceError
+from llmscaler.config.configmaps import SATURATION_CONFIGMAP
 from llmscaler.controller.app import Controller
 from llmscaler.controller.options.resolve import RunOptions, fatal_errors, resolve_options
 from llmscaler.controller.va.cycle import CycleReport
@@ -184,6 +185,17 @@ def bound_pod(deploy: str, index: int, *, on: str) -> Obj:
     obj['spec']['nodeName'] = on
     obj['spec']['containers'][0]['resources'] = {'limits': {'nvidia.com/gpu': '1'}}
     return obj
+
+
+def seed_a_full_node(api: FakeAPI) -> None:
+    """The limiter on, and one L40S node `n1` of 2 GPUs: VA `a`'s one replica holds one,
+    another workload's pod (`other/batch-job`) the other, so no GPU is left for a scale-up."""
+    api.seed(node('n1', gpus='2'))
+    api.seed(gpu_pod('batch-job', on='n1', gpus=1))
+    api.seed(deployment('a', 1))
+    api.seed(va('a', cost='5'))
+    api.seed(bound_pod('a', 0, on='n1'))
+    api.seed(configmap(SATURATION_CONFIGMAP, {'default': 'enableLimiter: true\n'}))
 
 
 # --- reading the fake back --------------------------------------------------------------------
@@ -401,6 +413,25 @@ async def stop(controller: Controller, tasks: Sequence[asyncio.Task[Any]]) -> No
 def cached_replicas(controller: Controller, name: str) -> int | None:
     obj = controller.caches.deployments.get(namespace=NS, name=name)
     return None if obj is None else int(obj['spec']['replicas'])
+
+
+async def inventory_listed(controller: Controller, api: FakeAPI) -> None:
+    """After the first cycle with the limiter on, which starts the GPU inventory and, knowing no
+    GPUs yet, scales `a` up: wait for the inventory to list, put `a` back at one replica and
+    wait until the controller's cache sees it."""
+    await eventually(controller.inventory.synced, 'the inventory to sync')
+    settle_to(api, 'a', 1)
+    await eventually(lambda: cached_replicas(controller, 'a') == 1, 'the scale-down to be seen')
+
+
+async def configmaps_changed(
+    controller: Controller, change: Callable[[], object], what: str
+) -> None:
+    """Make `change` to the stored ConfigMaps, then wait until the controller's caches hold it
+    (`what` names it in the time-out message)."""
+    version = controller.caches.configmap_version()
+    change()
+    await eventually(lambda: controller.caches.configmap_version() != version, what)
 
 
 async def caught_up(controller: Controller, api: FakeAPI) -> None:

@@ -2,14 +2,19 @@
 
 `walk` pairs every node of the CRD's schema with the same node of the models' (`$ref` inlined and
 `X | None` reduced to X); `facets` are what is compared of each pair (type, format, default,
-bounds, pattern, enum), normalised. test_kube_crd (VariantAutoscaling) and test_kube_llmautoscaler
+bounds, pattern, enum), normalised; `differences` lists every pair that disagrees. The CRD is read
+from its YAML file (`load_crd`, `only_version`, `crd_schema`), and `drift` changes one facet of
+it to show that the comparison catches it. test_crd (VariantAutoscaling) and test_llmautoscaler
 (LLMAutoScaler) use them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from llmscaler.kube.resource_model import INT32_MAX, INT64_MAX
 
@@ -59,3 +64,62 @@ def walk(
         yield from walk(child, model.get('properties', {}).get(name, {}), defs, f'{path}.{name}')
     if 'items' in crd:
         yield from walk(crd['items'], model.get('items', {}), defs, f'{path}[]')
+
+
+def load_crd(path: Path) -> dict[str, Any]:
+    """The CustomResourceDefinition in the YAML file at `path`."""
+    crd = yaml.safe_load(path.read_text())
+    assert isinstance(crd, dict)
+    return crd
+
+
+def only_version(path: Path) -> dict[str, Any]:
+    """The CRD's one version (the CRDs of this repository serve one each)."""
+    (only,) = load_crd(path)['spec']['versions']
+    assert isinstance(only, dict)
+    return only
+
+
+def crd_schema(path: Path) -> dict[str, Any]:
+    """The openAPIV3Schema of the CRD's one version."""
+    schema = only_version(path)['schema']['openAPIV3Schema']
+    assert isinstance(schema, dict)
+    return schema
+
+
+def differences(
+    crd: dict[str, Any], model: dict[str, Any], *, empty_object_default_is_absent: bool = False
+) -> list[str]:
+    """Every node under spec and status whose facets, properties or required fields differ.
+
+    With `empty_object_default_is_absent`, an object the CRD defaults to `{}` (so that its own
+    fields' defaults apply) counts as a model field with a `default_factory`, which the models'
+    JSON schema shows without a default.
+    """
+    defs = model.get('$defs', {})
+    found = []
+    for section in ('spec', 'status'):
+        pairs = walk(crd['properties'][section], model['properties'][section], defs, section)
+        for path, c, m in pairs:
+            crd_facets, model_facets = facets(c), facets(m)
+            if (
+                empty_object_default_is_absent
+                and c.get('type') == 'object'
+                and crd_facets.get('default') == {}
+            ):
+                del crd_facets['default']
+            if crd_facets != model_facets:
+                found.append(f'{path}: CRD {crd_facets} != model {model_facets}')
+            if set(c.get('properties', {})) != set(m.get('properties', {})):
+                found.append(f'{path}: properties {sorted(c.get("properties", {}))}')
+            if sorted(c.get('required', [])) != sorted(m.get('required', [])):
+                found.append(f'{path}: required {c.get("required")} != {m.get("required")}')
+    return found
+
+
+def drift(schema: dict[str, Any], *, path: tuple[str, ...], key: str, value: Any) -> None:
+    """Set facet `key` of the property at `path` of `schema` to `value`, in place."""
+    node = schema
+    for part in path:
+        node = node['properties'][part]
+    node[key] = value

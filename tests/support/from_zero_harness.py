@@ -5,13 +5,15 @@ Model `m` in namespace `llm`: `deployment(name)` at zero replicas (pods labelled
 `/metrics` on loopback with the body the test sets, `queued(3)` by default showing
 `inference_extension_flow_control_queue_size{target_model_name="m"} 3`; `epp_pod` is the pod
 labelled `llm-d.ai/epp=true` whose page it is. `Harness` builds FromZero loops against the fake
-apiserver and reads back what reached it (patches, Events, the controller's metrics).
+apiserver and reads back what reached it (patches, Events, the controller's metrics); `harness`
+gives one over a fresh fake apiserver.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ssl
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -29,6 +31,7 @@ from llmscaler.controller.from_zero.loop import FromZero
 from llmscaler.controller.publish import ControllerMetrics
 from llmscaler.devcluster import loopback
 from llmscaler.devcluster.fakeapi.server import FakeAPI
+from llmscaler.kube.client import make_client
 from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.scale import ScaleClient
 from tests.support.pool_objects import va as va
@@ -192,3 +195,20 @@ class Harness:
         await self.client.patch(
             Deployment, name, {'spec': {'replicas': 0}}, namespace=NS, patch_type=PatchType.MERGE
         )
+
+
+@contextlib.asynccontextmanager
+async def harness(*seeded: dict[str, Any]) -> AsyncIterator[Harness]:
+    """A Harness over a fresh fake apiserver holding `seeded`, with an EPP page on loopback;
+    the loops it built and its client are closed on leaving."""
+    async with FakeAPI() as api, Epp() as epp:
+        for obj in seeded:
+            api.seed(obj)
+        client = make_client(server=api.url, timeout=5.0)
+        made = Harness(api, client, epp)
+        try:
+            yield made
+        finally:
+            for loop in made.loops:
+                await loop.aclose()
+            await client.aclose()

@@ -3,7 +3,8 @@
 - A tiny finished run (six requests on two variants) whose summary figures test_sim_metrics works
   out by hand: `tiny_result`, `empty_result`, `tiny_timeline`, against `SLO_1`.
 - The two vLLM replica engines and what drives them (test_sim_replica): `ENGINES`, the linear step
-  model `LINEAR` of the worked numbers, `drive`, `stream`, `summary` and the step models `STEPS`.
+  model `LINEAR` of the worked numbers, `drive`, `stream`, `summary` and the step models `STEPS`;
+  `assert_served_alike` and `assert_summaries_close` compare the two engines' runs.
 - Control views of a small fleet for the policies (test_sim_policies): `running`, `replica`,
   `view`.
 """
@@ -244,6 +245,22 @@ def summary(rs: Sequence[SimRequest]) -> dict[str, float]:
         'itl_p99': float(np.percentile(itl, 99)),
         'throughput': sum(r.output_tokens for r in rs) / makespan,
     }
+
+
+def assert_served_alike(ref: Sequence[SimRequest], fast: Sequence[SimRequest]) -> None:
+    """The fast engine served every request as the reference one did: the first token and the
+    finish within 1 µs, the same preemptions."""
+    for a, b in zip(ref, fast, strict=True):
+        assert b.finished == pytest.approx(a.finished, abs=1e-6), a.rid
+        assert b.first_token == pytest.approx(a.first_token, abs=1e-6), a.rid
+        assert a.preemptions == b.preemptions, a.rid
+
+
+def assert_summaries_close(ref: Sequence[SimRequest], fast: Sequence[SimRequest]) -> None:
+    """The two runs' TTFT and ITL percentiles and throughput (`summary`) within 1 %."""
+    s_ref, s_fast = summary(ref), summary(fast)
+    for key, value in s_ref.items():
+        assert s_fast[key] == pytest.approx(value, rel=0.01), key
 
 
 STEP = PerfModel(

@@ -152,3 +152,18 @@ JSON = st.recursive(
     ),
     max_leaves=8,
 )
+
+
+@st.composite
+def with_json_at(
+    draw: st.DrawFn, obj: dict[str, Any], *, paths: Sequence[tuple[str, ...]], at_most: int
+) -> dict[str, Any]:
+    """`obj`, changed in place: up to `at_most` of the fields at `paths` replaced by arbitrary
+    JSON (a path under a field that is no longer an object is left alone)."""
+    for path in draw(st.lists(st.sampled_from(paths), max_size=at_most)):
+        node: Any = obj
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node[path[-1]] = draw(JSON)
+    return obj

@@ -45,6 +45,15 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def decide_with_config(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str
+) -> tuple[int, str, str]:
+    """`llmscaler decide` on the two-variant example with `text` as its config.yaml."""
+    config = tmp_path / 'config.yaml'
+    config.write_text(text)
+    return run(capsys, 'decide', '--snapshot', str(TWO), '--config', str(config))
+
+
 def test_two_variant_example_scales_the_cheapest_variant(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -143,15 +152,15 @@ def test_bad_state_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
 def test_invalid_configmap_entry_is_named(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    config = tmp_path / 'config.yaml'
-    config.write_text(
+    code, out, err = decide_with_config(
+        capsys,
+        tmp_path,
         'configMaps:\n'
         '  - metadata: {name: wva-saturation-scaling-config}\n'
         '    data:\n'
         '      default: |\n'
-        '        kvCacheThreshold: 1.5\n'
+        '        kvCacheThreshold: 1.5\n',
     )
-    code, out, err = run(capsys, 'decide', '--snapshot', str(TWO), '--config', str(config))
     assert code == 2
     assert out == ''
     assert 'wva-saturation-scaling-config' in err
@@ -160,9 +169,7 @@ def test_invalid_configmap_entry_is_named(
 
 
 def test_unparseable_config_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    config = tmp_path / 'config.yaml'
-    config.write_text('settings: [unclosed\n')
-    code, _, err = run(capsys, 'decide', '--snapshot', str(TWO), '--config', str(config))
+    code, _, err = decide_with_config(capsys, tmp_path, 'settings: [unclosed\n')
     assert code == 2
     assert len(err.strip().splitlines()) == 1
     assert 'config.yaml' in err
@@ -192,16 +199,16 @@ def test_console_script_runs() -> None:
 def test_config_warning_is_printed_but_not_fatal(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    config = tmp_path / 'config.yaml'
-    config.write_text(
+    code, out, err = decide_with_config(
+        capsys,
+        tmp_path,
         'configMaps:\n'
         '  - metadata: {name: wva-model-scale-to-zero-config}\n'
         '    data:\n'
         '      default: |\n'
         '        enable_scale_to_zero: true\n'
-        '        retention_period: 48h\n'
+        '        retention_period: 48h\n',
     )
-    code, out, err = run(capsys, 'decide', '--snapshot', str(TWO), '--config', str(config))
     assert code == 0
     assert json.loads(out)['decisions']
     assert 'warning' in err

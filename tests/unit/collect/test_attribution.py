@@ -288,6 +288,30 @@ def shaped(pod: str, *, shape: str, kv: float | None) -> PodReading:
     )
 
 
+def attributed(
+    variant: Variant, *, readings: tuple[PodReading, ...], pods: list[PodInfo]
+) -> Attribution:
+    """The pods' readings, and the model's 9 requests, attributed to `variant` alone."""
+    return attribute(
+        reading=Reading(
+            pods=readings,
+            models=(
+                ModelReading(model_id=MODEL, namespace=NS, observed_at=NOW, request_count=9.0),
+            ),
+        ),
+        variants=(variant,),
+        targets=TARGETS,
+        pods=pods,
+    )
+
+
+def decide_one(variant: Variant, found: Attribution, *, config: Config) -> Decision:
+    """decide() on `variant` with the replicas and pools attributed to it, from an empty state."""
+    snapshot = Snapshot(variants=(variant,), replicas=found.replicas, pools=found.pools)
+    (decision,) = decide(snapshot=snapshot, config=config, state=EMPTY_STATE, now=NOW).decisions
+    return decision
+
+
 def decide_two_pods(*, shape: str, bad: float | None, config: Config) -> Decision:
     llama = Variant(
         name='llama-h100',
@@ -298,20 +322,12 @@ def decide_two_pods(*, shape: str, bad: float | None, config: Config) -> Decisio
         current_replicas=2,
         ready_replicas=2,
     )
-    found = attribute(
-        reading=Reading(
-            pods=(shaped('pod-a', shape=shape, kv=0.45), shaped('pod-b', shape=shape, kv=bad)),
-            models=(
-                ModelReading(model_id=MODEL, namespace=NS, observed_at=NOW, request_count=9.0),
-            ),
-        ),
-        variants=(llama,),
-        targets=TARGETS,
+    found = attributed(
+        llama,
+        readings=(shaped('pod-a', shape=shape, kv=0.45), shaped('pod-b', shape=shape, kv=bad)),
         pods=[pod_info('pod-a', *DEPLOYMENT_OWNERS), pod_info('pod-b', *DEPLOYMENT_OWNERS)],
     )
-    snapshot = Snapshot(variants=(llama,), replicas=found.replicas, pools=found.pools)
-    (decision,) = decide(snapshot=snapshot, config=config, state=EMPTY_STATE, now=NOW).decisions
-    return decision
+    return decide_one(llama, found, config=config)
 
 
 @pytest.mark.parametrize('config', [PERCENTAGE, TOKEN], ids=['percentage', 'token'])
@@ -349,28 +365,26 @@ def test_one_pod_with_a_broken_kv_figure_holds_the_model(
 # --- silent pods, pools, pass-through ---------------------------------------------------------
 
 
+# 3 replicas, 2 ready by the Deployment's status; pods pod-a and pod-c report an idle page.
+THREE_TWO_READY = Variant(
+    name='llama-h100',
+    namespace=NS,
+    model_id=MODEL,
+    min_replicas=1,
+    max_replicas=3,
+    current_replicas=3,
+    ready_replicas=2,
+)
+IDLE = {'kv_usage': 0.05, 'queue_length': 0.0, 'num_gpu_blocks': 1000, 'block_size': 16}
+A_AND_C_IDLE = (pod_reading('pod-a', **IDLE), pod_reading('pod-c', **IDLE))
+
+
 def stand_in(*, config: Config) -> Decision:
     """3 replicas, 2 ready: pod-a reports, pod-b is ready without a reading (its page failed),
     pod-c is not ready (starting or stopping) and still serves a complete, idle page."""
-    llama = Variant(
-        name='llama-h100',
-        namespace=NS,
-        model_id=MODEL,
-        min_replicas=1,
-        max_replicas=3,
-        current_replicas=3,
-        ready_replicas=2,
-    )
-    idle = {'kv_usage': 0.05, 'queue_length': 0.0, 'num_gpu_blocks': 1000, 'block_size': 16}
-    found = attribute(
-        reading=Reading(
-            pods=(pod_reading('pod-a', **idle), pod_reading('pod-c', **idle)),
-            models=(
-                ModelReading(model_id=MODEL, namespace=NS, observed_at=NOW, request_count=9.0),
-            ),
-        ),
-        variants=(llama,),
-        targets=TARGETS,
+    found = attributed(
+        THREE_TWO_READY,
+        readings=A_AND_C_IDLE,
         pods=[
             pod_info('pod-a', *DEPLOYMENT_OWNERS),
             pod_info('pod-b', *DEPLOYMENT_OWNERS),
@@ -378,9 +392,7 @@ def stand_in(*, config: Config) -> Decision:
         ],
     )
     assert found.silent == ((NS, 'pod-b', 'llama-h100'),)
-    snapshot = Snapshot(variants=(llama,), replicas=found.replicas, pools=found.pools)
-    (decision,) = decide(snapshot=snapshot, config=config, state=EMPTY_STATE, now=NOW).decisions
-    return decision
+    return decide_one(THREE_TWO_READY, found, config=config)
 
 
 @pytest.mark.parametrize('config', [PERCENTAGE, TOKEN], ids=['percentage', 'token'])
@@ -397,32 +409,11 @@ def test_a_pod_that_is_not_ready_never_stands_in_for_a_silent_ready_pod(config: 
 @pytest.mark.parametrize('config', [PERCENTAGE, TOKEN], ids=['percentage', 'token'])
 def test_a_lagging_ready_count_never_lets_a_new_pod_cover_for_a_silent_one(config: Config) -> None:
     # The Deployment's status still says 2 ready; the pods say 3, and pod-b's page failed.
-    llama = Variant(
-        name='llama-h100',
-        namespace=NS,
-        model_id=MODEL,
-        min_replicas=1,
-        max_replicas=3,
-        current_replicas=3,
-        ready_replicas=2,
-    )
-    idle = {'kv_usage': 0.05, 'queue_length': 0.0, 'num_gpu_blocks': 1000, 'block_size': 16}
     pods = [pod_info(name, *DEPLOYMENT_OWNERS) for name in ('pod-a', 'pod-b', 'pod-c')]
-    found = attribute(
-        reading=Reading(
-            pods=(pod_reading('pod-a', **idle), pod_reading('pod-c', **idle)),
-            models=(
-                ModelReading(model_id=MODEL, namespace=NS, observed_at=NOW, request_count=9.0),
-            ),
-        ),
-        variants=(llama,),
-        targets=TARGETS,
-        pods=pods,
-    )
-    (counted,) = with_ready_pods(variants=(llama,), pods=pods, targets=TARGETS)
+    found = attributed(THREE_TWO_READY, readings=A_AND_C_IDLE, pods=pods)
+    (counted,) = with_ready_pods(variants=(THREE_TWO_READY,), pods=pods, targets=TARGETS)
     assert counted.ready_replicas == 3
-    snapshot = Snapshot(variants=(counted,), replicas=found.replicas, pools=found.pools)
-    (decision,) = decide(snapshot=snapshot, config=config, state=EMPTY_STATE, now=NOW).decisions
+    decision = decide_one(counted, found, config=config)
     assert decision.target >= decision.current == 3
     assert (decision.metrics_reason, decision.message) == (
         'MetricsMissing',
@@ -485,8 +476,7 @@ def test_no_ready_pod_without_usable_figures_ever_lets_its_variant_go_down(
     found = attribute(
         reading=Reading(pods=tuple(readings)), variants=(llama,), targets=TARGETS, pods=infos
     )
-    snapshot = Snapshot(variants=(llama,), replicas=found.replicas, pools=found.pools)
-    (decision,) = decide(snapshot=snapshot, config=config, state=EMPTY_STATE, now=NOW).decisions
+    decision = decide_one(llama, found, config=config)
     troubled = [is_ready and state in ('silent', 'no-kv', 'nan-queue') for is_ready, state in pods]
     if any(troubled):
         assert decision.target >= decision.current

@@ -26,53 +26,37 @@ from llmscaler.hpa.behavior import (
 )
 
 
+def up_limit(rules: ScalingRules, current: int) -> int:
+    """The scale-up limit from `current` replicas with no earlier scale event."""
+    return scale_up_limit_with_rules(
+        current_replicas=current, up_events=(), down_events=(), rules=rules, now=0
+    )
+
+
+def down_limit(rules: ScalingRules, current: int) -> int:
+    """The scale-down limit from `current` replicas with no earlier scale event."""
+    return scale_down_limit_with_behaviors(
+        current_replicas=current, up_events=(), down_events=(), rules=rules, now=0
+    )
+
+
 def test_default_scale_up_is_four_pods_or_double() -> None:
-    limit = {
-        current: scale_up_limit_with_rules(
-            current_replicas=current, up_events=(), down_events=(), rules=DEFAULT_SCALE_UP, now=0
-        )
-        for current in (1, 3, 4, 10)
-    }
+    limit = {current: up_limit(DEFAULT_SCALE_UP, current) for current in (1, 3, 4, 10)}
     assert limit == {1: 5, 3: 7, 4: 8, 10: 20}
 
 
 def test_select_policy_min_and_disabled() -> None:
     policies = (ScalingPolicy('Pods', 4, 60), ScalingPolicy('Percent', 50, 60))
     up_min = ScalingRules(policies=policies, select_policy='Min')
-    assert (
-        scale_up_limit_with_rules(
-            current_replicas=10, up_events=(), down_events=(), rules=up_min, now=0
-        )
-        == 14
-    )
+    assert up_limit(up_min, 10) == 14
     # Percent rounds up on scale-up (50 % of 3 adds 2) and truncates on scale-down.
-    assert (
-        scale_up_limit_with_rules(
-            current_replicas=3, up_events=(), down_events=(), rules=up_min, now=0
-        )
-        == 5
-    )
+    assert up_limit(up_min, 3) == 5
     down_max = ScalingRules(policies=policies, select_policy='Max')
-    assert (
-        scale_down_limit_with_behaviors(
-            current_replicas=5, up_events=(), down_events=(), rules=down_max, now=0
-        )
-        == 1
-    )
+    assert down_limit(down_max, 5) == 1
     down_min = ScalingRules(policies=policies, select_policy='Min')
-    assert (
-        scale_down_limit_with_behaviors(
-            current_replicas=5, up_events=(), down_events=(), rules=down_min, now=0
-        )
-        == 2
-    )
+    assert down_limit(down_min, 5) == 2
     disabled = ScalingRules(policies=policies, select_policy='Disabled')
-    assert (
-        scale_up_limit_with_rules(
-            current_replicas=5, up_events=(), down_events=(), rules=disabled, now=0
-        )
-        == 5
-    )
+    assert up_limit(disabled, 5) == 5
 
 
 def test_events_count_within_their_period_only() -> None:

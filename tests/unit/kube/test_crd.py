@@ -36,7 +36,7 @@ from llmscaler.kube.resource_model import (
     InvalidObject,
     ScaleTargetRef,
 )
-from tests.support.crd_compare import facets, walk
+from tests.support.crd_compare import crd_schema, differences, drift, load_crd, only_version, walk
 from tests.support.paths import ROOT
 
 CRD_PATH = ROOT / 'deploy' / 'base' / 'crds' / 'llmd.ai_variantautoscalings.yaml'
@@ -73,45 +73,12 @@ spec:
 """
 
 
-def load_crd() -> dict[str, Any]:
-    crd = yaml.safe_load(CRD_PATH.read_text())
-    assert isinstance(crd, dict)
-    return crd
-
-
-def version() -> dict[str, Any]:
-    (only,) = load_crd()['spec']['versions']
-    assert isinstance(only, dict)
-    return only
-
-
-def crd_schema() -> dict[str, Any]:
-    schema = version()['schema']['openAPIV3Schema']
-    assert isinstance(schema, dict)
-    return schema
-
-
 def model_schema() -> dict[str, Any]:
     return VariantAutoscaling.model_json_schema(by_alias=True, mode='validation')
 
 
-def differences(crd: dict[str, Any], model: dict[str, Any]) -> list[str]:
-    top_defs = model.get('$defs', {})
-    found = []
-    for section in ('spec', 'status'):
-        pairs = walk(crd['properties'][section], model['properties'][section], top_defs, section)
-        for path, c, m in pairs:
-            if facets(c) != facets(m):
-                found.append(f'{path}: CRD {facets(c)} != model {facets(m)}')
-            if set(c.get('properties', {})) != set(m.get('properties', {})):
-                found.append(f'{path}: properties {sorted(c.get("properties", {}))}')
-            if sorted(c.get('required', [])) != sorted(m.get('required', [])):
-                found.append(f'{path}: required {c.get("required")} != {m.get("required")}')
-    return found
-
-
 def every_path() -> list[str]:
-    schema = crd_schema()
+    schema = crd_schema(CRD_PATH)
     paths: list[str] = []
     for section in ('spec', 'status'):
         paths.extend(p for p, _, _ in walk(schema['properties'][section], {}, {}, section))
@@ -122,7 +89,7 @@ def every_path() -> list[str]:
 
 
 def test_crd_names_scope_and_version() -> None:
-    crd = load_crd()
+    crd = load_crd(CRD_PATH)
     assert crd['apiVersion'] == 'apiextensions.k8s.io/v1'
     assert crd['kind'] == 'CustomResourceDefinition'
     assert crd['metadata']['name'] == 'variantautoscalings.llmd.ai'
@@ -133,13 +100,13 @@ def test_crd_names_scope_and_version() -> None:
     assert names['plural'] == 'variantautoscalings'
     assert names['singular'] == 'variantautoscaling'
     assert names['shortNames'] == ['va']
-    v = version()
+    v = only_version(CRD_PATH)
     assert (v['name'], v['served'], v['storage']) == ('v1alpha1', True, True)
 
 
 def test_status_subresource_only_no_scale() -> None:
     # The VA points at the scaled workload; it is not a scale target itself.
-    assert version()['subresources'] == {'status': {}}
+    assert only_version(CRD_PATH)['subresources'] == {'status': {}}
 
 
 def test_schema_is_structural_without_preserved_unknown_fields() -> None:
@@ -152,7 +119,7 @@ def test_schema_is_structural_without_preserved_unknown_fields() -> None:
             for value in node:
                 yield from nodes(value)
 
-    schema = crd_schema()
+    schema = crd_schema(CRD_PATH)
     assert not [n for n in nodes(schema) if 'x-kubernetes-preserve-unknown-fields' in n]
     # Structural: every schema node under spec and status states its type.
     for section in ('spec', 'status'):
@@ -163,7 +130,7 @@ def test_schema_is_structural_without_preserved_unknown_fields() -> None:
 
 
 def test_scale_target_api_version_is_not_enum_restricted() -> None:
-    ref = crd_schema()['properties']['spec']['properties']['scaleTargetRef']
+    ref = crd_schema(CRD_PATH)['properties']['spec']['properties']['scaleTargetRef']
     assert 'enum' not in ref['properties']['apiVersion']
     assert ref['required'] == ['kind', 'name']
     for kind in ('Deployment', 'StatefulSet', 'LeaderWorkerSet'):
@@ -171,14 +138,14 @@ def test_scale_target_api_version_is_not_enum_restricted() -> None:
 
 
 def test_cel_rule_min_not_above_max() -> None:
-    (rule,) = crd_schema()['properties']['spec']['x-kubernetes-validations']
+    (rule,) = crd_schema(CRD_PATH)['properties']['spec']['x-kubernetes-validations']
     assert rule['rule'] == 'self.minReplicas <= self.maxReplicas'
     assert 'minReplicas' in rule['message']
     assert 'maxReplicas' in rule['message']
 
 
 def test_conditions_are_a_map_list_keyed_by_type() -> None:
-    conditions = crd_schema()['properties']['status']['properties']['conditions']
+    conditions = crd_schema(CRD_PATH)['properties']['status']['properties']['conditions']
     assert conditions['x-kubernetes-list-type'] == 'map'
     assert conditions['x-kubernetes-list-map-keys'] == ['type']
     assert conditions['items']['properties']['status']['enum'] == ['True', 'False', 'Unknown']
@@ -187,7 +154,7 @@ def test_conditions_are_a_map_list_keyed_by_type() -> None:
 def test_printer_columns() -> None:
     columns = [
         (c['name'], c['type'], c.get('priority', 0), c['jsonPath'])
-        for c in version()['additionalPrinterColumns']
+        for c in only_version(CRD_PATH)['additionalPrinterColumns']
     ]
     # WVA's seven, plus the target's replicas and ready replicas; -o wide (priority 1) adds the
     # accelerator, the cost and why the last optimization did or did not act.
@@ -208,10 +175,10 @@ def test_printer_columns() -> None:
 
 
 @pytest.mark.parametrize(
-    'column', [c for c in version()['additionalPrinterColumns'] if c['type'] != 'date']
+    'column', [c for c in only_version(CRD_PATH)['additionalPrinterColumns'] if c['type'] != 'date']
 )
 def test_printer_column_points_at_a_schema_field_of_its_type(column: dict[str, Any]) -> None:
-    node = crd_schema()
+    node = crd_schema(CRD_PATH)
     # A filter selects list items; the field after it is looked up in the item schema.
     for part in re.sub(r'\[\?\(.*?\)\]', '.[]', column['jsonPath']).strip('.').split('.'):
         node = node['items'] if part == '[]' else node['properties'][part]
@@ -223,17 +190,19 @@ def test_printer_column_points_at_a_schema_field_of_its_type(column: dict[str, A
 
 @pytest.mark.parametrize('path', every_path())
 def test_model_field_matches_crd(path: str) -> None:
-    found = [d for d in differences(crd_schema(), model_schema()) if d.split(':')[0] == path]
+    found = [
+        d for d in differences(crd_schema(CRD_PATH), model_schema()) if d.split(':')[0] == path
+    ]
     assert found == []
 
 
 def test_no_differences_anywhere() -> None:
-    assert differences(crd_schema(), model_schema()) == []
+    assert differences(crd_schema(CRD_PATH), model_schema()) == []
 
 
 def test_top_level_fields_and_required_match() -> None:
     model = model_schema()
-    assert set(model['properties']) == set(crd_schema()['properties'])
+    assert set(model['properties']) == set(crd_schema(CRD_PATH)['properties'])
     assert model['required'] == ['spec']
 
 
@@ -249,16 +218,13 @@ def test_top_level_fields_and_required_match() -> None:
     ],
 )
 def test_the_comparison_catches_a_drift(path: tuple[str, ...], key: str, value: Any) -> None:
-    schema = crd_schema()
-    node = schema
-    for part in path:
-        node = node['properties'][part]
-    node[key] = value
+    schema = crd_schema(CRD_PATH)
+    drift(schema, path=path, key=key, value=value)
     assert differences(schema, model_schema()) != []
 
 
 def test_the_comparison_catches_a_field_missing_from_the_model() -> None:
-    schema = crd_schema()
+    schema = crd_schema(CRD_PATH)
     schema['properties']['spec']['properties']['extra'] = {'type': 'string'}
     assert differences(schema, model_schema()) == [
         'spec: properties ' + str(sorted(schema['properties']['spec']['properties'])),

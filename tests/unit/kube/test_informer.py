@@ -257,6 +257,15 @@ async def test_410_relist_synthesises_missed_delete_after_backoff(harness: Harne
         assert watches(api)[-1]['resourceVersion'] == '6'
 
 
+async def a_deleted_behind_a_productive_watch(harness: Harness, http: httpx.AsyncClient) -> None:
+    """With an informer running on `a` (RV 1): `b` created (RV 2) and delivered on the watch,
+    a productive one; then the watch dropped and `a` deleted (RV 3) while none is open."""
+    await http.post(DEPLOYS, json=deployment('b'))
+    await eventually(lambda: len(harness.events) == 2, 'b')
+    harness.api.drop_watches()
+    harness.api.store.delete(harness.api.store_resource(deployment('a')), 'ns', 'a')
+
+
 async def test_410_after_productive_watch_relists_at_once(
     harness: Harness, http: httpx.AsyncClient
 ) -> None:
@@ -264,10 +273,7 @@ async def test_410_after_productive_watch_relists_at_once(
     api.seed(deployment('a'))  # RV 1
     informer = harness.informer()
     async with harness.running(informer):
-        await http.post(DEPLOYS, json=deployment('b'))  # RV 2, delivered: a productive watch
-        await eventually(lambda: len(harness.events) == 2, 'b')
-        api.drop_watches()
-        api.store.delete(api.store_resource(deployment('a')), 'ns', 'a')  # RV 3, missed
+        await a_deleted_behind_a_productive_watch(harness, http)
         api.store.compact()  # the re-watch from RV 2 is now too old: a real 410
         await eventually(lambda: len(harness.events) == 3, 'the synthesised delete')
         assert harness.events[2] == ('DELETED', 'ns/a', '1')
@@ -302,10 +308,7 @@ async def test_clean_stream_end_rewatches_from_last_rv_without_relist(
     api.seed(deployment('a'))  # RV 1
     informer = harness.informer()
     async with harness.running(informer):
-        await http.post(DEPLOYS, json=deployment('b'))  # RV 2, seen by the watch
-        await eventually(lambda: len(harness.events) == 2, 'b')
-        api.drop_watches()
-        api.store.delete(api.store_resource(deployment('a')), 'ns', 'a')  # RV 3, while down
+        await a_deleted_behind_a_productive_watch(harness, http)
         await eventually(lambda: len(harness.events) == 3, 'the delete, replayed')
         assert harness.events[2] == ('DELETED', 'ns/a', '3')
         assert [w['resourceVersion'] for w in watches(api)] == ['1', '2']

@@ -79,6 +79,12 @@ class Harness:
             on_change=lambda leader: log.append((leader, self.clock.monotonic())),
         )
 
+    async def leader(self, identity: str) -> tuple[LeaderElector, asyncio.Task[None]]:
+        """An elector that has acquired the Lease, and the task in which it holds it."""
+        elector = self.elector(identity)
+        await elector.acquire()
+        return elector, self.start(elector.hold())
+
     def start(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(work)
         self.tasks.append(task)
@@ -99,6 +105,15 @@ class Harness:
         while self.clock.monotonic() < moment:
             await self.clock.advance(min(1.0, moment - self.clock.monotonic()))
             await self.quiesce()
+
+    async def close(self) -> None:
+        """Cancel every task the test started and wait for them, whatever they end with, then
+        close every elector's client."""
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        for client in self.clients:
+            await client.aclose()
 
     def lease(self) -> dict[str, Any]:
         return self.api.get(
@@ -130,11 +145,7 @@ async def h() -> AsyncIterator[Harness]:
         try:
             yield harness
         finally:
-            for task in harness.tasks:
-                task.cancel()
-            await asyncio.gather(*harness.tasks, return_exceptions=True)
-            for client in harness.clients:
-                await client.aclose()
+            await harness.close()
 
 
 def test_config_defaults_match_the_controller_manager() -> None:
@@ -219,9 +230,8 @@ async def test_the_standby_waits_while_the_leader_renews(h: Harness) -> None:
 
 
 async def test_the_standby_takes_over_after_lease_duration_of_its_own_time(h: Harness) -> None:
-    a, b = h.elector('a'), h.elector('b')
-    await a.acquire()
-    holding = h.start(a.hold())
+    _, holding = await h.leader('a')
+    b = h.elector('b')
     await h.run_until(1)
     h.start(b.acquire())
     await h.run_until(10)
@@ -287,9 +297,8 @@ async def test_an_empty_holder_is_free_at_once(h: Harness) -> None:
 
 
 async def test_release_lets_the_standby_take_over_at_its_next_retry(h: Harness) -> None:
-    a, b = h.elector('a'), h.elector('b')
-    await a.acquire()
-    holding = h.start(a.hold())
+    a, holding = await h.leader('a')
+    b = h.elector('b')
     await h.run_until(1)
     h.start(b.acquire())
     await h.run_until(6)
@@ -350,9 +359,7 @@ async def test_release_after_a_takeover_leaves_the_new_holder_alone(h: Harness) 
 
 
 async def test_a_conflict_during_renew_is_retried(h: Harness) -> None:
-    a = h.elector('a')
-    await a.acquire()
-    holding = h.start(a.hold())
+    a, holding = await h.leader('a')
     h.api.fail(status=409, method='PUT', path_prefix=LEASE_PATH)
     await h.run_until(2)
     assert h.lease()['spec']['renewTime'] == h.wall(0)
@@ -364,9 +371,7 @@ async def test_a_conflict_during_renew_is_retried(h: Harness) -> None:
 
 
 async def test_another_holder_ends_hold_at_once(h: Harness) -> None:
-    a = h.elector('a')
-    await a.acquire()
-    holding = h.start(a.hold())
+    a, holding = await h.leader('a')
     await h.run_until(3)
     h.overwrite(holderIdentity='intruder', leaseTransitions=1)
     await h.run_until(4)
@@ -378,9 +383,7 @@ async def test_another_holder_ends_hold_at_once(h: Harness) -> None:
 
 
 async def test_server_errors_until_the_renew_deadline_lose_leadership(h: Harness) -> None:
-    a = h.elector('a')
-    await a.acquire()
-    holding = h.start(a.hold())
+    a, holding = await h.leader('a')
     h.api.fail(status=500, path_prefix=LEASE_PATH, times=1000)
     await h.run_until(9)
     assert a.is_leader
@@ -393,9 +396,7 @@ async def test_server_errors_until_the_renew_deadline_lose_leadership(h: Harness
 
 
 async def test_the_renew_deadline_counts_from_the_last_success(h: Harness) -> None:
-    a = h.elector('a')
-    await a.acquire()
-    holding = h.start(a.hold())
+    a, holding = await h.leader('a')
     h.api.fail(status=500, path_prefix=LEASE_PATH, times=3)  # 2, 4, 6 fail
     await h.run_until(8)
     assert h.lease()['spec']['renewTime'] == h.wall(8)
@@ -426,9 +427,7 @@ async def test_writes_are_refused_once_the_renew_deadline_passes_unnoticed(h: Ha
 
 
 async def test_each_renewal_reopens_writes_for_a_renew_deadline(h: Harness) -> None:
-    a = h.elector('a')
-    await a.acquire()
-    holding = h.start(a.hold())
+    a, holding = await h.leader('a')
     h.api.fail(status=500, path_prefix=LEASE_PATH, times=3)  # 2, 4, 6 fail
     await h.run_until(7)
     assert a.write_refusal() is None  # 7 s since the renewal at 0
@@ -442,9 +441,7 @@ async def test_each_renewal_reopens_writes_for_a_renew_deadline(h: Harness) -> N
 
 
 async def test_a_hung_renewal_is_abandoned_at_the_deadline(h: Harness) -> None:
-    a = h.elector('a')
-    await a.acquire()
-    holding = h.start(a.hold())
+    _, holding = await h.leader('a')
     await h.run_until(0)
     h.api.latency = 0.3
     await h.clock.advance(2)
@@ -563,10 +560,6 @@ def test_property_at_most_one_live_leader(steps: list[str]) -> None:
                 await h.run_until(h.clock.monotonic() + injected + 20)
                 assert sum(e.is_leader for e in live.values()) == 1
             finally:
-                for task in h.tasks:
-                    task.cancel()
-                await asyncio.gather(*h.tasks, return_exceptions=True)
-                for client in h.clients:
-                    await client.aclose()
+                await h.close()
 
     asyncio.run(scenario())

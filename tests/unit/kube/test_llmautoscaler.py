@@ -26,7 +26,7 @@ from llmscaler.kube.llmautoscaler import (
 )
 from llmscaler.kube.resource_model import InvalidObject
 from llmscaler.policies.kaito.realtime import ScalerRule
-from tests.support.crd_compare import facets, walk
+from tests.support.crd_compare import crd_schema, differences, drift, load_crd, only_version
 from tests.support.paths import ROOT
 from tests.support.prerequisites import need_program
 
@@ -64,43 +64,6 @@ spec:
 """
 
 
-def load_crd() -> dict[str, Any]:
-    crd = yaml.safe_load(CRD_PATH.read_text())
-    assert isinstance(crd, dict)
-    return crd
-
-
-def version() -> dict[str, Any]:
-    (only,) = load_crd()['spec']['versions']
-    assert isinstance(only, dict)
-    return only
-
-
-def crd_schema() -> dict[str, Any]:
-    schema = version()['schema']['openAPIV3Schema']
-    assert isinstance(schema, dict)
-    return schema
-
-
-def differences(crd: dict[str, Any], model: dict[str, Any]) -> list[str]:
-    defs = model.get('$defs', {})
-    found = []
-    for section in ('spec', 'status'):
-        for path, c, m in walk(
-            crd['properties'][section], model['properties'][section], defs, section
-        ):
-            crd_facets, model_facets = facets(c), facets(m)
-            if c.get('type') == 'object' and crd_facets.get('default') == {}:
-                del crd_facets['default']  # the model's default_factory (module docstring)
-            if crd_facets != model_facets:
-                found.append(f'{path}: CRD {crd_facets} != model {model_facets}')
-            if set(c.get('properties', {})) != set(m.get('properties', {})):
-                found.append(f'{path}: properties {sorted(c.get("properties", {}))}')
-            if sorted(c.get('required', [])) != sorted(m.get('required', [])):
-                found.append(f'{path}: required {c.get("required")} != {m.get("required")}')
-    return found
-
-
 def model_schema() -> dict[str, Any]:
     return LLMAutoScaler.model_json_schema(by_alias=True, mode='validation')
 
@@ -112,7 +75,7 @@ def example() -> dict[str, Any]:
 
 
 def test_crd_names_group_and_version() -> None:
-    crd = load_crd()
+    crd = load_crd(CRD_PATH)
     assert crd['metadata']['name'] == 'llmautoscalers.kaito.sh'
     assert crd['spec']['group'] == 'kaito.sh'
     assert crd['spec']['scope'] == 'Namespaced'
@@ -122,13 +85,15 @@ def test_crd_names_group_and_version() -> None:
         'llmautoscalers',
         ['llmas'],
     )
-    v = version()
+    v = only_version(CRD_PATH)
     assert (v['name'], v['served'], v['storage']) == ('v1alpha1', True, True)
     assert v['subresources'] == {'status': {}}
 
 
 def test_model_matches_the_crd() -> None:
-    assert differences(crd_schema(), model_schema()) == []
+    assert (
+        differences(crd_schema(CRD_PATH), model_schema(), empty_object_default_is_absent=True) == []
+    )
 
 
 @pytest.mark.parametrize(
@@ -146,12 +111,9 @@ def test_model_matches_the_crd() -> None:
     ],
 )
 def test_the_comparison_catches_a_drift(path: tuple[str, ...], key: str, value: Any) -> None:
-    schema = crd_schema()
-    node = schema
-    for part in path:
-        node = node['properties'][part]
-    node[key] = value
-    assert differences(schema, model_schema()) != []
+    schema = crd_schema(CRD_PATH)
+    drift(schema, path=path, key=key, value=value)
+    assert differences(schema, model_schema(), empty_object_default_is_absent=True) != []
 
 
 def test_seed_defaults_apply() -> None:
@@ -201,7 +163,7 @@ def test_absent_objects_take_every_default() -> None:
     }
     assert stored['spec']['scaler']['cron']['policies'][0]['timeZone'] == 'Etc/UTC'
     # The CRD's defaults are the same values.
-    spec = crd_schema()['properties']['spec']['properties']
+    spec = crd_schema(CRD_PATH)['properties']['spec']['properties']
     rules = spec['scaler']['properties']['realtime']['properties']
     for rule, expected in (('scaleUpRule', (600, 30, 1)), ('scaleDownRule', (1800, 300, 1))):
         fields = rules[rule]['properties']

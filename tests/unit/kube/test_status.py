@@ -12,7 +12,9 @@ new message would have kept 00:00:00.
 from __future__ import annotations
 
 import copy
-from typing import Any
+import functools
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, Protocol
 
 import pytest
 from hypothesis import given, settings
@@ -24,7 +26,7 @@ from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube import crd, resource_model
 from llmscaler.kube.client import make_client
 from llmscaler.kube.nextstatus import MESSAGE_MAX, RUN_TIME_REFRESH, ConditionUpdate, next_status
-from llmscaler.kube.status import StatusOutcome, StatusWriter
+from llmscaler.kube.status import StatusOutcome, StatusResult, StatusWriter
 
 NS = 'ns'
 VA_PATH = f'/apis/llmd.ai/v1alpha1/namespaces/{NS}/variantautoscalings'
@@ -38,6 +40,15 @@ METRICS = ConditionUpdate('MetricsAvailable', 'True', 'MetricsFound', 'all 2 rep
 READY = ConditionUpdate('OptimizationReady', 'True', 'OptimizationSucceeded', 'hold at 3')
 SCALING = ConditionUpdate('OptimizationReady', 'True', 'OptimizationSucceeded', 'up 3 -> 4')
 STALE = ConditionUpdate('MetricsAvailable', 'False', 'MetricsStale', 'pod p: stale')
+# The facts of a cycle that finds everything as it was.
+STEADY: Mapping[str, Any] = {
+    'desired': 3,
+    'applied': True,
+    'conditions': [FOUND, METRICS, READY],
+    'current_replicas': 3,
+    'ready_replicas': 2,
+    'accelerator': 'NVIDIA-A100',
+}
 
 
 def va(name: str = 'v', status: Any = None) -> dict[str, Any]:
@@ -81,14 +92,35 @@ def writer(client: AsyncClient, clock: ManualClock) -> StatusWriter:
     return StatusWriter(client=client, clock=clock)
 
 
+class UpdateV(Protocol):
+    """`StatusWriter.update` of the VA ns/v."""
+
+    def __call__(
+        self,
+        *,
+        obj: Mapping[str, Any] | None,
+        desired: int | None,
+        applied: bool | None,
+        conditions: Sequence[ConditionUpdate],
+        ran: bool = ...,
+        current_replicas: int | None = ...,
+        ready_replicas: int | None = ...,
+        accelerator: str | None = ...,
+        remove_conditions: Sequence[str] = ...,
+    ) -> Coroutine[Any, Any, StatusResult]: ...
+
+
+@pytest.fixture
+def update_v(writer: StatusWriter) -> UpdateV:
+    return functools.partial(writer.update, namespace=NS, name='v')
+
+
 # --- StatusWriter against the fake ------------------------------------------------------------
 
 
-async def test_first_update_writes_only_the_status(api: FakeAPI, writer: StatusWriter) -> None:
+async def test_first_update_writes_only_the_status(api: FakeAPI, update_v: UpdateV) -> None:
     seeded = api.seed(va())
-    result = await writer.update(
-        namespace=NS, name='v', obj=None, desired=3, applied=True, conditions=[FOUND, METRICS]
-    )
+    result = await update_v(obj=None, desired=3, applied=True, conditions=[FOUND, METRICS])
     after = stored(api)
     assert result.outcome is StatusOutcome.WRITTEN
     assert result.message == ''
@@ -126,12 +158,10 @@ async def test_first_update_writes_only_the_status(api: FakeAPI, writer: StatusW
 
 
 async def test_conditions_flip_keep_and_carry_over(
-    api: FakeAPI, writer: StatusWriter, clock: ManualClock
+    api: FakeAPI, update_v: UpdateV, clock: ManualClock
 ) -> None:
     api.seed(va())
-    await writer.update(
-        namespace=NS,
-        name='v',
+    await update_v(
         obj=None,
         desired=3,
         applied=True,
@@ -139,9 +169,7 @@ async def test_conditions_flip_keep_and_carry_over(
     )
     await clock.advance(60)
     still = ConditionUpdate('TargetResolved', 'True', 'TargetFound', 'Deployment ns/d2 found')
-    result = await writer.update(
-        namespace=NS, name='v', obj=stored(api), desired=2, applied=False, conditions=[STALE, still]
-    )
+    result = await update_v(obj=stored(api), desired=2, applied=False, conditions=[STALE, still])
     assert result.outcome is StatusOutcome.WRITTEN
     status = stored(api)['status']
     assert [c['type'] for c in status['conditions']] == [
@@ -170,16 +198,12 @@ async def test_conditions_flip_keep_and_carry_over(
 
 
 async def test_desired_and_applied_are_kept_when_none(
-    api: FakeAPI, writer: StatusWriter, clock: ManualClock
+    api: FakeAPI, update_v: UpdateV, clock: ManualClock
 ) -> None:
     api.seed(va())
-    await writer.update(
-        namespace=NS, name='v', obj=None, desired=3, applied=True, conditions=[FOUND]
-    )
+    await update_v(obj=None, desired=3, applied=True, conditions=[FOUND])
     await clock.advance(60)
-    result = await writer.update(
-        namespace=NS,
-        name='v',
+    result = await update_v(
         obj=stored(api),
         desired=None,
         applied=None,
@@ -194,24 +218,18 @@ async def test_desired_and_applied_are_kept_when_none(
 
 
 async def test_unchanged_status_is_not_written(
-    api: FakeAPI, writer: StatusWriter, clock: ManualClock
+    api: FakeAPI, update_v: UpdateV, clock: ManualClock
 ) -> None:
     api.seed(va())
-    first = await writer.update(
-        namespace=NS, name='v', obj=None, desired=3, applied=True, conditions=[FOUND, METRICS]
-    )
+    first = await update_v(obj=None, desired=3, applied=True, conditions=[FOUND, METRICS])
     cached = stored(api)
     api.requests.clear()
-    again = await writer.update(
-        namespace=NS, name='v', obj=cached, desired=3, applied=True, conditions=[METRICS, FOUND]
-    )
+    again = await update_v(obj=cached, desired=3, applied=True, conditions=[METRICS, FOUND])
     assert again.outcome is StatusOutcome.UNCHANGED
     assert again.resource_version == first.resource_version
     # Later, but the cycle did not run: lastRunTime stays, so nothing changes either.
     await clock.advance(300)
-    later = await writer.update(
-        namespace=NS,
-        name='v',
+    later = await update_v(
         obj=cached,
         desired=None,
         applied=None,
@@ -221,9 +239,7 @@ async def test_unchanged_status_is_not_written(
     assert later.outcome is StatusOutcome.UNCHANGED
     assert api.requests == []  # the cached copy spared even the GET
     # A cycle that ran RUN_TIME_REFRESH after the last stamp moves lastRunTime: one write.
-    ran = await writer.update(
-        namespace=NS, name='v', obj=cached, desired=3, applied=True, conditions=[FOUND]
-    )
+    ran = await update_v(obj=cached, desired=3, applied=True, conditions=[FOUND])
     assert ran.outcome is StatusOutcome.WRITTEN
     assert stored(api)['status']['desiredOptimizedAlloc']['lastRunTime'] == rfc3339(
         wall=clock.wall()
@@ -231,22 +247,14 @@ async def test_unchanged_status_is_not_written(
 
 
 async def test_steady_cycles_write_only_every_refresh_interval(
-    api: FakeAPI, writer: StatusWriter, clock: ManualClock
+    api: FakeAPI, update_v: UpdateV, clock: ManualClock
 ) -> None:
     """A cycle every 30 s with nothing new: one write per RUN_TIME_REFRESH, not one per cycle."""
     api.seed(va())
-    facts: dict[str, Any] = {
-        'desired': 3,
-        'applied': True,
-        'conditions': [FOUND, METRICS, READY],
-        'current_replicas': 3,
-        'ready_replicas': 2,
-        'accelerator': 'NVIDIA-A100',
-    }
     outcomes = []
     stamps = []
     for _ in range(21):  # 10 minutes
-        result = await writer.update(namespace=NS, name='v', obj=stored(api), **facts)
+        result = await update_v(obj=stored(api), **STEADY)
         outcomes.append(result.outcome)
         stamps.append(stored(api)['status']['desiredOptimizedAlloc']['lastRunTime'])
         await clock.advance(30)
@@ -271,35 +279,25 @@ async def test_steady_cycles_write_only_every_refresh_interval(
     ids=['desired', 'applied', 'current', 'ready', 'accelerator', 'message', 'status'],
 )
 async def test_any_change_an_operator_reads_is_written_at_once(
-    api: FakeAPI, writer: StatusWriter, clock: ManualClock, change: dict[str, Any]
+    api: FakeAPI, update_v: UpdateV, clock: ManualClock, change: dict[str, Any]
 ) -> None:
     api.seed(va())
-    facts: dict[str, Any] = {
-        'desired': 3,
-        'applied': True,
-        'conditions': [FOUND, METRICS, READY],
-        'current_replicas': 3,
-        'ready_replicas': 2,
-        'accelerator': 'NVIDIA-A100',
-    }
-    await writer.update(namespace=NS, name='v', obj=None, **facts)
+    await update_v(obj=None, **STEADY)
     await clock.advance(30)
-    same = await writer.update(namespace=NS, name='v', obj=stored(api), **facts)
+    same = await update_v(obj=stored(api), **STEADY)
     assert same.outcome is StatusOutcome.UNCHANGED
     await clock.advance(30)
-    result = await writer.update(namespace=NS, name='v', obj=stored(api), **{**facts, **change})
+    result = await update_v(obj=stored(api), **{**STEADY, **change})
     assert result.outcome is StatusOutcome.WRITTEN
     # The write happens anyway, so it carries the time of the cycle that caused it.
     assert stored(api)['status']['desiredOptimizedAlloc']['lastRunTime'] == '2026-01-01T00:01:00Z'
 
 
 async def test_observed_replicas_and_accelerator_are_recorded_and_kept(
-    api: FakeAPI, writer: StatusWriter
+    api: FakeAPI, update_v: UpdateV
 ) -> None:
     api.seed(va())
-    await writer.update(
-        namespace=NS,
-        name='v',
+    await update_v(
         obj=None,
         desired=3,
         applied=True,
@@ -310,13 +308,9 @@ async def test_observed_replicas_and_accelerator_are_recorded_and_kept(
     )
     expected = {'accelerator': 'NVIDIA-L40S', 'numReplicas': 2, 'readyReplicas': 1}
     assert stored(api)['status']['currentAlloc'] == expected
-    result = await writer.update(
-        namespace=NS, name='v', obj=stored(api), desired=3, applied=True, conditions=[FOUND]
-    )
+    result = await update_v(obj=stored(api), desired=3, applied=True, conditions=[FOUND])
     assert result.outcome is StatusOutcome.UNCHANGED
-    await writer.update(
-        namespace=NS,
-        name='v',
+    await update_v(
         obj=stored(api),
         desired=3,
         applied=True,
@@ -327,13 +321,11 @@ async def test_observed_replicas_and_accelerator_are_recorded_and_kept(
 
 
 async def test_an_unresolved_target_clears_the_counts(
-    api: FakeAPI, writer: StatusWriter, clock: ManualClock
+    api: FakeAPI, update_v: UpdateV, clock: ManualClock
 ) -> None:
     """OPTIMIZED, CURRENT and READY never show an old count beside TargetResolved=False."""
     api.seed(va())
-    await writer.update(
-        namespace=NS,
-        name='v',
+    await update_v(
         obj=None,
         desired=3,
         applied=True,
@@ -344,9 +336,7 @@ async def test_an_unresolved_target_clears_the_counts(
     )
     await clock.advance(60)
     skipped = ConditionUpdate('OptimizationReady', 'False', 'SkippedProcessing', 'not resolved')
-    result = await writer.update(
-        namespace=NS,
-        name='v',
+    result = await update_v(
         obj=stored(api),
         desired=None,
         applied=None,
@@ -362,9 +352,7 @@ async def test_an_unresolved_target_clears_the_counts(
     assert patch.json()['status']['desiredOptimizedAlloc']['numReplicas'] is None
     assert patch.json()['status']['currentAlloc'] is None
     # Found again: the counts come back with the next resolved cycle.
-    await writer.update(
-        namespace=NS,
-        name='v',
+    await update_v(
         obj=stored(api),
         desired=2,
         applied=True,
@@ -377,13 +365,9 @@ async def test_an_unresolved_target_clears_the_counts(
     assert status['currentAlloc'] == {'numReplicas': 2, 'readyReplicas': 1}
 
 
-async def test_no_status_and_nothing_to_say_is_unchanged(
-    api: FakeAPI, writer: StatusWriter
-) -> None:
+async def test_no_status_and_nothing_to_say_is_unchanged(api: FakeAPI, update_v: UpdateV) -> None:
     api.seed(va())
-    result = await writer.update(
-        namespace=NS, name='v', obj=None, desired=None, applied=None, conditions=[], ran=False
-    )
+    result = await update_v(obj=None, desired=None, applied=None, conditions=[], ran=False)
     assert result.outcome is StatusOutcome.UNCHANGED
     assert result.resource_version == '1'
     assert 'status' not in stored(api)
@@ -391,7 +375,7 @@ async def test_no_status_and_nothing_to_say_is_unchanged(
 
 
 async def test_stale_cache_conflicts_then_refetches_and_retries(
-    api: FakeAPI, writer: StatusWriter
+    api: FakeAPI, update_v: UpdateV
 ) -> None:
     api.seed(va())
     stale = stored(api)  # RV 1
@@ -407,9 +391,7 @@ async def test_stale_cache_conflicts_then_refetches_and_retries(
     fresh['status'] = {'conditions': [other.model_dump(mode='json', by_alias=True)]}
     api.store.update(api.store_resource(fresh), NS, 'v', fresh, part='status')
     api.requests.clear()
-    result = await writer.update(
-        namespace=NS, name='v', obj=stale, desired=2, applied=True, conditions=[FOUND]
-    )
+    result = await update_v(obj=stale, desired=2, applied=True, conditions=[FOUND])
     assert result.outcome is StatusOutcome.WRITTEN
     assert result.resource_version == '3'
     assert calls(api) == [
@@ -425,22 +407,18 @@ async def test_stale_cache_conflicts_then_refetches_and_retries(
     assert condition(status, 'example.com/Paused')['message'] == 'paused by hand'
 
 
-async def test_one_injected_conflict_is_retried(api: FakeAPI, writer: StatusWriter) -> None:
+async def test_one_injected_conflict_is_retried(api: FakeAPI, update_v: UpdateV) -> None:
     api.seed(va())
     api.fail(status=409, method='PATCH', path_prefix=f'{VA_PATH}/v/status')
-    result = await writer.update(
-        namespace=NS, name='v', obj=stored(api), desired=1, applied=True, conditions=[FOUND]
-    )
+    result = await update_v(obj=stored(api), desired=1, applied=True, conditions=[FOUND])
     assert result.outcome is StatusOutcome.WRITTEN
     assert stored(api)['status']['desiredOptimizedAlloc']['numReplicas'] == 1
 
 
-async def test_second_conflict_gives_up(api: FakeAPI, writer: StatusWriter) -> None:
+async def test_second_conflict_gives_up(api: FakeAPI, update_v: UpdateV) -> None:
     api.seed(va())
     api.fail(status=409, method='PATCH', path_prefix=f'{VA_PATH}/v/status', times=2)
-    result = await writer.update(
-        namespace=NS, name='v', obj=None, desired=1, applied=True, conditions=[FOUND]
-    )
+    result = await update_v(obj=None, desired=1, applied=True, conditions=[FOUND])
     assert result.outcome is StatusOutcome.CONFLICT
     assert result.message.startswith('409 Conflict')
     assert result.resource_version is None
@@ -467,13 +445,11 @@ async def test_not_found(api: FakeAPI, writer: StatusWriter) -> None:
 
 @pytest.mark.parametrize(('status', 'method'), [(500, 'PATCH'), (429, 'PATCH'), (500, 'GET')])
 async def test_server_errors_are_failed(
-    api: FakeAPI, writer: StatusWriter, status: int, method: str
+    api: FakeAPI, update_v: UpdateV, status: int, method: str
 ) -> None:
     api.seed(va())
     api.fail(status=status, method=method)
-    result = await writer.update(
-        namespace=NS, name='v', obj=None, desired=1, applied=True, conditions=[FOUND]
-    )
+    result = await update_v(obj=None, desired=1, applied=True, conditions=[FOUND])
     assert result.outcome is StatusOutcome.FAILED
     assert result.message.startswith(str(status))
     assert 'status' not in stored(api)
@@ -495,16 +471,14 @@ async def test_timeout_is_failed(api: FakeAPI, clock: ManualClock) -> None:
     assert 'Timeout' in result.message
 
 
-async def test_invalid_status_is_rebuilt(api: FakeAPI, writer: StatusWriter) -> None:
+async def test_invalid_status_is_rebuilt(api: FakeAPI, update_v: UpdateV) -> None:
     broken = {
         'desiredOptimizedAlloc': {'numReplicas': 'three', 'accelerator': 'H100'},
         'conditions': [{'type': 'TargetResolved', 'status': 'Maybe'}],
         'leftover': {'from': 'an old version'},
     }
     api.seed(va(status=broken))
-    result = await writer.update(
-        namespace=NS, name='v', obj=None, desired=2, applied=None, conditions=[FOUND]
-    )
+    result = await update_v(obj=None, desired=2, applied=None, conditions=[FOUND])
     assert result.outcome is StatusOutcome.WRITTEN
     expected = {
         'desiredOptimizedAlloc': {'lastRunTime': T0, 'numReplicas': 2},
@@ -525,16 +499,14 @@ async def test_invalid_status_is_rebuilt(api: FakeAPI, writer: StatusWriter) -> 
     assert patch.json()['status']['desiredOptimizedAlloc']['accelerator'] is None
 
 
-async def test_invalid_spec_still_gets_conditions(api: FakeAPI, writer: StatusWriter) -> None:
+async def test_invalid_spec_still_gets_conditions(api: FakeAPI, update_v: UpdateV) -> None:
     bad = va()
     bad['spec']['minReplicas'] = 9  # above maxReplicas
     api.seed(bad)
     invalid = ConditionUpdate(
         'OptimizationReady', 'False', 'InvalidConfiguration', 'minReplicas 9 > maxReplicas 4'
     )
-    result = await writer.update(
-        namespace=NS, name='v', obj=None, desired=None, applied=None, conditions=[invalid]
-    )
+    result = await update_v(obj=None, desired=None, applied=None, conditions=[invalid])
     assert result.outcome is StatusOutcome.WRITTEN
     after = stored(api)
     assert condition(after['status'], 'OptimizationReady')['reason'] == 'InvalidConfiguration'
@@ -542,15 +514,13 @@ async def test_invalid_spec_still_gets_conditions(api: FakeAPI, writer: StatusWr
 
 
 async def test_accelerator_and_generation(
-    api: FakeAPI, writer: StatusWriter, clock: ManualClock
+    api: FakeAPI, update_v: UpdateV, clock: ManualClock
 ) -> None:
     api.seed(va(status={'desiredOptimizedAlloc': {'accelerator': 'H100', 'numReplicas': 1}}))
     bumped = stored(api)
     bumped['spec']['maxReplicas'] = 8
     api.store.update(api.store_resource(bumped), NS, 'v', bumped, part='main')  # generation 2
-    result = await writer.update(
-        namespace=NS, name='v', obj=None, desired=4, applied=True, conditions=[READY]
-    )
+    result = await update_v(obj=None, desired=4, applied=True, conditions=[READY])
     assert result.outcome is StatusOutcome.WRITTEN
     status = stored(api)['status']
     assert status['desiredOptimizedAlloc'] == {
@@ -562,12 +532,10 @@ async def test_accelerator_and_generation(
     assert stored(api)['spec']['maxReplicas'] == 8
 
 
-async def test_long_message_is_cut(api: FakeAPI, writer: StatusWriter) -> None:
+async def test_long_message_is_cut(api: FakeAPI, update_v: UpdateV) -> None:
     api.seed(va())
     long = ConditionUpdate('MetricsAvailable', 'False', 'PrometheusError', 'x' * 40_000)
-    await writer.update(
-        namespace=NS, name='v', obj=None, desired=None, applied=None, conditions=[long]
-    )
+    await update_v(obj=None, desired=None, applied=None, conditions=[long])
     message = condition(stored(api)['status'], 'MetricsAvailable')['message']
     assert message == 'x' * MESSAGE_MAX
 
@@ -587,13 +555,11 @@ async def test_long_message_is_cut(api: FakeAPI, writer: StatusWriter) -> None:
     ],
 )
 async def test_programming_errors_raise_before_any_request(
-    api: FakeAPI, writer: StatusWriter, update: ConditionUpdate, desired: int | None
+    api: FakeAPI, update_v: UpdateV, update: ConditionUpdate, desired: int | None
 ) -> None:
     api.seed(va())
     with pytest.raises(ValueError, match=r'reason|type|status|desired'):
-        await writer.update(
-            namespace=NS, name='v', obj=None, desired=desired, applied=None, conditions=[update]
-        )
+        await update_v(obj=None, desired=desired, applied=None, conditions=[update])
     with pytest.raises(ValueError, match=r'reason|type|status|desired'):
         next_status(
             current=None,
@@ -903,17 +869,13 @@ def test_next_status_does_not_mutate_its_input() -> None:
 
 
 async def test_a_condition_that_no_longer_applies_is_removed(
-    api: FakeAPI, writer: StatusWriter, clock: ManualClock
+    api: FakeAPI, update_v: UpdateV, clock: ManualClock
 ) -> None:
     limits = ConditionUpdate('ResourcesAvailable', 'False', 'ResourceConstrained', '1 held back')
     api.seed(va())
-    await writer.update(
-        namespace=NS, name='v', obj=None, desired=3, applied=True, conditions=[FOUND, limits]
-    )
+    await update_v(obj=None, desired=3, applied=True, conditions=[FOUND, limits])
     await clock.advance(60)
-    result = await writer.update(
-        namespace=NS,
-        name='v',
+    result = await update_v(
         obj=stored(api),
         desired=3,
         applied=True,
@@ -925,9 +887,7 @@ async def test_a_condition_that_no_longer_applies_is_removed(
     assert [c['type'] for c in status['conditions']] == ['TargetResolved']
     assert condition(status, 'TargetResolved')['lastTransitionTime'] == T0
     # Gone already: nothing to write; a type absent from the status is no error either.
-    again = await writer.update(
-        namespace=NS,
-        name='v',
+    again = await update_v(
         obj=stored(api),
         desired=3,
         applied=True,
@@ -936,9 +896,7 @@ async def test_a_condition_that_no_longer_applies_is_removed(
     )
     assert again.outcome is StatusOutcome.UNCHANGED
     with pytest.raises(ValueError, match='both set and removed: ResourcesAvailable'):
-        await writer.update(
-            namespace=NS,
-            name='v',
+        await update_v(
             obj=stored(api),
             desired=3,
             applied=True,

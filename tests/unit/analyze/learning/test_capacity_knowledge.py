@@ -63,6 +63,67 @@ def key(variant: str) -> str:
     return ck.knowledge_key(namespace='ns', model_id='m', variant=variant)
 
 
+def seed(
+    knowledge: dict[str, CapacityRecord],
+    *,
+    variant: str = 'v',
+    accelerator: str,
+    gpus_per_replica: int = 1,
+    engine: EngineParams | None,
+    now: float,
+) -> CapacityRecord | None:
+    """`seed_from_deployment` for model 'm' in namespace 'ns'."""
+    return ck.seed_from_deployment(
+        knowledge=knowledge,
+        namespace='ns',
+        model_id='m',
+        variant=variant,
+        accelerator=accelerator,
+        gpus_per_replica=gpus_per_replica,
+        engine=engine,
+        now=now,
+    )
+
+
+def record_live(
+    knowledge: dict[str, CapacityRecord],
+    *,
+    capacity: float,
+    kv_tokens: int,
+    engine: EngineParams | None = None,
+) -> CapacityRecord | None:
+    """`record_live` for variant 'v' of model 'm' in namespace 'ns' (one H100 a replica) at t=5."""
+    return ck.record_live(
+        knowledge=knowledge,
+        namespace='ns',
+        model_id='m',
+        variant='v',
+        accelerator='H100',
+        gpus_per_replica=1,
+        effective_capacity=capacity,
+        total_kv_capacity_tokens=kv_tokens,
+        now=5.0,
+        engine=engine,
+    )
+
+
+def compatible(
+    knowledge: dict[str, CapacityRecord],
+    *,
+    model_id: str = 'm',
+    accelerator: str = 'H100',
+    gpus_per_replica: int = 1,
+    engine: EngineParams | None = DEFAULTS,
+) -> CapacityRecord | None:
+    return ck.compatible(
+        knowledge=knowledge,
+        model_id=model_id,
+        accelerator=accelerator,
+        gpus_per_replica=gpus_per_replica,
+        engine=engine,
+    )
+
+
 def test_knowledge_key_format() -> None:
     assert ck.knowledge_key(namespace='prod', model_id='llama', variant='a100') == 'prod|llama|a100'
 
@@ -104,16 +165,7 @@ def test_capacity_from_params_without_engine() -> None:
 
 def test_seed_from_deployment_builds_a_deployment_record() -> None:
     engine = EngineParams(num_gpu_blocks_override=1875, block_size=16)
-    record = ck.seed_from_deployment(
-        knowledge={},
-        namespace='ns',
-        model_id='m',
-        variant='v',
-        accelerator='A100',
-        gpus_per_replica=2,
-        engine=engine,
-        now=42.0,
-    )
+    record = seed({}, accelerator='A100', gpus_per_replica=2, engine=engine, now=42.0)
     assert record is not None
     assert (record.namespace, record.model_id, record.variant) == ('ns', 'm', 'v')
     assert record.source == 'deployment'
@@ -124,28 +176,10 @@ def test_seed_from_deployment_builds_a_deployment_record() -> None:
 
 
 def test_seed_without_override_has_unknown_kv_size_and_needs_engine() -> None:
-    seeded = ck.seed_from_deployment(
-        knowledge={},
-        namespace='ns',
-        model_id='m',
-        variant='v',
-        accelerator='A100',
-        gpus_per_replica=1,
-        engine=DEFAULTS,
-        now=0.0,
-    )
+    seeded = seed({}, accelerator='A100', engine=DEFAULTS, now=0.0)
     assert seeded is not None
     assert seeded.total_kv_capacity_tokens == 0
-    none = ck.seed_from_deployment(
-        knowledge={},
-        namespace='ns',
-        model_id='m',
-        variant='v',
-        accelerator='A100',
-        gpus_per_replica=1,
-        engine=None,
-        now=0.0,
-    )
+    none = seed({}, accelerator='A100', engine=None, now=0.0)
     assert none is None
 
 
@@ -153,16 +187,7 @@ def test_seed_never_overwrites_live_but_refreshes_deployment() -> None:
     existing = {key('a'): live('a', 40000.0), key('b'): deployment('b')}
     newer = EngineParams(max_num_batched_tokens=4096)
     seeded = {
-        variant: ck.seed_from_deployment(
-            knowledge=existing,
-            namespace='ns',
-            model_id='m',
-            variant=variant,
-            accelerator='H100',
-            gpus_per_replica=1,
-            engine=newer,
-            now=10.0,
-        )
+        variant: seed(existing, variant=variant, accelerator='H100', engine=newer, now=10.0)
         for variant in ('a', 'b')
     }
     assert seeded['a'] is None  # live: nothing to write
@@ -176,17 +201,7 @@ def test_seed_never_overwrites_live_but_refreshes_deployment() -> None:
 def test_record_live_preserves_engine_params() -> None:
     engine = EngineParams(max_num_seqs=64)
     before = {key('v'): deployment('v', engine=engine)}
-    after = ck.record_live(
-        knowledge=before,
-        namespace='ns',
-        model_id='m',
-        variant='v',
-        accelerator='H100',
-        gpus_per_replica=1,
-        effective_capacity=12800.0,
-        total_kv_capacity_tokens=16000,
-        now=5.0,
-    )
+    after = record_live(before, capacity=12800.0, kv_tokens=16000)
     assert after is not None
     assert (after.source, after.effective_capacity, after.engine) == ('live', 12800.0, engine)
     assert (after.variant, after.total_kv_capacity_tokens, after.updated_at) == ('v', 16000, 5.0)
@@ -196,32 +211,11 @@ def test_record_live_preserves_engine_params() -> None:
 def test_record_live_keeps_a_given_engine_and_needs_no_previous_record() -> None:
     given_engine = EngineParams(max_num_seqs=32)
     before = {key('v'): deployment('v', engine=EngineParams(max_num_seqs=64))}
-    after = ck.record_live(
-        knowledge=before,
-        namespace='ns',
-        model_id='m',
-        variant='v',
-        accelerator='H100',
-        gpus_per_replica=1,
-        effective_capacity=12800.0,
-        total_kv_capacity_tokens=-5,
-        now=5.0,
-        engine=given_engine,
-    )
+    after = record_live(before, capacity=12800.0, kv_tokens=-5, engine=given_engine)
     assert after is not None
     # The given engine wins over the stored one; a negative KV size is stored as 0.
     assert (after.engine, after.total_kv_capacity_tokens) == (given_engine, 0)
-    fresh = ck.record_live(
-        knowledge={},
-        namespace='ns',
-        model_id='m',
-        variant='v',
-        accelerator='H100',
-        gpus_per_replica=1,
-        effective_capacity=100.0,
-        total_kv_capacity_tokens=200,
-        now=5.0,
-    )
+    fresh = record_live({}, capacity=100.0, kv_tokens=200)
     assert fresh is not None
     assert (fresh.source, fresh.effective_capacity, fresh.engine) == ('live', 100.0, None)
 
@@ -229,17 +223,7 @@ def test_record_live_keeps_a_given_engine_and_needs_no_previous_record() -> None
 @pytest.mark.parametrize('capacity', [math.nan, math.inf, 0.0, -1.0])
 def test_record_live_rejects_capacity_without_meaning(capacity: float) -> None:
     before = {key('v'): deployment('v')}
-    after = ck.record_live(
-        knowledge=before,
-        namespace='ns',
-        model_id='m',
-        variant='v',
-        accelerator='H100',
-        gpus_per_replica=1,
-        effective_capacity=capacity,
-        total_kv_capacity_tokens=16000,
-        now=5.0,
-    )
+    after = record_live(before, capacity=capacity, kv_tokens=16000)
     assert after is None  # nothing to write: the deployment record stays
 
 
@@ -259,15 +243,11 @@ def test_compatible_prefers_live_then_key() -> None:
         key('b-live'): live('b-live', 40000.0),
         key('c-live'): live('c-live', 30000.0),
     }
-    found = ck.compatible(
-        knowledge=knowledge, model_id='m', accelerator='H100', gpus_per_replica=1, engine=DEFAULTS
-    )
+    found = compatible(knowledge)
     assert found is not None
     assert found.variant == 'b-live'
     only_deploy = {key('a-deploy'): deployment('a-deploy')}
-    found = ck.compatible(
-        knowledge=only_deploy, model_id='m', accelerator='H100', gpus_per_replica=1, engine=DEFAULTS
-    )
+    found = compatible(only_deploy)
     assert found is not None
     assert found.variant == 'a-deploy'
 
@@ -275,10 +255,7 @@ def test_compatible_prefers_live_then_key() -> None:
 def test_compatible_matches_across_namespaces() -> None:
     other_ns = live('x', 40000.0, namespace='other')
     knowledge = {ck.knowledge_key(namespace='other', model_id='m', variant='x'): other_ns}
-    found = ck.compatible(
-        knowledge=knowledge, model_id='m', accelerator='H100', gpus_per_replica=1, engine=DEFAULTS
-    )
-    assert found == other_ns
+    assert compatible(knowledge) == other_ns
 
 
 @pytest.mark.parametrize(
@@ -301,34 +278,18 @@ def test_compatible_rejects_differences(
     accelerator: str, gpus: int, engine: EngineParams | None, model_id: str
 ) -> None:
     knowledge = {key('a'): live('a', 40000.0)}
-    found = ck.compatible(
-        knowledge=knowledge,
-        model_id=model_id,
-        accelerator=accelerator,
-        gpus_per_replica=gpus,
-        engine=engine,
+    found = compatible(
+        knowledge, model_id=model_id, accelerator=accelerator, gpus_per_replica=gpus, engine=engine
     )
     assert found is None
 
 
 def test_compatible_ignores_max_num_seqs_and_unknown_accelerator() -> None:
     knowledge = {key('a'): live('a', 40000.0), key('u'): live('u', 1.0, accelerator='unknown')}
-    found = ck.compatible(
-        knowledge=knowledge,
-        model_id='m',
-        accelerator='H100',
-        gpus_per_replica=1,
-        engine=EngineParams(max_num_seqs=64),
-    )
+    found = compatible(knowledge, engine=EngineParams(max_num_seqs=64))
     assert found is not None
     assert found.variant == 'a'
-    unknown = ck.compatible(
-        knowledge=knowledge,
-        model_id='m',
-        accelerator='unknown',
-        gpus_per_replica=1,
-        engine=DEFAULTS,
-    )
+    unknown = compatible(knowledge, accelerator='unknown')
     assert unknown is None
 
 

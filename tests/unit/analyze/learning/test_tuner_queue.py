@@ -33,6 +33,21 @@ def _analyzer(
     return built
 
 
+def _latencies(
+    x: tuple[float, float, float, float], n: int, tokens: float, out: float, *, rate: float
+) -> tuple[float, float] | None:
+    """The fast path for the queue `_analyzer` builds, at `rate` requests/s."""
+    return tuner_queue.latencies(
+        x=x,
+        batch=n,
+        queue=10 * n,
+        input_tokens=tokens,
+        output_tokens=out,
+        rate=rate,
+        epsilon=EPSILON,
+    )
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     x=st.tuples(
@@ -48,15 +63,7 @@ def test_latencies_are_the_analyzers_where_given(
 ) -> None:
     analyzer = _analyzer(x, n, tokens, out)
     rate = load * analyzer.rate_range.max
-    fast = tuner_queue.latencies(
-        x=x,
-        batch=n,
-        queue=10 * n,
-        input_tokens=tokens,
-        output_tokens=out,
-        rate=rate,
-        epsilon=EPSILON,
-    )
+    fast = _latencies(x, n, tokens, out, rate=rate)
     if fast is None:
         return
     solved = analyzer.latencies(lam=rate / 1000)
@@ -98,24 +105,8 @@ def test_service_is_the_solved_chains_where_given(
 def test_light_load_is_answered_and_a_full_batch_is_left_to_the_analyzer() -> None:
     x, n, tokens, out = (10.0, 0.1, 50.0, 1e-4), 64, 600.0, 150.0
     top = _analyzer(x, n, tokens, out).rate_range.max
-    light = tuner_queue.latencies(
-        x=x,
-        batch=n,
-        queue=10 * n,
-        input_tokens=tokens,
-        output_tokens=out,
-        rate=0.1 * top,
-        epsilon=EPSILON,
-    )
-    full = tuner_queue.latencies(
-        x=x,
-        batch=n,
-        queue=10 * n,
-        input_tokens=tokens,
-        output_tokens=out,
-        rate=0.999 * top,
-        epsilon=EPSILON,
-    )
+    light = _latencies(x, n, tokens, out, rate=0.1 * top)
+    full = _latencies(x, n, tokens, out, rate=0.999 * top)
     assert light is not None
     assert light[1] > x[0]
     assert full is None
@@ -127,18 +118,7 @@ def test_light_load_is_answered_and_a_full_batch_is_left_to_the_analyzer() -> No
 def test_inputs_outside_the_fast_path_are_left_to_the_analyzer(
     tokens: float, out: float, rate: float
 ) -> None:
-    assert (
-        tuner_queue.latencies(
-            x=(10.0, 0.1, 50.0, 1e-4),
-            batch=64,
-            queue=640,
-            input_tokens=tokens,
-            output_tokens=out,
-            rate=rate,
-            epsilon=EPSILON,
-        )
-        is None
-    )
+    assert _latencies((10.0, 0.1, 50.0, 1e-4), 64, tokens, out, rate=rate) is None
 
 
 @settings(max_examples=200, deadline=None)

@@ -30,6 +30,27 @@ def analyzer(**kw: float) -> QueueAnalyzer:
     return built
 
 
+def against_idle(
+    params: PerfParams,
+    n: int,
+    i: float,
+    o: float,
+    *,
+    ttft_factor: float,
+    itl_factor: float,
+    tps: float = 0.0,
+) -> tuple[QueueAnalyzer, TargetPerf]:
+    """A replica's analyzer (a queue of 100), and targets at the given multiples of its latencies
+    at the lowest rate (a TTFT of 0 there counts as 1 ms)."""
+    qa = QueueAnalyzer.build(
+        params=params, max_batch_size=n, max_queue_size=100, avg_input_tokens=i, avg_output_tokens=o
+    )
+    assert not isinstance(qa, QueueError)
+    idle = qa.latencies(lam=qa.rate_range.min / 1000)
+    assert not isinstance(idle, QueueError)
+    return qa, TargetPerf(ttft=ttft_factor * (idle[1] or 1.0), itl=itl_factor * idle[2], tps=tps)
+
+
 @pytest.mark.parametrize(
     ('x', 'value', 'tol', 'ok'),
     [
@@ -163,13 +184,7 @@ def test_fast_size_equals_wva_bisection(
     # The analyzer's sizing (both ends solved once, regula falsi) against WVA's bisection:
     # the same errors, the same answers at the ends, and rates whose latencies both lie within
     # the search's tolerance of the target.
-    qa = QueueAnalyzer.build(
-        params=params, max_batch_size=n, max_queue_size=100, avg_input_tokens=i, avg_output_tokens=o
-    )
-    assert not isinstance(qa, QueueError)
-    idle = qa.latencies(lam=qa.rate_range.min / 1000)
-    assert not isinstance(idle, QueueError)
-    targets = TargetPerf(ttft=ttft_factor * (idle[1] or 1.0), itl=itl_factor * idle[2])
+    qa, targets = against_idle(params, n, i, o, ttft_factor=ttft_factor, itl_factor=itl_factor)
     fast = size(analyzer=qa, targets=targets)
     slow = size(analyzer=qa, targets=targets, bisection=True)
     assert isinstance(fast, SearchError) == isinstance(slow, SearchError)
@@ -233,13 +248,9 @@ def test_max_rate_equals_the_rate_of_wva_bisection(
     # The analyzer's sizing looks for the binding target only, from the unqueued model's rate:
     # the same errors as WVA's `Size`, and the same rate one replica sustains wherever WVA's
     # bisection meets its own tolerance test.
-    qa = QueueAnalyzer.build(
-        params=params, max_batch_size=n, max_queue_size=100, avg_input_tokens=i, avg_output_tokens=o
+    qa, targets = against_idle(
+        params, n, i, o, ttft_factor=ttft_factor, itl_factor=itl_factor, tps=tps
     )
-    assert not isinstance(qa, QueueError)
-    idle = qa.latencies(lam=qa.rate_range.min / 1000)
-    assert not isinstance(idle, QueueError)
-    targets = TargetPerf(ttft=ttft_factor * (idle[1] or 1.0), itl=itl_factor * idle[2], tps=tps)
     fast = max_rate(analyzer=qa, targets=targets)
     slow = size(analyzer=qa, targets=targets, bisection=True)
     assert isinstance(fast, SearchError) == isinstance(slow, SearchError)

@@ -10,7 +10,6 @@ rebuilds only `full()`, a ConfigMap change rebuilds neither (the Config carries 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -34,8 +33,9 @@ from llmscaler.controller.cluster.caches import (
     configmap_selectors,
 )
 from llmscaler.devcluster.fakeapi.server import FakeAPI
-from llmscaler.kube.client import LeaderWorkerSetResource, VariantAutoscalingResource, make_client
+from llmscaler.kube.client import LeaderWorkerSetResource, VariantAutoscalingResource
 from llmscaler.kube.informer import Informer
+from tests.support.tasks import cancel
 from tests.support.waiting import eventually
 from tests.support.workloads import deployment, lws, stateful_set
 from tests.support.world_objects import pod, va
@@ -109,19 +109,12 @@ class Harness:
 
 
 @pytest.fixture
-async def harness() -> AsyncIterator[Harness]:
-    async with FakeAPI() as api:
-        client = make_client(server=api.url, timeout=5.0)
-        made = Harness(api, client)
-        try:
-            yield made
-        finally:
-            for task in made.tasks:
-                task.cancel()
-            for task in made.tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            await client.aclose()
+async def harness(api: FakeAPI, client: AsyncClient) -> AsyncIterator[Harness]:
+    made = Harness(api, client)
+    try:
+        yield made
+    finally:
+        await cancel(made.tasks)
 
 
 def seed_cluster(api: FakeAPI) -> None:

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from llmscaler.clock import ManualClock
-from llmscaler.config.configmaps import SATURATION_CONFIGMAP
-from llmscaler.controller.app import Controller
 from llmscaler.controller.cluster.inventory import (
     gpu_limits,
     node_accelerator,
@@ -20,21 +15,16 @@ from tests.support.controller_harness import (
     NS,
     SATURATED,
     FakeSource,
-    bound_pod,
-    cached_replicas,
     condition_message,
     conditions,
-    configmap,
     decision,
-    deployment,
     events,
     gpu_pod,
+    informed,
+    inventory_listed,
     node,
-    run_options,
     scale_writes,
-    settle_to,
-    stop,
-    va,
+    seed_a_full_node,
 )
 from tests.support.waiting import eventually
 
@@ -88,25 +78,15 @@ def test_unbound_and_cpu_pods_are_not_kept() -> None:
 
 async def test_a_full_node_holds_the_scale_up_and_the_va_says_why(api: FakeAPI) -> None:
     # One L40S node with 2 GPUs: one holds a's replica, another workload holds the other.
-    api.seed(node('n1', gpus='2'))
-    api.seed(gpu_pod('batch-job', on='n1', gpus=1))
-    api.seed(deployment('a', 1))
-    api.seed(va('a', cost='5'))
-    api.seed(bound_pod('a', 0, on='n1'))
-    api.seed(configmap(SATURATION_CONFIGMAP, {'default': 'enableLimiter: true\n'}))
+    seed_a_full_node(api)
     source = FakeSource(api, load={'a': SATURATED})
-    controller = Controller(options=run_options(api), clock=ManualClock(), source=source)
-    tasks = [asyncio.create_task(i.run()) for i in controller.caches.all()]
-    try:
-        await eventually(controller.caches.synced, 'the caches to sync')
+    async with informed(api, source) as controller:
         # The first cycle with the limiter on starts the inventory; until it has listed, the
         # limiter knows no GPUs and limits nothing (and says so).
         report = await controller.cycle.run_once()
         assert decision(report, 'a') == (1, 2, Action.SCALE_UP)
         assert conditions(api, 'a')['ResourcesAvailable'] == ('Unknown', 'NoGpuLimits')
-        await eventually(controller.inventory.synced, 'the inventory to sync')
-        settle_to(api, 'a', 1)
-        await eventually(lambda: cached_replicas(controller, 'a') == 1, 'the scale-down to be seen')
+        await inventory_listed(controller, api)
         report = await controller.cycle.run_once()
         # Saturated: V1 asks for a second replica; no GPU is free, so it is held back.
         assert decision(report, 'a') == (1, 1, Action.NO_CHANGE)
@@ -129,5 +109,3 @@ async def test_a_full_node_holds_the_scale_up_and_the_va_says_why(api: FakeAPI) 
         assert decision(report, 'a') == (1, 2, Action.SCALE_UP)
         assert scale_writes(api) == [2, 2]
         assert conditions(api, 'a')['ResourcesAvailable'] == ('True', 'ResourcesSufficient')
-    finally:
-        await stop(controller, tasks)

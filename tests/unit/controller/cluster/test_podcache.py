@@ -10,7 +10,6 @@ informer for `batch`; deleting it stops that informer and drops `batch`'s pods.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -26,10 +25,10 @@ from llmscaler.controller.cluster.podcache import PodCache, slim_pod
 from llmscaler.controller.cluster.pods import epp_targets, pod_info, scrape_targets
 from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube.client import make_client
+from tests.support.tasks import cancel
 from tests.support.waiting import eventually
 from tests.support.world_objects import (
     HASH,
-    JSON,
     LWS_NAME,
     VA_DEPLOY,
     VA_LWS,
@@ -38,6 +37,7 @@ from tests.support.world_objects import (
     lws_pod,
     pod,
     va,
+    with_json_at,
     world,
 )
 
@@ -165,29 +165,17 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
         )
     )
     # Any of the fields read replaced by arbitrary JSON.
-    for path in draw(
-        st.lists(
-            st.sampled_from(
-                [
-                    ('metadata',),
-                    ('metadata', 'labels'),
-                    ('metadata', 'ownerReferences'),
-                    ('metadata', 'annotations'),
-                    ('metadata', 'namespace'),
-                    ('status',),
-                    ('status', 'conditions'),
-                    ('status', 'podIP'),
-                ]
-            ),
-            max_size=2,
-        )
-    ):
-        node: Any = obj
-        for part in path[:-1]:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            node[path[-1]] = draw(JSON)
-    return obj
+    read = [
+        ('metadata',),
+        ('metadata', 'labels'),
+        ('metadata', 'ownerReferences'),
+        ('metadata', 'annotations'),
+        ('metadata', 'namespace'),
+        ('status',),
+        ('status', 'conditions'),
+        ('status', 'podIP'),
+    ]
+    return draw(with_json_at(obj, paths=read, at_most=2))
 
 
 @settings(max_examples=300, deadline=None)
@@ -254,19 +242,12 @@ class Cluster:
 
 
 @pytest.fixture
-async def cluster() -> AsyncIterator[Cluster]:
-    async with FakeAPI() as api:
-        client = make_client(server=api.url, timeout=5.0)
-        made = Cluster(api, client)
-        try:
-            yield made
-        finally:
-            for task in made.tasks:
-                task.cancel()
-            for task in made.tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            await client.aclose()
+async def cluster(api: FakeAPI, client: AsyncClient) -> AsyncIterator[Cluster]:
+    made = Cluster(api, client)
+    try:
+        yield made
+    finally:
+        await cancel(made.tasks)
 
 
 def keys(cache: PodCache) -> list[str]:

@@ -31,6 +31,7 @@ from tests.support.world_objects import (
     lws_pod,
     pod,
     va,
+    with_json_at,
     world,
 )
 
@@ -311,32 +312,19 @@ def odd_object(draw: st.DrawFn, *, base: Mapping[str, Any]) -> Any:
     """A real object with some fields replaced by arbitrary JSON."""
     if draw(st.booleans()):
         return draw(JSON)
-    obj = copy.deepcopy(dict(base))
-    for path in draw(
-        st.lists(
-            st.sampled_from(
-                [
-                    ('metadata',),
-                    ('metadata', 'labels'),
-                    ('metadata', 'ownerReferences'),
-                    ('metadata', 'annotations'),
-                    ('metadata', 'name'),
-                    ('status',),
-                    ('status', 'podIP'),
-                    ('status', 'conditions'),
-                    ('spec',),
-                    ('spec', 'scaleTargetRef'),
-                ]
-            ),
-            max_size=3,
-        )
-    ):
-        node: Any = obj
-        for part in path[:-1]:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            node[path[-1]] = draw(JSON)
-    return obj
+    fields = [
+        ('metadata',),
+        ('metadata', 'labels'),
+        ('metadata', 'ownerReferences'),
+        ('metadata', 'annotations'),
+        ('metadata', 'name'),
+        ('status',),
+        ('status', 'podIP'),
+        ('status', 'conditions'),
+        ('spec',),
+        ('spec', 'scaleTargetRef'),
+    ]
+    return draw(with_json_at(copy.deepcopy(dict(base)), paths=fields, at_most=3))
 
 
 @settings(max_examples=150, deadline=None)

@@ -19,12 +19,10 @@ import pytest
 
 from llmscaler.config.resolved import Config, ModelConfig, SaturationConfig
 from llmscaler.controller.from_zero.budget import fit, gpu_budgets
-from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.domain.snapshot import GpuLimit, PoolMetrics, Variant
 from llmscaler.enforce.scale_from_zero import wake
-from llmscaler.kube.client import make_client
 from llmscaler.optimize.constraints import Budgets
-from tests.support.from_zero_harness import NS, Epp, Harness, queued, va
+from tests.support.from_zero_harness import NS, Harness, harness, queued, va
 
 LIMITED = Config(default=ModelConfig(saturation=SaturationConfig(enable_limiter=True)))
 LIMITED_TOTAL = 'wva_decisions_limited_total'
@@ -146,22 +144,13 @@ def gpu_deployment(name: str, *, product: str, gpus: int) -> dict[str, Any]:
 
 @pytest.fixture
 async def h() -> AsyncIterator[Harness]:
-    async with FakeAPI() as api, Epp() as epp:
-        for obj in (
-            gpu_deployment('cheap', product='H100', gpus=1),
-            gpu_deployment('dear', product='L40S', gpus=2),
-            va('cheap', cost='5', min_replicas=2),
-            va('dear', cost='12'),
-        ):
-            api.seed(obj)
-        client = make_client(server=api.url, timeout=5.0)
-        made = Harness(api, client, epp)
-        try:
-            yield made
-        finally:
-            for loop in made.loops:
-                await loop.aclose()
-            await client.aclose()
+    async with harness(
+        gpu_deployment('cheap', product='H100', gpus=1),
+        gpu_deployment('dear', product='L40S', gpus=2),
+        va('cheap', cost='5', min_replicas=2),
+        va('dear', cost='12'),
+    ) as made:
+        yield made
 
 
 async def test_the_loop_wakes_within_the_budget_then_holds(h: Harness) -> None:

@@ -27,8 +27,7 @@ from llmscaler.collect.readings import ErrorReason, SourceError
 from llmscaler.collect.scrape.source import ScrapeConfig
 from llmscaler.controller.cluster.world import World
 from llmscaler.controller.from_zero.loop import FromZero, Woken
-from llmscaler.devcluster.fakeapi.server import FakeAPI
-from llmscaler.kube.client import ObjectRef, make_client
+from llmscaler.kube.client import ObjectRef
 from tests.support.from_zero_harness import (
     NS,
     QUEUE,
@@ -36,6 +35,7 @@ from tests.support.from_zero_harness import (
     Harness,
     deployment,
     epp_pod,
+    harness,
     page,
     queued,
     va,
@@ -59,28 +59,15 @@ def closed_port() -> int:
 # --- harness -----------------------------------------------------------------------------------
 
 
-def seed_model(api: FakeAPI) -> None:
-    for obj in (
+@pytest.fixture
+async def h() -> AsyncIterator[Harness]:
+    async with harness(
         deployment('cheap'),
         deployment('dear'),
         va('cheap', cost='5', min_replicas=2),
         va('dear', cost='12'),
-    ):
-        api.seed(obj)
-
-
-@pytest.fixture
-async def h() -> AsyncIterator[Harness]:
-    async with FakeAPI() as api, Epp() as epp:
-        seed_model(api)
-        client = make_client(server=api.url, timeout=5.0)
-        made = Harness(api, client, epp)
-        try:
-            yield made
-        finally:
-            for loop in made.loops:
-                await loop.aclose()
-            await client.aclose()
+    ) as made:
+        yield made
 
 
 def scaled(variant: str) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -96,6 +83,18 @@ def scaled(variant: str) -> tuple[str, tuple[tuple[str, str], ...]]:
 def error(error_type: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     labels = {'component': 'scale_from_zero', 'error_type': error_type}
     return (ERRORS, tuple(sorted(labels.items())))
+
+
+def store_replicas(h: Harness, name: str, replicas: int) -> None:
+    """The Deployment `name` at `replicas`, written straight into the store (as the main cycle
+    would have it); the loop's World is not refreshed."""
+    h.api.store.update(
+        h.api.store_resource(deployment('x')),
+        NS,
+        name,
+        deployment(name, replicas=replicas),
+        part='main',
+    )
 
 
 def histogram_count(h: Harness) -> float:
@@ -202,13 +201,7 @@ async def test_an_empty_queue_wakes_nothing(h: Harness) -> None:
 
 
 async def test_a_model_with_a_replica_is_left_to_the_main_cycle(h: Harness) -> None:
-    h.api.store.update(
-        h.api.store_resource(deployment('x')),
-        NS,
-        'dear',
-        deployment('dear', replicas=1),
-        part='main',
-    )
+    store_replicas(h, 'dear', 1)
     h.refresh()
     h.epp.body = queued(5)
     assert await h.loop().tick() == ()
@@ -301,13 +294,7 @@ async def test_the_write_carries_the_version_of_the_copy_that_showed_zero(h: Har
     # The main cycle scales `cheap` to 3 while the EPP page is being read: a world read after
     # the page would show that newer copy; the write must still be made against the old one.
     stale = h.world
-    h.api.store.update(
-        h.api.store_resource(deployment('x')),
-        NS,
-        'cheap',
-        deployment('cheap', replicas=3),
-        part='main',
-    )
+    store_replicas(h, 'cheap', 3)
     newer = h.fresh_world()
     worlds = iter([stale])
     h.epp.body = queued(3)

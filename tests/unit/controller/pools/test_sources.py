@@ -11,9 +11,13 @@ scale-from-zero tick wakes `llm/cheap`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
+from lightkube import AsyncClient
 
 from llmscaler.clock import ManualClock
 from llmscaler.collect.readings import ModelReading, ModelScope, Reading
@@ -59,6 +63,61 @@ async def stop(task: asyncio.Task[None]) -> None:
     await asyncio.gather(task, return_exceptions=True)
 
 
+@contextlib.asynccontextmanager
+async def watching(api: FakeAPI) -> AsyncIterator[tuple[AsyncClient, PoolCaches]]:
+    """An API client to `api` and pool caches it has synced, both stopped on leaving."""
+    client = make_client(server=api.url, timeout=5.0)
+    caches = PoolCaches(client=client, clock=ManualClock(), scope=None)
+    task = await synced(caches)
+    try:
+        yield client, caches
+    finally:
+        await stop(task)
+        await client.aclose()
+
+
+@dataclasses.dataclass(frozen=True)
+class ByPool:
+    """A scale-from-zero loop reading the stored pools' EPP pages; its plan is `plans[-1]`."""
+
+    loop: FromZero
+    sources: PoolSources
+    membership: Membership
+    plans: list[PoolPlan]
+
+
+@contextlib.asynccontextmanager
+async def from_zero_by_pool(
+    api: FakeAPI, *, clock: ManualClock | None = None
+) -> AsyncIterator[ByPool]:
+    """Scale-from-zero over the pools and variants stored in `api`, as they are on entering."""
+    async with watching(api) as (client, caches):
+        sources = PoolSources(pools=caches, config=ScrapeConfig(), default_port=1)
+        w = stored_world(api)
+        membership = assign(pools=caches.pools(), entries=w.entries)
+        sources.refresh(membership.pools)
+        plans = [
+            PoolPlan(
+                model_pools=membership.model_pools,
+                targets=pool_epp_targets(membership=membership, sources=sources),
+            )
+        ]
+        loop = FromZero(
+            clock=clock or ManualClock(),
+            world_fn=lambda: hold(w, membership),
+            epp_fn=lambda: (),
+            scale=ScaleClient(client=client),
+            events=None,
+            metrics=ControllerMetrics(),
+            pools_fn=lambda: plans[-1],
+        )
+        try:
+            yield ByPool(loop=loop, sources=sources, membership=membership, plans=plans)
+        finally:
+            await loop.aclose()
+            await sources.aclose()
+
+
 def seed_chat(api: FakeAPI, *, port: int, namespace: str = NS, pool: str = 'chat') -> None:
     for name in ('cheap', 'dear'):
         api.seed(deployment(name, namespace=namespace, labels={'pool': pool}))
@@ -90,32 +149,20 @@ def stored_world(api: FakeAPI) -> World:
 async def test_only_the_served_versions_are_watched(api: FakeAPI) -> None:
     api.unserved.add(GA)
     api.seed(alpha_pool())
-    client = make_client(server=api.url, timeout=5.0)
-    caches = PoolCaches(client=client, clock=ManualClock(), scope=None)
-    task = await synced(caches)
-    try:
+    async with watching(api) as (_, caches):
         assert caches.served == {GA: False, ALPHA: True}
         assert [(p.key, p.api_version) for p in caches.pools()] == [('llm/chat', ALPHA)]
         paths = {r.path for r in api.requests}
         assert '/apis/inference.networking.k8s.io/v1/inferencepools' in paths  # asked once
         assert not any('watch' in r.query for r in api.requests if GA in r.path)
-    finally:
-        await stop(task)
-        await client.aclose()
 
 
 async def test_without_inferencepools_nothing_more_is_watched(api: FakeAPI) -> None:
     api.unserved.update({GA, ALPHA})
-    client = make_client(server=api.url, timeout=5.0)
-    caches = PoolCaches(client=client, clock=ManualClock(), scope=None)
-    task = await synced(caches)
-    try:
+    async with watching(api) as (_, caches):
         assert caches.served == {GA: False, ALPHA: False}
         assert caches.pools() == ()
         assert not any('endpointslices' in r.path for r in api.requests)
-    finally:
-        await stop(task)
-        await client.aclose()
 
 
 # --- the per-pool sources and the main cycle's reading -----------------------------------------
@@ -129,62 +176,63 @@ async def test_the_pool_source_gives_the_queue_and_follows_the_pool(
         epp.body = queued(3)
         seed_chat(api, port=epp.port)
         api.seed(v1_pool())
-        client = make_client(server=api.url, timeout=5.0)
-        caches = PoolCaches(client=client, clock=ManualClock(), scope=None)
-        task = await synced(caches)
-        sources = PoolSources(pools=caches, config=ScrapeConfig(), default_port=1)
-        membership: list[Membership] = []
-        selector_queue = ModelReading(model_id='m', namespace=NS, observed_at=1.0, queue_size=7)
-        other = ModelReading(model_id='n', namespace=NS, observed_at=1.0, queue_size=2)
-        source = PooledSource(
-            base=Fixed(selector_queue, other),
-            sources=sources,
-            membership_fn=lambda: membership[-1],
-            events=None,
-        )
-        try:
-            w = stored_world(api)
-            membership.append(assign(pools=caches.pools(), entries=w.entries))
-            scope = (ModelScope(model_id='m', namespace=NS), ModelScope(model_id='n', namespace=NS))
-            reading = await source.read(scope=scope, now=100.0)
-            figures = {(m.namespace, m.model_id): m.queue_size for m in reading.models}
-            # m has a pool: its queue is its pool's page's, not the configured source's 7.
-            assert figures == {(NS, 'm'): 3.0, (NS, 'n'): 2.0}
-            assert sources.pool_keys() == ('llm/chat',)
-            first = sources.source('llm/chat')
-            assert [t.url for t in sources.targets('llm/chat')] == [
-                f'http://127.0.0.1:{epp.port}/metrics'
-            ]
-            assert 'EPP source of InferencePool llm/chat added' in caplog.text
+        async with watching(api) as (_, caches):
+            sources = PoolSources(pools=caches, config=ScrapeConfig(), default_port=1)
+            membership: list[Membership] = []
+            selector_queue = ModelReading(model_id='m', namespace=NS, observed_at=1.0, queue_size=7)
+            other = ModelReading(model_id='n', namespace=NS, observed_at=1.0, queue_size=2)
+            source = PooledSource(
+                base=Fixed(selector_queue, other),
+                sources=sources,
+                membership_fn=lambda: membership[-1],
+                events=None,
+            )
+            try:
+                w = stored_world(api)
+                membership.append(assign(pools=caches.pools(), entries=w.entries))
+                scope = (
+                    ModelScope(model_id='m', namespace=NS),
+                    ModelScope(model_id='n', namespace=NS),
+                )
+                reading = await source.read(scope=scope, now=100.0)
+                figures = {(m.namespace, m.model_id): m.queue_size for m in reading.models}
+                # m has a pool: its queue is its pool's page's, not the configured source's 7.
+                assert figures == {(NS, 'm'): 3.0, (NS, 'n'): 2.0}
+                assert sources.pool_keys() == ('llm/chat',)
+                first = sources.source('llm/chat')
+                assert [t.url for t in sources.targets('llm/chat')] == [
+                    f'http://127.0.0.1:{epp.port}/metrics'
+                ]
+                assert 'EPP source of InferencePool llm/chat added' in caplog.text
 
-            # The EPP reference changes: a new source replaces the old one.
-            api.store.update(
-                api.store_resource(v1_pool()),
-                NS,
-                'chat',
-                v1_pool(name='chat') | {'spec': {**v1_pool()['spec'], 'endpointPickerRef': {
-                    'name': 'chat-epp', 'port': {'number': 9003}}}},
-                part='',
-            )  # fmt: skip
-            await asyncio.sleep(0.2)
-            membership.append(assign(pools=caches.pools(), entries=w.entries))
-            await source.read(scope=scope, now=101.0)
-            assert sources.source('llm/chat') is not first
-            assert 'its EPP reference changed' in caplog.text
+                # The EPP reference changes: a new source replaces the old one.
+                api.store.update(
+                    api.store_resource(v1_pool()),
+                    NS,
+                    'chat',
+                    v1_pool(name='chat') | {'spec': {**v1_pool()['spec'], 'endpointPickerRef': {
+                        'name': 'chat-epp', 'port': {'number': 9003}}}},
+                    part='',
+                )  # fmt: skip
+                await asyncio.sleep(0.2)
+                membership.append(assign(pools=caches.pools(), entries=w.entries))
+                await source.read(scope=scope, now=101.0)
+                assert sources.source('llm/chat') is not first
+                assert 'its EPP reference changed' in caplog.text
 
-            # The pool goes: the source goes, and the variants are held.
-            api.store.delete(api.store_resource(v1_pool()), NS, 'chat')
-            await asyncio.sleep(0.2)
-            membership.append(assign(pools=caches.pools(), entries=w.entries))
-            reading = await source.read(scope=scope, now=102.0)
-            assert sources.pool_keys() == ()
-            assert 'EPP source of InferencePool llm/chat removed: the pool is gone' in caplog.text
-            figures = {(m.namespace, m.model_id): m.queue_size for m in reading.models}
-            assert figures == {(NS, 'm'): 7.0, (NS, 'n'): 2.0}  # no pool left: the fallback
-        finally:
-            await stop(task)
-            await sources.aclose()
-            await client.aclose()
+                # The pool goes: the source goes, and the variants are held.
+                api.store.delete(api.store_resource(v1_pool()), NS, 'chat')
+                await asyncio.sleep(0.2)
+                membership.append(assign(pools=caches.pools(), entries=w.entries))
+                reading = await source.read(scope=scope, now=102.0)
+                assert sources.pool_keys() == ()
+                assert (
+                    'EPP source of InferencePool llm/chat removed: the pool is gone' in caplog.text
+                )
+                figures = {(m.namespace, m.model_id): m.queue_size for m in reading.models}
+                assert figures == {(NS, 'm'): 7.0, (NS, 'n'): 2.0}  # no pool left: the fallback
+            finally:
+                await sources.aclose()
 
 
 # --- scale-from-zero by pool -------------------------------------------------------------------
@@ -198,39 +246,14 @@ async def test_a_pool_page_wakes_only_the_models_of_its_pool(api: FakeAPI) -> No
         seed_chat(api, port=epp_b.port, namespace='b')
         api.seed(v1_pool(namespace='a'))
         api.seed(alpha_pool(namespace='b'))
-        client = make_client(server=api.url, timeout=5.0)
-        caches = PoolCaches(client=client, clock=ManualClock(), scope=None)
-        task = await synced(caches)
-        sources = PoolSources(pools=caches, config=ScrapeConfig(), default_port=1)
-        w = stored_world(api)
-        membership = assign(pools=caches.pools(), entries=w.entries)
-        sources.refresh(membership.pools)
-        plan = PoolPlan(
-            model_pools=membership.model_pools,
-            targets=pool_epp_targets(membership=membership, sources=sources),
-        )
-        loop = FromZero(
-            clock=ManualClock(),
-            world_fn=lambda: hold(w, membership),
-            epp_fn=lambda: (),
-            scale=ScaleClient(client=client),
-            events=None,
-            metrics=ControllerMetrics(),
-            pools_fn=lambda: plan,
-        )
-        try:
-            woken = await loop.tick()
+        async with from_zero_by_pool(api) as by_pool:
+            woken = await by_pool.loop.tick()
             assert [(x.namespace, x.variant, x.target) for x in woken] == [('a', 'cheap', 1)]
             # b's page shows no queue; a's page answers for a's pool only, though b's
             # variants serve the same model.
             epp_b.body = queued(0)
             epp_a.body = queued(0)
-            assert await loop.tick() == ()
-        finally:
-            await loop.aclose()
-            await stop(task)
-            await sources.aclose()
-            await client.aclose()
+            assert await by_pool.loop.tick() == ()
 
 
 async def test_a_queue_on_another_pools_epp_wakes_nothing_here(api: FakeAPI) -> None:
@@ -246,36 +269,11 @@ async def test_a_queue_on_another_pools_epp_wakes_nothing_here(api: FakeAPI) -> 
                 metrics_port=epp_b.port,
             )
         )  # fmt: skip
-        client = make_client(server=api.url, timeout=5.0)
-        caches = PoolCaches(client=client, clock=ManualClock(), scope=None)
-        task = await synced(caches)
-        sources = PoolSources(pools=caches, config=ScrapeConfig(), default_port=1)
-        w = stored_world(api)
-        membership = assign(pools=caches.pools(), entries=w.entries)
-        sources.refresh(membership.pools)
-        assert sources.pool_keys() == ('a/chat', 'a/second')
-        plan = PoolPlan(
-            model_pools=membership.model_pools,
-            targets=pool_epp_targets(membership=membership, sources=sources),
-        )
-        loop = FromZero(
-            clock=ManualClock(),
-            world_fn=lambda: hold(w, membership),
-            epp_fn=lambda: (),
-            scale=ScaleClient(client=client),
-            events=None,
-            metrics=ControllerMetrics(),
-            pools_fn=lambda: plan,
-        )
-        try:
-            assert await loop.tick() == ()
+        async with from_zero_by_pool(api) as by_pool:
+            assert by_pool.sources.pool_keys() == ('a/chat', 'a/second')
+            assert await by_pool.loop.tick() == ()
             assert epp_b.hits == 0  # no idle model belongs to `second`: its page is not read
             assert not [r for r in api.requests if r.method == 'PATCH']
-        finally:
-            await loop.aclose()
-            await stop(task)
-            await sources.aclose()
-            await client.aclose()
 
 
 def test_held_variants_never_reach_scale_from_zero() -> None:
@@ -349,42 +347,18 @@ async def test_each_epp_keeps_its_own_connection_until_unread_for_a_minute(api: 
     async with Peers() as epp:
         seed_chat(api, port=epp.port)
         api.seed(v1_pool())
-        client = make_client(server=api.url, timeout=5.0)
-        caches = PoolCaches(client=client, clock=ManualClock(), scope=None)
-        task = await synced(caches)
-        sources = PoolSources(pools=caches, config=ScrapeConfig(), default_port=1)
-        w = stored_world(api)
-        membership = assign(pools=caches.pools(), entries=w.entries)
-        sources.refresh(membership.pools)
-        reading = PoolPlan(
-            model_pools=membership.model_pools,
-            targets=pool_epp_targets(membership=membership, sources=sources),
-        )
-        plans = [reading]
         clock = ManualClock()
-        loop = FromZero(
-            clock=clock,
-            world_fn=lambda: hold(w, membership),
-            epp_fn=lambda: (),
-            scale=ScaleClient(client=client),
-            events=None,
-            metrics=ControllerMetrics(),
-            pools_fn=lambda: plans[-1],
-        )
-        try:
+        async with from_zero_by_pool(api, clock=clock) as by_pool:
+            loop, plans = by_pool.loop, by_pool.plans
+            reading = plans[-1]
             for _ in range(3):
                 assert await loop.tick() == ()
             assert len(epp.peers) == 3
             assert len(set(epp.peers)) == 1  # one kept-alive connection, reused every tick
-            plans.append(PoolPlan(model_pools=membership.model_pools, targets={}))
+            plans.append(PoolPlan(model_pools=by_pool.membership.model_pools, targets={}))
             await clock.advance(61.0)
             await loop.tick()  # unread for a minute: its client is closed
             plans.append(reading)
             await loop.tick()
             assert len(epp.peers) == 4
             assert epp.peers[3] != epp.peers[0]  # read again, over a new connection
-        finally:
-            await loop.aclose()
-            await stop(task)
-            await sources.aclose()
-            await client.aclose()

@@ -38,6 +38,7 @@ from tests.support.controller_harness import (
     condition_message,
     conditions,
     configmap,
+    configmaps_changed,
     decision,
     events,
     informed,
@@ -56,6 +57,17 @@ from tests.support.controller_harness import (
     va,
 )
 from tests.support.waiting import eventually
+
+
+def seed_scale_to_zero(api: FakeAPI) -> None:
+    """Scale-to-zero on for every model, with a retention period of one minute."""
+    api.seed(
+        configmap(
+            'wva-model-scale-to-zero-config',
+            {'default': 'enable_scale_to_zero: true\nretention_period: 1m'},
+        )
+    )
+
 
 # --- scaling up -------------------------------------------------------------------------------
 
@@ -115,12 +127,7 @@ async def test_saturation_scales_the_cheapest_variant_up_through_scale_only(
 async def test_scale_to_zero_steps_down_to_one_then_zero(api: FakeAPI) -> None:
     """Idle for the retention period with scale-to-zero on: 2 → 1, then 1 → 0 (the safety rules:
     never straight from N to 0), each confirmed by a fresh zero request count."""
-    api.seed(
-        configmap(
-            'wva-model-scale-to-zero-config',
-            {'default': 'enable_scale_to_zero: true\nretention_period: 1m'},
-        )
-    )
+    seed_scale_to_zero(api)
     seed_variant(api, 'a', replicas=2, low=0, high=3)
     source = FakeSource(api, load={'a': IDLE}, request_count=0.0)
     async with informed(api, source) as controller:
@@ -141,12 +148,7 @@ async def test_scale_to_zero_steps_down_to_one_then_zero(api: FakeAPI) -> None:
 
 
 async def test_requests_within_the_retention_period_keep_one_replica(api: FakeAPI) -> None:
-    api.seed(
-        configmap(
-            'wva-model-scale-to-zero-config',
-            {'default': 'enable_scale_to_zero: true\nretention_period: 1m'},
-        )
-    )
+    seed_scale_to_zero(api)
     seed_variant(api, 'a', replicas=1, low=0, high=3)
     source = FakeSource(api, load={'a': IDLE}, request_count=3.0)
     async with informed(api, source) as controller:
@@ -474,9 +476,7 @@ async def test_bad_configmap_keeps_the_last_good_thresholds(api: FakeAPI) -> Non
             api_version='v1', kind='ConfigMap', namespace=CTL, name=good['metadata']['name']
         )
         broken['data'] = {'default': 'kvCacheThreshold: [0.5'}
-        version = controller.caches.configmap_version()
-        update(api, broken)
-        await eventually(lambda: controller.caches.configmap_version() != version, 'the edit')
+        await configmaps_changed(controller, lambda: update(api, broken), 'the edit')
         report = await controller.cycle.run_once()
         assert decision(report, 'a') == (1, 1, Action.NO_CHANGE)
         assert scale_writes(api) == []
@@ -494,9 +494,11 @@ async def test_bad_configmap_keeps_the_last_good_thresholds(api: FakeAPI) -> Non
         assert page[('wva_errors_total', key)] == 1
 
         # Control: without the ConfigMap, the built-in thresholds apply and the same load scales.
-        version = controller.caches.configmap_version()
-        api.store.delete(api.store_resource(good), CTL, good['metadata']['name'])
-        await eventually(lambda: controller.caches.configmap_version() != version, 'the delete')
+        await configmaps_changed(
+            controller,
+            lambda: api.store.delete(api.store_resource(good), CTL, good['metadata']['name']),
+            'the delete',
+        )
         report = await controller.cycle.run_once()
         assert decision(report, 'a') == (1, 2, Action.SCALE_UP)
         assert scale_writes(api) == [2]
@@ -526,9 +528,7 @@ async def test_poisoned_tenant_configmap_gives_an_event_and_global_edits_still_a
 
         edited = api.get(api_version='v1', kind='ConfigMap', namespace=CTL, name=sat)
         edited['data'] = {'default': 'kvCacheThreshold: 0.80\nkvSpareTrigger: 0.10'}
-        version = controller.caches.configmap_version()
-        update(api, edited)
-        await eventually(lambda: controller.caches.configmap_version() != version, 'the edit')
+        await configmaps_changed(controller, lambda: update(api, edited), 'the edit')
         report = await controller.cycle.run_once()
         assert decision(report, 'a') == (1, 2, Action.SCALE_UP)
         assert scale_writes(api) == [2]
@@ -549,9 +549,7 @@ async def test_a_reload_that_fails_keeps_the_config_and_is_retried(
 
         edited = api.get(api_version='v1', kind='ConfigMap', namespace=CTL, name=sat)
         edited['data'] = {'default': 'kvCacheThreshold: 0.80\nkvSpareTrigger: 0.10'}
-        version = controller.caches.configmap_version()
-        update(api, edited)
-        await eventually(lambda: controller.caches.configmap_version() != version, 'the edit')
+        await configmaps_changed(controller, lambda: update(api, edited), 'the edit')
         apply = controller.config.update
         failures = [RuntimeError('reload failed')]
 

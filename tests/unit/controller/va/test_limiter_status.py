@@ -11,13 +11,9 @@ turns the limiter off, the next cycle scales `a` up unlimited, its status no lon
 
 from __future__ import annotations
 
-import asyncio
-
 from prometheus_client.parser import text_string_to_metric_families
 
-from llmscaler.clock import ManualClock
 from llmscaler.config.configmaps import SATURATION_CONFIGMAP
-from llmscaler.controller.app import Controller
 from llmscaler.controller.publish import (
     ControllerMetrics,
     GpuRow,
@@ -31,18 +27,13 @@ from tests.support.controller_harness import (
     NS,
     SATURATED,
     FakeSource,
-    bound_pod,
-    cached_replicas,
     conditions,
     configmap,
     decision,
-    deployment,
-    gpu_pod,
+    informed,
+    inventory_listed,
     node,
-    run_options,
-    settle_to,
-    stop,
-    va,
+    seed_a_full_node,
 )
 from tests.support.waiting import eventually
 
@@ -88,22 +79,12 @@ def test_gpu_rows_keep_the_inventory_and_name_the_vendor() -> None:
 
 
 async def test_limited_metrics_then_the_limiter_off_clears_the_condition(api: FakeAPI) -> None:
-    api.seed(node('n1', gpus='2'))
-    api.seed(gpu_pod('batch-job', on='n1', gpus=1))
-    api.seed(deployment('a', 1))
-    api.seed(va('a', cost='5'))
-    api.seed(bound_pod('a', 0, on='n1'))
-    api.seed(configmap(SATURATION_CONFIGMAP, {'default': 'enableLimiter: true\n'}))
+    seed_a_full_node(api)
     source = FakeSource(api, load={'a': SATURATED})
-    controller = Controller(options=run_options(api), clock=ManualClock(), source=source)
-    metrics = controller.metrics
-    tasks = [asyncio.create_task(i.run()) for i in controller.caches.all()]
-    try:
-        await eventually(controller.caches.synced, 'the caches to sync')
+    async with informed(api, source) as controller:
+        metrics = controller.metrics
         await controller.cycle.run_once()  # starts the inventory
-        await eventually(controller.inventory.synced, 'the inventory to sync')
-        settle_to(api, 'a', 1)
-        await eventually(lambda: cached_replicas(controller, 'a') == 1, 'the scale-down to be seen')
+        await inventory_listed(controller, api)
         report = await controller.cycle.run_once()
         assert decision(report, 'a') == (1, 1, Action.NO_CHANGE)
         assert conditions(api, 'a')['ResourcesAvailable'] == ('False', 'ResourceConstrained')
@@ -140,5 +121,3 @@ async def test_limited_metrics_then_the_limiter_off_clears_the_condition(api: Fa
         assert 'OptimizationReady' in conditions(api, 'a')  # the others stay
         assert family(metrics, 'wva_available_gpus') == {}
         assert family(metrics, 'wva_decisions_limited_total') == {limited: 1.0}
-    finally:
-        await stop(controller, tasks)

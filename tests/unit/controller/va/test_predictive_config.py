@@ -17,6 +17,7 @@ from tests.support.controller_harness import (
     FakeSource,
     about,
     configmap,
+    configmaps_changed,
     events,
     informed,
     samples,
@@ -47,9 +48,7 @@ async def test_a_bad_edit_is_an_event_and_the_last_good_copy_stays(
             'default': 'startupSeconds: 30',
             'llama': f'model_id: {MODEL}\nforecastQuantile: 1.5',
         }
-        version = controller.caches.configmap_version()
-        update(api, broken)
-        await eventually(lambda: controller.caches.configmap_version() != version, 'the edit')
+        await configmaps_changed(controller, lambda: update(api, broken), 'the edit')
         with caplog.at_level('WARNING', logger='llmscaler.controller.va.cycle'):
             await controller.cycle.run_once()
         in_force = controller.cycle.current_config()

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from llmscaler.policies.kaito.realtime import (
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
+    SCRAPE_INTERVAL_SECONDS,
     MetricReading,
     RealtimeResult,
     Sample,
@@ -59,6 +60,30 @@ def run(
         history = dict(result.history)
         results.append(result)
     return results
+
+
+def first_answer(
+    *metrics: MetricReading,
+    current: int = 2,
+    min_replicas: int = 1,
+    max_replicas: int = 10,
+    scale_up: ScalerRule = DEFAULT_SCALE_UP,
+    scale_down: ScalerRule = DEFAULT_SCALE_DOWN,
+    interval: float = SCRAPE_INTERVAL_SECONDS,
+) -> RealtimeResult:
+    """The scaler's answer to its first reading: no earlier scale, an empty history, at t=0."""
+    return calculate_desired_replicas(
+        current_replicas=current,
+        metrics=metrics,
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        scale_up=scale_up,
+        scale_down=scale_down,
+        last_scale_time=None,
+        history={},
+        now=0.0,
+        interval=interval,
+    )
 
 
 def test_seed_defaults() -> None:
@@ -117,28 +142,10 @@ def test_down_cooldown_counts_from_last_scale_time() -> None:
 
 def test_steps_and_bounds() -> None:
     up = ScalerRule(step=3, cooldown_seconds=0, stabilization_window_seconds=0)
-    result = calculate_desired_replicas(
-        current_replicas=4,
-        metrics=[reading(50)],
-        min_replicas=1,
-        max_replicas=6,
-        scale_up=up,
-        last_scale_time=None,
-        history={},
-        now=0.0,
-    )
+    result = first_answer(reading(50), current=4, max_replicas=6, scale_up=up)
     assert result.desired == 6  # 4 + 3 clamped to max
     down = ScalerRule(step=5, cooldown_seconds=0, stabilization_window_seconds=0)
-    result = calculate_desired_replicas(
-        current_replicas=4,
-        metrics=[reading(0)],
-        min_replicas=2,
-        max_replicas=6,
-        scale_down=down,
-        last_scale_time=None,
-        history={},
-        now=0.0,
-    )
+    result = first_answer(reading(0), current=4, min_replicas=2, max_replicas=6, scale_down=down)
     assert result.desired == 2  # 4 - 5 clamped to min
 
 
@@ -147,17 +154,7 @@ NO_WINDOW = ScalerRule(step=1, cooldown_seconds=0, stabilization_window_seconds=
 
 def test_the_highest_metric_wins() -> None:
     def desired(*metrics: MetricReading) -> int:
-        return calculate_desired_replicas(
-            current_replicas=3,
-            metrics=metrics,
-            min_replicas=1,
-            max_replicas=10,
-            last_scale_time=None,
-            history={},
-            now=0.0,
-            scale_up=NO_WINDOW,
-            scale_down=NO_WINDOW,
-        ).desired
+        return first_answer(*metrics, current=3, scale_up=NO_WINDOW, scale_down=NO_WINDOW).desired
 
     assert desired(reading(50, key='a'), reading(0, key='b')) == 4
     assert desired(reading(0, key='a'), reading(5, key='b')) == 3  # one down, one holds: hold
@@ -177,32 +174,20 @@ def test_a_reading_of_per_pod_values_carries_both_averages() -> None:
     assert reading == MetricReading(key='kv', high=10, low=2, up_value=10, down_value=15)
 
 
-def test_a_missing_pod_brakes_both_directions() -> None:
-    # Two pods, one pending: the one that reports is far above High, but the average that
-    # counts the pending pod at 0 is 10, not above High; and the down average is 15.
-    up, down = average(values=[20, None], high=10)
-    result = calculate_desired_replicas(
-        current_replicas=2,
-        metrics=[MetricReading(key=WAITING, high=10, low=2, up_value=up, down_value=down)],
-        min_replicas=1,
-        max_replicas=10,
-        last_scale_time=None,
-        history={},
-        now=0.0,
-        scale_up=NO_WINDOW,
-        scale_down=NO_WINDOW,
-    )
-    assert result.desired == 2
-    # Idle pods and one missing: down average (0 + 10) / 2 = 5 is not below Low 2.
-    up, down = average(values=[0, None], high=10)
-    result = calculate_desired_replicas(
-        current_replicas=2,
-        metrics=[MetricReading(key=WAITING, high=10, low=2, up_value=up, down_value=down)],
-        min_replicas=1,
-        max_replicas=10,
-        last_scale_time=None,
-        history={},
-        now=0.0,
+@pytest.mark.parametrize(
+    'values',
+    [
+        # Two pods, one pending: the one that reports is far above High, but the average that
+        # counts the pending pod at 0 is 10, not above High; and the down average is 15.
+        pytest.param([20, None], id='no-scale-up-past-a-pending-pod'),
+        # Idle pods and one missing: down average (0 + 10) / 2 = 5 is not below Low 2.
+        pytest.param([0, None], id='no-scale-down-past-a-pending-pod'),
+    ],
+)
+def test_a_missing_pod_brakes_both_directions(values: list[float | None]) -> None:
+    up, down = average(values=values, high=10)
+    result = first_answer(
+        MetricReading(key=WAITING, high=10, low=2, up_value=up, down_value=down),
         scale_up=NO_WINDOW,
         scale_down=NO_WINDOW,
     )
@@ -210,16 +195,8 @@ def test_a_missing_pod_brakes_both_directions() -> None:
 
 
 def test_non_finite_readings_take_no_part() -> None:
-    result = calculate_desired_replicas(
-        current_replicas=2,
-        metrics=[reading(math.nan), reading(math.inf, key='b')],
-        min_replicas=1,
-        max_replicas=10,
-        last_scale_time=None,
-        history={},
-        now=0.0,
-        scale_up=NO_WINDOW,
-        scale_down=NO_WINDOW,
+    result = first_answer(
+        reading(math.nan), reading(math.inf, key='b'), scale_up=NO_WINDOW, scale_down=NO_WINDOW
     )
     assert result.desired == 2
     assert result.history == ()
@@ -284,27 +261,6 @@ def test_every_answer_is_one_step_or_a_hold(
 
 def test_a_window_no_longer_than_the_interval_needs_no_earlier_reading() -> None:
     rule = ScalerRule(step=1, cooldown_seconds=0, stabilization_window_seconds=15)
-    result = calculate_desired_replicas(
-        current_replicas=2,
-        metrics=[reading(50)],
-        min_replicas=1,
-        max_replicas=10,
-        scale_up=rule,
-        last_scale_time=None,
-        history={},
-        now=0.0,
-    )
-    assert result.desired == 3
+    assert first_answer(reading(50), scale_up=rule).desired == 3
     # The same window with readings every 5 s holds two earlier readings.
-    held = calculate_desired_replicas(
-        current_replicas=2,
-        metrics=[reading(50)],
-        min_replicas=1,
-        max_replicas=10,
-        scale_up=rule,
-        last_scale_time=None,
-        history={},
-        now=0.0,
-        interval=5.0,
-    )
-    assert held.desired == 2
+    assert first_answer(reading(50), scale_up=rule, interval=5.0).desired == 2

@@ -30,12 +30,13 @@ from tests.support.sim_fixtures import (
     ENGINES,
     STEPS,
     Engine,
+    assert_served_alike,
+    assert_summaries_close,
     drive,
     engine,
     h100,
     roofline,
     stream,
-    summary,
 )
 
 
@@ -510,13 +511,8 @@ def test_engines_agree_on_traces(trace: str) -> None:
         results.append((e, rs, done))
     (ref, ref_rs, ref_done), (fast, fast_rs, fast_done) = results
     assert [r.rid for r in ref_done] == [r.rid for r in fast_done]
-    for a, b in zip(ref_rs, fast_rs, strict=True):
-        assert b.finished == pytest.approx(a.finished, abs=1e-6)
-        assert b.first_token == pytest.approx(a.first_token, abs=1e-6)
-        assert a.preemptions == b.preemptions
-    s_ref, s_fast = summary(ref_rs), summary(fast_rs)
-    for key, value in s_ref.items():
-        assert s_fast[key] == pytest.approx(value, rel=0.01), key
+    assert_served_alike(ref_rs, fast_rs)
+    assert_summaries_close(ref_rs, fast_rs)
     c_ref, c_fast = ref.counters, fast.counters
     assert c_ref.preemptions_total == c_fast.preemptions_total
     assert c_ref.itl_count == c_fast.itl_count

@@ -23,12 +23,13 @@ from tests.support.sim_fixtures import (
     ENGINES,
     STEPS,
     Engine,
+    assert_served_alike,
+    assert_summaries_close,
     drive,
     engine,
     h100,
     roofline,
     stream,
-    summary,
 )
 
 
@@ -209,13 +210,8 @@ def test_engines_agree_with_prefix_caching(trace: str) -> None:
         drive(e, rs, probes=probes)
         results.append((e, rs))
     (ref, ref_rs), (fast, fast_rs) = results
-    for a, b in zip(ref_rs, fast_rs, strict=True):
-        assert b.finished == pytest.approx(a.finished, abs=1e-6)
-        assert b.first_token == pytest.approx(a.first_token, abs=1e-6)
-        assert a.preemptions == b.preemptions
-    s_ref, s_fast = summary(ref_rs), summary(fast_rs)
-    for key, value in s_ref.items():
-        assert s_fast[key] == pytest.approx(value, rel=0.01), key
+    assert_served_alike(ref_rs, fast_rs)
+    assert_summaries_close(ref_rs, fast_rs)
     assert ref.counters == dataclasses.replace(
         fast.counters, itl_sum=ref.counters.itl_sum, ttft_sum=ref.counters.ttft_sum
     )
@@ -324,8 +320,5 @@ def test_engines_agree_with_transferred_kv_and_preemptions() -> None:
         drive(e, rs, probes=[0.5 * k for k in range(60)])
         results.append((e, rs))
     (ref, ref_rs), (fast, fast_rs) = results
-    for a, b in zip(ref_rs, fast_rs, strict=True):
-        assert b.finished == pytest.approx(a.finished, abs=1e-6)
-        assert b.first_token == pytest.approx(a.first_token, abs=1e-6)
-        assert a.preemptions == b.preemptions
+    assert_served_alike(ref_rs, fast_rs)
     assert ref.counters.preemptions_total == fast.counters.preemptions_total > 0
