@@ -10,8 +10,8 @@ reads no clock and does no I/O. This module checks what import-linter cannot:
   between two sub-packages fails even when no module imports itself through others);
 - no module imports, directly or through others, a module that imports it (type-checking
   imports included): where two need each other, what both need lives in a third below them;
-- no module imports another module's private name, and no folder holds more than
-  `MOST_MODULES` modules side by side (a longer list wants sub-packages);
+- no module imports another module's private name (tests and benchmarks included), and no
+  folder holds more than `MOST_MODULES` modules side by side (a longer list wants sub-packages);
 - the product never imports the test suite or pytest: the development cluster
   (`llmscaler.devcluster`) that the tests share with the demo lives in the package.
 """
@@ -214,9 +214,15 @@ def private_imports(path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    'path', sorted(PACKAGE.rglob('*.py')), ids=lambda p: str(p.relative_to(PACKAGE))
+    'path',
+    sorted(
+        (*PACKAGE.rglob('*.py'), *(ROOT / 'tests').rglob('*.py'), *(ROOT / 'bench').glob('*.py'))
+    ),
+    ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_no_module_imports_a_private_name(path: Path) -> None:
+    """Not the product, not its tests, not its benchmarks: a name worth testing or timing from
+    outside its module is public."""
     assert private_imports(path) == []
 
 

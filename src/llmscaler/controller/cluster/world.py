@@ -90,10 +90,10 @@ def _stable(obj: object) -> str:
         return json.dumps(obj, sort_keys=True, default=repr)
     except (TypeError, ValueError, RecursionError):
         # Nested deeper than the C encoder recurses, keys of mixed types, or a cycle.
-        return _flat(obj)
+        return flat_text(obj)
 
 
-def _flat(obj: object) -> str:
+def flat_text(obj: object) -> str:
     """`_stable` without recursion: any depth, keys of any type, cycles cut at `<cycle>`.
 
     An explicit stack of values and pieces of text; a container already on the path from the

@@ -253,7 +253,9 @@ def _ttft(path: Path, results: Sequence[SimResult], slo: SLO, unit: tuple[float,
     return _save(fig, path)
 
 
-def _binned(x: FloatArray, y: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+def bin_series(
+    x: FloatArray, y: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """(start, mean, min, max) of consecutive bins of samples, at most MAX_POINTS bins; a short
     series comes back as is (min = max = mean). NaN samples are ignored; an all-NaN bin is NaN."""
     size = math.ceil(x.shape[0] / MAX_POINTS)
@@ -294,7 +296,7 @@ def _gauge(
             y = _series(timeline.waiting, n) + _series(timeline.gateway_queue, n)
         else:
             y = _series(timeline.kv_usage, n) * 100.0
-        xb, mean, low, high = _binned(x, y)
+        xb, mean, low, high = bin_series(x, y)
         style = _policy_style(index)
         shaded = xb.shape[0] < n
         binned = binned or shaded

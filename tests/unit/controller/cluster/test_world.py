@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from llmscaler.collect.attribution import TargetRef
 from llmscaler.collect.readings import ModelScope
 from llmscaler.controller.cluster.pods import epp_targets, scrape_targets
-from llmscaler.controller.cluster.world import _flat, build_world
+from llmscaler.controller.cluster.world import build_world, flat_text
 from llmscaler.kube import resource_model
 from tests.support.workloads import deployment, stateful_set
 from tests.support.world_objects import (
@@ -237,13 +237,13 @@ def test_deeply_nested_vas_never_raise_and_keep_the_order_free_choice() -> None:
 
 @given(JSON_VALUES)
 def test_the_recursion_free_text_is_the_canonical_json(value: Any) -> None:
-    assert _flat(value) == json.dumps(value, sort_keys=True)
+    assert flat_text(value) == json.dumps(value, sort_keys=True)
 
 
 def test_the_recursion_free_text_cuts_cycles() -> None:
     loop: dict[str, Any] = {'b': 1}
     loop['a'] = [loop, 'x']
-    assert _flat(loop) == '{"a": [<cycle>, "x"], "b": 1}'
+    assert flat_text(loop) == '{"a": [<cycle>, "x"], "b": 1}'
 
 
 def test_scopes_one_per_model_group_with_its_retention() -> None:

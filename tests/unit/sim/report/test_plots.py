@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llmscaler.sim.report.plots import DPI, FILES, HEIGHT, MAX_POINTS, WIDTH, _binned, plot_all
+from llmscaler.sim.report.plots import DPI, FILES, HEIGHT, MAX_POINTS, WIDTH, bin_series, plot_all
 from llmscaler.sim.report.summary import summarize_all
 from llmscaler.sim.vocabulary import SLO, SimResult
 from tests.support.sim_fixtures import SLO_1, empty_result, tiny_result, tiny_timeline
@@ -102,7 +102,7 @@ def test_binned_by_hand() -> None:
     x = np.arange(n, dtype=np.float64)
     y = np.arange(n, dtype=np.float64)
     y[3] = math.nan
-    start, mean, low, high = _binned(x, y)
+    start, mean, low, high = bin_series(x, y)
     # ⌈2500 / 1000⌉ = 3 samples per bin, 834 bins; the last holds only sample 2499.
     assert start.shape == (834,)
     assert start[:2].tolist() == [0.0, 3.0]
@@ -111,13 +111,13 @@ def test_binned_by_hand() -> None:
     assert (mean[1], low[1], high[1]) == (4.5, 4.0, 5.0)
     assert (mean[-1], low[-1], high[-1]) == (2499.0, 2499.0, 2499.0)
     short = np.array([1.0, math.nan])
-    same = _binned(short, short)
+    same = bin_series(short, short)
     assert all(np.array_equal(a, short, equal_nan=True) for a in same)
 
 
 def test_all_nan_bin_is_nan() -> None:
     y = np.full(3 * MAX_POINTS, math.nan)
-    _, mean, low, high = _binned(np.arange(y.shape[0], dtype=np.float64), y)
+    _, mean, low, high = bin_series(np.arange(y.shape[0], dtype=np.float64), y)
     assert np.isnan(mean).all()
     assert np.isnan(low).all()
     assert np.isnan(high).all()
