@@ -3,6 +3,8 @@ configuration for what a user states."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from llmscaler.config.resolved import (
@@ -12,7 +14,9 @@ from llmscaler.config.resolved import (
     QueueingModelConfig,
     SaturationConfig,
 )
+from llmscaler.domain.basics import STRICT_KEYS
 from llmscaler.policies import registry
+from llmscaler.policies.predictive.state import PredictiveState
 from llmscaler.policies.protocol import Intent
 
 TOKEN = SaturationConfig(analyzer_name='saturation')
@@ -52,7 +56,8 @@ def test_the_first_policy_that_selects_a_configuration_decides(
 
 def test_names_are_unique_and_each_is_found_by_name() -> None:
     names = registry.names()
-    assert len(set(names)) == len(names) == 4
+    assert len(set(names)) == len(names)
+    assert {'saturation-percentage', 'saturation-token', 'slo-queueing', 'predictive'} <= set(names)
     assert [registry.by_name(name) for name in names] == list(registry.POLICIES)
     assert registry.by_name('kaito-realtime') is None
 
@@ -82,6 +87,18 @@ def test_the_slo_policies_take_the_stated_slo_as_explicit_targets() -> None:
     assert predictive.configure(intent=Intent()).predictive == PredictiveConfig()
 
 
-def test_only_the_predictive_policy_keeps_a_state_of_its_own() -> None:
-    kept = {policy.name for policy in registry.POLICIES if policy.state_type is not None}
-    assert kept == {'predictive'}
+@pytest.mark.parametrize('name', registry.names())
+def test_a_policy_state_is_frozen_and_read_strictly(name: str) -> None:
+    policy = registry.by_name(name)
+    assert policy is not None
+    if policy.state_type is None:
+        return
+    assert dataclasses.is_dataclass(policy.state_type)
+    assert policy.state_type.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    assert policy.state_type.__pydantic_config__ == STRICT_KEYS  # type: ignore[attr-defined]
+
+
+def test_the_predictive_policy_keeps_its_samples_and_learning() -> None:
+    predictive = registry.by_name('predictive')
+    assert predictive is not None
+    assert predictive.state_type is PredictiveState
