@@ -15,6 +15,8 @@ from typing import NoReturn
 
 import pytest
 
+from llmscaler.devcluster import binaries
+
 
 def missing(reason: str) -> NoReturn:
     """Skip the test with `reason`, or fail it with CI=true."""
@@ -35,4 +37,12 @@ def need_program(name: str) -> str:
     found = shutil.which(name)
     if found is None:
         missing(f'{name} not on PATH')
+    return found
+
+
+def need_built(name: str) -> Path:
+    """The binary `name` built from a pinned Go module (`make binaries`), or skip / fail."""
+    found = binaries.find(name)
+    if found is None:
+        missing(f'{name} is not built (make binaries; cache: {binaries.cache_root()})')
     return found

@@ -105,18 +105,18 @@ def _fresh(path: Path) -> Path:
     return candidate
 
 
-async def _wait_exit(process: subprocess.Popen[bytes], timeout: float) -> int | None:
+async def wait_exit(process: subprocess.Popen[bytes], timeout: float) -> int | None:
     deadline = time.monotonic() + timeout
     while (code := process.poll()) is None and time.monotonic() < deadline:
         await asyncio.sleep(_POLL)
     return code
 
 
-async def _terminate(process: subprocess.Popen[bytes], timeout: float) -> int:
+async def terminate(process: subprocess.Popen[bytes], timeout: float) -> int:
     """SIGTERM, then SIGKILL after `timeout` seconds; the exit status."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
-        if await _wait_exit(process, timeout) is None:
+        if await wait_exit(process, timeout) is None:
             process.kill()
     while (code := process.poll()) is None:
         await asyncio.sleep(_POLL)
@@ -196,7 +196,7 @@ class ControllerProcess:
         """Wait for the process to exit by itself; its exit status."""
         if self._process is None:
             raise RuntimeError(f'{self.name} was not started')
-        code = await _wait_exit(self._process, timeout)
+        code = await wait_exit(self._process, timeout)
         if code is None:
             raise TimeoutError(f'{self.name} still runs after {timeout} s:\n{self.log()[-4000:]}')
         return code
@@ -206,7 +206,7 @@ class ControllerProcess:
         if self._process is None:
             return None
         self.resume()  # a stopped process would not see the SIGTERM until the timeout
-        return await _terminate(self._process, self.stop_timeout)
+        return await terminate(self._process, self.stop_timeout)
 
     async def kill(self) -> int | None:
         """SIGKILL now, as a crash or an OOM kill would; the exit status (None if not started)."""
@@ -319,4 +319,4 @@ class Prometheus:
     async def stop(self) -> None:
         process, self._process = self._process, None
         if process is not None:
-            await _terminate(process, 10.0)
+            await terminate(process, 10.0)

@@ -1,0 +1,358 @@
+"""A real Kubernetes control plane on loopback: etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler, built from their Go modules (`devcluster.binaries`).
+
+Why: the fake API server is ours, so it cannot tell us that the real one rejects a CRD's schema,
+that the shipped RBAC forbids a call the controller makes, or that a real Deployment rollout and
+garbage collection behave as assumed. This module starts the real thing, configured as a cluster
+would be: its own CA and serving certificate, ServiceAccount signing keys,
+`--authorization-mode=Node,RBAC` with the default admission plugins, and one client certificate
+per component, so RBAC sees the identities it sees in a cluster.
+
+What: `ControlPlane(workdir=...)`, an async context manager, starts the four processes in order
+(each waits for the previous to be ready) and stops them in reverse. `url` is the API server's
+address, `ca` its CA file, `kubeconfig(path, identity=...)` writes a kubeconfig for one of the
+certificate identities in `IDENTITIES` (`admin` is in `system:masters`), `token_kubeconfig`
+one for a bearer token (a ServiceAccount's), and `log(name)` returns a process's output. The
+controller-manager runs the controllers in `CONTROLLERS`, each with its own ServiceAccount
+credentials; the scheduler binds pods to nodes (registering nodes and running their pods is the
+kubelet emulation's job, not the control plane's).
+
+What fails: `start` raises `ControlPlaneMissing` when a binary is not built (`make binaries`)
+or openssl is absent, and RuntimeError with the end of the process's log when one exits or is
+not ready within `ready_timeout` seconds; everything started by then is stopped first. `stop`
+is idempotent and leaves no child process behind: each runs in its own session and is killed
+after `stop_timeout` seconds of SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import ssl
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+import yaml
+
+from llmscaler.devcluster import binaries
+from llmscaler.devcluster.process import free_port, terminate
+
+__all__ = ['CONTROLLERS', 'IDENTITIES', 'ControlPlane', 'ControlPlaneMissing', 'Identity']
+
+# The kube-controller-manager controllers a workload of Deployments, StatefulSets, HPAs and
+# ServiceAccount tokens needs; node lifecycle is left out, because emulated nodes keep their
+# own Ready condition and nothing should evict their pods.
+CONTROLLERS = (
+    'deployment-controller',
+    'replicaset-controller',
+    'statefulset-controller',
+    'horizontal-pod-autoscaler-controller',
+    'garbage-collector-controller',
+    'namespace-controller',
+    'serviceaccount-controller',
+    'serviceaccount-token-controller',
+    'endpointslice-controller',
+    'disruption-controller',
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """A client certificate's subject: the user name and groups RBAC sees."""
+
+    name: str
+    groups: tuple[str, ...] = ()
+
+
+IDENTITIES = {
+    'admin': Identity('kubernetes-admin', ('system:masters',)),
+    'kube-controller-manager': Identity('system:kube-controller-manager'),
+    'kube-scheduler': Identity('system:kube-scheduler'),
+}
+
+
+class ControlPlaneMissing(RuntimeError):
+    """A binary of the control plane is not built, or openssl is not installed."""
+
+
+@dataclass(slots=True)
+class _Running:
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    done = subprocess.run(['openssl', *args], cwd=cwd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f'openssl {args[0]}: {done.stderr.strip()[-500:]}')
+
+
+def _subject(identity: Identity) -> str:
+    return ''.join(f'/O={group}' for group in identity.groups) + f'/CN={identity.name}'
+
+
+class ControlPlane:
+    """etcd, kube-apiserver, kube-controller-manager and kube-scheduler under one workdir."""
+
+    def __init__(
+        self,
+        *,
+        workdir: Path,
+        ready_timeout: float = 90.0,
+        stop_timeout: float = 10.0,
+        hpa_sync_period: str = '5s',
+    ) -> None:
+        self.workdir = workdir
+        self.pki = workdir / 'pki'
+        self.ready_timeout = ready_timeout
+        self.stop_timeout = stop_timeout
+        self.hpa_sync_period = hpa_sync_period
+        self.url = ''
+        self._running: list[_Running] = []
+
+    @property
+    def ca(self) -> Path:
+        return self.pki / 'ca.crt'
+
+    async def __aenter__(self) -> ControlPlane:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    def _binary(self, name: str) -> str:
+        path = binaries.find(name)
+        if path is None:
+            raise ControlPlaneMissing(
+                f'{name} is not built (make binaries; it lands in {binaries.cache_root()})'
+            )
+        return str(path)
+
+    def _make_pki(self) -> None:
+        if shutil.which('openssl') is None:
+            raise ControlPlaneMissing('no openssl on PATH (Debian/Ubuntu: apt-get install openssl)')
+        d = self.pki
+        d.mkdir(parents=True, exist_ok=True)
+        rsa = ('-newkey', 'rsa:2048', '-nodes')
+        _openssl('req', '-x509', *rsa, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '7',
+                 '-subj', '/CN=llmscaler-devcluster-ca',
+                 '-addext', 'basicConstraints=critical,CA:TRUE',
+                 '-addext', 'keyUsage=critical,keyCertSign,cRLSign,digitalSignature', cwd=d)  # fmt: skip
+        _openssl('genrsa', '-out', 'sa.key', '2048', cwd=d)
+        _openssl('rsa', '-in', 'sa.key', '-pubout', '-out', 'sa.pub', cwd=d)
+        certificates = {
+            'apiserver': (
+                '/CN=kube-apiserver',
+                'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,'
+                'DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1\n'
+                'extendedKeyUsage=serverAuth',
+            ),
+            **{
+                name: (_subject(identity), 'extendedKeyUsage=clientAuth')
+                for name, identity in IDENTITIES.items()
+            },
+        }
+        for name, (subject, extensions) in sorted(certificates.items()):
+            (d / f'{name}.ext').write_text(
+                f'{extensions}\nbasicConstraints=CA:FALSE\n'
+                'keyUsage=critical,digitalSignature,keyEncipherment\n'
+            )
+            _openssl('req', *rsa, '-keyout', f'{name}.key', '-out', f'{name}.csr', '-subj',
+                     subject, cwd=d)  # fmt: skip
+            _openssl('x509', '-req', '-in', f'{name}.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key',
+                     '-CAcreateserial', '-out', f'{name}.crt', '-days', '7',
+                     '-extfile', f'{name}.ext', cwd=d)  # fmt: skip
+
+    def kubeconfig(self, path: Path, *, identity: str = 'admin') -> Path:
+        """A kubeconfig for the API server as `identity` (a key of `IDENTITIES`)."""
+        if identity not in IDENTITIES:
+            raise KeyError(f'unknown identity {identity!r} (known: {", ".join(IDENTITIES)})')
+        user = {
+            'client-certificate': str(self.pki / f'{identity}.crt'),
+            'client-key': str(self.pki / f'{identity}.key'),
+        }
+        return self._write_kubeconfig(path, user=user)
+
+    def token_kubeconfig(self, path: Path, *, token: str) -> Path:
+        """A kubeconfig for the API server with a bearer token (a ServiceAccount's)."""
+        return self._write_kubeconfig(path, user={'token': token})
+
+    def _write_kubeconfig(self, path: Path, *, user: dict[str, str]) -> Path:
+        config = {
+            'apiVersion': 'v1',
+            'kind': 'Config',
+            'clusters': [
+                {
+                    'name': 'devcluster',
+                    'cluster': {'server': self.url, 'certificate-authority': str(self.ca)},
+                }
+            ],
+            'users': [{'name': 'user', 'user': user}],
+            'contexts': [{'name': 'devcluster', 'context': {'cluster': 'devcluster', 'user': 'user'}}],
+            'current-context': 'devcluster',
+        }
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    def log(self, name: str) -> str:
+        """Everything process `name` (etcd, kube-apiserver, ...) printed so far."""
+        path = self.workdir / f'{name}.log'
+        return path.read_text(errors='replace') if path.exists() else ''
+
+    def _spawn(self, name: str, argv: Sequence[str]) -> _Running:
+        log = self.workdir / f'{name}.log'
+        with log.open('wb') as out:
+            process = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                start_new_session=True,
+            )
+        running = _Running(name, process, log)
+        self._running.append(running)
+        return running
+
+    async def _ready(self, running: _Running, url: str, *, tls: bool) -> None:
+        deadline = time.monotonic() + self.ready_timeout
+        verify: ssl.SSLContext | bool = False
+        if tls:
+            verify = ssl.create_default_context(cafile=str(self.ca))
+            verify.load_cert_chain(str(self.pki / 'admin.crt'), str(self.pki / 'admin.key'))
+        async with httpx.AsyncClient(timeout=2, verify=verify) as client:
+            while True:
+                try:
+                    if (await client.get(url)).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                if running.process.poll() is not None or time.monotonic() > deadline:
+                    tail = running.log.read_text(errors='replace')[-3000:]
+                    state = 'exited' if running.process.poll() is not None else 'is not ready'
+                    raise RuntimeError(f'{running.name} {state}:\n{tail}')
+                await asyncio.sleep(0.2)
+
+    async def start(self) -> str:
+        """Start everything; the API server's URL."""
+        binary = {
+            name: self._binary(name)
+            for name in ('etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler')
+        }
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._make_pki()
+            await self._start_all(binary)
+        except BaseException:
+            await self.stop()
+            raise
+        return self.url
+
+    async def _start_all(self, binary: dict[str, str]) -> None:
+        client, peer = free_port(), free_port()
+        etcd = self._spawn(
+            'etcd',
+            [
+                binary['etcd'],
+                '--name=devcluster',
+                f'--data-dir={self.workdir / "etcd"}',
+                f'--listen-client-urls=http://127.0.0.1:{client}',
+                f'--advertise-client-urls=http://127.0.0.1:{client}',
+                f'--listen-peer-urls=http://127.0.0.1:{peer}',
+                f'--initial-advertise-peer-urls=http://127.0.0.1:{peer}',
+                f'--initial-cluster=devcluster=http://127.0.0.1:{peer}',
+                '--listen-metrics-urls=',
+                # A test cluster's data outlives nothing: fsync buys no safety, only latency.
+                '--unsafe-no-fsync',
+                '--log-level=warn',
+            ],
+        )
+        await self._ready(etcd, f'http://127.0.0.1:{client}/health', tls=False)
+        port = free_port()
+        self.url = f'https://127.0.0.1:{port}'
+        pki = self.pki
+        apiserver = self._spawn(
+            'kube-apiserver',
+            [
+                binary['kube-apiserver'],
+                f'--etcd-servers=http://127.0.0.1:{client}',
+                '--bind-address=127.0.0.1',
+                '--advertise-address=127.0.0.1',
+                f'--secure-port={port}',
+                f'--cert-dir={self.workdir / "apiserver-certs"}',
+                f'--tls-cert-file={pki / "apiserver.crt"}',
+                f'--tls-private-key-file={pki / "apiserver.key"}',
+                f'--client-ca-file={pki / "ca.crt"}',
+                f'--service-account-key-file={pki / "sa.pub"}',
+                f'--service-account-signing-key-file={pki / "sa.key"}',
+                '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+                '--service-cluster-ip-range=10.0.0.0/24',
+                '--authorization-mode=Node,RBAC',
+                '--allow-privileged=true',
+                '--profiling=false',
+                '--v=1',
+            ],
+        )
+        await self._ready(apiserver, f'{self.url}/readyz', tls=True)
+        manager = self.kubeconfig(self.workdir / 'kube-controller-manager.kubeconfig',
+                                  identity='kube-controller-manager')  # fmt: skip
+        self._spawn(
+            'kube-controller-manager',
+            [
+                binary['kube-controller-manager'],
+                f'--kubeconfig={manager}',
+                f'--authentication-kubeconfig={manager}',
+                f'--authorization-kubeconfig={manager}',
+                '--use-service-account-credentials=true',
+                f'--service-account-private-key-file={pki / "sa.key"}',
+                f'--root-ca-file={pki / "ca.crt"}',
+                f'--controllers={",".join(CONTROLLERS)}',
+                f'--horizontal-pod-autoscaler-sync-period={self.hpa_sync_period}',
+                '--leader-elect=false',
+                '--bind-address=127.0.0.1',
+                f'--secure-port={free_port()}',
+                f'--cert-dir={self.workdir / "controller-manager-certs"}',
+                '--v=1',
+            ],
+        )
+        scheduler = self.kubeconfig(self.workdir / 'kube-scheduler.kubeconfig',
+                                    identity='kube-scheduler')  # fmt: skip
+        self._spawn(
+            'kube-scheduler',
+            [
+                binary['kube-scheduler'],
+                f'--kubeconfig={scheduler}',
+                f'--authentication-kubeconfig={scheduler}',
+                f'--authorization-kubeconfig={scheduler}',
+                '--leader-elect=false',
+                '--bind-address=127.0.0.1',
+                f'--secure-port={free_port()}',
+                f'--cert-dir={self.workdir / "scheduler-certs"}',
+                '--v=1',
+            ],
+        )
+        # Both are ready once they hold their informers' caches; a process that exits at once
+        # (a bad flag) is reported here rather than as a pod that never moves.
+        await asyncio.sleep(1.0)
+        for running in self._running:
+            if running.process.poll() is not None:
+                tail = running.log.read_text(errors='replace')[-3000:]
+                raise RuntimeError(f'{running.name} exited:\n{tail}')
+
+    async def stop(self) -> None:
+        """Stop every process, the last started first."""
+        while self._running:
+            running = self._running.pop()
+            await terminate(running.process, self.stop_timeout)
