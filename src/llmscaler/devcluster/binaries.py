@@ -148,7 +148,9 @@ def build(family: Family, *, go: str | None = None, tools: Path = _TOOLS) -> Pat
         return target
     go = go or shutil.which('go')
     if go is None:
-        raise BuildFailed('no go on PATH: the Go toolchain builds these binaries (go.dev/doc/install)')
+        raise BuildFailed(
+            'no go on PATH: the Go toolchain builds these binaries (go.dev/doc/install)'
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=f'.{target.name}-', dir=target.parent))
     try:

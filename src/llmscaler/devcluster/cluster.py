@@ -40,10 +40,13 @@ again when the cluster exits, so a broken harness cannot pass a test.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import dataclasses
+import json
 import logging
 import math
+import subprocess
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -53,12 +56,15 @@ from typing import Any
 
 import yaml
 
-from llmscaler.devcluster import objects
+from llmscaler.devcluster import binaries, nodes, objects
+from llmscaler.devcluster.controlplane import ControlPlane, ControlPlaneMissing
 from llmscaler.devcluster.fakeapi.semantics import ApiError
-from llmscaler.devcluster.fakeapi.server import FakeAPI
+from llmscaler.devcluster.fakeapi.server import FakeAPI, RecordedRequest
 from llmscaler.devcluster.gateway import Backend, Gateway
 from llmscaler.devcluster.kubelet import Workload, replicas_of
+from llmscaler.devcluster.nodes import VariantPods
 from llmscaler.devcluster.process import Prometheus
+from llmscaler.devcluster.rest import Rest
 from llmscaler.emulate.server import RunningEmulator, serve
 from llmscaler.sim.hardware import presets
 from llmscaler.sim.vocabulary import VariantSpec
@@ -66,6 +72,25 @@ from llmscaler.sim.vocabulary import VariantSpec
 logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+
+# The shipped manifests the real control plane gets before anything else: the CRDs, and the
+# controller's namespace, ServiceAccount and RBAC, as `kubectl kustomize deploy/base` renders them
+# (the controller's own Deployment, ConfigMaps and Service are left out: it runs as a process).
+_DEPLOY_BASE = Path(__file__).resolve().parents[3] / 'deploy' / 'base'
+_INSTALLED_KINDS = frozenset(
+    {
+        'CustomResourceDefinition',
+        'Namespace',
+        'ServiceAccount',
+        'ClusterRole',
+        'ClusterRoleBinding',
+        'Role',
+        'RoleBinding',
+    }
+)
+CONTROLLER_NAMESPACE = 'llmscaler-system'
+CONTROLLER_ACCOUNT = 'llmscaler-controller'
+_VERBS = {'create': 'POST', 'update': 'PUT', 'patch': 'PATCH', 'delete': 'DELETE'}
 
 
 class Cluster:
@@ -84,10 +109,17 @@ class Cluster:
         load_interval: float = 0.02,
         api_port: int = 0,
         inference_pools: bool = False,
+        control_plane: bool = False,
     ) -> None:
+        if control_plane and inference_pools:
+            raise ValueError('InferencePools are served by the fake API only (no CRD installed)')
         self.namespace = namespace
         self._inference_pools = inference_pools
-        self.api = FakeAPI(port=api_port)
+        self._fake = None if control_plane else FakeAPI(port=api_port)
+        self._plane: ControlPlane | None = None
+        self._rest: Rest | None = None
+        self._token = ''
+        self._nodes: set[str] = set()
         self.url = ''
         self.prometheus_url: str | None = None
         self._want_prometheus = prometheus
@@ -96,7 +128,7 @@ class Cluster:
         self._tokens = (input_tokens, output_tokens)
         self._poll = poll_interval
         self._load_interval = load_interval
-        self._variants: dict[str, Workload] = {}
+        self._variants: dict[str, Workload | VariantPods] = {}
         self._gateways: dict[str, Gateway] = {}
         self._prometheus: Prometheus | None = None
         self._stack = contextlib.AsyncExitStack()
@@ -105,6 +137,31 @@ class Cluster:
         self.failures: list[BaseException] = []
 
     # ---- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def real(self) -> bool:
+        """True on the real control plane, False on the fake API."""
+        return self._fake is None
+
+    @property
+    def api(self) -> FakeAPI:
+        """The fake API (its store, request log and fault injection); fake backend only."""
+        if self._fake is None:
+            raise RuntimeError('the real control plane has no fake API (use get, list, requests)')
+        return self._fake
+
+    @property
+    def control_plane(self) -> ControlPlane:
+        """The real control plane; real backend only."""
+        if self._plane is None:
+            raise RuntimeError('the cluster runs on the fake API, not a control plane')
+        return self._plane
+
+    @property
+    def _client(self) -> Rest:
+        if self._rest is None:
+            raise RuntimeError('the cluster has not been started')
+        return self._rest
 
     @property
     def workdir(self) -> Path:
@@ -117,8 +174,11 @@ class Cluster:
             if self._workdir is None:
                 temporary = self._stack.enter_context(tempfile.TemporaryDirectory())
                 self._workdir = Path(temporary)
-            await self._stack.enter_async_context(self.api)
-            self.url = self.api.url
+            if self._fake is not None:
+                await self._stack.enter_async_context(self._fake)
+                self.url = self._fake.url
+            else:
+                await self._start_control_plane()
             if self._want_prometheus:
                 self._prometheus = Prometheus(workdir=self.workdir)
                 self._stack.push_async_callback(self._prometheus.stop)
@@ -145,6 +205,78 @@ class Cluster:
             raise RuntimeError(f'the fake cluster failed: {self.failures[0]!r}') from self.failures[
                 0
             ]
+
+    async def _start_control_plane(self) -> None:
+        plane = ControlPlane(workdir=self.workdir / 'control-plane')
+        await self._stack.enter_async_context(plane)
+        self._plane, self.url = plane, plane.url
+        self._rest = Rest(
+            url=plane.url, ca=plane.ca, cert=plane.pki / 'admin.crt', key=plane.pki / 'admin.key'
+        )
+        self._stack.callback(self._rest.close)
+        await asyncio.to_thread(self._install)
+        nodes.register_node(self._rest, name=objects.NODE_NAME, accelerator=None)
+        self._nodes.add(objects.NODE_NAME)
+
+    def _install(self) -> None:
+        """CRDs, the controller's namespace, ServiceAccount and RBAC; the workload namespace
+        (with its default ServiceAccount, which pods need); a token for the controller."""
+        kubectl = binaries.find('kubectl')
+        if kubectl is None:
+            raise ControlPlaneMissing('kubectl is not built (make binaries)')
+        admin = self.control_plane.kubeconfig(self.workdir / 'admin.kubeconfig')
+        rendered = subprocess.run(
+            [str(kubectl), 'kustomize', str(_DEPLOY_BASE)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        wanted = [d for d in yaml.safe_load_all(rendered) if d and d['kind'] in _INSTALLED_KINDS]
+        for command in (
+            ['apply', '--server-side', '-f', '-'],
+            ['wait', '--for=condition=Established', '--timeout=60s', 'crd', '--all'],
+        ):
+            subprocess.run(
+                [str(kubectl), f'--kubeconfig={admin}', *command],
+                input=yaml.safe_dump_all(wanted),
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+        rest = self._client
+        with contextlib.suppress(ApiError):
+            rest.raw(
+                method='POST',
+                path='/api/v1/namespaces',
+                body={
+                    'apiVersion': 'v1',
+                    'kind': 'Namespace',
+                    'metadata': {'name': self.namespace},
+                },
+            )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                rest.raw(
+                    method='GET',
+                    path=f'/api/v1/namespaces/{self.namespace}/serviceaccounts/default',
+                )
+                break
+            except ApiError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        answer = rest.raw(
+            method='POST',
+            path=f'/api/v1/namespaces/{CONTROLLER_NAMESPACE}/serviceaccounts/'
+            f'{CONTROLLER_ACCOUNT}/token',
+            body={
+                'apiVersion': 'authentication.k8s.io/v1',
+                'kind': 'TokenRequest',
+                'spec': {'expirationSeconds': 86400},
+            },
+        )
+        self._token = str(answer['status']['token'])
 
     async def _cancel_tasks(self) -> None:
         for task in self._tasks:
@@ -233,18 +365,34 @@ class Cluster:
                 namespace=self.namespace,
                 seed=self._seed + len(self._variants),
             )
-            variant = Workload(
-                name=name,
-                namespace=self.namespace,
-                model_id=model_id,
-                running=running,
-                pod_hash=objects.template_hash(deploy['spec']['template']),
-                startup_delay=startup_delay,
-            )
+            variant: Workload | VariantPods
+            if self._fake is None:
+                accelerator_name = deploy['spec']['template']['spec']['nodeSelector'][
+                    objects.GPU_PRODUCT_LABEL
+                ]
+                node_name = f'gpu-{objects.slug(accelerator_name)}'
+                if node_name not in self._nodes:
+                    nodes.register_node(self._client, name=node_name, accelerator=accelerator_name)
+                    self._nodes.add(node_name)
+                variant = VariantPods(
+                    name=name,
+                    namespace=self.namespace,
+                    running=running,
+                    startup_delay=startup_delay,
+                )
+            else:
+                variant = Workload(
+                    name=name,
+                    namespace=self.namespace,
+                    model_id=model_id,
+                    running=running,
+                    pod_hash=objects.template_hash(deploy['spec']['template']),
+                    startup_delay=startup_delay,
+                )
             self._variants[name] = variant
             gateway.backends[name] = Backend(name=name, running=running, pod_name=variant.pod_name)
-            self.api.seed(deploy)
-            self.api.seed(va)
+            self._store(deploy)
+            self._store(va)
         if rate > 0:
             self.set_rate(model_id=model_id, rate=rate)
         await self.reconcile()
@@ -261,9 +409,7 @@ class Cluster:
         )
         await gateway.start()
         self._gateways[model_id] = gateway
-        self.api.seed(
-            objects.epp_pod(namespace=self.namespace, model_id=model_id, port=gateway.port)
-        )
+        self._store(objects.epp_pod(namespace=self.namespace, model_id=model_id, port=gateway.port))
         if self._inference_pools:
             # The model's InferencePool, its EPP reached through its Service's EndpointSlice.
             service = f'{gateway.pool}-epp'
@@ -281,6 +427,15 @@ class Cluster:
             )
         return gateway
 
+    def _store(self, obj: Obj) -> None:
+        """Create `obj` as the harness (a pod: already bound to its node, Running, Ready)."""
+        if self._fake is not None:
+            self._fake.seed(obj)
+        elif obj['kind'] == 'Pod':
+            nodes.start_static_pod(self._client, obj)
+        else:
+            self._client.create(obj)
+
     def set_startup_delay(self, *, name: str, seconds: float) -> None:
         """Pods of variant `name` created from now on are ready after `seconds` (finite, >= 0)."""
         if not (math.isfinite(seconds) and seconds >= 0):
@@ -296,27 +451,76 @@ class Cluster:
 
     # ---- reading the cluster ---------------------------------------------------------------
 
+    def get(self, *, api_version: str, kind: str, namespace: str | None, name: str) -> Obj:
+        """An object as stored now, on either backend (404 ApiError when there is none)."""
+        if self._fake is not None:
+            # The fake stores a cluster-scoped object under the namespace ''.
+            return self._fake.get(
+                api_version=api_version, kind=kind, namespace=namespace or '', name=name
+            )
+        return self._client.get(api_version=api_version, kind=kind, namespace=namespace, name=name)
+
+    def list(self, *, api_version: str, kind: str, namespace: str | None) -> list[Obj]:
+        """The objects of a kind in a namespace, by name, on either backend."""
+        if self._fake is not None:
+            resource = self._fake.store_resource({'apiVersion': api_version, 'kind': kind})
+            return self._fake.store.list(resource, namespace)
+        return self._client.list(api_version=api_version, kind=kind, namespace=namespace)
+
+    @property
+    def requests(self) -> builtins.list[RecordedRequest]:
+        """The requests of clients other than the cluster itself, oldest first: the fake API's
+        request log, or the real API server's audit log (writes only, with their bodies)."""
+        if self._fake is not None:
+            return list(self._fake.requests)
+        found = []
+        for event in self.control_plane.audited():
+            verb = str(event.get('verb', ''))
+            if verb not in _VERBS:
+                continue
+            path, _, query = str(event.get('requestURI', '')).partition('?')
+            user = event.get('user')
+            status = event.get('responseStatus')
+            found.append(
+                RecordedRequest(
+                    method=_VERBS[verb],
+                    path=path,
+                    query=dict(p.partition('=')[::2] for p in query.split('&') if p),
+                    content_type='application/json',
+                    body=json.dumps(event.get('requestObject')).encode(),
+                    client=str(user.get('username', '')) if isinstance(user, dict) else '',
+                    status=int(status['code']) if isinstance(status, dict) else None,
+                )
+            )
+        return found
+
     def deployment(self, name: str) -> Obj:
         """The Deployment as stored now (404 ApiError when it was deleted)."""
-        return self.api.get(
+        return self.get(
             api_version='apps/v1', kind='Deployment', namespace=self.namespace, name=name
         )
 
     def va(self, name: str) -> Obj:
-        return self.api.get(
+        return self.get(
             api_version='llmd.ai/v1alpha1',
             kind='VariantAutoscaling',
             namespace=self.namespace,
             name=name,
         )
 
-    def pods(self, variant: str | None = None) -> list[Obj]:
+    def pods(self, variant: str | None = None) -> builtins.list[Obj]:
         """Pod objects, by name: all of them, or those of one variant's ReplicaSet."""
-        resource = self.api.store_resource({'apiVersion': 'v1', 'kind': 'Pod'})
-        found = self.api.store.list(resource, self.namespace)
+        found = self.list(api_version='v1', kind='Pod', namespace=self.namespace)
         if variant is None:
             return found
-        owner = self._variants[variant].replica_set
+        workload = self._variants[variant]
+        if not isinstance(workload, Workload):
+            return [
+                p
+                for p in found
+                if p['metadata'].get('labels', {}).get(objects.APP_LABEL) == variant
+            ]
+        owner = workload.replica_set
         return [
             p
             for p in found
@@ -350,6 +554,9 @@ class Cluster:
 
         `client` names the requests made with it in the fake API's log (`RecordedRequest.client`).
         """
+        if self._plane is not None:
+            # Every client is the controller's ServiceAccount, bound to the shipped RBAC.
+            return self._plane.token_kubeconfig(path, token=self._token, namespace=self.namespace)
         config = objects.kubeconfig(server=self.url, namespace=self.namespace, token=client)
         path.write_text(yaml.safe_dump(config))
         return path
@@ -365,7 +572,7 @@ class Cluster:
                 wanted = exc
             ready = v.ready
             lines.append(
-                f'{name}: spec.replicas={wanted} pods={len(v.slots)} ready={ready} '
+                f'{name}: spec.replicas={wanted} pods={v.started} ready={ready} '
                 f'emulator={v.running.emulator.replicas}'
             )
         for model in sorted(self._gateways):
@@ -397,8 +604,17 @@ class Cluster:
         """One pass of the Deployment controller and kubelet over every variant (see above)."""
         async with self._lock:
             now = time.monotonic()
+            listed = (
+                []
+                if self._fake is not None
+                else self._client.list(api_version='v1', kind='Pod', namespace=self.namespace)
+            )
             for name in sorted(self._variants):
-                await self._variants[name].sync(api=self.api, now=now)
+                variant = self._variants[name]
+                if isinstance(variant, Workload):
+                    await variant.sync(api=self.api, now=now)
+                else:
+                    await variant.sync(rest=self._client, listed=listed, now=now)
             if self._prometheus is not None:
                 vllm = [
                     t for n in sorted(self._variants) for t in self._variants[n].scrape_targets()

@@ -6,13 +6,16 @@ that the shipped RBAC forbids a call the controller makes, or that a real Deploy
 garbage collection behave as assumed. This module starts the real thing, configured as a cluster
 would be: its own CA and serving certificate, ServiceAccount signing keys,
 `--authorization-mode=Node,RBAC` with the default admission plugins, and one client certificate
-per component, so RBAC sees the identities it sees in a cluster.
+per component, so RBAC sees the identities it sees in a cluster. An audit log records every
+write by any other client (the controller under test), request body included: the real
+server's equivalent of the fake's request log.
 
 What: `ControlPlane(workdir=...)`, an async context manager, starts the four processes in order
 (each waits for the previous to be ready) and stops them in reverse. `url` is the API server's
 address, `ca` its CA file, `kubeconfig(path, identity=...)` writes a kubeconfig for one of the
 certificate identities in `IDENTITIES` (`admin` is in `system:masters`), `token_kubeconfig`
-one for a bearer token (a ServiceAccount's), and `log(name)` returns a process's output. The
+one for a bearer token (a ServiceAccount's), `audited()` returns the audit events and
+`log(name)` a process's output. The
 controller-manager runs the controllers in `CONTROLLERS`, each with its own ServiceAccount
 credentials; the scheduler binds pods to nodes (registering nodes and running their pods is the
 kubelet emulation's job, not the control plane's).
@@ -27,6 +30,7 @@ after `stop_timeout` seconds of SIGTERM.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import ssl
 import subprocess
@@ -73,6 +77,24 @@ IDENTITIES = {
     'admin': Identity('kubernetes-admin', ('system:masters',)),
     'kube-controller-manager': Identity('system:kube-controller-manager'),
     'kube-scheduler': Identity('system:kube-scheduler'),
+}
+
+
+# The audit policy: every write but those of the control plane's own components and of the
+# admin identity (the harness), with its request body; reads are not recorded.
+_AUDIT_POLICY = {
+    'apiVersion': 'audit.k8s.io/v1',
+    'kind': 'Policy',
+    'omitStages': ['RequestReceived'],
+    'rules': [
+        {'level': 'None', 'verbs': ['get', 'list', 'watch']},
+        {
+            'level': 'None',
+            'users': sorted(identity.name for identity in IDENTITIES.values()),
+        },
+        {'level': 'None', 'userGroups': ['system:serviceaccounts:kube-system', 'system:nodes']},
+        {'level': 'Request'},
+    ],
 }
 
 
@@ -146,10 +168,24 @@ class ControlPlane:
         d = self.pki
         d.mkdir(parents=True, exist_ok=True)
         rsa = ('-newkey', 'rsa:2048', '-nodes')
-        _openssl('req', '-x509', *rsa, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '7',
-                 '-subj', '/CN=llmscaler-devcluster-ca',
-                 '-addext', 'basicConstraints=critical,CA:TRUE',
-                 '-addext', 'keyUsage=critical,keyCertSign,cRLSign,digitalSignature', cwd=d)  # fmt: skip
+        _openssl(
+            'req',
+            '-x509',
+            *rsa,
+            '-keyout',
+            'ca.key',
+            '-out',
+            'ca.crt',
+            '-days',
+            '7',
+            '-subj',
+            '/CN=llmscaler-devcluster-ca',
+            '-addext',
+            'basicConstraints=critical,CA:TRUE',
+            '-addext',
+            'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
+            cwd=d,
+        )
         _openssl('genrsa', '-out', 'sa.key', '2048', cwd=d)
         _openssl('rsa', '-in', 'sa.key', '-pubout', '-out', 'sa.pub', cwd=d)
         certificates = {
@@ -169,13 +205,39 @@ class ControlPlane:
                 f'{extensions}\nbasicConstraints=CA:FALSE\n'
                 'keyUsage=critical,digitalSignature,keyEncipherment\n'
             )
-            _openssl('req', *rsa, '-keyout', f'{name}.key', '-out', f'{name}.csr', '-subj',
-                     subject, cwd=d)  # fmt: skip
-            _openssl('x509', '-req', '-in', f'{name}.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key',
-                     '-CAcreateserial', '-out', f'{name}.crt', '-days', '7',
-                     '-extfile', f'{name}.ext', cwd=d)  # fmt: skip
+            _openssl(
+                'req',
+                *rsa,
+                '-keyout',
+                f'{name}.key',
+                '-out',
+                f'{name}.csr',
+                '-subj',
+                subject,
+                cwd=d,
+            )
+            _openssl(
+                'x509',
+                '-req',
+                '-in',
+                f'{name}.csr',
+                '-CA',
+                'ca.crt',
+                '-CAkey',
+                'ca.key',
+                '-CAcreateserial',
+                '-out',
+                f'{name}.crt',
+                '-days',
+                '7',
+                '-extfile',
+                f'{name}.ext',
+                cwd=d,
+            )
 
-    def kubeconfig(self, path: Path, *, identity: str = 'admin') -> Path:
+    def kubeconfig(
+        self, path: Path, *, identity: str = 'admin', namespace: str = 'default'
+    ) -> Path:
         """A kubeconfig for the API server as `identity` (a key of `IDENTITIES`)."""
         if identity not in IDENTITIES:
             raise KeyError(f'unknown identity {identity!r} (known: {", ".join(IDENTITIES)})')
@@ -183,13 +245,13 @@ class ControlPlane:
             'client-certificate': str(self.pki / f'{identity}.crt'),
             'client-key': str(self.pki / f'{identity}.key'),
         }
-        return self._write_kubeconfig(path, user=user)
+        return self._write_kubeconfig(path, user=user, namespace=namespace)
 
-    def token_kubeconfig(self, path: Path, *, token: str) -> Path:
+    def token_kubeconfig(self, path: Path, *, token: str, namespace: str = 'default') -> Path:
         """A kubeconfig for the API server with a bearer token (a ServiceAccount's)."""
-        return self._write_kubeconfig(path, user={'token': token})
+        return self._write_kubeconfig(path, user={'token': token}, namespace=namespace)
 
-    def _write_kubeconfig(self, path: Path, *, user: dict[str, str]) -> Path:
+    def _write_kubeconfig(self, path: Path, *, user: dict[str, str], namespace: str) -> Path:
         config = {
             'apiVersion': 'v1',
             'kind': 'Config',
@@ -200,11 +262,32 @@ class ControlPlane:
                 }
             ],
             'users': [{'name': 'user', 'user': user}],
-            'contexts': [{'name': 'devcluster', 'context': {'cluster': 'devcluster', 'user': 'user'}}],
+            'contexts': [
+                {
+                    'name': 'devcluster',
+                    'context': {'cluster': 'devcluster', 'user': 'user', 'namespace': namespace},
+                }
+            ],
             'current-context': 'devcluster',
         }
         path.write_text(yaml.safe_dump(config))
         return path
+
+    def audited(self) -> list[dict[str, object]]:
+        """The audit events so far: every write by a client other than the control plane's
+        components and the admin identity, oldest first (kube-apiserver's audit.k8s.io/v1
+        Event: verb, requestURI, user, requestObject, responseStatus ...)."""
+        path = self.workdir / 'audit.log'
+        if not path.exists():
+            return []
+        events = []
+        for line in path.read_text(errors='replace').splitlines():
+            # The last line may be half written.
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+        return events
 
     def log(self, name: str) -> str:
         """Everything process `name` (etcd, kube-apiserver, ...) printed so far."""
@@ -283,6 +366,8 @@ class ControlPlane:
         port = free_port()
         self.url = f'https://127.0.0.1:{port}'
         pki = self.pki
+        policy = self.workdir / 'audit-policy.yaml'
+        policy.write_text(yaml.safe_dump(_AUDIT_POLICY))
         apiserver = self._spawn(
             'kube-apiserver',
             [
@@ -302,12 +387,17 @@ class ControlPlane:
                 '--authorization-mode=Node,RBAC',
                 '--allow-privileged=true',
                 '--profiling=false',
+                f'--audit-policy-file={policy}',
+                f'--audit-log-path={self.workdir / "audit.log"}',
+                '--audit-log-format=json',
+                '--audit-log-mode=blocking',
                 '--v=1',
             ],
         )
         await self._ready(apiserver, f'{self.url}/readyz', tls=True)
-        manager = self.kubeconfig(self.workdir / 'kube-controller-manager.kubeconfig',
-                                  identity='kube-controller-manager')  # fmt: skip
+        manager = self.kubeconfig(
+            self.workdir / 'kube-controller-manager.kubeconfig', identity='kube-controller-manager'
+        )
         self._spawn(
             'kube-controller-manager',
             [
@@ -327,8 +417,9 @@ class ControlPlane:
                 '--v=1',
             ],
         )
-        scheduler = self.kubeconfig(self.workdir / 'kube-scheduler.kubeconfig',
-                                    identity='kube-scheduler')  # fmt: skip
+        scheduler = self.kubeconfig(
+            self.workdir / 'kube-scheduler.kubeconfig', identity='kube-scheduler'
+        )
         self._spawn(
             'kube-scheduler',
             [

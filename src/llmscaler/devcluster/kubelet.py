@@ -83,6 +83,11 @@ class Workload:
         return f'{self.replica_set}-{slot}'
 
     @property
+    def started(self) -> int:
+        """Pods started, Ready or not."""
+        return len(self.slots)
+
+    @property
     def ready(self) -> int:
         """Ready pods: the length of the run of ready slots from slot 0."""
         count = 0
