@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run demo test lint typecheck contracts unit bench docs perf-docs clean
+.PHONY: run demo test lint typecheck contracts unit binaries bench docs perf-docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,14 @@ typecheck: $(STAMP)
 contracts: $(STAMP)
 	$(BIN)/lint-imports
 
+# Kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl), etcd, Prometheus 3
+# and helm, built with Go from the modules pinned under tools/ into a cache outside the work tree
+# (~/.cache/llmscaler/tools, or $$LLMSCALER_TOOLS_CACHE), once per version; docs/contributing.md.
+binaries: $(STAMP)
+	$(BIN)/python -m llmscaler.devcluster.binaries build
+
 # One worker per core: the suite is CPU-bound and its tests share no ports or files.
-unit: $(STAMP)
+unit: $(STAMP) binaries
 	$(BIN)/pytest -n auto
 
 test: lint typecheck contracts unit

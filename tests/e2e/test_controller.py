@@ -1,7 +1,8 @@
-"""`llmscaler run` as a process against the fake cluster: what it writes to the API, and when.
+"""`llmscaler run` as a process against the cluster: what it writes to the API, and when.
 
-The controller runs as a child process (`ControllerProcess`) with short intervals; every check
-reads the fake API's stored objects and its request log, and cycles are counted on the
+The controller runs as a child process (`ControllerProcess`) with short intervals, on the fake
+API and on the real control plane (the faults only on the fake); every check reads the stored
+objects and the request log (the real API server's audit log), and cycles are counted on the
 controller's own /metrics (a status is written only when it changes). Two variants of one model,
 CHEAP and DEAR, run the same small replica (4 sequences at a time), so a few requests per second
 saturate one.
@@ -95,7 +96,7 @@ async def test_queued_requests_wake_the_cheapest_variant(cluster: Cluster) -> No
 
 def status_writes(cluster: Cluster, va: str) -> int:
     path = f'/apis/llmd.ai/v1alpha1/namespaces/{NS}/variantautoscalings/{va}/status'
-    return sum(1 for r in cluster.api.requests if r.path == path and r.method in ('PATCH', 'PUT'))
+    return sum(1 for r in cluster.requests if r.path == path and r.method in ('PATCH', 'PUT'))
 
 
 def reported_by(cluster: Cluster, reason: str) -> set[str]:
@@ -161,6 +162,7 @@ def watches(cluster: Cluster, *, since: int = 0) -> list[RecordedRequest]:
     return [r for r in cluster.api.requests[since:] if r.query.get('watch') in ('true', '1')]
 
 
+@pytest.mark.fake_api
 async def test_scale_faults_and_broken_watches_delay_but_never_corrupt_a_scale_up(
     cluster: Cluster,
 ) -> None:
@@ -215,11 +217,16 @@ async def test_scale_faults_and_broken_watches_delay_but_never_corrupt_a_scale_u
 
 
 @pytest.fixture
-async def prom_cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+async def prom_cluster(backend: bool, tmp_path: Path) -> AsyncIterator[Cluster]:
     """A cluster whose pods Prometheus scrapes (skips without the `prometheus` binary)."""
     prom.binary()
     async with Cluster(
-        namespace=NS, workdir=tmp_path, prometheus=True, input_tokens=64, output_tokens=32
+        namespace=NS,
+        workdir=tmp_path,
+        prometheus=True,
+        input_tokens=64,
+        output_tokens=32,
+        control_plane=backend,
     ) as c:
         yield c
 
@@ -271,7 +278,7 @@ async def test_load_gone_scales_down_then_to_zero_after_the_retention(
     prom_cluster: Cluster,
 ) -> None:
     cluster = prom_cluster
-    cluster.api.seed(scale_to_zero_configmap(retention='20s'))
+    cluster.seed(scale_to_zero_configmap(retention='20s'))
     await cluster.add_variant(
         name=CHEAP,
         model_id=MODEL_8B,

@@ -60,7 +60,7 @@ def floors_configmap(expressions: list[str]) -> Obj:
 
 async def test_a_floor_raises_the_cheapest_variant_at_its_schedule(cluster: Cluster) -> None:
     await two_variants(cluster, replicas=1, min_replicas=1)
-    cluster.api.seed(floors_configmap(coming_minutes('Pacific/Kiritimati')))
+    cluster.seed(floors_configmap(coming_minutes('Pacific/Kiritimati')))
     async with controller(cluster, '--metrics-source', 'pods', '--interval', '1s') as process:
         await cluster.wait_for(
             lambda: replicas(cluster, CHEAP) == 2, timeout=30, what='the floor bought on CHEAP'

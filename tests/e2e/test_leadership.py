@@ -10,12 +10,17 @@ at any request is the holder written by the last successful Lease write before i
 | two processes started together, 3 rounds | every write but the Lease's from the Lease holder |
 | leader SIGKILLed | the standby takes the expired Lease and scales; nothing from the dead one |
 | leader frozen (SIGSTOP) past its Lease, resumed | it writes nothing more and exits 1 |
+
+They run on the fake API only (`fake_api`): on the real control plane every process would be the
+same ServiceAccount in the audit log, and the faults they inject are the fake's.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+
+import pytest
 
 from llmscaler.devcluster.cluster import Cluster
 from llmscaler.devcluster.fakeapi.server import RecordedRequest
@@ -34,6 +39,8 @@ from tests.support.e2e_controller import (
     main_resource_writes,
     replicas,
 )
+
+pytestmark = pytest.mark.fake_api
 
 LEASES = f'/apis/coordination.k8s.io/v1/namespaces/{CONTROLLER_NS}/leases'
 SCALE = f'{DEPLOYMENTS}/{CHEAP}/scale'

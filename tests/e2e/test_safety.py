@@ -2,9 +2,9 @@
 
 The safety rules (docs/decision-core.md) as the operator meets them: whatever the metrics, the
 ConfigMaps or the servers do, the controller keeps cycling, never scales down on figures it cannot
-trust, and says why on the VA or an Event. Every check reads the fake API's stored objects and
-request log; cycles are counted on the controller's own `/metrics`
-(`wva_optimization_duration_seconds_count`).
+trust, and says why on the VA or an Event. Every check runs on the fake API and on the real
+control plane and reads the stored objects and the request log; cycles are counted on the
+controller's own `/metrics` (`wva_optimization_duration_seconds_count`).
 
 | check | expectation |
 |---|---|
@@ -48,8 +48,10 @@ Obj = dict[str, Any]
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with Cluster(namespace=NS, workdir=tmp_path, input_tokens=64, output_tokens=32) as c:
+async def cluster(backend: bool, tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with Cluster(
+        namespace=NS, workdir=tmp_path, input_tokens=64, output_tokens=32, control_plane=backend
+    ) as c:
         yield c
 
 
@@ -60,7 +62,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     'source', ['pods', pytest.param('prometheus', marks=pytest.mark.integration)]
 )
 async def test_nan_kv_usage_on_one_of_two_idle_pods_holds_until_it_is_repaired(
-    tmp_path: Path, source: str
+    backend: bool, tmp_path: Path, source: str
 ) -> None:
     if source == 'prometheus':
         prom.binary()
@@ -70,6 +72,7 @@ async def test_nan_kv_usage_on_one_of_two_idle_pods_holds_until_it_is_repaired(
         prometheus=source == 'prometheus',
         input_tokens=64,
         output_tokens=32,
+        control_plane=backend,
     ) as cluster:
         # Two replicas for a trickle of load: one would do, so a scale-down is due at once.
         await cluster.add_variant(
@@ -155,10 +158,9 @@ HOSTILE = (
 
 def configmap_warnings(cluster: Cluster, *, namespace: str) -> list[Obj]:
     """InvalidConfiguration events about the saturation ConfigMap of `namespace`."""
-    resource = cluster.api.store_resource({'apiVersion': 'events.k8s.io/v1', 'kind': 'Event'})
     return [
         e
-        for e in cluster.api.store.list(resource, namespace)
+        for e in cluster.list(api_version='events.k8s.io/v1', kind='Event', namespace=namespace)
         if e.get('reason') == 'InvalidConfiguration'
         and e.get('regarding', {}).get('kind') == 'ConfigMap'
         and e.get('regarding', {}).get('name') == SATURATION
@@ -174,26 +176,19 @@ async def warned(cluster: Cluster, *, count: int, what: str) -> None:
     )
 
 
-def replace_configmap(cluster: Cluster, obj: Obj) -> None:
-    """Replace a stored ConfigMap (as `kubectl apply` would): its watchers see a MODIFIED."""
-    resource = cluster.api.store_resource(obj)
-    meta = obj['metadata']
-    cluster.api.store.update(resource, meta['namespace'], meta['name'], obj, part='main')
-
-
 async def test_a_hostile_tenant_configmap_is_refused_and_later_global_edits_apply(
     cluster: Cluster,
 ) -> None:
     await cluster.add_variant(
         name=CHEAP, model_id=MODEL_8B, preset=SPEC, cost=1.0, replicas=1, min_replicas=1
     )
-    cluster.api.seed(saturation_configmap(namespace=CONTROLLER_NS, default='kvCacheThreshold: 0.8'))
+    cluster.seed(saturation_configmap(namespace=CONTROLLER_NS, default='kvCacheThreshold: 0.8'))
     # There from the start: the first cycle already reads it.
-    cluster.api.seed(saturation_configmap(namespace=NS, default=HOSTILE[0][1]))
+    cluster.seed(saturation_configmap(namespace=NS, default=HOSTILE[0][1]))
     async with controller(cluster, '--metrics-source', 'pods', '--interval', '1s') as process:
         for count, (what, text) in enumerate(HOSTILE, start=1):
             if count > 1:
-                replace_configmap(cluster, saturation_configmap(namespace=NS, default=text))
+                cluster.replace(saturation_configmap(namespace=NS, default=text))
             await warned(cluster, count=count, what=what)
         await cycles_later(cluster, process, more=3)  # the loop goes on
         warnings = configmap_warnings(cluster, namespace=NS)
@@ -206,8 +201,7 @@ async def test_a_hostile_tenant_configmap_is_refused_and_later_global_edits_appl
         assert scale_writes(cluster, CHEAP) == []  # idle at 1 replica: nothing to do yet
 
         # Every replica saturated at any queue length: a scale-up at once, if the edit applies.
-        replace_configmap(
-            cluster,
+        cluster.replace(
             saturation_configmap(namespace=CONTROLLER_NS, default='queueLengthThreshold: 0'),
         )
         await cluster.wait_for(

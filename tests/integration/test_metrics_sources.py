@@ -1,7 +1,8 @@
 """Both metric sources against the vLLM pod emulator, with a real Prometheus in between.
 
 The emulator serves two replicas of Llama-3.1-8B on H100 under a Poisson load, with vLLM's real
-metric names; Debian's Prometheus 2.42 scrapes them every second, and the pod-scraping source
+metric names; a real Prometheus scrapes them every second (Debian's 2.42 and the 3.16 built
+from its Go module, one run each), and the pod-scraping source
 scrapes the same endpoints itself. Then:
 
 | check | expectation |
@@ -184,8 +185,9 @@ def snapshot_of(reading: Reading, running: RunningEmulator) -> Snapshot:
     return Snapshot(variants=(variant,), replicas=attributed.replicas, pools=attributed.pools)
 
 
-async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path) -> None:
-    prom.binary()
+@pytest.mark.parametrize('server', prom.SERVERS)
+async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path, server: str) -> None:
+    prom.binary(server)
     async with emulator(replicas=2) as running:
         scraper = PodScrapeSource(config=ScrapeConfig(), targets_fn=lambda: scrape_targets(running))
         # The same pods read by a second Prometheus and a second scraper without the gateway.
@@ -199,9 +201,11 @@ async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path) -> Non
         bare_scraping = asyncio.create_task(scrape_every_second(bare, stop))
         (tmp_path / 'bare').mkdir()
         async with (
-            prom.running(targets=prometheus_targets(running), workdir=tmp_path) as url,
             prom.running(
-                targets=prometheus_targets(running)[:-1], workdir=tmp_path / 'bare'
+                targets=prometheus_targets(running), workdir=tmp_path, server=server
+            ) as url,
+            prom.running(
+                targets=prometheus_targets(running)[:-1], workdir=tmp_path / 'bare', server=server
             ) as bare_url,
         ):
             await prom.wait_for(url=url, query='vllm:num_requests_running', count=2)

@@ -3,8 +3,9 @@ read of the API it writes to.
 
 Two variants of one model, CHEAP and DEAR, run the same small replica (`SPEC`: 4 sequences at a
 time), so a few requests per second saturate one; the VAs and their Deployments live in `NS`,
-the controller's Lease and global ConfigMaps in `CONTROLLER_NS`. The readers take the fake API's
-stored objects and its request log as they are at the call.
+the controller's Lease and global ConfigMaps in `CONTROLLER_NS`. The readers take the cluster's
+stored objects and its request log (on the real control plane, its audit log) as they are at
+the call, so they serve both backends.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def scale_writes(cluster: Cluster, name: str) -> list[int]:
     path = f'{DEPLOYMENTS}/{name}/scale'
     return [
         r.json()['spec']['replicas']
-        for r in cluster.api.requests
+        for r in cluster.requests
         if r.method == 'PATCH' and r.path == path
     ]
 
@@ -78,7 +79,7 @@ def main_resource_writes(cluster: Cluster) -> list[RecordedRequest]:
     """Writes to a Deployment itself (not a subresource): the controller must never send one."""
     return [
         r
-        for r in cluster.api.requests
+        for r in cluster.requests
         if r.method in ('PATCH', 'PUT', 'POST', 'DELETE')
         and r.path.startswith(DEPLOYMENTS)
         and not r.path.endswith('/scale')
@@ -89,8 +90,8 @@ def events(cluster: Cluster, reason: str) -> list[Obj]:
     """events.k8s.io/v1 and core Events with `reason`, in the VA namespace."""
     found = []
     for api_version in ('events.k8s.io/v1', 'v1'):
-        resource = cluster.api.store_resource({'apiVersion': api_version, 'kind': 'Event'})
-        found += [e for e in cluster.api.store.list(resource, NS) if e.get('reason') == reason]
+        listed = cluster.list(api_version=api_version, kind='Event', namespace=NS)
+        found += [e for e in listed if e.get('reason') == reason]
     return found
 
 
@@ -151,7 +152,7 @@ ELECTION = (
 def lease_holder(cluster: Cluster) -> str | None:
     """spec.holderIdentity of the controller's Lease; None while there is no Lease or holder."""
     try:
-        lease = cluster.api.get(
+        lease = cluster.get(
             api_version='coordination.k8s.io/v1', kind='Lease', namespace=CONTROLLER_NS, name=LEASE
         )
     except ApiError:

@@ -1,8 +1,11 @@
-"""A real Prometheus server (Debian's `prometheus` 2.42) for the integration and end-to-end tests.
+"""A real Prometheus server for the integration and end-to-end tests: Debian's 2.42, or 3.16
+built from its Go module (`make binaries`).
 
-Started on a free 127.0.0.1 port with a temporary TSDB, a 1-second scrape interval and static
-targets; stopped by PID. Locally a missing binary skips the test with the reason; in CI
-(`CI=true`) it fails, because .ci/run installs the package. Finding the binary and a port is
+Users run both lines, and 3.x reads metric names as UTF-8 and changed its defaults, so the
+integration tests run against each (`SERVERS`). Started on a free 127.0.0.1 port with a
+temporary TSDB, a 1-second scrape interval and static targets; stopped by PID. Locally a missing
+binary skips the test with the reason; in CI (`CI=true`) it fails, because .ci/run installs the
+package and builds the binaries. Finding Debian's binary and a port is
 `llmscaler.devcluster.process`'s; this module adds what only a test needs: skip or fail.
 """
 
@@ -22,7 +25,10 @@ import yaml
 from llmscaler.devcluster.process import PrometheusMissing, free_port, prometheus_binary
 from tests.support import prerequisites
 
-__all__ = ['Target', 'binary', 'free_port', 'running', 'wait_for']
+__all__ = ['SERVERS', 'Target', 'binary', 'free_port', 'running', 'wait_for']
+
+# Debian's package (the 2.x line) and the 3.x server built under tools/prometheus.
+SERVERS = ('prometheus-2', 'prometheus-3')
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +40,13 @@ class Target:
     job: str = 'vllm'
 
 
-def binary() -> str:
-    """The `prometheus` binary; skips the test without one, fails it in CI."""
+def binary(server: str = 'prometheus-2') -> str:
+    """The `prometheus` binary of `server` (one of SERVERS); skips the test without it, fails it
+    in CI."""
+    if server == 'prometheus-3':
+        return str(prerequisites.need_built('prometheus'))
+    if server != 'prometheus-2':
+        raise ValueError(f'unknown server {server!r} (known: {", ".join(SERVERS)})')
     try:
         return prometheus_binary()
     except PrometheusMissing as absent:
@@ -43,8 +54,11 @@ def binary() -> str:
 
 
 @contextlib.asynccontextmanager
-async def running(*, targets: Sequence[Target], workdir: Path) -> AsyncIterator[str]:
-    """Run Prometheus scraping `targets` every second; yields its base URL.
+async def running(
+    *, targets: Sequence[Target], workdir: Path, server: str = 'prometheus-2'
+) -> AsyncIterator[str]:
+    """Run Prometheus (`server`, one of SERVERS) scraping `targets` every second; yields its
+    base URL.
 
     Asynchronous so that servers on the same event loop (the emulator) keep serving meanwhile.
     """
@@ -66,7 +80,7 @@ async def running(*, targets: Sequence[Target], workdir: Path) -> AsyncIterator[
     log = (workdir / 'prometheus.log').open('w')
     process = subprocess.Popen(
         [
-            binary(),
+            binary(server),
             f'--config.file={config_path}',
             f'--storage.tsdb.path={workdir / "data"}',
             f'--web.listen-address=127.0.0.1:{port}',

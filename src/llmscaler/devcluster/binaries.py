@@ -153,6 +153,7 @@ def build(family: Family, *, go: str | None = None, tools: Path = _TOOLS) -> Pat
         )
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=f'.{target.name}-', dir=target.parent))
+    partial.chmod(0o755)  # mkdtemp's 0700 would hide the binaries from other users
     try:
         for binary, package in family.packages:
             command = [go, 'build', '-trimpath', '-o', str(partial / binary)]

@@ -391,8 +391,8 @@ class Cluster:
                 )
             self._variants[name] = variant
             gateway.backends[name] = Backend(name=name, running=running, pod_name=variant.pod_name)
-            self._store(deploy)
-            self._store(va)
+            self.seed(deploy)
+            self.seed(va)
         if rate > 0:
             self.set_rate(model_id=model_id, rate=rate)
         await self.reconcile()
@@ -409,7 +409,7 @@ class Cluster:
         )
         await gateway.start()
         self._gateways[model_id] = gateway
-        self._store(objects.epp_pod(namespace=self.namespace, model_id=model_id, port=gateway.port))
+        self.seed(objects.epp_pod(namespace=self.namespace, model_id=model_id, port=gateway.port))
         if self._inference_pools:
             # The model's InferencePool, its EPP reached through its Service's EndpointSlice.
             service = f'{gateway.pool}-epp'
@@ -427,7 +427,7 @@ class Cluster:
             )
         return gateway
 
-    def _store(self, obj: Obj) -> None:
+    def seed(self, obj: Obj) -> None:
         """Create `obj` as the harness (a pod: already bound to its node, Running, Ready)."""
         if self._fake is not None:
             self._fake.seed(obj)
@@ -435,6 +435,32 @@ class Cluster:
             nodes.start_static_pod(self._client, obj)
         else:
             self._client.create(obj)
+
+    def replace(self, obj: Obj) -> None:
+        """Replace a stored object's spec or data as a person with kubectl would (not its
+        status); its watchers see a MODIFIED."""
+        meta = obj['metadata']
+        if self._fake is not None:
+            resource = self._fake.store_resource(obj)
+            self._fake.store.update(resource, meta['namespace'], meta['name'], obj, part='main')
+            return
+        current = self.get(
+            api_version=obj['apiVersion'],
+            kind=obj['kind'],
+            namespace=meta.get('namespace'),
+            name=meta['name'],
+        )
+        new = {
+            **obj,
+            'metadata': {**meta, 'resourceVersion': current['metadata']['resourceVersion']},
+        }
+        path = Rest.path(
+            api_version=obj['apiVersion'],
+            kind=obj['kind'],
+            namespace=meta.get('namespace'),
+            name=meta['name'],
+        )
+        self._client.raw(method='PUT', path=path, body=new)
 
     def set_startup_delay(self, *, name: str, seconds: float) -> None:
         """Pods of variant `name` created from now on are ready after `seconds` (finite, >= 0)."""
