@@ -80,8 +80,9 @@ IDENTITIES = {
 }
 
 
-# The audit policy: every write but those of the control plane's own components and of the
-# admin identity (the harness), with its request body; reads are not recorded.
+# The audit policy: every write but those of the control plane's own components (the API server
+# itself included) and of the admin identity (the harness), with its request body; reads are
+# not recorded.
 _AUDIT_POLICY = {
     'apiVersion': 'audit.k8s.io/v1',
     'kind': 'Policy',
@@ -90,7 +91,9 @@ _AUDIT_POLICY = {
         {'level': 'None', 'verbs': ['get', 'list', 'watch']},
         {
             'level': 'None',
-            'users': sorted(identity.name for identity in IDENTITIES.values()),
+            'users': sorted(
+                ['system:apiserver', *(identity.name for identity in IDENTITIES.values())]
+            ),
         },
         {'level': 'None', 'userGroups': ['system:serviceaccounts:kube-system', 'system:nodes']},
         {'level': 'Request'},

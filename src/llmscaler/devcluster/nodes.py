@@ -75,10 +75,18 @@ def node(*, name: str, accelerator: str | None) -> Obj:
 
 
 def register_node(rest: Rest, *, name: str, accelerator: str | None) -> None:
-    """Create node `name` unless it exists, then report its status (create drops a status)."""
+    """Create node `name` unless it exists, then report its status (create drops a status).
+
+    The API server's TaintNodesByCondition admission taints a new node not-ready until the node
+    lifecycle controller sees it Ready; that controller does not run here (it would evict the
+    pods of nodes without a real kubelet's heartbeats), so the harness lifts the taint itself.
+    """
     wanted = node(name=name, accelerator=accelerator)
     with contextlib.suppress(ApiError):
         rest.create(wanted)
+    rest.patch(
+        api_version='v1', kind='Node', namespace=None, name=name, patch={'spec': {'taints': None}}
+    )
     rest.patch(
         api_version='v1',
         kind='Node',

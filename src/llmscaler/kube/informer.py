@@ -39,7 +39,8 @@ reset n by itself, so a server whose lists work but whose watches fail at once i
 a growing interval rather than in a tight loop.
 
 What fails: `run()` never raises for API, transport or decoding failures: it logs a warning
-naming the informer (a 410 is logged at info, being routine), records `last_error` (cleared by
+naming the informer (a 410 is logged at info, being routine; a 404, a kind not served, at info
+once and then at debug), records `last_error` (cleared by
 the next successful list) and retries. An exception from `on_event` is logged with its traceback
 and does not stop the informer. Only cancellation ends `run()`. Objects without a
 `metadata.name` are ignored. Store values are the dicts the API server sent (`as_dict`), or what
@@ -257,7 +258,13 @@ class Informer:
         text = describe_error(exc) if exc is not None else 'the stream ended'
         self._last_error = text
         then = f'retrying in {self._delay(failures):g} s' if failures else 're-listing now'
-        level = logging.INFO if exc is not None and error_code(exc) == 410 else logging.WARNING
+        code = error_code(exc) if exc is not None else None
+        level = logging.INFO if code == 410 else logging.WARNING
+        if code == 404:
+            # A kind whose CRD is not installed (LeaderWorkerSet on most clusters): said once,
+            # then polled quietly at the backoff's pace, so it can appear later.
+            level = logging.INFO if failures <= 1 else logging.DEBUG
+            text = 'not served by the API server (is its CRD installed?)'
         log.log(level, 'informer %s: %s failed (%s); %s', self._name, what, text, then)
 
     async def _list(self) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -424,6 +425,26 @@ async def test_list_timeout_is_retried(harness: Harness) -> None:
             assert names(informer) == ['ns/a']
     finally:
         await client.aclose()
+
+
+async def test_a_kind_not_served_is_said_once_then_polled_quietly(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    api, clock = harness.api, harness.clock
+    api.fail(status=404, method='GET', path_prefix=DEPLOYS, times=3)
+    informer = harness.informer()
+    caplog.set_level(logging.DEBUG, logger='llmscaler.kube.informer')
+    async with harness.running(informer, sync=False):
+        for attempt, delay in enumerate((1.0, 2.0), start=1):
+            await eventually(lambda: clock.sleepers == 1, f'backoff after 404 {attempt}')
+            await clock.advance(delay)
+            await eventually(lambda: len(lists(api)) > attempt, f'list {attempt + 1}')
+        await eventually(lambda: clock.sleepers == 1, 'backoff after the third 404')
+        await clock.advance(4.0)
+        await asyncio.wait_for(informer.synced.wait(), 5.0)
+    said = [r for r in caplog.records if 'not served' in r.getMessage()]
+    assert [r.levelno for r in said] == [logging.INFO, logging.DEBUG, logging.DEBUG]
+    assert 'informer deployments: list failed (not served' in said[0].getMessage()
 
 
 async def test_unreachable_server_never_raises(harness: Harness) -> None:
