@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,10 +50,12 @@ class Helm:
         """helm `args` (plus `-f` with `values`, when given), its output captured."""
         extra: list[str] = []
         if values is not None:
-            path = self.home / f'values-{os.getpid()}-{id(values)}.json'
             # JSON is YAML: the values reach helm exactly as given, types included.
-            path.write_text(json.dumps(values), encoding='utf-8')
-            extra = ['-f', str(path)]
+            with tempfile.NamedTemporaryFile(
+                'w', suffix='.json', dir=self.home, delete=False, encoding='utf-8'
+            ) as file:
+                json.dump(values, file)
+            extra = ['-f', file.name]
         env = {
             'PATH': os.environ.get('PATH', ''),
             'HOME': str(self.home),

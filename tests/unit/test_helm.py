@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,20 +33,22 @@ from llmscaler.config.configmap_entries import ConfigMapSource
 from llmscaler.config.predictive import PREDICTIVE_CONFIGMAP
 from llmscaler.config.resolved import CoreSettings
 from llmscaler.controller.options.resolve import RunOptions, resolve_options
-from tests.support.helm import CHART, NAMESPACE, Doc, Helm
+from tests.support.helm import CHART, KUBE_VERSION, NAMESPACE, RELEASE, Doc, Helm
 from tests.support.paths import ROOT
 from tests.support.prerequisites import need_built, need_program
 
+CHART_YAML = yaml.safe_load((CHART / 'Chart.yaml').read_text())
 HELM_LABELS = {
     'app.kubernetes.io/managed-by': 'Helm',
-    'app.kubernetes.io/instance': 'llmscaler',
-    'app.kubernetes.io/version': '0.1.0',
-    'helm.sh/chart': 'llmscaler-0.1.0',
+    'app.kubernetes.io/instance': RELEASE,
+    'app.kubernetes.io/version': CHART_YAML['appVersion'],
+    'helm.sh/chart': f'{CHART_YAML["name"]}-{CHART_YAML["version"]}',
 }
 """The labels the chart adds to every object it templates (not to its CRDs, which Helm applies
-untemplated), on top of the base's."""
+untemplated), on top of the base's: Helm's recommended ones."""
 CLUSTER_SCOPED = {'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Namespace'}
 MONITORING = ROOT / 'deploy' / 'monitoring'
+BIN = Path(sys.executable).parent
 Key = tuple[str, str]
 
 
@@ -133,13 +136,11 @@ def resolved(docs: list[Doc]) -> RunOptions:
 
 
 def test_chart_metadata_follows_the_project() -> None:
-    chart = yaml.safe_load((CHART / 'Chart.yaml').read_text())
     project = tomllib.loads((ROOT / 'pyproject.toml').read_text())['project']
-    assert chart['apiVersion'] == 'v2'
-    assert (chart['name'], chart['version']) == ('llmscaler', '0.1.0')
-    assert chart['appVersion'] == project['version']
-    assert HELM_LABELS['app.kubernetes.io/version'] == chart['appVersion']
-    assert HELM_LABELS['helm.sh/chart'] == f'{chart["name"]}-{chart["version"]}'
+    assert CHART_YAML['apiVersion'] == 'v2'
+    assert (CHART_YAML['name'], CHART_YAML['version']) == ('llmscaler', '0.1.0')
+    # The release it installs, and the default image tag (the base's image, compared below).
+    assert CHART_YAML['appVersion'] == project['version']
 
 
 def test_helm_lint_passes(helm: Helm) -> None:
@@ -165,15 +166,6 @@ def test_default_render_is_the_kustomize_base(
     same_objects(rendered, kustomized['deploy/base'])
 
 
-def test_default_render_places_every_object_in_the_release_namespace(rendered: list[Doc]) -> None:
-    for doc in rendered:
-        expected = None if doc['kind'] in CLUSTER_SCOPED else NAMESPACE
-        assert doc['metadata'].get('namespace') == expected, doc['metadata']
-    monitors = [d for d in rendered if d['kind'] in ('PrometheusRule', 'ConfigMap')]
-    assert 'PrometheusRule' not in {d['kind'] for d in monitors}
-    assert 'llmscaler-dashboard' not in {d['metadata']['name'] for d in monitors}
-
-
 @pytest.mark.parametrize(
     ('values', 'overlay'),
     [
@@ -183,11 +175,15 @@ def test_default_render_places_every_object_in_the_release_namespace(rendered: l
     ids=['metrics-actuation', 'no-prometheus-operator'],
 )
 def test_a_value_renders_an_overlay(
-    helm: Helm, kustomized: dict[str, list[Doc]], values: dict[str, Any], overlay: str
+    helm: Helm,
+    rendered: list[Doc],
+    kustomized: dict[str, list[Doc]],
+    values: dict[str, Any],
+    overlay: str,
 ) -> None:
     chart = helm.render(values=values)
     same_objects(chart, kustomized[overlay])
-    assert chart != helm.render()
+    assert chart != rendered
 
 
 def test_actuation_reaches_the_controller(helm: Helm, rendered: list[Doc]) -> None:
@@ -272,6 +268,32 @@ def test_every_value_reaches_its_object_and_the_controller_accepts_them(helm: He
     assert options.prometheus is not None
     assert options.prometheus.base_url == EVERY_VALUE['prometheusUrl']
     assert options.prometheus.ca_file == Path('/etc/prometheus-ca/ca.crt')
+
+
+def test_renders_validate_against_the_kubernetes_schemas(
+    helm: Helm, rendered: list[Doc], tmp_path: Path
+) -> None:
+    """The default objects, every value set, and the monitoring objects, as test_deploy.py
+    validates the kustomizations (the Prometheus Operator's kinds have no schema there)."""
+    monitoring = {'prometheusRule': {'enabled': True}, 'dashboards': {'enabled': True}}
+    docs = rendered + helm.render(values=EVERY_VALUE) + helm.render(values=monitoring)
+    files = []
+    for index, doc in enumerate(docs):
+        if doc['apiVersion'].startswith('monitoring.coreos.com/'):
+            continue
+        files.append(tmp_path / f'{index:03d}-{doc["kind"]}.yaml')
+        files[-1].write_text(yaml.safe_dump(doc), encoding='utf-8')
+    run = subprocess.run(
+        [str(BIN / 'kubernetes-validate'), '-k', KUBE_VERSION, '--strict', *map(str, files)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    problems = [line for line in (run.stdout + run.stderr).splitlines() if 'INFO' not in line]
+    assert run.returncode == 0, problems
+    passed = {line.split()[1] for line in run.stdout.splitlines() if ' passed for ' in line}
+    assert passed == {str(f) for f in files}, run.stdout
+    assert 'llmscaler-dashboard' in {d['metadata']['name'] for d in docs}
 
 
 def test_the_pod_metrics_source_reaches_the_controller(helm: Helm) -> None:
