@@ -22,6 +22,8 @@ binary, and 1 when a build fails or `path` names a binary not built yet.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -104,7 +106,15 @@ FAMILIES: dict[str, Family] = {
             version='v3.19.5',
             module='helm',
             packages=(('helm', 'helm.sh/helm/v3/cmd/helm'),),
-            ldflags=('-X helm.sh/helm/v3/internal/version.version=v3.19.5',),
+            # The Kubernetes release helm assumes without a cluster (`helm template`), set as
+            # helm's own Makefile sets it, from the client-go it is built with (v0.34).
+            ldflags=(
+                '-X helm.sh/helm/v3/internal/version.version=v3.19.5',
+                '-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1',
+                '-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=34',
+                '-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1',
+                '-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=34',
+            ),
         ),
     )
 }
@@ -121,8 +131,10 @@ def cache_root() -> Path:
 
 
 def folder(family: Family) -> Path:
-    """Where `family`'s binaries live once built: one folder per family and version."""
-    return cache_root() / f'{family.name}-{family.version}'
+    """Where `family`'s binaries live once built: one folder per family, version and build
+    recipe (packages and flags), so a changed recipe builds afresh instead of reusing."""
+    recipe = json.dumps([family.module, family.packages, family.ldflags]).encode()
+    return cache_root() / f'{family.name}-{family.version}-{hashlib.sha256(recipe).hexdigest()[:8]}'
 
 
 def _family_of(binary: str) -> Family | None:

@@ -15,7 +15,7 @@ What: `ControlPlane(workdir=...)`, an async context manager, starts the four pro
 address, `ca` its CA file, `kubeconfig(path, identity=...)` writes a kubeconfig for one of the
 certificate identities in `IDENTITIES` (`admin` is in `system:masters`), `token_kubeconfig`
 one for a bearer token (a ServiceAccount's), `audited()` returns the audit events and
-`log(name)` a process's output. The
+`log(name)` a process's output, `pids` the running processes. The
 controller-manager runs the controllers in `CONTROLLERS`, each with its own ServiceAccount
 credentials; the scheduler binds pods to nodes (registering nodes and running their pods is the
 kubelet emulation's job, not the control plane's).
@@ -238,6 +238,11 @@ class ControlPlane:
                 cwd=d,
             )
 
+    @property
+    def pids(self) -> dict[str, int]:
+        """The process id of each component running now, by name."""
+        return {running.name: running.process.pid for running in self._running}
+
     def kubeconfig(
         self, path: Path, *, identity: str = 'admin', namespace: str = 'default'
     ) -> Path:
@@ -398,44 +403,21 @@ class ControlPlane:
             ],
         )
         await self._ready(apiserver, f'{self.url}/readyz', tls=True)
-        manager = self.kubeconfig(
-            self.workdir / 'kube-controller-manager.kubeconfig', identity='kube-controller-manager'
-        )
         self._spawn(
             'kube-controller-manager',
             [
                 binary['kube-controller-manager'],
-                f'--kubeconfig={manager}',
-                f'--authentication-kubeconfig={manager}',
-                f'--authorization-kubeconfig={manager}',
+                *self._component_flags('kube-controller-manager'),
                 '--use-service-account-credentials=true',
                 f'--service-account-private-key-file={pki / "sa.key"}',
                 f'--root-ca-file={pki / "ca.crt"}',
                 f'--controllers={",".join(CONTROLLERS)}',
                 f'--horizontal-pod-autoscaler-sync-period={self.hpa_sync_period}',
-                '--leader-elect=false',
-                '--bind-address=127.0.0.1',
-                f'--secure-port={free_port()}',
-                f'--cert-dir={self.workdir / "controller-manager-certs"}',
-                '--v=1',
             ],
-        )
-        scheduler = self.kubeconfig(
-            self.workdir / 'kube-scheduler.kubeconfig', identity='kube-scheduler'
         )
         self._spawn(
             'kube-scheduler',
-            [
-                binary['kube-scheduler'],
-                f'--kubeconfig={scheduler}',
-                f'--authentication-kubeconfig={scheduler}',
-                f'--authorization-kubeconfig={scheduler}',
-                '--leader-elect=false',
-                '--bind-address=127.0.0.1',
-                f'--secure-port={free_port()}',
-                f'--cert-dir={self.workdir / "scheduler-certs"}',
-                '--v=1',
-            ],
+            [binary['kube-scheduler'], *self._component_flags('kube-scheduler')],
         )
         # Both are ready once they hold their informers' caches; a process that exits at once
         # (a bad flag) is reported here rather than as a pod that never moves.
@@ -444,6 +426,22 @@ class ControlPlane:
             if running.process.poll() is not None:
                 tail = running.log.read_text(errors='replace')[-3000:]
                 raise RuntimeError(f'{running.name} exited:\n{tail}')
+
+    def _component_flags(self, name: str) -> list[str]:
+        """The flags kube-controller-manager and kube-scheduler share: `name`'s certificate
+        identity for everything they ask the API server, one replica (no leader election), and
+        their own secure port on loopback."""
+        config = self.kubeconfig(self.workdir / f'{name}.kubeconfig', identity=name)
+        return [
+            f'--kubeconfig={config}',
+            f'--authentication-kubeconfig={config}',
+            f'--authorization-kubeconfig={config}',
+            '--leader-elect=false',
+            '--bind-address=127.0.0.1',
+            f'--secure-port={free_port()}',
+            f'--cert-dir={self.workdir / f"{name}-certs"}',
+            '--v=1',
+        ]
 
     async def stop(self) -> None:
         """Stop every process, the last started first."""

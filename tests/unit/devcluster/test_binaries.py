@@ -8,6 +8,7 @@ suites use their output.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import stat
@@ -53,9 +54,14 @@ def _tools(tmp_path: Path) -> Path:
     return tools
 
 
-def test_the_cache_is_keyed_by_family_and_version(cache: Path) -> None:
+def test_the_cache_is_keyed_by_family_version_and_recipe(cache: Path) -> None:
     family = binaries.FAMILIES['etcd']
-    assert binaries.folder(family) == cache / f'etcd-{family.version}'
+    where = binaries.folder(family)
+    assert where.parent == cache
+    assert where.name.startswith(f'etcd-{family.version}-')
+    flagged = dataclasses.replace(family, ldflags=('-X main.v=1',))
+    assert binaries.folder(flagged) != where
+    assert binaries.folder(dataclasses.replace(family)) == where
 
 
 def test_the_default_cache_is_outside_the_work_tree(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -438,7 +438,7 @@ async def test_a_kind_not_served_is_said_once_then_polled_quietly(
         for attempt, delay in enumerate((1.0, 2.0), start=1):
             await eventually(lambda: clock.sleepers == 1, f'backoff after 404 {attempt}')
             await clock.advance(delay)
-            await eventually(lambda: len(lists(api)) > attempt, f'list {attempt + 1}')
+            await eventually(grew(lambda: len(lists(api)), attempt), f'list {attempt + 1}')
         await eventually(lambda: clock.sleepers == 1, 'backoff after the third 404')
         await clock.advance(4.0)
         await asyncio.wait_for(informer.synced.wait(), 5.0)
