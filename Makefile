@@ -61,9 +61,11 @@ docs: $(STAMP)
 	$(BIN)/python bench/knee.py --write-docs
 
 # The benchmarks' figures in docs/performance.md, from runs on this machine (about ten minutes;
-# bench/instructions.py needs valgrind; without it nothing runs).
+# bench/instructions.py needs valgrind; without it nothing runs), and the cold build time of
+# `make binaries` in docs/contributing.md (as long as that build: over twenty minutes).
 perf-docs: $(STAMP)
 	$(BIN)/python bench/perfdocs.py --write-docs
+	$(BIN)/python bench/binaries.py --write-docs
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -365,7 +365,7 @@ async def test_a_failing_reconciler_fails_the_test(tmp_path: Path) -> None:
             await asyncio.sleep(0.2)  # several more passes fail the same way
             failures.extend(cluster.failures)
 
-    with pytest.raises(RuntimeError, match='the fake cluster failed'):
+    with pytest.raises(RuntimeError, match='the development cluster failed'):
         await break_the_deployment()
     assert len(failures) == 1  # logged once, not at every pass
     assert 'bad spec.replicas' in str(failures[0])

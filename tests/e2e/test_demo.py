@@ -152,14 +152,17 @@ async def leading(log: Path, *, timeout: float) -> None:
 
 
 async def test_the_printed_kubectl_command_shows_the_vas_and_the_demo_ends_clean(
-    tmp_path: Path,
+    tmp_path: Path, backend: bool
 ) -> None:
     need_program('kubectl')
-    with demo('--duration', '25s', '--no-prometheus', '--workdir', str(tmp_path)) as running:
-        assert 'scrapes the pods directly' in await running.line_with('metrics:', timeout=60)
+    args = ['--duration', '25s', '--no-prometheus', '--workdir', str(tmp_path)]
+    # On the real control plane its four processes are the demo's children too.
+    want = ('llmscaler run', 'etcd', 'kube-apiserver', 'kube-scheduler') if backend else ()
+    with demo(*args, *(['--control-plane'] if backend else [])) as running:
+        assert 'scrapes the pods directly' in await running.line_with('metrics:', timeout=90)
         watch = await running.line_with(' get va -w', timeout=10)
         assert watch.strip() == f'kubectl --kubeconfig {tmp_path / "kubeconfig"} get va -w'
-        children = await running.children(want=('llmscaler run',), timeout=10)
+        children = await running.children(want=want or ('llmscaler run',), timeout=10)
         listed = await kubectl(watch.strip().removesuffix(' -w'))
         rows = {line.split()[0]: line.split() for line in listed.splitlines()[1:]}
         assert sorted(rows) == ['cheap', 'dear'], listed

@@ -1,20 +1,28 @@
-"""A Kubernetes-free cluster: the API, its controllers, the pods and the load.
+"""A development cluster on this machine: the API, its controllers, the pods and the load.
 
 Why: `llmscaler run` must be tried (`llmscaler demo`), tested and benchmarked as it runs in a
 cluster: as a separate process that watches VAs, Deployments and pods, scrapes pods (directly or
 through Prometheus) and writes `/scale`, then sees the replicas it asked for come up and the
-load spread over them. No cluster runs
-here, so `Cluster` stands in for the apiserver (the in-process `FakeAPI`), the Deployment and
-ReplicaSet controllers and the kubelet (a reconciler task), the vLLM pods (one emulator fleet per
-variant, `llmscaler.emulate`), each model's gateway (`gateway.Gateway`) and, optionally, a real
-Prometheus (`process.Prometheus`).
+load spread over them. `Cluster` stands in for the apiserver, the Deployment and ReplicaSet
+controllers and the kubelet, the vLLM pods (one emulator fleet per variant, `llmscaler.emulate`),
+each model's gateway (`gateway.Gateway`) and, optionally, a real Prometheus
+(`process.Prometheus`).
 
-Every 50 ms a reconciler task syncs each variant's `kubelet.Workload` (spec.replicas → pods
-`<deploy>-<hash>-<slot>` owned by ReplicaSet `<deploy>-<hash>`, ready after the variant's
-`startup_delay`, annotated with their emulator port; the emulator scaled to the ready pods; the
-Deployment status written) and, with Prometheus, rewrites the file_sd targets (ready pods and EPP
-pods, labels namespace and pod) when they change. It works on `api.store` directly, so faults
-injected into the HTTP API do not touch it.
+Two backends. By default the API is the in-process fake (`FakeAPI`, `api`) and the controllers
+are this module's. With `control_plane=True` they are the real ones (`controlplane.ControlPlane`:
+etcd, kube-apiserver with RBAC, kube-controller-manager, kube-scheduler, built by `make
+binaries`): the CRDs and RBAC of deploy/base are applied first, `kubeconfig` gives the
+controller its ServiceAccount's token, and the kubelet is `nodes.VariantPods`, a client of the
+API. `get`, `list`, `seed`, `replace` and `requests` (the fake's request log, or the API server's
+audit log of writes) serve both, so a test written against them runs on either; the fake's
+fault injection (`api`) exists on the fake alone, and InferencePools too.
+
+On the fake, every 50 ms a reconciler task syncs each variant's `kubelet.Workload`
+(spec.replicas → pods `<deploy>-<hash>-<slot>` owned by ReplicaSet `<deploy>-<hash>`, ready after
+the variant's `startup_delay`, annotated with their emulator port; the emulator scaled to the
+ready pods; the Deployment status written), working on `api.store` directly, so faults
+injected into the HTTP API do not touch it. On either backend, with Prometheus, it rewrites the
+file_sd targets (ready pods and EPP pods, labels namespace and pod) when they change.
 
 Load and EPP: one `Gateway` per model generates its load (`set_rate`), queues it while no
 variant of the model has a ready replica and routes it over the replicas of *all* its variants
@@ -94,7 +102,7 @@ _VERBS = {'create': 'POST', 'update': 'PUT', 'patch': 'PATCH', 'delete': 'DELETE
 
 
 class Cluster:
-    """The fake cluster (async context manager); see the module docstring."""
+    """The development cluster (async context manager); see the module docstring."""
 
     def __init__(
         self,
@@ -202,9 +210,9 @@ class Cluster:
     ) -> None:
         await self._stack.aclose()
         if exc is None and self.failures:
-            raise RuntimeError(f'the fake cluster failed: {self.failures[0]!r}') from self.failures[
-                0
-            ]
+            raise RuntimeError(
+                f'the development cluster failed: {self.failures[0]!r}'
+            ) from self.failures[0]
 
     async def _start_control_plane(self) -> None:
         plane = ControlPlane(workdir=self.workdir / 'control-plane')
@@ -297,7 +305,9 @@ class Cluster:
                 await step()
             except Exception as exc:  # re-raised at exit; the next pass retries
                 if repr(exc) not in {repr(f) for f in self.failures}:
-                    logger.exception('fake cluster: %s failed', getattr(step, '__name__', step))
+                    logger.exception(
+                        'development cluster: %s failed', getattr(step, '__name__', step)
+                    )
                     self.failures.append(exc)
             await asyncio.sleep(interval)
 

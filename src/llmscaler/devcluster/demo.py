@@ -19,11 +19,18 @@ directory. The load over `--duration` (`PROFILE`): low, rising to `HIGH_RATE` (s
 falling back to low (scale-down), none (scale to zero), then back (scale from zero). A line is
 printed when a phase starts and when a Deployment's replicas change.
 
+With `--control-plane` the API is the real one instead (`controlplane.ControlPlane`: etcd,
+kube-apiserver with RBAC, kube-controller-manager and kube-scheduler, built by `make binaries`),
+the controller signs in as its ServiceAccount, and the kubeconfig printed is the cluster
+admin's.
+
 Stopping: at the end of `--duration`, on SIGINT (Ctrl-C) or SIGTERM, the controller gets SIGTERM
 (SIGKILL after 10 s), then Prometheus, the gateway and the emulators stop; the exit status is 0.
 The work directory is a temporary one removed at exit unless `--workdir` names one.
 
-What fails: an invalid option is one line on stderr and exit status 2 (a port in use too); the
+What fails: an invalid option is one line on stderr and exit status 2 (a port in use too, and
+`--control-plane` with `--port` or `--inference-pools`; with `--control-plane`, a binary not
+built yet is one line and exit status 1); the
 controller exiting by itself ends the demo with its last log lines and exit status 1, and so does
 a missing deploy/base/crds (no source checkout), with one line naming where it looked.
 """
@@ -47,6 +54,7 @@ from typing import NoReturn
 
 from llmscaler.devcluster import objects
 from llmscaler.devcluster.cluster import Cluster
+from llmscaler.devcluster.controlplane import ControlPlaneMissing
 from llmscaler.devcluster.fakeapi import table
 from llmscaler.devcluster.fakeapi.semantics import ApiError
 from llmscaler.devcluster.kubelet import replicas_of
@@ -101,6 +109,7 @@ class DemoOptions:
     scale_to_zero: bool
     workdir: Path | None
     inference_pools: bool = False
+    control_plane: bool = False
 
 
 def phase_at(*, fraction: float) -> Phase:
@@ -167,9 +176,19 @@ def parse_options(argv: Sequence[str]) -> DemoOptions:
         help="the model's EPP found through its InferencePool and EndpointSlice",
     )
     parser.add_argument(
+        '--control-plane',
+        action='store_true',
+        help='a real kube-apiserver, controller-manager and scheduler instead of the fake API '
+        '(built by `make binaries`)',
+    )
+    parser.add_argument(
         '--workdir', type=Path, help='kubeconfig and logs here, kept (default: temporary)'
     )
     args = parser.parse_args(argv)
+    if args.control_plane and args.inference_pools:
+        parser.error('--inference-pools: served by the fake API only, not with --control-plane')
+    if args.control_plane and args.port != '0':
+        parser.error("--port: the fake API's port; the control plane picks its own")
     try:
         duration = parse_duration(args.duration)
     except ValueError as exc:
@@ -187,6 +206,7 @@ def parse_options(argv: Sequence[str]) -> DemoOptions:
         scale_to_zero=not args.no_scale_to_zero,
         workdir=args.workdir,
         inference_pools=args.inference_pools,
+        control_plane=args.control_plane,
     )
 
 
@@ -232,7 +252,7 @@ def kubectl_commands(*, kubeconfig: Path) -> list[str]:
 
 async def _build(cluster: Cluster, options: DemoOptions) -> None:
     if options.scale_to_zero:
-        cluster.api.seed(scale_to_zero_configmap(retention_seconds=retention(options.duration)))
+        cluster.seed(scale_to_zero_configmap(retention_seconds=retention(options.duration)))
     spec = preset(name=PRESET, max_num_seqs=MAX_NUM_SEQS)
     for name, cost in VARIANTS:
         await cluster.add_variant(
@@ -295,9 +315,11 @@ async def _drive(
     return 0
 
 
-def _banner(*, url: str, kubeconfig: Path, controller: ControllerProcess, metrics: str) -> None:
+def _banner(
+    *, api: str, url: str, kubeconfig: Path, controller: ControllerProcess, metrics: str
+) -> None:
     lines = [
-        f'fake kube-apiserver: {url}',
+        f'{api + ":":<21}{url}',
         f'kubeconfig:          {kubeconfig}',
         f'controller log:      {controller.log_path}',
         f'metrics:             {metrics}',
@@ -346,6 +368,7 @@ async def _run_in(workdir: Path, options: DemoOptions, stop: asyncio.Event) -> i
         output_tokens=32,
         api_port=options.port,
         inference_pools=options.inference_pools,
+        control_plane=options.control_plane,
     )
     async with cluster:
         await _build(cluster, options)
@@ -369,8 +392,23 @@ async def _run_in(workdir: Path, options: DemoOptions, stop: asyncio.Event) -> i
             ],
         )
         async with controller:
-            kubeconfig = cluster.kubeconfig(workdir / 'kubeconfig')
-            _banner(url=cluster.url, kubeconfig=kubeconfig, controller=controller, metrics=metrics)
+            if cluster.real:
+                # The user's kubectl as the cluster admin: the controller's ServiceAccount may
+                # not read Events, which `kubectl describe` shows.
+                api = 'kube-apiserver'
+                kubeconfig = cluster.control_plane.kubeconfig(
+                    workdir / 'kubeconfig', namespace=NAMESPACE
+                )
+            else:
+                api = 'fake kube-apiserver'
+                kubeconfig = cluster.kubeconfig(workdir / 'kubeconfig')
+            _banner(
+                api=api,
+                url=cluster.url,
+                kubeconfig=kubeconfig,
+                controller=controller,
+                metrics=metrics,
+            )
             return await _drive(cluster, controller, options, stop)
 
 
@@ -396,4 +434,8 @@ def main(argv: Sequence[str]) -> int:
     if not port_free(options.port):
         print(f'llmscaler demo: --port: 127.0.0.1:{options.port} is in use', file=sys.stderr)
         return 2
-    return asyncio.run(run(options))
+    try:
+        return asyncio.run(run(options))
+    except ControlPlaneMissing as exc:
+        print(f'llmscaler demo: --control-plane: {exc}', file=sys.stderr)
+        return 1

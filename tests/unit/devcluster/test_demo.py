@@ -57,6 +57,8 @@ def test_bad_durations_are_refused(text: str) -> None:
         (['--workdir', '/nonexistent/demo'], '--workdir'),
         (['--prometheus'], '--prometheus'),
         (['--dur', '5m'], '--dur'),
+        (['--control-plane', '--inference-pools'], '--inference-pools'),
+        (['--control-plane', '--port', '8001'], '--port'),
     ],
 )
 def test_a_bad_option_is_one_line_and_exit_2(
@@ -80,6 +82,8 @@ def test_options_default_and_given(tmp_path: Path) -> None:
         True,
     )
     assert default.workdir is None
+    assert not default.control_plane
+    assert parse_options(['--control-plane']).control_plane
     given_ = parse_options(
         [
             *('--duration', '2m', '--port', '8001'),
@@ -158,3 +162,14 @@ def test_the_scale_to_zero_configmap_has_the_retention() -> None:
     assert configmap['metadata']['name'] == 'wva-model-scale-to-zero-config'
     assert configmap['metadata']['namespace'] == demo.CONTROLLER_NAMESPACE
     assert configmap['data'] == {'default': 'enable_scale_to_zero: true\nretention_period: 20s'}
+
+
+def test_an_unbuilt_control_plane_is_one_line_and_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv('LLMSCALER_TOOLS_CACHE', str(tmp_path))
+    assert cli.main(['demo', '--control-plane', '--no-prometheus']) == 1
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1, err
+    assert err.startswith('llmscaler demo: --control-plane: '), err
+    assert 'is not built (make binaries' in err, err
