@@ -15,8 +15,9 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/llmscaler simulate --out out
 
-# The controller scaling emulated vLLM pods on a fake kube-apiserver, no cluster needed
-# (docs/demo.md); options: make demo DEMO_ARGS='--duration 3m --no-prometheus'.
+# The controller scaling emulated vLLM pods, no cluster needed: on the real control plane once
+# `make binaries` has built it, on the fake kube-apiserver otherwise (docs/demo.md); options:
+# make demo DEMO_ARGS='--duration 3m --no-prometheus'.
 demo: $(STAMP)
 	$(BIN)/llmscaler demo $(DEMO_ARGS)
 

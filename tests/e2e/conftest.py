@@ -16,13 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from llmscaler.devcluster.cluster import Cluster
+from llmscaler.devcluster.cluster import CONTROL_PLANE_BINARIES, Cluster
 from tests.support.e2e_controller import NS
 from tests.support.prerequisites import need_built
 
 HERE = Path(__file__).resolve().parent
 BACKENDS = ('fake', 'real')
-CONTROL_PLANE = ('etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubectl')
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -45,7 +44,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def need_control_plane() -> None:
     """Skip (fail with CI=true) unless every binary of the real control plane is built."""
-    for binary in CONTROL_PLANE:
+    for binary in CONTROL_PLANE_BINARIES:
         need_built(binary)
 
 

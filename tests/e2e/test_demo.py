@@ -158,7 +158,7 @@ async def test_the_printed_kubectl_command_shows_the_vas_and_the_demo_ends_clean
     args = ['--duration', '25s', '--no-prometheus', '--workdir', str(tmp_path)]
     # On the real control plane its four processes are the demo's children too.
     want = ('llmscaler run', 'etcd', 'kube-apiserver', 'kube-scheduler') if backend else ()
-    with demo(*args, *(['--control-plane'] if backend else [])) as running:
+    with demo(*args, '--control-plane' if backend else '--fake-api') as running:
         assert 'scrapes the pods directly' in await running.line_with('metrics:', timeout=90)
         watch = await running.line_with(' get va -w', timeout=10)
         assert watch.strip() == f'kubectl --kubeconfig {tmp_path / "kubeconfig"} get va -w'

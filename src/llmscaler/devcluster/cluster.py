@@ -64,7 +64,7 @@ from typing import Any
 
 import yaml
 
-from llmscaler.devcluster import binaries, nodes, objects
+from llmscaler.devcluster import binaries, controlplane, nodes, objects
 from llmscaler.devcluster.controlplane import ControlPlane, ControlPlaneMissing
 from llmscaler.devcluster.fakeapi.semantics import ApiError
 from llmscaler.devcluster.fakeapi.server import FakeAPI, RecordedRequest
@@ -98,6 +98,8 @@ _INSTALLED_KINDS = frozenset(
 )
 CONTROLLER_NAMESPACE = 'llmscaler-system'
 CONTROLLER_ACCOUNT = 'llmscaler-controller'
+# What `Cluster(control_plane=True)` runs: the control plane, and kubectl to install deploy/base.
+CONTROL_PLANE_BINARIES = (*controlplane.BINARIES, 'kubectl')
 _VERBS = {'create': 'POST', 'update': 'PUT', 'patch': 'PATCH', 'delete': 'DELETE'}
 
 

@@ -46,7 +46,17 @@ import yaml
 from llmscaler.devcluster import binaries
 from llmscaler.devcluster.process import free_port, terminate
 
-__all__ = ['CONTROLLERS', 'IDENTITIES', 'ControlPlane', 'ControlPlaneMissing', 'Identity']
+__all__ = [
+    'BINARIES',
+    'CONTROLLERS',
+    'IDENTITIES',
+    'ControlPlane',
+    'ControlPlaneMissing',
+    'Identity',
+]
+
+# The processes a control plane runs, in the order they start.
+BINARIES = ('etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler')
 
 # The kube-controller-manager controllers a workload of Deployments, StatefulSets, HPAs and
 # ServiceAccount tokens needs; node lifecycle is left out, because emulated nodes keep their
@@ -338,10 +348,7 @@ class ControlPlane:
 
     async def start(self) -> str:
         """Start everything; the API server's URL."""
-        binary = {
-            name: self._binary(name)
-            for name in ('etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler')
-        }
+        binary = {name: self._binary(name) for name in BINARIES}
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
             self._make_pki()

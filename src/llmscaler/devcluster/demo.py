@@ -19,10 +19,11 @@ directory. The load over `--duration` (`PROFILE`): low, rising to `HIGH_RATE` (s
 falling back to low (scale-down), none (scale to zero), then back (scale from zero). A line is
 printed when a phase starts and when a Deployment's replicas change.
 
-With `--control-plane` the API is the real one instead (`controlplane.ControlPlane`: etcd,
-kube-apiserver with RBAC, kube-controller-manager and kube-scheduler, built by `make binaries`),
-the controller signs in as its ServiceAccount, and the kubeconfig printed is the cluster
-admin's.
+When the control plane's binaries are built (`make binaries`), the API is the real one instead
+(`controlplane.ControlPlane`: etcd, kube-apiserver with RBAC, kube-controller-manager and
+kube-scheduler), the controller signs in as its ServiceAccount, and the kubeconfig printed is
+the cluster admin's; `--control-plane` insists on it, `--fake-api` (or `--port`,
+`--inference-pools`) keeps the fake.
 
 Stopping: at the end of `--duration`, on SIGINT (Ctrl-C) or SIGTERM, the controller gets SIGTERM
 (SIGKILL after 10 s), then Prometheus, the gateway and the emulators stop; the exit status is 0.
@@ -52,8 +53,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from llmscaler.devcluster import objects
-from llmscaler.devcluster.cluster import Cluster
+from llmscaler.devcluster import binaries, objects
+from llmscaler.devcluster.cluster import CONTROL_PLANE_BINARIES, Cluster
 from llmscaler.devcluster.controlplane import ControlPlaneMissing
 from llmscaler.devcluster.fakeapi import table
 from llmscaler.devcluster.fakeapi.semantics import ApiError
@@ -175,12 +176,15 @@ def parse_options(argv: Sequence[str]) -> DemoOptions:
         action='store_true',
         help="the model's EPP found through its InferencePool and EndpointSlice",
     )
-    parser.add_argument(
+    api = parser.add_mutually_exclusive_group()
+    api.add_argument(
         '--control-plane',
         action='store_true',
-        help='a real kube-apiserver, controller-manager and scheduler instead of the fake API '
-        '(built by `make binaries`)',
+        help='a real kube-apiserver, controller-manager and scheduler (built by `make '
+        'binaries`); the default when they are built and neither --port nor --inference-pools '
+        'is given',
     )
+    api.add_argument('--fake-api', action='store_true', help='the fake API server, always')
     parser.add_argument(
         '--workdir', type=Path, help='kubeconfig and logs here, kept (default: temporary)'
     )
@@ -206,7 +210,13 @@ def parse_options(argv: Sequence[str]) -> DemoOptions:
         scale_to_zero=not args.no_scale_to_zero,
         workdir=args.workdir,
         inference_pools=args.inference_pools,
-        control_plane=args.control_plane,
+        control_plane=args.control_plane
+        or (
+            not args.fake_api
+            and not args.inference_pools
+            and args.port == '0'
+            and all(binaries.find(name) is not None for name in CONTROL_PLANE_BINARIES)
+        ),
     )
 
 

@@ -15,10 +15,13 @@ import httpx
 import pytest
 
 from llmscaler.devcluster import binaries
-from llmscaler.devcluster.controlplane import IDENTITIES, ControlPlane, ControlPlaneMissing
+from llmscaler.devcluster.controlplane import (
+    BINARIES,
+    IDENTITIES,
+    ControlPlane,
+    ControlPlaneMissing,
+)
 from tests.support.prerequisites import need_built, need_program
-
-COMPONENTS = ('etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler')
 
 
 def alive(pid: int) -> bool:
@@ -42,13 +45,13 @@ async def test_an_unbuilt_binary_is_named_with_the_way_to_build_it(
 async def test_it_serves_the_release_enforces_rbac_and_stops_every_process(
     tmp_path: Path,
 ) -> None:
-    for name in COMPONENTS:
+    for name in BINARIES:
         need_built(name)
     need_program('openssl')
     plane = ControlPlane(workdir=tmp_path)
     async with plane:
         pids = list(plane.pids.values())
-        assert sorted(plane.pids) == sorted(COMPONENTS)
+        assert sorted(plane.pids) == sorted(BINARIES)
         assert all(alive(pid) for pid in pids)
         context = ssl.create_default_context(cafile=str(plane.ca))
         async with httpx.AsyncClient(base_url=plane.url, verify=context, timeout=5) as anonymous:

@@ -16,7 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmscaler import cli
-from llmscaler.devcluster import demo
+from llmscaler.devcluster import binaries, demo
+from llmscaler.devcluster.cluster import CONTROL_PLANE_BINARIES
 from llmscaler.devcluster.demo import (
     HIGH_RATE,
     LOW_RATE,
@@ -59,6 +60,7 @@ def test_bad_durations_are_refused(text: str) -> None:
         (['--dur', '5m'], '--dur'),
         (['--control-plane', '--inference-pools'], '--inference-pools'),
         (['--control-plane', '--port', '8001'], '--port'),
+        (['--control-plane', '--fake-api'], '--fake-api'),
     ],
 )
 def test_a_bad_option_is_one_line_and_exit_2(
@@ -73,7 +75,8 @@ def test_a_bad_option_is_one_line_and_exit_2(
     assert named in err, err
 
 
-def test_options_default_and_given(tmp_path: Path) -> None:
+def test_options_default_and_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv('LLMSCALER_TOOLS_CACHE', str(tmp_path / 'nothing built'))
     default = parse_options([])
     assert (default.duration, default.port, default.prometheus, default.scale_to_zero) == (
         360.0,
@@ -173,3 +176,21 @@ def test_an_unbuilt_control_plane_is_one_line_and_exit_1(
     assert err.count('\n') == 1, err
     assert err.startswith('llmscaler demo: --control-plane: '), err
     assert 'is not built (make binaries' in err, err
+
+
+def test_the_real_control_plane_is_the_default_once_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv('LLMSCALER_TOOLS_CACHE', str(tmp_path))
+    assert not parse_options([]).control_plane
+    for name in CONTROL_PLANE_BINARIES:
+        family = next(f for f in binaries.FAMILIES.values() if name in f.binaries)
+        binaries.folder(family).mkdir(parents=True, exist_ok=True)
+        path = binaries.folder(family) / name
+        path.write_text('')
+        path.chmod(0o755)
+        expected = name == CONTROL_PLANE_BINARIES[-1]  # only once every one is there
+        assert parse_options([]).control_plane == expected, name
+    assert not parse_options(['--fake-api']).control_plane
+    assert not parse_options(['--port', '8001']).control_plane
+    assert not parse_options(['--inference-pools']).control_plane
