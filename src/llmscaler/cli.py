@@ -37,7 +37,6 @@ import math
 import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +47,7 @@ from llmscaler.config.errors import ConfigFileError
 from llmscaler.config.resolved import Config
 from llmscaler.domain.state import EMPTY_STATE
 from llmscaler.policies import registry
+from llmscaler.version import version
 
 EXIT_BAD_INPUT = 2
 SIM_PACKAGES = ('numpy', 'matplotlib', 'rich')
@@ -65,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         '--version',
         action='version',
-        version=f'llmscaler {_version()}',
+        version=f'llmscaler {version()}',
     )
     commands = parser.add_subparsers(dest='command', required=True)
 
@@ -174,13 +174,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     manifests.add_argument('arguments', nargs='*', help='see `llmscaler manifests --help`')
     return parser
-
-
-def _version() -> str:
-    try:
-        return metadata.version('llmscaler')
-    except metadata.PackageNotFoundError:  # running from a source tree that is not installed
-        return 'unknown'
 
 
 def _bad(message: str) -> int:

@@ -26,7 +26,10 @@ two controllers in one test process do not clash) with these families:
   `wva_available_gpus{accelerator_vendor,accelerator_model,accelerator_type}` (the allocatable
   GPUs of the schedulable Nodes per type, the inventory the limiter budgets from;
   `available_gpu_rows` builds the rows). `set_available_gpus` publishes the whole set, so a type
-  gone, or the limiter turned off (no inventory read), removes its series.
+  gone, or the limiter turned off (no inventory read), removes its series;
+- `llmscaler_build_info{version,python}` (always 1) and the process's own `process_*` families
+  (CPU seconds, resident memory, open file descriptors, start time), as prometheus-client's
+  process collector reads them from /proc.
 
 `HttpEndpoints` serves fixed routes (path → function returning status, content type and body)
 on one socket, one request per connection (`Connection: close`); `parse_bind_address` reads
@@ -53,6 +56,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import platform
 import re
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -62,12 +66,21 @@ from types import TracebackType
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from llmscaler.controller.cluster.inventory import node_accelerator
 from llmscaler.domain.snapshot import GpuLimit
 from llmscaler.optimize.limiter import INVENTORY_PROVIDER
+from llmscaler.version import version
 
 _log = logging.getLogger(__name__)
 
@@ -251,6 +264,12 @@ class ControllerMetrics:
             registry=registry,
         )
         self._gpu_series: set[tuple[str, str, str]] = set()
+        # The process (CPU, memory, open files, start time) and what is running, as every
+        # Kubernetes controller reports them; an alert needs them to tell a restart from a hang.
+        ProcessCollector(registry=registry)
+        Info('llmscaler_build', 'The running llmscaler', registry=registry).info(
+            {'version': version(), 'python': platform.python_version()}
+        )
 
     @property
     def registry(self) -> CollectorRegistry:

@@ -20,6 +20,7 @@ from llmscaler.controller.publish import (
     metrics_route,
     parse_bind_address,
 )
+from llmscaler.version import version
 
 Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 REPLICA_FAMILIES = (
@@ -415,3 +416,20 @@ async def test_a_client_that_does_not_read_its_answer_is_dropped() -> None:
             answer = b''
     # The server gave up before the whole page reached the client.
     assert len(answer) < len(big)
+
+
+def test_build_info_and_the_process_families() -> None:
+    families = {
+        f.name: f for f in text_string_to_metric_families(ControllerMetrics().render().decode())
+    }
+    (build,) = families['llmscaler_build_info'].samples
+    assert build.value == 1.0
+    assert build.labels['version'] == version()
+    assert build.labels['python'].count('.') == 2
+    for name in (
+        'process_cpu_seconds',
+        'process_resident_memory_bytes',
+        'process_start_time_seconds',
+    ):
+        (sample,) = families[name].samples
+        assert sample.value > 0, name
