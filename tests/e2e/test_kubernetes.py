@@ -98,10 +98,6 @@ def sample_vas() -> list[dict[str, Any]]:
     return found
 
 
-def pods_of(cluster: Cluster, name: str) -> list[dict[str, Any]]:
-    return cluster.pods(name)
-
-
 def running_ready(pod: dict[str, Any]) -> bool:
     status = pod.get('status', {})
     ready = {c['type']: c['status'] for c in status.get('conditions', [])}.get('Ready')
@@ -145,7 +141,7 @@ async def test_the_controller_scales_a_real_deployment_as_its_service_account(
         cluster.set_rate(model_id=MODEL_8B, rate=12.0)
         await cluster.wait_for(lambda: replicas(cluster, CHEAP) >= 2, timeout=30, what='a scale-up')
         await cluster.wait_for(
-            lambda: sum(running_ready(p) for p in pods_of(cluster, CHEAP)) >= 2,
+            lambda: sum(running_ready(p) for p in cluster.pods(CHEAP)) >= 2,
             timeout=30,
             what='the new pods Running and Ready',
         )
@@ -155,7 +151,7 @@ async def test_the_controller_scales_a_real_deployment_as_its_service_account(
             timeout=30,
             what='the Deployment status from its ReplicaSet',
         )
-        for pod in pods_of(cluster, CHEAP):
+        for pod in cluster.pods(CHEAP):
             owner = pod['metadata']['ownerReferences'][0]
             assert owner['kind'] == 'ReplicaSet', show(pod)
             assert owner['name'].startswith(f'{CHEAP}-'), show(pod)
@@ -182,7 +178,7 @@ async def test_the_controller_scales_a_real_deployment_as_its_service_account(
     done = kubectl(cluster, 'scale', f'deployment/{CHEAP}', '--replicas=1')
     assert done.returncode == 0, done.stderr
     await cluster.wait_for(
-        lambda: len(pods_of(cluster, CHEAP)) == 1, timeout=30, what='the surplus pods gone'
+        lambda: len(cluster.pods(CHEAP)) == 1, timeout=30, what='the surplus pods gone'
     )
     await cluster.wait_for(
         lambda: cluster.deployment(CHEAP).get('status', {}).get('replicas') == 1,
