@@ -28,7 +28,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from llmscaler.controller.publish import ControllerMetrics, GpuRow, ReplicaRow
+from llmscaler.controller.publish import AvailabilityRow, ControllerMetrics, GpuRow, ReplicaRow
 from llmscaler.devcluster import binaries
 from tests.support.paths import ROOT
 from tests.support.prerequisites import need_program
@@ -77,6 +77,9 @@ def filled_metrics() -> ControllerMetrics:
     metrics.models(count=1)
     metrics.limited(variant='v', namespace='ns')
     metrics.set_available_gpus(rows=[GpuRow(vendor='nvidia', model='L40S', type='L40S', gpus=8)])
+    metrics.set_metrics_available(
+        rows=[AvailabilityRow(variant='v', namespace='ns', model_id='m', available=False)]
+    )
     return metrics
 
 

@@ -29,7 +29,11 @@ two controllers in one test process do not clash) with these families:
   gone, or the limiter turned off (no inventory read), removes its series;
 - `llmscaler_build_info{version,python}` (always 1) and the process's own `process_*` families
   (CPU seconds, resident memory, open file descriptors, start time), as prometheus-client's
-  process collector reads them from /proc.
+  process collector reads them from /proc;
+- `llmscaler_metrics_available{variant_name,namespace,model_id}`: 1 when every ready replica of
+  the variant had fresh, valid metrics in the last cycle, 0 when the core held it for missing,
+  stale or invalid ones (its `MetricsAvailable` condition, as a series an alert can read per
+  model). `set_metrics_available` publishes the whole set, like `set_replicas`.
 
 `HttpEndpoints` serves fixed routes (path → function returning status, content type and body)
 on one socket, one request per connection (`Connection: close`); `parse_bind_address` reads
@@ -117,6 +121,16 @@ class ReplicaRow:
     accelerator: str
     current: int
     desired: int
+
+
+@dataclass(frozen=True, slots=True)
+class AvailabilityRow:
+    """One variant's `MetricsAvailable` judgement of the last cycle."""
+
+    variant: str
+    namespace: str
+    model_id: str
+    available: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +230,7 @@ class ControllerMetrics:
             gauge('wva_desired_ratio', 'Desired over current replicas (desired when current=0)'),
             gauge('inferno_desired_ratio', 'Desired over current replicas (older name)'),
         )
-        self._series: set[tuple[str, str, str]] = set()
+        self._series: set[tuple[str, ...]] = set()
         self._scaling = Counter(
             'wva_replica_scaling_total',
             'Replica changes decided, by direction and reason',
@@ -263,7 +277,14 @@ class ControllerMetrics:
             ('accelerator_vendor', 'accelerator_model', 'accelerator_type'),
             registry=registry,
         )
-        self._gpu_series: set[tuple[str, str, str]] = set()
+        self._gpu_series: set[tuple[str, ...]] = set()
+        self._available = Gauge(
+            'llmscaler_metrics_available',
+            '1 when every ready replica of the variant had fresh, valid metrics in the last cycle',
+            ('variant_name', 'namespace', 'model_id'),
+            registry=registry,
+        )
+        self._available_series: set[tuple[str, ...]] = set()
         # The process (CPU, memory, open files, start time) and what is running, as every
         # Kubernetes controller reports them; an alert needs them to tell a restart from a hang.
         ProcessCollector(registry=registry)
@@ -284,21 +305,23 @@ class ControllerMetrics:
         )
         for row in order:
             chosen.setdefault((row.namespace, row.variant), row)
-        wanted: set[tuple[str, str, str]] = set()
+        values: dict[tuple[str, ...], tuple[float, ...]] = {}
         for (namespace, variant), row in sorted(chosen.items()):
-            labels = (variant, namespace, accelerator_label(row.accelerator))
-            wanted.add(labels)
             ratio = row.desired / row.current if row.current > 0 else float(row.desired)
-            for family, value in (
-                *((g, float(row.desired)) for g in self._desired),
-                *((g, float(row.current)) for g in self._current),
-                *((g, ratio) for g in self._ratio),
-            ):
-                family.labels(*labels).set(value)
-        for labels in sorted(self._series - wanted):
-            for family in (*self._desired, *self._current, *self._ratio):
-                family.remove(*labels)
-        self._series = wanted
+            desired, current = float(row.desired), float(row.current)
+            values[(variant, namespace, accelerator_label(row.accelerator))] = (
+                desired,
+                desired,
+                current,
+                current,
+                ratio,
+                ratio,
+            )
+        self._series = _publish_exactly(
+            families=(*self._desired, *self._current, *self._ratio),
+            values=values,
+            previous=self._series,
+        )
 
     def scaled(self, *, variant: str, namespace: str, direction: str, reason: str) -> None:
         self._scaling.labels(variant, namespace, direction, reason).inc()
@@ -330,20 +353,44 @@ class ControllerMetrics:
 
     def set_available_gpus(self, *, rows: Sequence[GpuRow]) -> None:
         """Publish exactly these types' GPUs; every other `wva_available_gpus` series goes."""
-        wanted: set[tuple[str, str, str]] = set()
+        values: dict[tuple[str, ...], tuple[float, ...]] = {}
         for row in sorted(rows, key=lambda r: (r.type, r.vendor, r.model, r.gpus)):
-            labels = (row.vendor, row.model, row.type)
-            if labels in wanted:
-                continue
-            wanted.add(labels)
-            self._gpus.labels(*labels).set(row.gpus)
-        for labels in sorted(self._gpu_series - wanted):
-            self._gpus.remove(*labels)
-        self._gpu_series = wanted
+            values.setdefault((row.vendor, row.model, row.type), (float(row.gpus),))
+        self._gpu_series = _publish_exactly(
+            families=(self._gpus,), values=values, previous=self._gpu_series
+        )
+
+    def set_metrics_available(self, *, rows: Sequence[AvailabilityRow]) -> None:
+        """Publish exactly these variants' judgements; a variant listed twice is unavailable if
+        either row says so (never report fresh metrics the core did not have)."""
+        values: dict[tuple[str, ...], tuple[float, ...]] = {}
+        for row in sorted(rows, key=lambda r: (r.namespace, r.variant, r.model_id, r.available)):
+            values.setdefault((row.variant, row.namespace, row.model_id), (float(row.available),))
+        self._available_series = _publish_exactly(
+            families=(self._available,), values=values, previous=self._available_series
+        )
 
     def render(self) -> bytes:
         """The registry in the text exposition format (`METRICS_CONTENT_TYPE`)."""
         return generate_latest(self._registry)
+
+
+def _publish_exactly(
+    *,
+    families: Sequence[Gauge],
+    values: Mapping[tuple[str, ...], Sequence[float]],
+    previous: set[tuple[str, ...]],
+) -> set[tuple[str, ...]]:
+    """Set `values` (label values → one value per family) and remove the series of `previous`
+    not among them, so a reader never sees a signal of something no longer there; returns the
+    label values now published."""
+    for labels, row in sorted(values.items()):
+        for family, value in zip(families, row, strict=True):
+            family.labels(*labels).set(value)
+    for labels in sorted(previous - values.keys()):
+        for family in families:
+            family.remove(*labels)
+    return set(values)
 
 
 def metrics_route(*, metrics: ControllerMetrics) -> Route:

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from llmscaler.controller.publish import (
     MAX_HEAD,
     METRICS_CONTENT_TYPE,
+    AvailabilityRow,
     ControllerMetrics,
     HttpEndpoints,
     ReplicaRow,
@@ -103,6 +104,43 @@ def test_duplicate_rows_publish_one_series_per_variant() -> None:
     second.set_replicas(rows=rows[::-1])
     assert replica_series(first) == replica_series(second)
     assert len(replica_series(first)) == 6
+
+
+def availability(metrics: ControllerMetrics) -> dict[tuple[str, str, str], float]:
+    """`llmscaler_metrics_available` by (namespace, variant, model)."""
+    return {
+        (dict(labels)['namespace'], dict(labels)['variant_name'], dict(labels)['model_id']): value
+        for (name, labels), value in series(metrics).items()
+        if name == 'llmscaler_metrics_available'
+    }
+
+
+def test_metrics_available_per_variant_and_gone_variants_removed() -> None:
+    metrics = ControllerMetrics()
+    metrics.set_metrics_available(
+        rows=[
+            AvailabilityRow(variant='a', namespace='llm', model_id='m/8b', available=True),
+            AvailabilityRow(variant='b', namespace='llm', model_id='m/8b', available=False),
+        ]
+    )
+    assert availability(metrics) == {('llm', 'a', 'm/8b'): 1.0, ('llm', 'b', 'm/8b'): 0.0}
+    metrics.set_metrics_available(
+        rows=[AvailabilityRow(variant='b', namespace='llm', model_id='m/8b', available=True)]
+    )
+    assert availability(metrics) == {('llm', 'b', 'm/8b'): 1.0}
+    metrics.set_metrics_available(rows=[])
+    assert availability(metrics) == {}
+
+
+def test_a_variant_listed_twice_is_unavailable_if_either_row_says_so() -> None:
+    rows = [
+        AvailabilityRow(variant='a', namespace='llm', model_id='m', available=True),
+        AvailabilityRow(variant='a', namespace='llm', model_id='m', available=False),
+    ]
+    for order in (rows, rows[::-1]):
+        metrics = ControllerMetrics()
+        metrics.set_metrics_available(rows=order)
+        assert availability(metrics) == {('llm', 'a', 'm'): 0.0}
 
 
 def test_counters_histograms_and_gauges() -> None:

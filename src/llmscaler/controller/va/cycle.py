@@ -45,7 +45,7 @@ from llmscaler.config.resolved import Config
 from llmscaler.controller.cluster.caches import Caches, WorldCache
 from llmscaler.controller.cluster.configwatch import ConfigProblem, ConfigWatch
 from llmscaler.controller.cluster.world import VariantEntry, World
-from llmscaler.controller.publish import ControllerMetrics, ReplicaRow
+from llmscaler.controller.publish import AvailabilityRow, ControllerMetrics, ReplicaRow
 from llmscaler.controller.va.status import VaStatuses
 from llmscaler.controller.va.story import Story
 from llmscaler.domain.basics import Action
@@ -230,6 +230,17 @@ class MainCycle:
         )
         decisions = {d.key: d for d in outcome.decisions}
         self._metrics.models(count=len(world.scopes))
+        self._metrics.set_metrics_available(
+            rows=[
+                AvailabilityRow(
+                    variant=d.variant,
+                    namespace=d.namespace,
+                    model_id=d.model_id,
+                    available=d.metrics_available,
+                )
+                for d in outcome.decisions
+            ]
+        )
         for action in Action:
             count = sum(1 for d in outcome.decisions if d.action is action)
             if count:

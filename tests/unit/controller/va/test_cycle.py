@@ -198,6 +198,8 @@ async def test_failing_source_holds_and_says_why(
         page = samples(controller.metrics.render().decode())
         errors = (('component', 'metrics'), ('error_type', 'Unreachable'))
         assert page[('wva_errors_total', errors)] == 1
+        available = (('model_id', MODEL), ('namespace', NS), ('variant_name', 'a'))
+        assert page[('llmscaler_metrics_available', available)] == 0
 
         # The source recovers: the very next cycle scales.
         source.errors = ()
@@ -205,6 +207,8 @@ async def test_failing_source_holds_and_says_why(
         assert decision(report, 'a') == (1, 2, Action.SCALE_UP)
         assert scale_writes(api, 'a') == [2]
         assert conditions(api, 'a')['MetricsAvailable'] == ('True', 'MetricsFound')
+        page = samples(controller.metrics.render().decode())
+        assert page[('llmscaler_metrics_available', available)] == 1
 
 
 async def test_stale_readings_never_scale_down(api: FakeAPI) -> None:
