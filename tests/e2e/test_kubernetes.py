@@ -17,7 +17,6 @@ deploy/base applied by kubectl, and the controller signed in as its ServiceAccou
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,10 +24,10 @@ from typing import Any
 import pytest
 import yaml
 
-from llmscaler.devcluster import binaries
 from llmscaler.devcluster.cluster import Cluster
 from llmscaler.sim.hardware.presets import MODEL_8B
 from tests.e2e.conftest import need_control_plane
+from tests.support.cluster_kubectl import kubectl
 from tests.support.e2e_controller import (
     CHEAP,
     CONTROLLER_NS,
@@ -59,28 +58,9 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
         yield c
 
 
-def kubectl(
-    cluster: Cluster, *args: str, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    """kubectl as the cluster's admin; the result, whatever its exit code."""
-    path = binaries.find('kubectl')
-    assert path is not None
-    config = cluster.control_plane.kubeconfig(
-        cluster.workdir / 'admin-test.kubeconfig', namespace=NS
-    )
-    return subprocess.run(
-        [str(path), f'--kubeconfig={config}', *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def read(cluster: Cluster, kind: str, name: str) -> dict[str, Any]:
     """A cluster-scoped object as kubectl gets it."""
-    done = kubectl(cluster, 'get', kind, name, '-o', 'json')
+    done = kubectl(cluster, 'get', kind, name, '-o', 'json', namespace=NS)
     assert done.returncode == 0, done.stderr
     found: dict[str, Any] = json.loads(done.stdout)
     return found
@@ -109,7 +89,7 @@ async def test_the_crds_accept_the_samples_and_refuse_what_their_schema_forbids(
 ) -> None:
     for va in sample_vas():
         va['metadata']['namespace'] = NS
-        done = kubectl(cluster, 'apply', '-f', '-', stdin=yaml.safe_dump(va))
+        done = kubectl(cluster, 'apply', '-f', '-', stdin=yaml.safe_dump(va), namespace=NS)
         assert done.returncode == 0, done.stderr
     names = {va['metadata']['name'] for va in sample_vas()}
     listed = cluster.list(api_version='llmd.ai/v1alpha1', kind='VariantAutoscaling', namespace=NS)
@@ -117,13 +97,13 @@ async def test_the_crds_accept_the_samples_and_refuse_what_their_schema_forbids(
     bad = sample_vas()[0]
     bad['metadata'] = {'name': 'bad', 'namespace': NS}
     bad['spec']['scaleTargetRef'] = {'kind': 'Deployment'}  # no name
-    done = kubectl(cluster, 'apply', '-f', '-', stdin=yaml.safe_dump(bad))
+    done = kubectl(cluster, 'apply', '-f', '-', stdin=yaml.safe_dump(bad), namespace=NS)
     assert done.returncode != 0
     assert 'scaleTargetRef.name' in done.stderr, done.stderr
     bad = sample_vas()[0]
     bad['metadata'] = {'name': 'bad', 'namespace': NS}
     bad['spec']['modelID'] = 7
-    done = kubectl(cluster, 'apply', '-f', '-', stdin=yaml.safe_dump(bad))
+    done = kubectl(cluster, 'apply', '-f', '-', stdin=yaml.safe_dump(bad), namespace=NS)
     assert done.returncode != 0
     assert 'modelID' in done.stderr, done.stderr
 
@@ -175,7 +155,7 @@ async def test_the_controller_scales_a_real_deployment_as_its_service_account(
         assert deployment['metadata']['uid'] == cluster.deployment(CHEAP)['metadata']['uid']
     # A scale-down by hand: the ReplicaSet deletes pods, the kubelet emulation ends them.
     cluster.set_rate(model_id=MODEL_8B, rate=0.0)
-    done = kubectl(cluster, 'scale', f'deployment/{CHEAP}', '--replicas=1')
+    done = kubectl(cluster, 'scale', f'deployment/{CHEAP}', '--replicas=1', namespace=NS)
     assert done.returncode == 0, done.stderr
     await cluster.wait_for(
         lambda: len(cluster.pods(CHEAP)) == 1, timeout=30, what='the surplus pods gone'
@@ -193,7 +173,7 @@ async def test_the_va_printer_columns_as_kubectl_shows_them(cluster: Cluster) ->
         await cluster.wait_for(
             lambda: desired(cluster, CHEAP) == 1, timeout=30, what='a first status'
         )
-    done = kubectl(cluster, 'get', 'variantautoscalings', '-o', 'wide')
+    done = kubectl(cluster, 'get', 'variantautoscalings', '-o', 'wide', namespace=NS)
     assert done.returncode == 0, done.stderr
     header, *rows = done.stdout.splitlines()
     assert header.split()[0] == 'NAME'
@@ -211,7 +191,7 @@ async def test_without_the_scale_permission_the_controller_reports_and_changes_n
     rules = [r for r in role['rules'] if 'deployments/scale' not in r.get('resources', [])]
     assert len(rules) == len(role['rules']) - 1
     role['rules'] = rules
-    done = kubectl(cluster, 'replace', '-f', '-', stdin=yaml.safe_dump(role))
+    done = kubectl(cluster, 'replace', '-f', '-', stdin=yaml.safe_dump(role), namespace=NS)
     assert done.returncode == 0, done.stderr
     await two_variants(cluster, replicas=1, min_replicas=1)
     cluster.set_rate(model_id=MODEL_8B, rate=12.0)

@@ -1,14 +1,20 @@
-"""`llmscaler run` serving LLMAutoScalers (Kaito's proposal) against the fake API, as a child
-process.
+"""`llmscaler run` serving LLMAutoScalers (Kaito's proposal), as a child process, on both backends.
 
 Each test seeds a Deployment, its pods and an LLMAutoScaler; every pod's metrics page is a small
 HTTP server on its own loopback address (127.0.0.2, 127.0.0.3, ...), all on one port, as pods of
 one workload are: the scraper reads `http://{pod IP}:{port}/metrics`. The controller runs with
 `--interval 1s`, so the LLMAutoScaler loop runs every second (the proposal's 15 s is the default).
 
+On the real control plane the Deployment is created at zero replicas, its pods are created as
+running (bound to the harness's node, with their IPs) with the label of its ReplicaSet, and then
+the Deployment is scaled to its count: the ReplicaSet controller adopts them as its own, as it
+would pods a kubelet runs. A pod it creates later (a scale-up) stays Pending: nothing runs it.
+Kaito's InferenceSet has no CRD here, so its test runs on the fake alone.
+
 | check | expectation |
 |---|---|
-| a metric above High for the window | `/scale` 2 → 3, SuccessfulRescale, status and conditions |
+| a metric above High for the window | `/scale` 2 → 3, SuccessfulRescale, status and conditions;
+  on the real server, `kubectl get llmas -o wide` shows them in the CRD's columns |
 | a bad LLMAutoScaler beside it | AbleToScale False InvalidSpec and a Warning; the good one scales |
 | cooldown | the next step only after the cooldown counted from lastScaleTime |
 | cron in a zone whose date is not UTC's | the zone's policy fires; the same expression in UTC not |
@@ -28,9 +34,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from llmscaler.devcluster import objects
 from llmscaler.devcluster.cluster import Cluster
+from tests.support.cluster_kubectl import kubectl
 from tests.support.cron_minutes import coming_minutes
-from tests.support.e2e_controller import controller
+from tests.support.e2e_controller import controller, events
 
 NS = 'kaito'
 DEPLOYMENT = 'phi'
@@ -70,8 +78,8 @@ class Pages:
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with Cluster(namespace=NS, workdir=tmp_path) as c:
+async def cluster(backend: bool, tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with Cluster(namespace=NS, workdir=tmp_path, control_plane=backend) as c:
         yield c
 
 
@@ -87,32 +95,60 @@ async def pages() -> AsyncIterator[Pages]:
 PODS_EVERY_SECOND = ('--metrics-source', 'pods', '--interval', '1s')
 
 
-def seed_deployment(cluster: Cluster, *, replicas: int, name: str = DEPLOYMENT) -> None:
-    cluster.api.seed(
-        {
-            'apiVersion': 'apps/v1',
-            'kind': 'Deployment',
-            'metadata': {'name': name, 'namespace': NS},
-            'spec': {
-                'replicas': replicas,
-                'selector': {'matchLabels': {'app': name}},
-                'template': {'metadata': {'labels': {'app': name}}},
-            },
-            'status': {'replicas': replicas},
-        }
-    )
+POD_SPEC = {'containers': [{'name': 'vllm', 'image': 'vllm/vllm-openai:e2e'}]}
 
 
-def seed_pod(cluster: Cluster, name: str, ip: str | None) -> None:
+def deployment(*, replicas: int) -> Obj:
+    return {
+        'apiVersion': 'apps/v1',
+        'kind': 'Deployment',
+        'metadata': {'name': DEPLOYMENT, 'namespace': NS},
+        'spec': {
+            'replicas': replicas,
+            'selector': {'matchLabels': {'app': DEPLOYMENT}},
+            'template': {'metadata': {'labels': {'app': DEPLOYMENT}}, 'spec': POD_SPEC},
+        },
+    }
+
+
+def pod(name: str, ip: str | None, *, labels: dict[str, str]) -> Obj:
     status: Obj = {'phase': 'Running', 'podIP': ip} if ip else {'phase': 'Pending'}
-    cluster.api.seed(
-        {
-            'apiVersion': 'v1',
-            'kind': 'Pod',
-            'metadata': {'name': name, 'namespace': NS, 'labels': {'app': DEPLOYMENT}},
-            'status': status,
-        }
-    )
+    return {
+        'apiVersion': 'v1',
+        'kind': 'Pod',
+        'metadata': {'name': name, 'namespace': NS, 'labels': {'app': DEPLOYMENT, **labels}},
+        'spec': {**POD_SPEC, 'nodeName': objects.NODE_NAME},
+        'status': status,
+    }
+
+
+async def seed_workload(cluster: Cluster, *, replicas: int, pods: Obj) -> None:
+    """The Deployment `phi` at `replicas` with `pods` (name → IP, None: pending) as its pods."""
+    if not cluster.real:
+        cluster.seed({**deployment(replicas=replicas), 'status': {'replicas': replicas}})
+        for name, ip in pods.items():
+            cluster.seed(pod(name, ip, labels={}))
+        return
+    cluster.seed(deployment(replicas=0))
+    sets: list[Obj] = []
+
+    def replica_set() -> bool:
+        sets[:] = cluster.list(api_version='apps/v1', kind='ReplicaSet', namespace=NS)
+        return len(sets) == 1
+
+    await cluster.wait_for(replica_set, timeout=30, what="the Deployment's ReplicaSet")
+    hash_label = {'pod-template-hash': sets[0]['metadata']['labels']['pod-template-hash']}
+    for name, ip in pods.items():
+        cluster.seed(pod(name, ip, labels=hash_label))
+    cluster.replace(deployment(replicas=replicas))
+
+    def adopted() -> bool:
+        found = cluster.list(api_version='v1', kind='Pod', namespace=NS)
+        return sorted(
+            p['metadata']['name'] for p in found if p['metadata'].get('ownerReferences')
+        ) == sorted(pods)
+
+    await cluster.wait_for(adopted, timeout=30, what='the pods adopted by the ReplicaSet')
 
 
 def autoscaler(
@@ -146,7 +182,7 @@ def realtime(port: int, *, up: Obj, down: Obj) -> Obj:
 
 
 def get(cluster: Cluster, name: str) -> Obj:
-    return cluster.api.get(
+    return cluster.get(
         api_version='kaito.sh/v1alpha1', kind='LLMAutoScaler', namespace=NS, name=name
     )
 
@@ -174,27 +210,25 @@ def scale_writes(cluster: Cluster) -> list[tuple[float, int]]:
     """(arrival time, spec.replicas) of every PATCH to the Deployment's `/scale`."""
     return [
         (r.at, r.json()['spec']['replicas'])
-        for r in cluster.api.requests
+        for r in cluster.requests
         if r.method == 'PATCH' and r.path == SCALE_PATH
     ]
 
 
-def events(cluster: Cluster, reason: str) -> list[Obj]:
-    resource = cluster.api.store_resource({'apiVersion': 'events.k8s.io/v1', 'kind': 'Event'})
-    return [e for e in cluster.api.store.list(resource, NS) if e.get('reason') == reason]
+def scale_reads(cluster: Cluster) -> int:
+    """GETs of the Deployment's `/scale`: one per cycle of its LLMAutoScaler."""
+    return sum(1 for r in cluster.requests if r.method == 'GET' and r.path == SCALE_PATH)
 
 
 async def test_scale_up_on_a_threshold_beside_a_bad_object(cluster: Cluster, pages: Pages) -> None:
     await pages.serve('127.0.0.2', 9)
     await pages.serve('127.0.0.3', 7)
-    seed_deployment(cluster, replicas=2)
-    seed_pod(cluster, 'phi-a', '127.0.0.2')
-    seed_pod(cluster, 'phi-b', '127.0.0.3')
+    await seed_workload(cluster, replicas=2, pods={'phi-a': '127.0.0.2', 'phi-b': '127.0.0.3'})
     # Above High (5) on average for 2 s: one step up; then the up cooldown holds it there.
     up = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 2}
-    cluster.api.seed(autoscaler('phi', scaler=realtime(pages.port, up=up, down=FOREVER)))
-    bad = autoscaler('broken', target='other', scaler={}, min_replicas=1)
-    cluster.api.seed(bad)
+    cluster.seed(autoscaler('phi', scaler=realtime(pages.port, up=up, down=FOREVER)))
+    # Valid to the CRD's schema, refused by the controller (no scaler set).
+    cluster.seed(autoscaler('broken', target='other', scaler={}, min_replicas=1))
     async with controller(cluster, *PODS_EVERY_SECOND):
         await cluster.wait_for(lambda: replicas(cluster) == 3, timeout=30, what='2 -> 3')
         await cluster.wait_for(
@@ -203,7 +237,9 @@ async def test_scale_up_on_a_threshold_beside_a_bad_object(cluster: Cluster, pag
             what='the status',
         )
         await cluster.wait_for(
-            lambda: bool(events(cluster, 'InvalidSpec')), timeout=10, what='InvalidSpec'
+            lambda: bool(events(cluster, 'InvalidSpec', namespace=NS)),
+            timeout=10,
+            what='InvalidSpec',
         )
     status = get(cluster, 'phi')['status']
     assert status['currentReplicas'] == 2
@@ -214,23 +250,39 @@ async def test_scale_up_on_a_threshold_beside_a_bad_object(cluster: Cluster, pag
     active = condition(get(cluster, 'phi'), 'ScalingActive')
     assert active is not None
     assert (active['status'], active['reason']) == ('True', 'ValidMetricFound')
-    [rescale] = events(cluster, 'SuccessfulRescale')
+    [rescale] = events(cluster, 'SuccessfulRescale', namespace=NS)
     assert rescale['note'].startswith('New size: 3; reason: vllm:num_requests_waiting')
     assert [count for _, count in scale_writes(cluster)] == [3]
     broken = condition(get(cluster, 'broken'), 'AbleToScale')
     assert broken is not None
     assert (broken['status'], broken['reason']) == ('False', 'InvalidSpec')
     assert 'set realtime, cron or both' in broken['message']
-    [warning] = events(cluster, 'InvalidSpec')
+    [warning] = events(cluster, 'InvalidSpec', namespace=NS)
     assert warning['type'] == 'Warning'
+    if cluster.real:
+        # `kubectl get llmas -o wide`: the CRD's printer columns, filled from the status.
+        done = kubectl(cluster, 'get', 'llmas', 'phi', '-o', 'wide', namespace=NS)
+        assert done.returncode == 0, done.stderr
+        header, row = done.stdout.splitlines()
+        shown = dict(zip(header.split(), row.split(), strict=True))
+        assert {k: v for k, v in shown.items() if k not in ('LASTSCALE', 'AGE')} == {
+            'NAME': 'phi',
+            'TARGET': DEPLOYMENT,
+            'MIN': '1',
+            'MAX': '6',
+            'CURRENT': '2',
+            'DESIRED': '3',
+            'ABLE': 'True',
+            'KIND': 'Deployment',
+            'REASON': 'SucceededRescale',
+        }
 
 
 async def test_the_cooldown_counts_from_the_last_scale(cluster: Cluster, pages: Pages) -> None:
     await pages.serve('127.0.0.2', 20)
-    seed_deployment(cluster, replicas=1)
-    seed_pod(cluster, 'phi-a', '127.0.0.2')
+    await seed_workload(cluster, replicas=1, pods={'phi-a': '127.0.0.2'})
     up = {'cooldownSeconds': 4, 'stabilizationWindowSeconds': 0}
-    cluster.api.seed(autoscaler('phi', scaler=realtime(pages.port, up=up, down=FOREVER)))
+    cluster.seed(autoscaler('phi', scaler=realtime(pages.port, up=up, down=FOREVER)))
     async with controller(cluster, *PODS_EVERY_SECOND):
         await cluster.wait_for(lambda: replicas(cluster) >= 3, timeout=40, what='1 -> 2 -> 3')
     writes = scale_writes(cluster)
@@ -244,7 +296,7 @@ async def test_cron_fires_in_its_time_zone_not_in_utc(cluster: Cluster) -> None:
     # Kiritimati is UTC+14: its date and hour are never UTC's, so the same expressions read in
     # Etc/UTC do not fire now.
     expressions = coming_minutes('Pacific/Kiritimati')
-    seed_deployment(cluster, replicas=1)
+    await seed_workload(cluster, replicas=1, pods={})
     policies = [
         {
             'name': f'kiritimati-{index}',
@@ -257,7 +309,7 @@ async def test_cron_fires_in_its_time_zone_not_in_utc(cluster: Cluster) -> None:
         {'name': f'utc-{index}', 'schedule': expression, 'targetReplicas': 5}
         for index, expression in enumerate(expressions)
     ]
-    cluster.api.seed(autoscaler('phi', scaler={'cron': {'policies': policies}}))
+    cluster.seed(autoscaler('phi', scaler={'cron': {'policies': policies}}))
     async with controller(cluster, *PODS_EVERY_SECOND):
         await cluster.wait_for(lambda: replicas(cluster) == 3, timeout=30, what='cron 1 -> 3')
         await cluster.wait_for(
@@ -266,35 +318,32 @@ async def test_cron_fires_in_its_time_zone_not_in_utc(cluster: Cluster) -> None:
             what='the status',
         )
     assert [count for _, count in scale_writes(cluster)] == [3]
-    [rescale] = events(cluster, 'SuccessfulRescale')
+    [rescale] = events(cluster, 'SuccessfulRescale', namespace=NS)
     assert re.search(r'cron kiritimati-\d: 3', rescale['note'])
 
 
 async def test_a_missing_pod_forbids_the_scale_down(cluster: Cluster, pages: Pages) -> None:
     await pages.serve('127.0.0.2', 0)
     await pages.serve('127.0.0.3', 0)
-    seed_deployment(cluster, replicas=3)
-    seed_pod(cluster, 'phi-a', '127.0.0.2')
-    seed_pod(cluster, 'phi-b', '127.0.0.3')
-    seed_pod(cluster, 'phi-c', None)  # pending: no IP, no page
+    # phi-c is pending: no IP, no page.
+    pods = {'phi-a': '127.0.0.2', 'phi-b': '127.0.0.3', 'phi-c': None}
+    await seed_workload(cluster, replicas=3, pods=pods)
     # Down at once, no window, no cooldown: only the missing pod can hold it. The proposal's rule
     # counts it at High (5) down, (0 + 0 + 5) / 3 < Low (4), which alone would scale down;
     # the safety rule (missing metrics never scale down) holds it.
     down = {'cooldownSeconds': 0, 'stabilizationWindowSeconds': 0}
     scaler = realtime(pages.port, up=FOREVER, down=down)
     scaler['realtime']['metrics'][0]['threshold'] = {'high': 5, 'low': 4}
-    cluster.api.seed(autoscaler('phi', scaler=scaler))
+    cluster.seed(autoscaler('phi', scaler=scaler))
     async with controller(cluster, *PODS_EVERY_SECOND):
         await cluster.wait_for(
             lambda: scaling_active_reason(cluster) == 'MetricsMissing',
             timeout=20,
             what='MetricsMissing',
         )
-        before = cluster.api.requests_to(method='GET', path=SCALE_PATH)
+        before = scale_reads(cluster)
         await cluster.wait_for(
-            lambda: len(cluster.api.requests_to(method='GET', path=SCALE_PATH)) >= len(before) + 3,
-            timeout=20,
-            what='three more cycles',
+            lambda: scale_reads(cluster) >= before + 3, timeout=20, what='three more cycles'
         )
         assert scale_writes(cluster) == []
         active = condition(get(cluster, 'phi'), 'ScalingActive')
@@ -303,10 +352,8 @@ async def test_a_missing_pod_forbids_the_scale_down(cluster: Cluster, pages: Pag
         assert 'from phi-c' in active['message']
         # The pod starts and reports: the scale-down follows.
         await pages.serve('127.0.0.4', 0)
-        resource = cluster.api.store_resource({'apiVersion': 'v1', 'kind': 'Pod'})
-        pod = cluster.api.store.get(resource, NS, 'phi-c')
-        pod = {**pod, 'status': {'phase': 'Running', 'podIP': '127.0.0.4'}}
-        cluster.api.store.update(resource, NS, 'phi-c', pod, part='status')
+        started = cluster.get(api_version='v1', kind='Pod', namespace=NS, name='phi-c')
+        cluster.report_status({**started, 'status': {'phase': 'Running', 'podIP': '127.0.0.4'}})
         await cluster.wait_for(lambda: replicas(cluster) == 2, timeout=20, what='3 -> 2')
     assert [count for _, count in scale_writes(cluster)][:1] == [2]
 
@@ -314,6 +361,7 @@ async def test_a_missing_pod_forbids_the_scale_down(cluster: Cluster, pages: Pag
 INFERENCE_SETS = f'/apis/kaito.sh/v1beta1/namespaces/{NS}/inferencesets'
 
 
+@pytest.mark.fake_api  # Kaito's InferenceSet: no CRD on the real server
 async def test_an_inference_set_is_scaled_through_its_scale(cluster: Cluster, pages: Pages) -> None:
     await pages.serve('127.0.0.2', 9)
     cluster.api.seed(
@@ -325,7 +373,7 @@ async def test_an_inference_set_is_scaled_through_its_scale(cluster: Cluster, pa
             'status': {'replicas': 1, 'selector': f'app={DEPLOYMENT}'},
         }
     )
-    seed_pod(cluster, 'phi-a', '127.0.0.2')  # labelled app=phi: the selector /scale reports
+    cluster.seed(pod('phi-a', '127.0.0.2', labels={}))  # app=phi: the selector /scale reports
     up = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 0}
     scaler = realtime(pages.port, up=up, down=FOREVER)
     kind = ('kaito.sh/v1beta1', 'InferenceSet')
@@ -357,5 +405,5 @@ async def test_an_inference_set_is_scaled_through_its_scale(cluster: Cluster, pa
     able = condition(get(cluster, 'phi'), 'AbleToScale')
     assert able is not None
     assert (able['status'], able['reason']) == ('True', 'SucceededRescale')
-    [rescale] = events(cluster, 'SuccessfulRescale')
+    [rescale] = events(cluster, 'SuccessfulRescale', namespace=NS)
     assert rescale['regarding']['name'] == 'phi'

@@ -86,11 +86,12 @@ def main_resource_writes(cluster: Cluster) -> list[RecordedRequest]:
     ]
 
 
-def events(cluster: Cluster, reason: str) -> list[Obj]:
-    """events.k8s.io/v1 Events with `reason` in the VA namespace: the API the controller writes.
+def events(cluster: Cluster, reason: str, *, namespace: str = NS) -> list[Obj]:
+    """events.k8s.io/v1 Events with `reason` in `namespace` (the VAs'): the API the controller
+    writes.
 
-    Not the core v1 Events too: a real API server shows every Event under both APIs."""
-    listed = cluster.list(api_version='events.k8s.io/v1', kind='Event', namespace=NS)
+    Not the core v1 Events too: a real API server (and the fake) shows every Event under both."""
+    listed = cluster.list(api_version='events.k8s.io/v1', kind='Event', namespace=namespace)
     return [e for e in listed if e.get('reason') == reason]
 
 

@@ -13,9 +13,10 @@ are this module's. With `control_plane=True` they are the real ones (`controlpla
 etcd, kube-apiserver with RBAC, kube-controller-manager, kube-scheduler, built by `make
 binaries`): the CRDs and RBAC of deploy/base are applied first, `kubeconfig` gives the
 controller its ServiceAccount's token, and the kubelet is `nodes.VariantPods`, a client of the
-API. `get`, `list`, `seed`, `replace` and `requests` (the fake's request log, or the API server's
-audit log of writes) serve both, so a test written against them runs on either; the fake's
-fault injection (`api`) exists on the fake alone, and InferencePools too.
+API. `get`, `list`, `seed`, `replace`, `report_status` and `requests` (the fake's request log,
+or the API server's audit log of writes and `/scale` reads, each stamped with its arrival) serve
+both, so a test written against them runs on either; the fake's fault injection (`api`) exists
+on the fake alone, and InferencePools too.
 
 On the fake, every 50 ms a reconciler task syncs each variant's `kubelet.Workload`
 (spec.replicas → pods `<deploy>-<hash>-<slot>` owned by ReplicaSet `<deploy>-<hash>`, ready after
@@ -64,6 +65,7 @@ from typing import Any
 
 import yaml
 
+from llmscaler.clock import parse_rfc3339
 from llmscaler.devcluster import binaries, controlplane, nodes, objects
 from llmscaler.devcluster.controlplane import ControlPlane, ControlPlaneMissing
 from llmscaler.devcluster.fakeapi.semantics import ApiError
@@ -100,7 +102,7 @@ CONTROLLER_NAMESPACE = 'llmscaler-system'
 CONTROLLER_ACCOUNT = 'llmscaler-controller'
 # What `Cluster(control_plane=True)` runs: the control plane, and kubectl to install deploy/base.
 CONTROL_PLANE_BINARIES = (*controlplane.BINARIES, 'kubectl')
-_VERBS = {'create': 'POST', 'update': 'PUT', 'patch': 'PATCH', 'delete': 'DELETE'}
+_VERBS = {'create': 'POST', 'update': 'PUT', 'patch': 'PATCH', 'delete': 'DELETE', 'get': 'GET'}
 
 
 class Cluster:
@@ -474,6 +476,24 @@ class Cluster:
         )
         self._client.raw(method='PUT', path=path, body=new)
 
+    def report_status(self, obj: Obj) -> None:
+        """Write `obj`'s status as the object's own controller would (a kubelet for a pod): its
+        watchers see a MODIFIED; the spec is left alone."""
+        meta = obj['metadata']
+        if self._fake is not None:
+            resource = self._fake.store_resource(obj)
+            self._fake.store.update(resource, meta['namespace'], meta['name'], obj, part='status')
+            return
+        # A merge patch replaces lists whole, so the status written is `obj`'s, conditions too.
+        self._client.patch(
+            api_version=obj['apiVersion'],
+            kind=obj['kind'],
+            namespace=meta.get('namespace'),
+            name=meta['name'],
+            patch={'status': obj['status']},
+            subresource='status',
+        )
+
     def set_startup_delay(self, *, name: str, seconds: float) -> None:
         """Pods of variant `name` created from now on are ready after `seconds` (finite, >= 0)."""
         if not (math.isfinite(seconds) and seconds >= 0):
@@ -508,7 +528,8 @@ class Cluster:
     @property
     def requests(self) -> builtins.list[RecordedRequest]:
         """The requests of clients other than the cluster itself, oldest first: the fake API's
-        request log, or the real API server's audit log (writes only, with their bodies)."""
+        request log, or the real API server's audit log (writes, with their bodies, and reads of
+        `/scale` subresources)."""
         if self._fake is not None:
             return list(self._fake.requests)
         found = []
@@ -527,6 +548,7 @@ class Cluster:
                     content_type='application/json',
                     body=json.dumps(event.get('requestObject')).encode(),
                     client=str(user.get('username', '')) if isinstance(user, dict) else '',
+                    at=parse_rfc3339(str(event.get('requestReceivedTimestamp'))) or 0.0,
                     status=int(status['code']) if isinstance(status, dict) else None,
                 )
             )

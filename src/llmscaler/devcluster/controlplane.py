@@ -7,8 +7,8 @@ garbage collection behave as assumed. This module starts the real thing, configu
 would be: its own CA and serving certificate, ServiceAccount signing keys,
 `--authorization-mode=Node,RBAC` with the default admission plugins, and one client certificate
 per component, so RBAC sees the identities it sees in a cluster. An audit log records every
-write by any other client (the controller under test), request body included: the real
-server's equivalent of the fake's request log.
+write by any other client (the controller under test), request body included, and its reads of
+`/scale` subresources: the real server's equivalent of the fake's request log.
 
 What: `ControlPlane(workdir=...)`, an async context manager, starts the four processes in order
 (each waits for the previous to be ready) and stops them in reverse. `url` is the API server's
@@ -91,14 +91,15 @@ IDENTITIES = {
 
 
 # The audit policy: every write but those of the control plane's own components (the API server
-# itself included) and of the admin identity (the harness), with its request body; reads are
-# not recorded.
+# itself included) and of the admin identity (the harness), with its request body; of the reads,
+# only those of a `/scale` subresource (without a body: a test counts an autoscaler's cycles by
+# them), in the groups whose workloads the tests scale.
+_SCALED_GROUPS = ('apps', 'kaito.sh', 'leaderworkerset.x-k8s.io')
 _AUDIT_POLICY = {
     'apiVersion': 'audit.k8s.io/v1',
     'kind': 'Policy',
     'omitStages': ['RequestReceived'],
     'rules': [
-        {'level': 'None', 'verbs': ['get', 'list', 'watch']},
         {
             'level': 'None',
             'users': sorted(
@@ -106,6 +107,12 @@ _AUDIT_POLICY = {
             ),
         },
         {'level': 'None', 'userGroups': ['system:serviceaccounts:kube-system', 'system:nodes']},
+        {
+            'level': 'Metadata',
+            'verbs': ['get'],
+            'resources': [{'group': group, 'resources': ['*/scale']} for group in _SCALED_GROUPS],
+        },
+        {'level': 'None', 'verbs': ['get', 'list', 'watch']},
         {'level': 'Request'},
     ],
 }

@@ -3,7 +3,8 @@
 Why: the controller discovers kinds, their `/scale` and `/status` subresources and short names the
 way kubectl does, so the fake must publish the same discovery shapes (APIVersions, APIGroupList,
 APIResourceList) for exactly the kinds it serves. Everything here is data: adding a kind is one
-`Resource(...)` row.
+`Resource(...)` row. Two rows may share one storage (`stored_in`, core v1 and events.k8s.io/v1
+Events), as in kube-apiserver; `conversion` renames the fields between them.
 
 A `ScaleMap` says how autoscaling/v1 Scale maps onto a kind: the spec and status replica paths and
 where the selector string comes from (`.spec.selector.matchLabels` rendered as `k=v,...` sorted by
@@ -41,6 +42,9 @@ class Resource:
     scale: ScaleMap | None = None
     # Built-in kinds take strategic merge patches; custom resources answer 415 to them.
     builtin: bool = True
+    # The group/version of the resource (same kind) whose storage this one shares, served
+    # through `conversion`; '' for a resource with storage of its own.
+    stored_in: str = ''
 
     @property
     def group_version(self) -> str:
@@ -74,7 +78,7 @@ INFERENCE_SET_SCALE = ScaleMap(
 RESOURCES: tuple[Resource, ...] = (
     Resource('', 'v1', 'configmaps', 'ConfigMap', short_names=('cm',)),
     Resource('', 'v1', 'pods', 'Pod', short_names=('po',), status=True),
-    Resource('', 'v1', 'events', 'Event', short_names=('ev',)),
+    Resource('', 'v1', 'events', 'Event', short_names=('ev',), stored_in='events.k8s.io/v1'),
     Resource('', 'v1', 'nodes', 'Node', namespaced=False, short_names=('no',), status=True),
     Resource(
         'apps',
@@ -161,6 +165,15 @@ def by_kind(*, api_version: str, kind: str) -> Resource | None:
         if (r.group_version, r.kind) == (api_version, kind):
             return r
     return None
+
+
+def storage_of(resource: Resource) -> Resource:
+    """The resource whose storage holds `resource`'s objects (itself, but for core Events)."""
+    if not resource.stored_in:
+        return resource
+    found = by_kind(api_version=resource.stored_in, kind=resource.kind)
+    assert found is not None, f'{resource.plural} is stored in an unknown {resource.stored_in}'
+    return found
 
 
 def api_versions() -> dict[str, Any]:

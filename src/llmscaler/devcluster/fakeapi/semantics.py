@@ -9,8 +9,11 @@ Failures: a JSON patch whose `test` fails, or whose path is missing, raises `Api
 (reason Invalid), as the apiserver answers; a malformed patch document raises 400 (BadRequest).
 Label selectors are the apiserver's: `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`,
 `k` (exists) and `!k`, joined by commas; a malformed one (or an empty value set) raises 400.
-Field selectors support `metadata.name` and `metadata.namespace` with `=`, `==` and `!=`; any
-other field raises 400.
+Field selectors support `metadata.name` and `metadata.namespace` with `=`, `==` and `!=`, and
+on Events the fields kube-apiserver selects them by (core v1: `involvedObject.*`, `reason`,
+`reportingComponent`, `source`, `type`; events.k8s.io/v1: `regarding.*`, `reason`,
+`reportingController`, `type`; as `kubectl describe` asks for an object's Events); any other
+field raises 400.
 """
 
 from __future__ import annotations
@@ -204,12 +207,48 @@ def label_selector_matches(*, selector: str, labels: dict[str, str]) -> bool:
     return True
 
 
+_REFERENCE_FIELDS = (
+    'apiVersion',
+    'fieldPath',
+    'kind',
+    'name',
+    'namespace',
+    'resourceVersion',
+    'uid',
+)
+# Field selector → path in the object, per (apiVersion, kind) with fields beyond metadata's.
+_SELECTABLE: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {
+    ('v1', 'Event'): {
+        **{f'involvedObject.{f}': ('involvedObject', f) for f in _REFERENCE_FIELDS},
+        'reason': ('reason',),
+        'reportingComponent': ('reportingComponent',),
+        'source': ('source', 'component'),
+        'type': ('type',),
+    },
+    ('events.k8s.io/v1', 'Event'): {
+        **{f'regarding.{f}': ('regarding', f) for f in _REFERENCE_FIELDS},
+        'reason': ('reason',),
+        'reportingController': ('reportingController',),
+        'type': ('type',),
+    },
+}
+
+
 def field_selector_matches(*, selector: str, obj: dict[str, Any]) -> bool:
+    """Whether `obj` has the fields `selector` asks for; which fields can be asked for depends
+    on its apiVersion and kind (pass just those two to check a selector before any object)."""
     meta = obj.get('metadata', {})
     fields = {
         'metadata.name': meta.get('name', ''),
         'metadata.namespace': meta.get('namespace', ''),
     }
+    for field, path in _SELECTABLE.get(
+        (obj.get('apiVersion', ''), obj.get('kind', '')), {}
+    ).items():
+        value: Any = obj
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        fields[field] = '' if value is None else str(value)
     for requirement in _split(selector):
         m = re.match(r'^\s*([A-Za-z.]+)\s*(==|=|!=)\s*(\S*)\s*$', requirement)
         if m is None or m[1] not in fields:

@@ -69,7 +69,9 @@ class RecordedRequest:
     client: str = ''
     """The bearer token the request carried ('' without one): who sent it."""
     at: float = 0.0
-    """time.monotonic() when the request's body had been read."""
+    """When the request arrived, in seconds of some clock: the fake's time.monotonic() once its
+    body had been read; the real API server's audit timestamp (Unix seconds). Compare only the
+    `at` of two requests of the same log."""
     status: int | None = None
     """The HTTP status answered; None until then."""
 

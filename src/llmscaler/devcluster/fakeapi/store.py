@@ -12,6 +12,11 @@ Conflict; a write without one is unconditional. Kinds with a status subresource 
 on create and keep the stored `.status` on main-resource writes; `/status` writes keep everything
 but `.status`.
 
+Resources that share a storage (core v1 and events.k8s.io/v1 Events, `resources.storage_of`)
+share one set of objects and one name space: each is stored in its storage's form and read in
+the form of the resource it is read through (`conversion`); watch events carry the storage's
+resource and form, and a watch converts them (`watch.Selection`).
+
 History: the last `history_limit` events are kept for watches; a watch from an older
 resourceVersion is answered 410 Expired. `compacted` is the highest resourceVersion no longer
 covered by history.
@@ -28,7 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from llmscaler.devcluster.fakeapi.resources import Resource, ScaleMap
+from llmscaler.devcluster.fakeapi.conversion import served, stored_form
+from llmscaler.devcluster.fakeapi.resources import Resource, ScaleMap, storage_of
 from llmscaler.devcluster.fakeapi.semantics import ApiError
 
 Obj = dict[str, Any]
@@ -78,10 +84,11 @@ class Store:
         self.watchers: set[asyncio.Queue[Event | str | None]] = set()
 
     def _bucket(self, resource: Resource) -> dict[tuple[str, str], Obj]:
-        return self._objects.setdefault((resource.group, resource.plural), {})
+        storage = storage_of(resource)
+        return self._objects.setdefault((storage.group, storage.plural), {})
 
     def _emit(self, resource: Resource, kind: str, obj: Obj, old: Obj | None = None) -> None:
-        event = Event(resource, kind, copy.deepcopy(obj), old)
+        event = Event(storage_of(resource), kind, copy.deepcopy(obj), old)
         self._history.append(event)
         while len(self._history) > self._history_limit:
             self.compacted = self._history.popleft().rv
@@ -104,12 +111,18 @@ class Store:
         namespace: str | None,
         where: Callable[[Obj], bool] | None = None,
     ) -> list[Obj]:
-        """Copies of the stored objects, sorted; only those `where` accepts (it must not write)."""
+        """Copies of the stored objects as `resource` serves them, sorted; only those `where`
+        accepts (it must not write)."""
         bucket = self._bucket(resource)
         keys = sorted(k for k in bucket if namespace is None or k[0] == namespace)
-        return [copy.deepcopy(bucket[k]) for k in keys if where is None or where(bucket[k])]
+        shown = (served(resource, bucket[k]) for k in keys)
+        return [copy.deepcopy(obj) for obj in shown if where is None or where(obj)]
 
     def get(self, resource: Resource, namespace: str, name: str) -> Obj:
+        return served(resource, self._stored(resource, namespace, name))
+
+    def _stored(self, resource: Resource, namespace: str, name: str) -> Obj:
+        """A copy of the object in its storage's form."""
         obj = self._bucket(resource).get((namespace, name))
         if obj is None:
             raise ApiError(404, f'{resource.plural}.{resource.group} "{name}" not found')
@@ -120,7 +133,7 @@ class Store:
         return {k: v for k, v in obj.items() if k not in dropped}
 
     def create(self, resource: Resource, namespace: str, obj: Obj, *, keep_status: bool) -> Obj:
-        obj = copy.deepcopy(obj)
+        obj = stored_form(resource, copy.deepcopy(obj))
         meta = obj.setdefault('metadata', {})
         if not meta.get('name') and meta.get('generateName'):
             meta['name'] = meta['generateName'] + uuid.uuid4().hex[:5]
@@ -141,7 +154,8 @@ class Store:
         if resource.status and not keep_status:
             obj.pop('status', None)
         self.rv += 1
-        obj['apiVersion'], obj['kind'] = resource.group_version, resource.kind
+        storage = storage_of(resource)
+        obj['apiVersion'], obj['kind'] = storage.group_version, storage.kind
         meta.update(
             uid=str(uuid.uuid4()),
             resourceVersion=str(self.rv),
@@ -150,11 +164,12 @@ class Store:
         )
         bucket[(namespace, name)] = obj
         self._emit(resource, 'ADDED', obj)
-        return copy.deepcopy(obj)
+        return served(resource, copy.deepcopy(obj))
 
     def update(self, resource: Resource, namespace: str, name: str, obj: Obj, *, part: str) -> Obj:
         """Replace the object; `part` is 'main' or 'status' (which fields the write may change)."""
-        old = self.get(resource, namespace, name)
+        old = self._stored(resource, namespace, name)
+        obj = stored_form(resource, obj)
         meta = obj.get('metadata') or {}
         if meta.get('name', name) != name:
             raise ApiError(400, 'the name of the object does not match the name on the URL')
@@ -179,27 +194,29 @@ class Store:
                 new.pop('status', None)
                 if 'status' in old:
                     new['status'] = old['status']
-        new['apiVersion'], new['kind'] = resource.group_version, resource.kind
+        storage = storage_of(resource)
+        new['apiVersion'], new['kind'] = storage.group_version, storage.kind
         kept = ('uid', 'creationTimestamp', 'namespace', 'name', 'generation')
         new['metadata'].update({k: old['metadata'][k] for k in kept if k in old['metadata']})
         if self._spec_of(resource, new) != self._spec_of(resource, old):
             new['metadata']['generation'] = old['metadata']['generation'] + 1
         new['metadata']['resourceVersion'] = old['metadata']['resourceVersion']
         if new == old:
-            return old  # a no-op write keeps the resourceVersion, as the apiserver does
+            # A no-op write keeps the resourceVersion, as the apiserver does.
+            return served(resource, old)
         self.rv += 1
         new['metadata']['resourceVersion'] = str(self.rv)
         self._bucket(resource)[(namespace, name)] = new
         self._emit(resource, 'MODIFIED', new, old)
-        return copy.deepcopy(new)
+        return served(resource, copy.deepcopy(new))
 
     def delete(self, resource: Resource, namespace: str, name: str) -> Obj:
-        old = self.get(resource, namespace, name)
+        old = self._stored(resource, namespace, name)
         del self._bucket(resource)[(namespace, name)]
         self.rv += 1
         old['metadata']['resourceVersion'] = str(self.rv)
         self._emit(resource, 'DELETED', old)
-        return old
+        return served(resource, old)
 
 
 def to_scale(scale: ScaleMap, obj: Obj) -> Obj:

@@ -29,7 +29,8 @@ from typing import Any
 
 from aiohttp import web
 
-from llmscaler.devcluster.fakeapi.resources import Resource
+from llmscaler.devcluster.fakeapi.conversion import served
+from llmscaler.devcluster.fakeapi.resources import Resource, storage_of
 from llmscaler.devcluster.fakeapi.semantics import (
     ApiError,
     field_selector_matches,
@@ -59,7 +60,8 @@ class Selection:
             resource, namespace, query.get('labelSelector', ''), query.get('fieldSelector', '')
         )
         label_selector_matches(selector=made.label_selector, labels={})
-        field_selector_matches(selector=made.field_selector, obj={})
+        kind = {'apiVersion': resource.group_version, 'kind': resource.kind}
+        field_selector_matches(selector=made.field_selector, obj=kind)
         return made
 
     def matches(self, obj: Obj) -> bool:
@@ -75,16 +77,18 @@ class Selection:
             selector=self.field_selector, obj=obj
         )
 
-    def seen_as(self, event: Event) -> str | None:
-        """The event type this watch reports for `event`; None when it reports nothing."""
-        if event.resource != self.resource:
+    def seen_as(self, event: Event) -> tuple[str, Obj] | None:
+        """The event type this watch reports for `event` and its object as this watch's resource
+        serves it; None when it reports nothing."""
+        if storage_of(event.resource) is not storage_of(self.resource):
             return None
-        now = self.matches(event.object)
+        shown = served(self.resource, event.object)
+        now = self.matches(shown)
         if event.type == 'MODIFIED' and event.old is not None:
-            before = self.matches(event.old)
+            before = self.matches(served(self.resource, event.old))
             if now != before:
-                return 'ADDED' if now else 'DELETED'
-        return event.type if now else None
+                return ('ADDED' if now else 'DELETED'), shown
+        return (event.type, shown) if now else None
 
 
 async def serve_watch(
@@ -181,9 +185,9 @@ async def _stream(
                 bookmark = {'kind': r.kind, 'apiVersion': r.group_version, 'metadata': meta}
                 await response.write(_line({'type': 'BOOKMARK', 'object': bookmark}))
             continue
-        kind = selection.seen_as(item)
-        if kind is not None:
-            await response.write(_line({'type': kind, 'object': item.object}))
+        seen = selection.seen_as(item)
+        if seen is not None:
+            await response.write(_line({'type': seen[0], 'object': seen[1]}))
 
 
 def _line(event: Any) -> bytes:

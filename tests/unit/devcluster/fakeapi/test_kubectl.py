@@ -105,6 +105,41 @@ async def test_get_va_json_by_short_name(api: FakeAPI) -> None:
     assert item['spec'] == {'modelID': 'm'}
 
 
+async def test_describe_lists_the_events_recorded_through_events_k8s_io(api: FakeAPI) -> None:
+    # The controller records events.k8s.io/v1 Events; kubectl describe reads core v1 ones by
+    # the object's kind, name, namespace and uid: the same Events, as on a real API server.
+    va = api.get(
+        api_version='llmd.ai/v1alpha1', kind='VariantAutoscaling', namespace='ns', name='v'
+    )
+    regarding = {
+        'apiVersion': 'llmd.ai/v1alpha1',
+        'kind': 'VariantAutoscaling',
+        'name': 'v',
+        'namespace': 'ns',
+        'uid': va['metadata']['uid'],
+    }
+    api.seed(
+        {
+            'apiVersion': 'events.k8s.io/v1',
+            'kind': 'Event',
+            'metadata': {'name': 'v.1', 'namespace': 'ns'},
+            'eventTime': '2026-01-01T00:00:00.000000Z',
+            'regarding': regarding,
+            'note': 'Deployment ns/x: 1 -> 2 (saturation)',
+            'reason': 'ScaledUp',
+            'type': 'Normal',
+            'action': 'Scale',
+            'reportingController': 'llmscaler',
+            'reportingInstance': 'ctl-0',
+        }
+    )
+    code, out, err = await kubectl(api, 'describe', 'va', 'v', '-n', 'ns')
+    assert code == 0, err
+    events = out.split('Events:', 1)[1]
+    assert 'ScaledUp' in events
+    assert 'Deployment ns/x: 1 -> 2 (saturation)' in events
+
+
 async def test_scale_deployment(api: FakeAPI) -> None:
     code, out, err = await kubectl(api, 'scale', 'deployment/x', '--replicas=3', '-n', 'ns')
     assert code == 0, err

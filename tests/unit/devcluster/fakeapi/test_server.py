@@ -434,6 +434,96 @@ async def test_watch_deleted(api: FakeAPI, http: httpx.AsyncClient) -> None:
     assert events[0]['object']['metadata']['name'] == 'a'
 
 
+CORE_EVENTS = f'/api/v1{NS}/events'
+EVENTS = f'/apis/events.k8s.io/v1{NS}/events'
+
+
+def new_event(name: str) -> dict[str, Any]:
+    """An events.k8s.io/v1 Event, as the controller records it."""
+    return {
+        'apiVersion': 'events.k8s.io/v1',
+        'kind': 'Event',
+        'metadata': {'name': name, 'namespace': 'ns'},
+        'eventTime': '2026-01-01T00:00:00.000000Z',
+        'regarding': {'kind': 'VariantAutoscaling', 'name': 'v', 'namespace': 'ns'},
+        'note': 'Deployment ns/v: 1 -> 2',
+        'reason': 'ScaledUp',
+        'type': 'Normal',
+        'action': 'Scale',
+        'reportingController': 'llmscaler',
+        'reportingInstance': 'ctl-0',
+    }
+
+
+async def test_events_are_one_set_served_through_both_apis(http: httpx.AsyncClient) -> None:
+    # kube-apiserver keeps one set of Events: written through events.k8s.io/v1, read through
+    # core v1 (kubectl describe), with the fields renamed; and the other way round.
+    assert (await http.post(EVENTS, json=new_event('a'))).status_code == 201
+    [core] = (await http.get(CORE_EVENTS)).json()['items']
+    assert core['apiVersion'] == 'v1'
+    assert core['involvedObject'] == {'kind': 'VariantAutoscaling', 'name': 'v', 'namespace': 'ns'}
+    assert (core['message'], core['reportingComponent']) == ('Deployment ns/v: 1 -> 2', 'llmscaler')
+    assert (core['reason'], core['type'], core['reportingInstance']) == (
+        'ScaledUp',
+        'Normal',
+        'ctl-0',
+    )
+    assert not {'regarding', 'note', 'reportingController'} & set(core)
+
+    old = {
+        'apiVersion': 'v1',
+        'kind': 'Event',
+        'metadata': {'name': 'b', 'namespace': 'ns'},
+        'involvedObject': {'kind': 'Pod', 'name': 'p', 'namespace': 'ns'},
+        'message': 'pulled',
+        'reason': 'Pulled',
+        'source': {'component': 'kubelet'},
+        'firstTimestamp': '2026-01-01T00:00:00Z',
+        'lastTimestamp': '2026-01-01T00:01:00Z',
+        'count': 2,
+        'type': 'Normal',
+    }
+    assert (await http.post(CORE_EVENTS, json=old)).status_code == 201
+    new = (await http.get(f'{EVENTS}/b')).json()
+    assert new['apiVersion'] == 'events.k8s.io/v1'
+    assert (new['regarding']['name'], new['note'], new['deprecatedCount']) == ('p', 'pulled', 2)
+    assert new['deprecatedSource'] == {'component': 'kubelet'}
+    assert (new['deprecatedFirstTimestamp'], new['deprecatedLastTimestamp']) == (
+        '2026-01-01T00:00:00Z',
+        '2026-01-01T00:01:00Z',
+    )
+    # One name space: the same name through the other API already exists.
+    assert (
+        await http.post(CORE_EVENTS, json={**old, 'metadata': {'name': 'a'}})
+    ).status_code == 409
+    assert [e['metadata']['name'] for e in (await http.get(EVENTS)).json()['items']] == ['a', 'b']
+    # Field selectors read the fields of the API asked.
+    selected = await http.get(CORE_EVENTS, params={'fieldSelector': 'involvedObject.name=p'})
+    assert [e['metadata']['name'] for e in selected.json()['items']] == ['b']
+    selected = await http.get(EVENTS, params={'fieldSelector': 'regarding.name=v,type=Normal'})
+    assert [e['metadata']['name'] for e in selected.json()['items']] == ['a']
+    wrong = await http.get(EVENTS, params={'fieldSelector': 'involvedObject.name=p'})
+    assert wrong.status_code == 400
+    # Deleted through one API, gone from both.
+    assert (await http.delete(f'{CORE_EVENTS}/a')).status_code == 200
+    assert (await http.get(f'{EVENTS}/a')).status_code == 404
+
+
+async def test_a_core_events_watch_sees_events_recorded_through_events_k8s_io(
+    http: httpx.AsyncClient,
+) -> None:
+    events = await read_events(
+        http,
+        CORE_EVENTS,
+        {'resourceVersion': '0'},
+        1,
+        lambda: asyncio.ensure_future(http.post(EVENTS, json=new_event('a'))),
+    )
+    assert events[0]['type'] == 'ADDED'
+    assert events[0]['object']['apiVersion'] == 'v1'
+    assert events[0]['object']['message'] == 'Deployment ns/v: 1 -> 2'
+
+
 async def test_watch_too_old_is_in_stream_410(http: httpx.AsyncClient) -> None:
     async with FakeAPI(history_limit=2) as small, httpx.AsyncClient(base_url=small.url) as c:
         for name in 'abc':
