@@ -15,6 +15,8 @@ them in the right order and stops them cleanly, the way a controller-runtime man
 3. with --leader-elect the process waits for the Lease; without it, it leads at once;
 4. the leader renews the Lease from the moment it holds it; once the caches have synced it runs
    the main cycle, its scale-retry worker and the scale-from-zero loop;
+   (`--shadow`: the main cycle alone, which writes nothing; every write but the Lease's is
+   refused at the client, `kube.write_fence`, and it elects on a Lease of its own);
 5. SIGTERM or SIGINT stops the loops, releases the Lease (so a standby takes over at its next
    retry instead of after the lease duration) and exits 0.
 
@@ -43,6 +45,7 @@ import sys
 from collections.abc import Sequence
 
 from llmscaler.clock import Clock, LoopClock
+from llmscaler.collect.prometheus.peer import PeerDesired
 from llmscaler.collect.prometheus.source import PrometheusSource
 from llmscaler.collect.readings import MetricsSource
 from llmscaler.collect.scrape.source import PodScrapeSource, ScrapeTarget
@@ -77,12 +80,12 @@ from llmscaler.controller.publish import (
     parse_bind_address,
 )
 from llmscaler.controller.startup import liveness_limit, settings_line, tls_problems
-from llmscaler.controller.va.cycle import MainCycle
+from llmscaler.controller.va.cycle import SHADOW, MainCycle
 from llmscaler.domain.snapshot import GpuLimit
 from llmscaler.kube.client import KubeConfigProblem, make_client
 from llmscaler.kube.events import EventRecorder
 from llmscaler.kube.informer import Cache
-from llmscaler.kube.leader import LeaderConfig, LeaderElector
+from llmscaler.kube.leader import LEASE_NAME, SHADOW_LEASE_NAME, LeaderConfig, LeaderElector
 from llmscaler.kube.scale import ScaleClient
 from llmscaler.kube.status import StatusWriter
 from llmscaler.kube.write_fence import fence_writes
@@ -137,7 +140,9 @@ class Controller:
             controller_namespace=options.namespace,
             base=options.base_configmaps,
         )
-        self.events = EventRecorder(client=self.client, clock=self.clock, instance=options.identity)
+        self.events = EventRecorder(
+            client=self.client, clock=self.clock, instance=options.identity, silent=options.shadow
+        )
         self.scale = ScaleClient(client=self.client)
         lease = LeaderConfig(
             namespace=options.namespace,
@@ -145,6 +150,7 @@ class Controller:
             lease_duration=options.lease_duration,
             renew_deadline=options.renew_deadline,
             retry_period=options.retry_period,
+            name=SHADOW_LEASE_NAME if options.shadow else LEASE_NAME,
         )
         self._lease_name = lease.name
         self.elector = LeaderElector(
@@ -153,8 +159,8 @@ class Controller:
             config=lease,
             on_change=lambda leading: self.metrics.leader(is_leader=leading),
         )
-        if options.leader_elect:
-            fence_writes(self.client, refusal=self.elector.write_refusal)
+        if options.leader_elect or options.shadow:
+            fence_writes(self.client, refusal=self._write_refusal)
         self.scraper: PodScrapeSource | None = None
         scraping = options.metrics_source == 'pods' or options.prometheus is None
         self._owns_source = source is None
@@ -173,6 +179,10 @@ class Controller:
         )
         self.source: MetricsSource = source
         self._ports: dict[str, int] = {}
+        # In shadow mode, the other autoscaler's decisions as it publishes them to Prometheus.
+        self._peer_source: PrometheusSource | None = None
+        if options.shadow and options.prometheus is not None:
+            self._peer_source = PrometheusSource(config=options.prometheus)
         # Nodes and bound GPU pods, for the limiter: started once a model turns it on.
         self.inventory = Inventory(client=self.client, clock=self.clock)
         self.cycle = MainCycle(
@@ -191,8 +201,9 @@ class Controller:
             ),
             events=self.events,
             metrics=self.metrics,
-            actuation=options.actuation,
+            actuation=SHADOW if options.shadow else options.actuation,
             inventory=self._gpu_limits,
+            peer=None if self._peer_source is None else PeerDesired(source=self._peer_source),
         )
         self._epp_selector = parse_selector(options.epp_selector)
         self._epp_memo: tuple[int, tuple[ScrapeTarget, ...]] | None = None
@@ -224,6 +235,12 @@ class Controller:
         )
         self._leading_since: float | None = None
         """Monotonic time the leading loops started at; None while not running them."""
+
+    def _write_refusal(self) -> str | None:
+        """Why no write but the Lease's may leave now; None when it may."""
+        if self.options.shadow:
+            return 'llmscaler run --shadow writes nothing to the cluster'
+        return self.elector.write_refusal()
 
     def _va_targets(self) -> dict[tuple[str, str, str], str]:
         """(kind, namespace, name) of every VA's scale target, to the VA's key."""
@@ -369,11 +386,18 @@ class Controller:
                 log.info('leading: caches synced, loops starting')
                 self._leading_since = self.clock.monotonic()
                 loops = {
-                    asyncio.create_task(self.cycle.run(interval=self.options.settings.interval)),
-                    asyncio.create_task(self.cycle.retry_worker()),
-                    asyncio.create_task(self.from_zero.run()),
-                    asyncio.create_task(self.llmas.run()),
+                    asyncio.create_task(self.cycle.run(interval=self.options.settings.interval))
                 }
+                if self.options.shadow:
+                    # Both act by writing (a wake, an LLMAutoScaler's /scale): nothing to shadow.
+                    log.info('shadow mode: nothing is written; scale-from-zero and '
+                             'LLMAutoScalers are not run')  # fmt: skip
+                else:
+                    loops |= {
+                        asyncio.create_task(self.cycle.retry_worker()),
+                        asyncio.create_task(self.from_zero.run()),
+                        asyncio.create_task(self.llmas.run()),
+                    }
                 done, _ = await asyncio.wait(loops | held, return_when=asyncio.FIRST_COMPLETED)
         finally:
             self._leading_since = None
@@ -400,6 +424,8 @@ class Controller:
         close = getattr(self.source, 'aclose', None) if self._owns_source else None
         if close is not None:
             await close()
+        if self._peer_source is not None:
+            await self._peer_source.aclose()
         await self.inventory.aclose()
         await self.from_zero.aclose()
         await self.llmas.aclose()

@@ -33,7 +33,15 @@ two controllers in one test process do not clash) with these families:
 - `llmscaler_metrics_available{variant_name,namespace,model_id}`: 1 when every ready replica of
   the variant had fresh, valid metrics in the last cycle, 0 when the core held it for missing,
   stale or invalid ones (its `MetricsAvailable` condition, as a series an alert can read per
-  model). `set_metrics_available` publishes the whole set, like `set_replicas`.
+  model). `set_metrics_available` publishes the whole set, like `set_replicas`;
+- in shadow mode (`llmscaler run --shadow`) instead of the `wva_*`/`inferno_*` replica gauges,
+  which the autoscaler running beside it publishes: `llmscaler_shadow_desired_replicas` and
+  `llmscaler_shadow_current_replicas{variant_name,namespace,accelerator_type}`,
+  `llmscaler_shadow_peer_desired_replicas{variant_name,namespace}` (the other autoscaler's
+  `wva_desired_replicas`, where read), and the counter
+  `llmscaler_shadow_comparisons_total{variant_name,namespace,against,result}`: one per variant
+  and cycle, `against` `current` or `peer`, `result` `equal`, `above` or `below` (llmscaler's
+  count against theirs). `set_shadow` publishes the whole set.
 
 `HttpEndpoints` serves fixed routes (path → function returning status, content type and body)
 on one socket, one request per connection (`Connection: close`); `parse_bind_address` reads
@@ -121,6 +129,19 @@ class ReplicaRow:
     accelerator: str
     current: int
     desired: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowRow:
+    """One variant in shadow mode: what llmscaler would set, what runs, what a peer publishes."""
+
+    variant: str
+    namespace: str
+    accelerator: str
+    current: int
+    desired: int
+    peer: int | None
+    """Another autoscaler's `wva_desired_replicas` for the variant; None when none is read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +306,24 @@ class ControllerMetrics:
             registry=registry,
         )
         self._available_series: set[tuple[str, ...]] = set()
+        self._shadow = (
+            gauge('llmscaler_shadow_desired_replicas', 'Replicas llmscaler would set (shadow)'),
+            gauge('llmscaler_shadow_current_replicas', 'Replicas running (shadow)'),
+        )
+        self._shadow_series: set[tuple[str, ...]] = set()
+        self._peer = Gauge(
+            'llmscaler_shadow_peer_desired_replicas',
+            "Another autoscaler's wva_desired_replicas for the variant (shadow)",
+            ('variant_name', 'namespace'),
+            registry=registry,
+        )
+        self._peer_series: set[tuple[str, ...]] = set()
+        self._compared = Counter(
+            'llmscaler_shadow_comparisons_total',
+            "Shadow decisions compared with the running count or a peer's, by result",
+            ('variant_name', 'namespace', 'against', 'result'),
+            registry=registry,
+        )
         # The process (CPU, memory, open files, start time) and what is running, as every
         # Kubernetes controller reports them; an alert needs them to tell a restart from a hang.
         ProcessCollector(registry=registry)
@@ -370,9 +409,39 @@ class ControllerMetrics:
             families=(self._available,), values=values, previous=self._available_series
         )
 
+    def set_shadow(self, *, rows: Sequence[ShadowRow]) -> None:
+        """Publish exactly these variants' shadow gauges and count one comparison of each
+        (against the running count, and the peer's where there is one)."""
+        chosen: dict[tuple[str, str], ShadowRow] = {}
+        for row in sorted(rows, key=lambda r: (r.namespace, r.variant, r.accelerator)):
+            chosen.setdefault((row.namespace, row.variant), row)
+        counts: dict[tuple[str, ...], tuple[float, ...]] = {}
+        peers: dict[tuple[str, ...], tuple[float, ...]] = {}
+        for (namespace, variant), row in sorted(chosen.items()):
+            labels = (variant, namespace, accelerator_label(row.accelerator))
+            counts[labels] = (float(row.desired), float(row.current))
+            self._compared.labels(
+                variant, namespace, 'current', _against(row.desired, row.current)
+            ).inc()
+            if row.peer is not None:
+                peers[(variant, namespace)] = (float(row.peer),)
+                self._compared.labels(
+                    variant, namespace, 'peer', _against(row.desired, row.peer)
+                ).inc()
+        self._shadow_series = _publish_exactly(
+            families=self._shadow, values=counts, previous=self._shadow_series
+        )
+        self._peer_series = _publish_exactly(
+            families=(self._peer,), values=peers, previous=self._peer_series
+        )
+
     def render(self) -> bytes:
         """The registry in the text exposition format (`METRICS_CONTENT_TYPE`)."""
         return generate_latest(self._registry)
+
+
+def _against(ours: int, theirs: int) -> str:
+    return 'equal' if ours == theirs else 'above' if ours > theirs else 'below'
 
 
 def _publish_exactly(

@@ -85,7 +85,7 @@ def settings_line(options: RunOptions) -> str:
         f'watching {options.watch_namespace or "all namespaces"}',
         f'leader election {"on" if options.leader_elect else "off"}',
         f'interval {format_duration(options.settings.interval)}',
-        f'actuation {options.actuation}',
+        'shadow: nothing written' if options.shadow else f'actuation {options.actuation}',
         f'scale to zero {"on" if options.settings.scale_to_zero else "off"} by default',
     ]
     prometheus = options.prometheus

@@ -30,6 +30,9 @@ create is retried after it (a broken sink sees at most one write per key per int
 patch answered 404 (the Event expired or was deleted) creates a fresh Event. A call takes as long
 as the client's request timeout at worst; a caller that must not wait runs it as a task.
 
+A `silent` recorder (`llmscaler run --shadow`, which writes nothing to the cluster) records
+nothing: every call is counted in `suppressed` and logged at DEBUG.
+
 Bounds: the cache drops keys whose Event is older than `dedup_window`, and holds at most
 `max_entries` keys (4096 by default), dropping the oldest first; a dropped key only means its
 next occurrence creates a new Event early.
@@ -114,6 +117,7 @@ class EventRecorder:
         dedup_window: float = 600.0,
         series_interval: float = 30.0,
         max_entries: int = 4096,
+        silent: bool = False,
     ) -> None:
         if max_entries < 1:
             raise ValueError(f'max_entries must be at least 1, not {max_entries}')
@@ -124,6 +128,7 @@ class EventRecorder:
         self._window = dedup_window
         self._interval = series_interval
         self._max = max_entries
+        self._silent = silent
         # Insertion order is creation order (a key is re-inserted when its window restarts), so
         # the oldest entries are always at the front.
         self._cache: OrderedDict[_Key, _Series] = OrderedDict()
@@ -162,6 +167,11 @@ class EventRecorder:
         related: ObjectRef | None = None,
     ) -> None:
         """Report one occurrence; never raises for API or transport failures."""
+        if self._silent:
+            self._suppressed += 1
+            logger.debug('event %s for %s %s not recorded (silent): %s', reason, regarding.kind,
+                         regarding.key, note)  # fmt: skip
+            return
         now = self._clock.monotonic()
         self._prune(now)
         key: _Key = (

@@ -50,7 +50,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import httpx2
 import msgspec
@@ -69,13 +69,20 @@ _T = TypeVar('_T')
 _API_ERRORS = (ApiError, httpx2.HTTPError)
 
 
+LEASE_NAME: Final = '72dd1cf1.llm-d.ai'
+"""WVA's Lease name: llmscaler and WVA in one namespace elect one leader between them."""
+SHADOW_LEASE_NAME: Final = 'llmscaler-shadow.llm-d.ai'
+"""The Lease of `llmscaler run --shadow`, which must never take the lead from the autoscaler it
+watches."""
+
+
 @dataclass(frozen=True, slots=True)
 class LeaderConfig:
     """Where the Lease lives, who we are, and client-go's three timings (seconds)."""
 
     namespace: str
     identity: str
-    name: str = '72dd1cf1.llm-d.ai'
+    name: str = LEASE_NAME
     lease_duration: float = 60.0
     renew_deadline: float = 50.0
     retry_period: float = 10.0

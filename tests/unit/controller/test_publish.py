@@ -17,6 +17,7 @@ from llmscaler.controller.publish import (
     ControllerMetrics,
     HttpEndpoints,
     ReplicaRow,
+    ShadowRow,
     health_route,
     metrics_route,
     parse_bind_address,
@@ -141,6 +142,52 @@ def test_a_variant_listed_twice_is_unavailable_if_either_row_says_so() -> None:
         metrics = ControllerMetrics()
         metrics.set_metrics_available(rows=order)
         assert availability(metrics) == {('llm', 'a', 'm'): 0.0}
+
+
+def shadow_series(metrics: ControllerMetrics) -> Series:
+    return {k: v for k, v in series(metrics).items() if k[0].startswith('llmscaler_shadow')}
+
+
+def test_shadow_gauges_comparisons_and_gone_variants_removed() -> None:
+    metrics = ControllerMetrics()
+    rows = [
+        ShadowRow(variant='a', namespace='llm', accelerator='H100', current=2, desired=3, peer=2),
+        ShadowRow(variant='b', namespace='llm', accelerator='', current=1, desired=1, peer=None),
+    ]
+    metrics.set_shadow(rows=rows)
+    metrics.set_shadow(rows=rows[:1])
+    got = shadow_series(metrics)
+    a = replica_labels('a', 'llm', 'H100')
+    assert got[('llmscaler_shadow_desired_replicas', a)] == 3
+    assert got[('llmscaler_shadow_current_replicas', a)] == 2
+    peer = (('namespace', 'llm'), ('variant_name', 'a'))
+    assert got[('llmscaler_shadow_peer_desired_replicas', peer)] == 2
+    # b is gone from the gauges; its comparisons, counted once, stay.
+    assert (
+        'llmscaler_shadow_desired_replicas',
+        replica_labels('b', 'llm', 'unresolved'),
+    ) not in got
+
+    def count(variant: str, against: str, result: str) -> float:
+        labels = (('against', against), ('namespace', 'llm'), ('result', result),
+                  ('variant_name', variant))  # fmt: skip
+        return got.get(('llmscaler_shadow_comparisons_total', labels), 0.0)
+
+    assert count('a', 'current', 'above') == count('a', 'peer', 'above') == 2
+    assert count('b', 'current', 'equal') == 1
+    assert count('b', 'peer', 'equal') == count('b', 'peer', 'below') == 0
+    metrics.set_shadow(
+        rows=[
+            ShadowRow(
+                variant='a', namespace='llm', accelerator='H100', current=2, desired=1, peer=None
+            )
+        ]
+    )
+    got = shadow_series(metrics)
+    assert ('llmscaler_shadow_peer_desired_replicas', peer) not in got
+    assert count('a', 'current', 'below') == 1
+    # Nothing an HPA reads: the replica gauges of the autoscaler beside it are not published.
+    assert replica_series(metrics) == {}
 
 
 def test_counters_histograms_and_gauges() -> None:

@@ -256,6 +256,14 @@ async def test_the_cache_is_bounded_by_age_and_size(h: Harness) -> None:
         EventRecorder(client=h.client, clock=h.clock, instance='i', max_entries=0)
 
 
+async def test_a_silent_recorder_sends_nothing(h: Harness) -> None:
+    silent = EventRecorder(client=h.client, clock=h.clock, instance='i', silent=True)
+    for reason in ('A', 'A', 'B'):
+        await silent.record(regarding=VA, type='Warning', reason=reason, action='x', note='n')
+    assert h.api.requests == []
+    assert (silent.sent, silent.suppressed, silent.failed, silent.cached) == (0, 3, 0, 0)
+
+
 # --- property ---------------------------------------------------------------------------------
 
 KEYS = ('TargetUnreadable', 'MetricsStale', 'Scaled')

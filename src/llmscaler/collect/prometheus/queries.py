@@ -116,7 +116,9 @@ from typing import Literal
 
 from llmscaler.collect.readings import ModelScope
 
-Kind = Literal['pod', 'model']
+Kind = Literal['pod', 'model', 'peer']
+"""`pod` and `model`: the registry's families, folded into a `Reading`; `peer`: a query outside
+the registry (another autoscaler's signal, `collect.prometheus.peer`), never folded."""
 
 KV_CACHE_USAGE = 'kv_cache_usage'
 QUEUE_LENGTH = 'queue_length'

@@ -10,6 +10,8 @@ What it does: `PrometheusSource.read` runs every query of the registry as
 answer is decoded by `collect.prometheus.answers` and the answers are folded into `PodReading`s
 (one per (namespace, pod)) and `ModelReading`s (one per model in scope with at least one series) by
 `collect.prometheus.fold`, which holds the rules (times, which pods are kept, how series combine).
+`PrometheusSource.instant` runs one query outside the registry the same way (its credentials,
+deadlines and cap), for a caller that reads something else (`collect.prometheus.peer`).
 Decoding and folding run in a worker thread when the answers are large (`http.OFF_LOOP_BYTES`),
 so that a fleet of thousands of pods stalls the event loop, which also renews the Lease, only
 briefly (a single `json.loads` call still holds the interpreter while it runs).
@@ -124,17 +126,11 @@ class PrometheusSource:
         batch = q.build(scope=scope)
         if not batch:
             return Reading()
-        token = http.read_token(
-            token_file=self._config.token_file, bearer_token=self._config.bearer_token
-        )
-        auth = http.authorization(
-            token=token, url=self._url, allow_http=self._config.allow_http_credentials
-        )
-        if isinstance(auth, http.Failure):
+        headers = self._headers()
+        if isinstance(headers, http.Failure):
             return Reading(
-                errors=tuple(SourceError(qu.name, auth.reason, auth.message) for qu in batch)
+                errors=tuple(SourceError(qu.name, headers.reason, headers.message) for qu in batch)
             )
-        headers = {'Accept': 'application/json', **auth}
         gate = asyncio.Semaphore(max(1, self._config.concurrency))
         end = asyncio.get_running_loop().time() + self._config.read_deadline
         results = await asyncio.gather(
@@ -150,6 +146,30 @@ class PrometheusSource:
                 return assemble(queries=batch, outcomes=outcomes, now=now)
 
         return await http.parse_off_loop(fold, size=sum(size for _, size in results))
+
+    async def instant(self, *, query: Query, now: float) -> Outcome:
+        """One query outside the registry, with the same credentials and bounds (`timeout`
+        for the query, `read_deadline` for the whole call); its failure is the outcome's error."""
+        headers = self._headers()
+        if isinstance(headers, http.Failure):
+            return failed(query, headers.reason, headers.message)
+        end = asyncio.get_running_loop().time() + self._config.read_deadline
+        result, _ = await self._run(
+            query=query, now=now, headers=headers, gate=asyncio.Semaphore(1), end=end
+        )
+        return result
+
+    def _headers(self) -> dict[str, str] | http.Failure:
+        """The request headers with this cycle's credentials, or why nothing may be sent."""
+        token = http.read_token(
+            token_file=self._config.token_file, bearer_token=self._config.bearer_token
+        )
+        auth = http.authorization(
+            token=token, url=self._url, allow_http=self._config.allow_http_credentials
+        )
+        if isinstance(auth, http.Failure):
+            return auth
+        return {'Accept': 'application/json', **auth}
 
     async def _run(
         self,

@@ -96,6 +96,8 @@ class RunOptions:
     """The controller's own namespace: global ConfigMaps, the Lease."""
     identity: str = ''
     actuation: Literal['direct', 'metrics', 'both'] = 'direct'
+    shadow: bool = False
+    """Decide and publish, write nothing (`controller.va.shadow`); `actuation` does not apply."""
     status_refresh_interval: float = RUN_TIME_REFRESH
     metrics_source: Literal['prometheus', 'pods'] = 'prometheus'
     prometheus: PrometheusConfig | None = None
@@ -338,7 +340,8 @@ def resolve_options(
             value = layers.get(option.dest)
             got[option.dest] = getattr(defaults, option.dest) if value is None else value
     used = got['metrics_source'] == 'prometheus'
-    prometheus = _prometheus(layers, interval=settings.interval, used=used)
+    # In shadow mode Prometheus also gives the other autoscaler's published decisions.
+    prometheus = _prometheus(layers, interval=settings.interval, used=used or got['shadow'])
     if used and prometheus is None:
         message = (
             'metrics source prometheus needs a Prometheus URL (this flag, or PROMETHEUS_BASE_URL '
@@ -347,6 +350,9 @@ def resolve_options(
         layers.problem(key='--prometheus-url', message=message)
     scrape = _scrape(layers, interval=settings.interval)
     _leader_timings(layers, got)
+    if got['shadow'] and layers.found(BY_DEST['actuation']):
+        message = 'does not apply with --shadow, which writes nothing and publishes no wva_* gauge'
+        layers.problem(key='--actuation', value=str(got['actuation']), message=message)
     identity = layers.get('identity') or f'{_hostname(layers.env)}_{secrets.token_hex(4)}'
     options = RunOptions(
         **got,

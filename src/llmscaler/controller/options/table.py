@@ -88,6 +88,9 @@ OPTIONS: tuple[Option, ...] = (
            _LOOP, 'false', core=True, boolean=True),
     Option('actuation', '--actuation', 'ACTUATION_MODE', v.choice(*ACTUATIONS),
            'direct (write /scale), metrics (gauges for an HPA or KEDA) or both', _LOOP, 'direct'),
+    _bool('shadow', '--shadow', 'SHADOW_MODE', 'decide every cycle and publish '
+          'llmscaler_shadow_* beside the running counts and another autoscaler\'s '
+          'wva_desired_replicas; write nothing to the cluster but the Lease', _LOOP),
     Option('status_refresh_interval', '--status-refresh-interval', 'STATUS_REFRESH_INTERVAL',
            v.duration_or_zero, 'rewrite an unchanged VA status to move lastRunTime this often '
            '(0s: every cycle)', _LOOP, '5m0s'),

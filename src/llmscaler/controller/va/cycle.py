@@ -5,7 +5,9 @@ default) the leader builds a snapshot from the informer caches and the metric so
 `engine.decide` for a target per variant, and makes it so: it writes the scale target's `/scale`
 (actuation `direct`), publishes `wva_desired_replicas` and friends for an HPA or KEDA
 (`metrics`), or both; then it writes each VariantAutoscaling's status (desired replicas, whether
-the decision was applied, the three conditions) and records an event for every scale.
+the decision was applied, the three conditions) and records an event for every scale. In shadow
+mode (`shadow`, `llmscaler run --shadow`) it writes nothing: it publishes its decisions beside the
+running counts and another autoscaler's published ones (`controller.va.shadow`).
 
 What fails and how it is treated (the safety rules: docs/decision-core.md, docs/controller.md):
 
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 from llmscaler import gc_pause
 from llmscaler.clock import Clock
 from llmscaler.collect.attribution import attribute, with_ready_pods
+from llmscaler.collect.prometheus.peer import PeerDesired, PeerReading
 from llmscaler.collect.readings import MetricsSource, SourceError
 from llmscaler.collect.scrape.source import PodScrapeSource
 from llmscaler.config.resolved import Config
@@ -46,6 +49,7 @@ from llmscaler.controller.cluster.caches import Caches, WorldCache
 from llmscaler.controller.cluster.configwatch import ConfigProblem, ConfigWatch
 from llmscaler.controller.cluster.world import VariantEntry, World
 from llmscaler.controller.publish import AvailabilityRow, ControllerMetrics, ReplicaRow
+from llmscaler.controller.va.shadow import ShadowLog, shadow_rows
 from llmscaler.controller.va.status import VaStatuses
 from llmscaler.controller.va.story import Story
 from llmscaler.domain.basics import Action
@@ -60,7 +64,7 @@ from llmscaler.kube.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
-DIRECT, METRICS, BOTH = 'direct', 'metrics', 'both'
+DIRECT, METRICS, BOTH, SHADOW = 'direct', 'metrics', 'both', 'shadow'
 _RETRIED = frozenset({ScaleOutcome.CONFLICT, ScaleOutcome.FAILED})
 
 
@@ -103,6 +107,7 @@ class MainCycle:
         status_concurrency: int = 16,
         retry_limit: int = 5,
         inventory: Callable[..., tuple[GpuLimit, ...]] | None = None,
+        peer: PeerDesired | None = None,
     ) -> None:
         self._clock = clock
         self._caches = caches
@@ -132,6 +137,10 @@ class MainCycle:
         self._background: set[asyncio.Task[None]] = set()
         self.state: State = EMPTY_STATE
         self._story = Story()
+        self._peer = peer
+        """Another autoscaler's published decisions, compared with ours in shadow mode."""
+        self._peer_story = Story()
+        self._shadow_log = ShadowLog()
         self.last_completed: float | None = None
         """Monotonic time at which the last cycle ended (with or without an error); None before
         the first. The liveness probe reads it: a loop stuck inside a cycle stops moving it."""
@@ -246,6 +255,14 @@ class MainCycle:
             if count:
                 self._metrics.decisions(action=action.value, count=count)
 
+        if self._actuation == SHADOW:
+            await self._compare(now=now, decisions=outcome.decisions)
+            return CycleReport(
+                decisions=outcome.decisions,
+                scaled=(),
+                source_errors=found.errors,
+                statuses_written=0,
+            )
         results: dict[str, ScaleResult] = {}
         if self._actuation in (DIRECT, BOTH):
             results = await self._actuate(world=world, decisions=decisions)
@@ -260,6 +277,16 @@ class MainCycle:
             source_errors=found.errors,
             statuses_written=written,
         )
+
+    async def _compare(self, *, now: float, decisions: Sequence[Decision]) -> None:
+        """Shadow mode: publish and log the decisions beside the running and the peer's counts."""
+        peer = PeerReading() if self._peer is None else await self._peer.read(now=now)
+        if peer.error is not None:
+            self._metrics.error(component='shadow', error_type=peer.error.reason.value)
+        self._peer_story.source_errors(() if peer.error is None else (peer.error,))
+        rows = shadow_rows(decisions=decisions, peer=peer)
+        self._metrics.set_shadow(rows=rows)
+        self._shadow_log.compare(rows=rows, reasons={d.key: d.reason for d in decisions})
 
     # --- actuation -------------------------------------------------------------------------
 

@@ -224,6 +224,7 @@ FLAGS: list[tuple[list[str], str, Any]] = [
     (['--namespace', 'wva-system'], 'namespace', 'wva-system'),
     (['--identity', 'pod-0'], 'identity', 'pod-0'),
     (['--actuation', 'METRICS'], 'actuation', 'metrics'),
+    (['--shadow'], 'shadow', True),
     (['--metrics-source', 'pods'], 'metrics_source', 'pods'),
     (['--pod-metrics-port', '8200'], 'pod_metrics_port', 8200),
     (['--epp-selector', 'app=epp,tier=gw'], 'epp_selector', 'app=epp,tier=gw'),
@@ -357,6 +358,7 @@ def test_a_bad_value_stops_the_controller_with_one_line(
         ({'SCALE_FROM_ZERO_ENGINE_MAX_CONCURRENCY': '0'}, '1 or more'),
         ({'CONFIG_FILE': '/'}, 'is a directory'),
         ({'CONFIG_FILE': 'a\x00b'}, 'cannot be read'),
+        ({'SHADOW_MODE': 'true', 'ACTUATION_MODE': 'metrics'}, 'does not apply with --shadow'),
     ],
 )
 def test_every_kind_of_bad_value_is_fatal(env: dict[str, str], problem: str) -> None:
