@@ -5,10 +5,9 @@ HTTP server on its own loopback address (127.0.0.2, 127.0.0.3, ...), all on one 
 one workload are: the scraper reads `http://{pod IP}:{port}/metrics`. The controller runs with
 `--interval 1s`, so the LLMAutoScaler loop runs every second (the proposal's 15 s is the default).
 
-On the real control plane the Deployment is created at zero replicas, its pods are created as
-running (bound to the harness's node, with their IPs) with the label of its ReplicaSet, and then
-the Deployment is scaled to its count: the ReplicaSet controller adopts them as its own, as it
-would pods a kubelet runs. A pod it creates later (a scale-up) stays Pending: nothing runs it.
+On the real control plane the ReplicaSet controller makes the Deployment's pods and the test
+plays their kubelet: it reports each one Running with its IP (or leaves it Pending). A pod made
+later (a scale-up) stays Pending: nothing runs it; one deleted (a scale-down) stays Terminating.
 Kaito's InferenceSet has no CRD here, so its test runs on the fake alone.
 
 | check | expectation |
@@ -111,44 +110,44 @@ def deployment(*, replicas: int) -> Obj:
     }
 
 
-def pod(name: str, ip: str | None, *, labels: dict[str, str]) -> Obj:
-    status: Obj = {'phase': 'Running', 'podIP': ip} if ip else {'phase': 'Pending'}
+def pod(name: str, ip: str | None) -> Obj:
     return {
         'apiVersion': 'v1',
         'kind': 'Pod',
-        'metadata': {'name': name, 'namespace': NS, 'labels': {'app': DEPLOYMENT, **labels}},
+        'metadata': {'name': name, 'namespace': NS, 'labels': {'app': DEPLOYMENT}},
         'spec': {**POD_SPEC, 'nodeName': objects.NODE_NAME},
-        'status': status,
+        'status': running(ip),
     }
 
 
-async def seed_workload(cluster: Cluster, *, replicas: int, pods: Obj) -> None:
-    """The Deployment `phi` at `replicas` with `pods` (name → IP, None: pending) as its pods."""
+def running(ip: str | None) -> Obj:
+    """Running with `ip`, or Pending (None): a pod's status as its kubelet reports it."""
+    return {'phase': 'Running', 'podIP': ip} if ip else {'phase': 'Pending'}
+
+
+async def seed_workload(cluster: Cluster, *, ips: list[str | None]) -> list[str]:
+    """The Deployment `phi` with one pod per entry of `ips`, running with that IP (None:
+    pending); the pods' names, in the order of `ips`."""
     if not cluster.real:
-        cluster.seed({**deployment(replicas=replicas), 'status': {'replicas': replicas}})
-        for name, ip in pods.items():
-            cluster.seed(pod(name, ip, labels={}))
-        return
-    cluster.seed(deployment(replicas=0))
-    sets: list[Obj] = []
+        cluster.seed({**deployment(replicas=len(ips)), 'status': {'replicas': len(ips)}})
+        names = [f'phi-{chr(ord("a") + index)}' for index in range(len(ips))]
+        for name, ip in zip(names, ips, strict=True):
+            cluster.seed(pod(name, ip))
+        return names
+    # The ReplicaSet controller makes the pods; the harness plays their kubelet.
+    cluster.seed(deployment(replicas=len(ips)))
+    made: list[Obj] = []
 
-    def replica_set() -> bool:
-        sets[:] = cluster.list(api_version='apps/v1', kind='ReplicaSet', namespace=NS)
-        return len(sets) == 1
+    def created() -> bool:
+        made[:] = cluster.list(api_version='v1', kind='Pod', namespace=NS)
+        return len(made) == len(ips)
 
-    await cluster.wait_for(replica_set, timeout=30, what="the Deployment's ReplicaSet")
-    hash_label = {'pod-template-hash': sets[0]['metadata']['labels']['pod-template-hash']}
-    for name, ip in pods.items():
-        cluster.seed(pod(name, ip, labels=hash_label))
-    cluster.replace(deployment(replicas=replicas))
-
-    def adopted() -> bool:
-        found = cluster.list(api_version='v1', kind='Pod', namespace=NS)
-        return sorted(
-            p['metadata']['name'] for p in found if p['metadata'].get('ownerReferences')
-        ) == sorted(pods)
-
-    await cluster.wait_for(adopted, timeout=30, what='the pods adopted by the ReplicaSet')
+    await cluster.wait_for(created, timeout=30, what="the ReplicaSet's pods")
+    names = sorted(p['metadata']['name'] for p in made)
+    for name, ip in zip(names, ips, strict=True):
+        started = cluster.get(api_version='v1', kind='Pod', namespace=NS, name=name)
+        cluster.report_status({**started, 'status': running(ip)})
+    return names
 
 
 def autoscaler(
@@ -223,12 +222,13 @@ def scale_reads(cluster: Cluster) -> int:
 async def test_scale_up_on_a_threshold_beside_a_bad_object(cluster: Cluster, pages: Pages) -> None:
     await pages.serve('127.0.0.2', 9)
     await pages.serve('127.0.0.3', 7)
-    await seed_workload(cluster, replicas=2, pods={'phi-a': '127.0.0.2', 'phi-b': '127.0.0.3'})
+    await seed_workload(cluster, ips=['127.0.0.2', '127.0.0.3'])
     # Above High (5) on average for 2 s: one step up; then the up cooldown holds it there.
     up = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 2}
     cluster.seed(autoscaler('phi', scaler=realtime(pages.port, up=up, down=FOREVER)))
-    # Valid to the CRD's schema, refused by the controller (no scaler set).
-    cluster.seed(autoscaler('broken', target='other', scaler={}, min_replicas=1))
+    # Valid to the CRD's schema (which cannot read a cron expression), refused by the controller.
+    bad_cron = {'name': 'bad', 'schedule': '61 * * * *', 'targetReplicas': 2}
+    cluster.seed(autoscaler('broken', target='other', scaler={'cron': {'policies': [bad_cron]}}))
     async with controller(cluster, *PODS_EVERY_SECOND):
         await cluster.wait_for(lambda: replicas(cluster) == 3, timeout=30, what='2 -> 3')
         await cluster.wait_for(
@@ -256,7 +256,7 @@ async def test_scale_up_on_a_threshold_beside_a_bad_object(cluster: Cluster, pag
     broken = condition(get(cluster, 'broken'), 'AbleToScale')
     assert broken is not None
     assert (broken['status'], broken['reason']) == ('False', 'InvalidSpec')
-    assert 'set realtime, cron or both' in broken['message']
+    assert "schedule '61 * * * *' is not a valid cron expression" in broken['message']
     [warning] = events(cluster, 'InvalidSpec', namespace=NS)
     assert warning['type'] == 'Warning'
     if cluster.real:
@@ -280,7 +280,7 @@ async def test_scale_up_on_a_threshold_beside_a_bad_object(cluster: Cluster, pag
 
 async def test_the_cooldown_counts_from_the_last_scale(cluster: Cluster, pages: Pages) -> None:
     await pages.serve('127.0.0.2', 20)
-    await seed_workload(cluster, replicas=1, pods={'phi-a': '127.0.0.2'})
+    await seed_workload(cluster, ips=['127.0.0.2'])
     up = {'cooldownSeconds': 4, 'stabilizationWindowSeconds': 0}
     cluster.seed(autoscaler('phi', scaler=realtime(pages.port, up=up, down=FOREVER)))
     async with controller(cluster, *PODS_EVERY_SECOND):
@@ -296,7 +296,7 @@ async def test_cron_fires_in_its_time_zone_not_in_utc(cluster: Cluster) -> None:
     # Kiritimati is UTC+14: its date and hour are never UTC's, so the same expressions read in
     # Etc/UTC do not fire now.
     expressions = coming_minutes('Pacific/Kiritimati')
-    await seed_workload(cluster, replicas=1, pods={})
+    await seed_workload(cluster, ips=[None])
     policies = [
         {
             'name': f'kiritimati-{index}',
@@ -325,9 +325,8 @@ async def test_cron_fires_in_its_time_zone_not_in_utc(cluster: Cluster) -> None:
 async def test_a_missing_pod_forbids_the_scale_down(cluster: Cluster, pages: Pages) -> None:
     await pages.serve('127.0.0.2', 0)
     await pages.serve('127.0.0.3', 0)
-    # phi-c is pending: no IP, no page.
-    pods = {'phi-a': '127.0.0.2', 'phi-b': '127.0.0.3', 'phi-c': None}
-    await seed_workload(cluster, replicas=3, pods=pods)
+    # The third pod is pending: no IP, no page.
+    *_, pending = await seed_workload(cluster, ips=['127.0.0.2', '127.0.0.3', None])
     # Down at once, no window, no cooldown: only the missing pod can hold it. The proposal's rule
     # counts it at High (5) down, (0 + 0 + 5) / 3 < Low (4), which alone would scale down;
     # the safety rule (missing metrics never scale down) holds it.
@@ -349,10 +348,10 @@ async def test_a_missing_pod_forbids_the_scale_down(cluster: Cluster, pages: Pag
         active = condition(get(cluster, 'phi'), 'ScalingActive')
         assert active is not None
         assert active['status'] == 'False'
-        assert 'from phi-c' in active['message']
+        assert f'from {pending}' in active['message']
         # The pod starts and reports: the scale-down follows.
         await pages.serve('127.0.0.4', 0)
-        started = cluster.get(api_version='v1', kind='Pod', namespace=NS, name='phi-c')
+        started = cluster.get(api_version='v1', kind='Pod', namespace=NS, name=pending)
         cluster.report_status({**started, 'status': {'phase': 'Running', 'podIP': '127.0.0.4'}})
         await cluster.wait_for(lambda: replicas(cluster) == 2, timeout=20, what='3 -> 2')
     assert [count for _, count in scale_writes(cluster)][:1] == [2]
@@ -373,7 +372,7 @@ async def test_an_inference_set_is_scaled_through_its_scale(cluster: Cluster, pa
             'status': {'replicas': 1, 'selector': f'app={DEPLOYMENT}'},
         }
     )
-    cluster.seed(pod('phi-a', '127.0.0.2', labels={}))  # app=phi: the selector /scale reports
+    cluster.seed(pod('phi-a', '127.0.0.2'))  # labelled app=phi: the selector /scale reports
     up = {'cooldownSeconds': 3600, 'stabilizationWindowSeconds': 0}
     scaler = realtime(pages.port, up=up, down=FOREVER)
     kind = ('kaito.sh/v1beta1', 'InferenceSet')

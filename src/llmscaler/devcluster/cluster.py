@@ -458,23 +458,32 @@ class Cluster:
             resource = self._fake.store_resource(obj)
             self._fake.store.update(resource, meta['namespace'], meta['name'], obj, part='main')
             return
-        current = self.get(
-            api_version=obj['apiVersion'],
-            kind=obj['kind'],
-            namespace=meta.get('namespace'),
-            name=meta['name'],
-        )
-        new = {
-            **obj,
-            'metadata': {**meta, 'resourceVersion': current['metadata']['resourceVersion']},
-        }
         path = Rest.path(
             api_version=obj['apiVersion'],
             kind=obj['kind'],
             namespace=meta.get('namespace'),
             name=meta['name'],
         )
-        self._client.raw(method='PUT', path=path, body=new)
+        # A controller may write the object (its status) between the read and the write: read
+        # again and retry, as a person whose `kubectl replace` met a conflict would.
+        for attempt in range(5):
+            current = self.get(
+                api_version=obj['apiVersion'],
+                kind=obj['kind'],
+                namespace=meta.get('namespace'),
+                name=meta['name'],
+            )
+            version = current['metadata']['resourceVersion']
+            try:
+                self._client.raw(
+                    method='PUT',
+                    path=path,
+                    body={**obj, 'metadata': {**meta, 'resourceVersion': version}},
+                )
+                return
+            except ApiError as exc:
+                if exc.code != 409 or attempt == 4:
+                    raise
 
     def report_status(self, obj: Obj) -> None:
         """Write `obj`'s status as the object's own controller would (a kubelet for a pod): its

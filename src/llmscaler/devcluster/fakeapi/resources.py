@@ -89,6 +89,17 @@ RESOURCES: tuple[Resource, ...] = (
         status=True,
         scale=APPS_SCALE,
     ),
+    # The ReplicaSets a Deployment owns: stored and served as given (the fake runs no
+    # ReplicaSet controller; a test on the real control plane reads the ones it makes).
+    Resource(
+        'apps',
+        'v1',
+        'replicasets',
+        'ReplicaSet',
+        short_names=('rs',),
+        status=True,
+        scale=APPS_SCALE,
+    ),
     Resource(
         'apps',
         'v1',
