@@ -42,6 +42,7 @@ from llmscaler.config.resolved import (
 from llmscaler.controller.options.resolve import resolve_options
 from llmscaler.kube.crd import parse_va
 from llmscaler.kube.engine_args.template import parse_engine_args_report
+from llmscaler.kube.leader import LEASE_NAME, SHADOW_LEASE_NAME
 from llmscaler.kube.resource_model import InvalidObject
 from llmscaler.kube.targets import ScaleTarget, accessor
 from tests.support.paths import ROOT
@@ -50,7 +51,9 @@ from tests.support.prerequisites import missing, need_program
 BIN = Path(sys.executable).parent
 NS = 'llmscaler-system'
 SA = 'llmscaler-controller'
-LEASE = '72dd1cf1.llm-d.ai'
+LEASE = LEASE_NAME
+LEASES = (LEASE_NAME, SHADOW_LEASE_NAME)
+"""The Lease of the controller (shared with WVA), and the one it elects on in shadow mode."""
 KUSTOMIZATIONS = (
     'deploy',
     'deploy/base',
@@ -316,10 +319,10 @@ NEEDS: dict[tuple[str, str], set[Grant]] = {
     # Events: created, and a repeat patches the series.
     ('event', 'create'): {('events.k8s.io', 'events', 'create', None)},
     ('Event', 'patch'): {('events.k8s.io', 'events', 'patch', None)},
-    # The Lease: read, created when missing, taken or renewed by PUT.
-    ('Lease', 'get'): {(*LEASE_RESOURCE, 'get', LEASE)},
+    # The Lease (its own in shadow mode): read, created when missing, taken or renewed by PUT.
+    ('Lease', 'get'): {(*LEASE_RESOURCE, 'get', name) for name in LEASES},
     ('body', 'create'): {(*LEASE_RESOURCE, 'create', None)},
-    ('body', 'update'): {(*LEASE_RESOURCE, 'update', LEASE)},
+    ('body', 'update'): {(*LEASE_RESOURCE, 'update', name) for name in LEASES},
 }
 
 
@@ -336,7 +339,7 @@ def test_the_granted_verbs_are_the_calls_the_code_makes(renders: dict[str, list[
     assert granted == set().union(*NEEDS.values())
 
 
-def test_leader_election_role_is_one_lease_in_the_controller_namespace(
+def test_leader_election_role_is_two_leases_in_the_controller_namespace(
     renders: dict[str, list[Doc]],
 ) -> None:
     role = one(renders['deploy'], 'Role', 'llmscaler-leader-election')
@@ -344,8 +347,7 @@ def test_leader_election_role_is_one_lease_in_the_controller_namespace(
     lease = ('coordination.k8s.io', 'leases')
     assert grants(role) == {
         (*lease, 'create', None),
-        (*lease, 'get', LEASE),
-        (*lease, 'update', LEASE),
+        *((*lease, verb, name) for verb in ('get', 'update') for name in LEASES),
     }
 
 

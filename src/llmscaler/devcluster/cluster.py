@@ -673,14 +673,10 @@ class Cluster:
         """One pass of the Deployment controller and kubelet over every variant (see above)."""
         async with self._lock:
             now = time.monotonic()
-            # The list is the one request of every pass: off the event loop, which serves the
-            # emulators' pages and the gateways meanwhile (a pod write happens on a change only).
             listed = (
                 []
                 if self._fake is not None
-                else await asyncio.to_thread(
-                    self._client.list, api_version='v1', kind='Pod', namespace=self.namespace
-                )
+                else self._client.list(api_version='v1', kind='Pod', namespace=self.namespace)
             )
             for name in sorted(self._variants):
                 variant = self._variants[name]
