@@ -319,15 +319,15 @@ def max_rate(*, analyzer: QueueAnalyzer, targets: TargetPerf) -> float | SearchE
         return _sized(analyzer=analyzer, targets=targets)
     targets_by_index = (targets.ttft, targets.itl)
     pinned = False
-    for name, index, target in active:
+    for _name, index, target in active:
         figure = low[1][index]
         if within_tolerance(x=figure, value=target, tolerance=TOLERANCE):
             pinned = True
         elif target < figure:
-            return SearchError(
-                f'target {name}={target:g} ms is below the bounded region '
-                f'(rates {analyzer.rate_range.min:g}..{analyzer.rate_range.max:g}/s)'
-            )
+            # Below the curve at the smallest rate: an error where the curve rises, which
+            # `size` tells from both ends (the three-parameter ITL falls where the batch
+            # fills: (S − prefill(n̄))/O with S flat and n̄ growing).
+            return _sized(analyzer=analyzer, targets=targets)
         elif not figure > 0:
             return _sized(analyzer=analyzer, targets=targets)
     if pinned:
