@@ -1,14 +1,24 @@
-"""One replica's state-dependent M/M/1/K queue on the WVA design paper's performance model.
+"""One replica's state-dependent M/M/1/K queue on either performance model.
 
-Source: *Workload Variant Autoscaler: A Performance-Model-Based Approach to AI Inference
-Autoscaling* (the WVA design paper), §2.2 "Performance Model Parameters" and §3.2 "Queueing
-Model".
+Source: llm-d workload-variant-autoscaler pkg/analyzer/ (queueanalyzer.go,
+mm1modelstatedependent.go, mm1kmodel.go: main at b08b1c7 for the three-parameter model, the v0.4
+line for the four); *Workload Variant Autoscaler: A Performance-Model-Based Approach to AI
+Inference Autoscaling* (the WVA design paper), §2.2 and §3.2.
 
 Why: the SLO analyzer asks "at what arrival rate does one replica still meet its TTFT and ITL
 targets?"; that needs the latency a replica would show at a given rate, which this module
-predicts from four parameters (`analyze.queueing.perf_model`) and the request mix. It follows
-WVA's queue analyzer (the `QueueAnalyzer` of the v0.4 line and the `llm-inferno` queue-analysis
-package) so WVA's unit tests can be replayed against it:
+predicts from the tuned parameters and the request mix. Under both models a request's service
+time at n requests in service is a line base + slope·n, so the chain below is the same; the
+models differ in that line and in how the latencies are read from a solution:
+
+- three parameters (`ServiceParams`, WVA main, the default): the line of
+  `analyze.queueing.service_model.service_line`; TTFT W + prefill(n̄) and ITL (S − prefill(n̄))/O
+  at the mean number in service n̄ = E[min(n, N)];
+- four parameters (`PerfParams`, below): the design paper's prefill and decode lines and the
+  effective batch b̄.
+
+It follows WVA's queue analyzer so WVA's unit tests can be replayed against it. The
+four-parameter model:
 
 - decode (inter-token) time at batch size b: `ITL(b) = α + β·b` (ms);
 - prefill time of a request with I input tokens at batch b: `γ + δ·I·b` (ms), 0 when I = 0;
