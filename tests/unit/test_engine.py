@@ -356,11 +356,12 @@ def test_decide_expires_old_history_and_knowledge() -> None:
 
 def test_a_model_that_changes_policy_keeps_its_tuner_and_drops_nothing_of_the_other() -> None:
     """The tuner records are common memory: the SLO-queueing policy's are where the predictive
-    policy starts; the predictive policy's own state is kept under its name only."""
-    from llmscaler.config.resolved import PredictiveConfig, QueueingModelConfig
+    policy starts (both on the four-parameter model the predictive policy sizes on); the
+    predictive policy's own state is kept under its name only."""
+    from llmscaler.config.resolved import FOUR_PARAMETER, PredictiveConfig, QueueingModelConfig
     from tests.support.predictive_fixtures import fleet
 
-    targets = QueueingModelConfig(target_ttft=1000, target_itl=60)
+    targets = QueueingModelConfig(target_ttft=1000, target_itl=60, performance_model=FOUR_PARAMETER)
     slo = Config(default=ModelConfig(queueing=targets))
     predictive = Config(default=ModelConfig(predictive=PredictiveConfig(slo=targets)))
 

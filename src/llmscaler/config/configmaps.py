@@ -12,9 +12,13 @@ defaults:
   `enable_scale_to_zero` (bool) and `retention_period` (Go duration, > 0 and at most 7 days;
   over 24 h warns).
 - `wva-queueing-model-config`: `default{sloMultiplier in (1, 100], tuningEnabled}` plus per-model
-  `{model_id, namespace, targetTTFT, targetITL, sloMultiplier, tuningEnabled}`; the targets are
-  milliseconds, both in (0, 1 h] or both absent (also accepted in `default`, as a global SLO);
-  `perfParms` (either kind of entry) seeds the tuner per accelerator (`config.perf_parms`).
+  `{model_id, namespace, targetTTFT, targetITL, sloMultiplier, tuningEnabled}` (WVA main's keys,
+  internal/interfaces `QueueingModelScalingConfig`); the targets are milliseconds, both in
+  (0, 1 h] or both absent (also accepted in `default`, as a global SLO). llmscaler's own keys,
+  in either kind of entry: `performanceModel` (`three-parameter`, the default, or
+  `four-parameter`) and `perfParms`, which seeds the tuner per accelerator in the form of the
+  entry's model (`config.perf_parms`; an entry whose perfParms are in the other form is
+  rejected).
 
 Each entry keeps only the fields that were explicitly present (None = absent), so that
 `llmscaler.config.build` can merge layers field by field. This module holds what each map is:
@@ -74,9 +78,20 @@ from llmscaler.config.fields import (
     weight,
 )
 from llmscaler.config.floors import capacity_floor_list
-from llmscaler.config.perf_parms import PerfParmsByAccelerator, perf_parms_list
+from llmscaler.config.perf_parms import (
+    PerfParmsByAccelerator,
+    form_mismatch,
+    perf_parms_list,
+    performance_model,
+)
 from llmscaler.config.quota import Limiters
-from llmscaler.config.resolved import AnalyzerSpec, CapacityFloor, ScaleToZeroConfig
+from llmscaler.config.resolved import (
+    THREE_PARAMETER,
+    AnalyzerSpec,
+    CapacityFloor,
+    PerformanceModel,
+    ScaleToZeroConfig,
+)
 
 SATURATION_CONFIGMAP = 'wva-saturation-scaling-config'
 QUEUEING_CONFIGMAP = 'wva-queueing-model-config'
@@ -113,6 +128,9 @@ class QueueingOverrides:
     target_ttft: float | None = None
     target_itl: float | None = None
     perf_parms: PerfParmsByAccelerator | None = None
+    performance_model: PerformanceModel | None = None
+    """`performanceModel`: read in `wva-queueing-model-config` only (the predictive analyzer
+    sizes on the four-parameter model)."""
 
 
 _SATURATION_FIELDS: Fields = {
@@ -141,6 +159,10 @@ QUEUEING_FIELDS: Fields = {
     'targetTTFT': ('target_ttft', latency_ms),
     'targetITL': ('target_itl', latency_ms),
     'perfParms': ('perf_parms', perf_parms_list),
+}
+_QUEUEING_FIELDS: Fields = {
+    **QUEUEING_FIELDS,
+    'performanceModel': ('performance_model', performance_model),
 }
 
 
@@ -176,7 +198,25 @@ _SATURATION = MapSpec(
 _SCALE_TO_ZERO = MapSpec(
     fields=_SCALE_TO_ZERO_FIELDS, empty=ScaleToZeroConfig(), check=lambda got: []
 )
-_QUEUEING = MapSpec(fields=QUEUEING_FIELDS, empty=QueueingOverrides(), check=check_queueing)
+
+
+def check_perf_form(
+    got: dict[str, object], *, model: PerformanceModel
+) -> list[tuple[str, str, object]]:
+    """`perfParms` in the form of `model` (the entry's own `performanceModel`, else the map's
+    default), never reinterpreted."""
+    perf = got.get('perf_parms')
+    why = form_mismatch(perf_parms=perf, model=model) if isinstance(perf, tuple) else None
+    return [] if why is None else [('perfParms', why, None)]
+
+
+def _check_queueing_model(got: dict[str, object]) -> list[tuple[str, str, object]]:
+    chosen = got.get('performance_model')
+    model = performance_model(chosen) if chosen is not None else THREE_PARAMETER
+    return check_queueing(got) + check_perf_form(got, model=model)
+
+
+_QUEUEING = MapSpec(fields=_QUEUEING_FIELDS, empty=QueueingOverrides(), check=_check_queueing_model)
 
 
 def parse_saturation_configmap(

@@ -4,7 +4,9 @@ Why: the predictive analyzer sizes on the SLO path's tuned performance model and
 takes the keys it shares with `wva-queueing-model-config` (`targetTTFT`, `targetITL`,
 `sloMultiplier`, `tuningEnabled`, `perfParms`) read by the very code that reads that map
 (`configmaps.QUEUEING_FIELDS`, `configmaps.check_queueing`, `configmap_entries.parse_map`), and
-adds its own (defaults: `config.resolved.PredictiveConfig`):
+adds its own (defaults: `config.resolved.PredictiveConfig`). It sizes on the four-parameter
+model, so its `perfParms` are in that form (`decodeParms`/`prefillParms`) and it has no
+`performanceModel` key:
 
 | key | range |
 |---|---|
@@ -36,11 +38,16 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final
 
 from llmscaler.config.configmap_entries import ConfigMapSource, Entry, MapSpec, parse_map
-from llmscaler.config.configmaps import QUEUEING_FIELDS, QueueingOverrides, check_queueing
+from llmscaler.config.configmaps import (
+    QUEUEING_FIELDS,
+    QueueingOverrides,
+    check_perf_form,
+    check_queueing,
+)
 from llmscaler.config.durations import parse_duration
 from llmscaler.config.errors import ConfigError
 from llmscaler.config.fields import Invalid, type_name
-from llmscaler.config.resolved import PredictiveConfig
+from llmscaler.config.resolved import FOUR_PARAMETER, PredictiveConfig
 
 PREDICTIVE_CONFIGMAP: Final = 'llmscaler-predictive-config'
 DURATION_MAX: Final = 24 * 3600.0
@@ -152,7 +159,7 @@ def _make(got: dict[str, Any]) -> PredictiveOverrides:
 _PREDICTIVE: Final = MapSpec(
     fields=PREDICTIVE_FIELDS,
     empty=PredictiveOverrides(),
-    check=check_queueing,
+    check=lambda got: check_queueing(got) + check_perf_form(got, model=FOUR_PARAMETER),
     make=_make,
     name_model=True,
 )

@@ -13,7 +13,7 @@ are seconds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from llmscaler.config.cron import Schedule
@@ -21,6 +21,13 @@ from llmscaler.config.quota import Limiters
 from llmscaler.domain.basics import group_key
 
 AnalyzerPath = Literal['saturation-percentage', 'saturation-token']
+PerformanceModel = Literal['three-parameter', 'four-parameter']
+"""The SLO path's performance model (`performanceModel`): WVA main's three parameters
+(`analyze.queueing.service_model`) or the WVA design paper's four
+(`analyze.queueing.perf_model`)."""
+THREE_PARAMETER: PerformanceModel = 'three-parameter'
+FOUR_PARAMETER: PerformanceModel = 'four-parameter'
+PARAMETER_COUNT: dict[PerformanceModel, int] = {THREE_PARAMETER: 3, FOUR_PARAMETER: 4}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +89,15 @@ class QueueingModelConfig:
     target_itl: float | None = None
     service_class: str | None = None
     """The `service-classes-config` class the targets came from (None: this ConfigMap's own)."""
-    perf_parms: tuple[tuple[str, tuple[float, float, float, float]], ...] | None = None
-    """`perfParms`: configured (accelerator, (α, β, γ, δ) ms) pairs, sorted (ITL = α + β·b,
+    perf_parms: tuple[tuple[str, tuple[float, ...]], ...] | None = None
+    """`perfParms`: configured (accelerator, parameters in ms) pairs, sorted: (α, β, γ) for
+    the three-parameter model, (α, β, γ, δ) for the four-parameter one (ITL = α + β·b,
     prefill = γ + δ·I·b): the tuner's seed for the model's variants on that accelerator, and
     where a restart starts; None or an unlisted accelerator: a guess from the first
     observation (`config.perf_parms`)."""
+    performance_model: PerformanceModel = THREE_PARAMETER
+    """`performanceModel`: WVA main's three-parameter model (the default) or the design
+    paper's four-parameter one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +109,13 @@ class PredictiveConfig:
     performance model and targets. The rest are its own; durations are seconds.
     """
 
-    slo: QueueingModelConfig = field(default_factory=QueueingModelConfig)
+    slo: QueueingModelConfig = field(
+        default_factory=lambda: QueueingModelConfig(performance_model=FOUR_PARAMETER)
+    )
+    """The shared SLO keys. The predictive analyzer sizes on the four-parameter model (its
+    prefill-interference and decode-stretch terms are written in γ + δ·I and α + β·b), so its
+    `slo.performance_model` is always `four-parameter`: its map has no `performanceModel` key,
+    and a value built otherwise is set to it here."""
     startup_seconds: float = 120.0
     """`startupSeconds`: from a scale-up decision to a ready replica (scheduling, image pull,
     weights load, warm-up). The forecast looks this far ahead, plus two cycles."""
@@ -116,6 +133,11 @@ class PredictiveConfig:
     """`sloAttainment` in (0.5, 1): the share of requests that must meet both targets. The rest
     is the budget of misses a variant may show (vLLM's latency histograms) before it is counted
     for less than the rate it shows them at."""
+
+    def __post_init__(self) -> None:
+        if self.slo.performance_model != FOUR_PARAMETER:
+            # Frozen: the one field is set in place (see `slo`).
+            object.__setattr__(self, 'slo', replace(self.slo, performance_model=FOUR_PARAMETER))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal, TypeVar
 
-from annotated_types import Ge, Le
+from annotated_types import Ge, Le, MaxLen, MinLen
 
 from llmscaler.domain.basics import STRICT_KEYS, Count, NonNegative
 from llmscaler.domain.snapshot import EngineParams
@@ -59,8 +59,11 @@ class KalmanRecord:
     """One variant's performance-model tuner (`analyze.learning.kalman`): state, covariance and
     origin.
 
-    `x` is [α, β, γ, δ] in ms (the WVA design paper's ITL = α + β·b, prefill = γ + δ·n_in·b);
-    `p` its 4×4 covariance, row-major; `seed` the values the filter started from (its bounds are
+    `x` is [α, β, γ] in ms (WVA main's three-parameter service model: iteration overhead, per
+    token computed, per token of KV cache held) or [α, β, γ, δ] in ms (the WVA design paper's
+    ITL = α + β·b, prefill = γ + δ·n_in·b); its length names the model, and the analyzer
+    restarts a record whose model is not the configured one. `p` its n×n covariance, row-major;
+    `seed` the values the filter started from (its bounds are
     [seed/100, seed×100]); `engine` the fingerprint of the serving arguments and accelerator it
     learnt on (a change restarts from the seed); `nis` the last normalised innovation;
     `rejected` the count of rejected steps in a row; `updated_at` the last accepted step.
@@ -68,9 +71,9 @@ class KalmanRecord:
 
     __pydantic_config__ = STRICT_KEYS
 
-    x: tuple[float, float, float, float]
-    p: tuple[float, ...]
-    seed: tuple[float, float, float, float]
+    x: Annotated[tuple[float, ...], MinLen(3), MaxLen(4)]
+    p: Annotated[tuple[float, ...], MinLen(9), MaxLen(16)]
+    seed: Annotated[tuple[float, ...], MinLen(3), MaxLen(4)]
     engine: str
     nis: float = 0.0
     rejected: Count = 0

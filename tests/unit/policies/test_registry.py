@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from llmscaler.config.resolved import (
+    FOUR_PARAMETER,
     AnalyzerSpec,
     ModelConfig,
     PredictiveConfig,
@@ -77,8 +78,12 @@ def test_the_slo_policies_take_the_stated_slo_as_explicit_targets() -> None:
     assert slo_queueing is not None
     assert predictive is not None
     queueing = slo_queueing.configure(intent=stated).queueing
+    # The stated α, β, γ, δ are four-parameter: the entry asks for that model.
     assert queueing == QueueingModelConfig(
-        target_ttft=500.0, target_itl=20.0, perf_parms=stated.perf_parms
+        target_ttft=500.0,
+        target_itl=20.0,
+        perf_parms=stated.perf_parms,
+        performance_model=FOUR_PARAMETER,
     )
     settings = predictive.configure(intent=stated).predictive
     assert settings == PredictiveConfig(slo=queueing, startup_seconds=45.0)

@@ -1,10 +1,24 @@
-"""An extended Kalman filter that learns one variant's α, β, γ, δ from observed TTFT and ITL.
+"""An extended Kalman filter that learns one variant's performance parameters from TTFT and ITL.
 
-Why: the SLO analyzer's queue (`analyze.queueing.queue_model`) is only as good as its four
+Why: the SLO analyzer's queue (`analyze.queueing.queue_model`) is only as good as its
 parameters, and they differ by GPU, model, precision and serving arguments. WVA's tuner
-(internal/engines/analyzers/queueingmodel/tuner/ as v0.6–v0.8 ran it, over llm-inferno's
-kalman-filter) learns them online from what every replica reports; this is that filter for the
-four-parameter model of the WVA design paper (§2.2):
+(internal/engines/analyzers/queueingmodel/tuner/ on main, commit 8798da8 "Basic model tuner
+functionality (#743)", as at b08b1c7; over llm-inferno's kalman-filter) learns them online from
+what every replica reports. Its environment (tuner/environment.go) is one replica's arrival
+rate, mean input and output tokens, max batch, TTFT and ITL, all > 0. This is that filter, for
+either performance model:
+
+- three parameters (the default, WVA main): x = [α, β, γ] of `analyze.queueing.service_model`;
+  h(x) is the queue's (W + prefill, ITL) (WVA's tuner leaves the extra ITL of its `Analyze` out
+  of the TTFT, as the sizing here does); the Jacobian is WVA's central differences in each
+  parameter (step 0.01·|x_j|, six queue solutions); WVA main's defaults seed a variant with
+  neither configured nor guessed parameters (α 5 ms, β 0.05 ms, γ 0.00005 ms,
+  tuner/defaults.go after b08b1c7, read at commit 42ce1a7), and a guess from the first
+  observation (`guess_service_seed`, WVA's guess corrected for the batch it was seen at) a
+  variant without configured parameters;
+- four parameters (the design paper, WVA ≤ v0.4): x = [α, β, γ, δ] as below.
+
+The four-parameter filter:
 
 - state x = [α, β, γ, δ] (ms, ms, ms, ms); identity transition (parameters drift slowly);
 - measurement z = [TTFT, ITL] (ms) with h(x) = the queue's predicted (wait + prefill, ITL) at
@@ -25,7 +39,7 @@ four-parameter model of the WVA design paper (§2.2):
   then validated: every parameter > 0 and the normalised innovation squared yᵀS⁻¹y < 7.378 (χ², 2
   degrees of freedom, WVA's gate). A failed step keeps the previous (x, P).
 
-Deliberate differences from WVA (each fixes a defect of its tuner):
+Deliberate differences from WVA (each fixes a defect of its tuner; they apply to both models):
 
 - the bounds are [0.01×, 100×] of the *seed* the filter started from, kept in the record, not
   of a default state rebuilt every cycle;
@@ -49,10 +63,15 @@ Deliberate differences from WVA (each fixes a defect of its tuner):
   event-driven simulator under abrupt load steps, a full step moved β by more than 100 % on the
   first window of a step and the filter did not come back; from 30 % off, the limit costs
   a few cycles (α within 5 % by cycle 6 instead of 3);
-- one step per variant per cycle on the arrival-weighted means of its busy replicas (WVA steps
-  once per pod, which counts one cycle's evidence as many times as there are pods);
+- one step per variant per cycle on the arrival-weighted means of its busy replicas, at the
+  mean per-replica rate (WVA steps once per pod, which counts one cycle's evidence as many times
+  as there are pods);
 - the tuner's TTFT is the sizing TTFT (wait + prefill): they cannot disagree;
 - a changed engine fingerprint (serving arguments, accelerator) restarts from the seed.
+
+When a step fails (an unusable observation, a rate the parameters cannot serve, the
+innovation gate or a non-positive parameter), the filter keeps its previous state and
+covariance, as WVA's tuner does (its stasher), and the analyzer sizes on them.
 
 What fails: nothing raises. `step` returns the record unchanged with `accepted` False and a
 reason when the observation is unusable (rate ≤ 0, above what the current parameters can
@@ -67,7 +86,8 @@ from typing import NamedTuple
 
 from llmscaler.analyze.learning import kalman_update, tuner_queue
 from llmscaler.analyze.queueing.perf_model import PerfParams
-from llmscaler.analyze.queueing.queue_model import EPSILON, QueueAnalyzer, QueueError
+from llmscaler.analyze.queueing.queue_model import EPSILON, ModelParams, QueueAnalyzer, QueueError
+from llmscaler.analyze.queueing.service_model import ServiceParams
 from llmscaler.domain.state import KalmanRecord
 
 ERROR_LEVEL = 0.05
@@ -89,7 +109,12 @@ QUEUE_FACTOR = 10
 """The tuner's max queue: 10 × max batch (WVA)."""
 
 DEFAULT_SEED = PerfParams(alpha=5.0, beta=0.05, gamma=10.0, delta=0.0005)
-"""Used when neither a configured nor a guessed seed exists (WVA's default α is 5 ms)."""
+"""Four parameters: used when neither a configured nor a guessed seed exists (WVA's default α
+is 5 ms)."""
+DEFAULT_SERVICE_SEED = ServiceParams(alpha=5.0, beta=0.05, gamma=0.00005)
+"""Three parameters: WVA main's `DefaultAlpha`, `DefaultBeta`, `DefaultGamma`."""
+BASE_FACTOR = 0.9
+"""WVA main's `BaseFactor`: the cold-start guess takes α as this share of the observed ITL."""
 
 _Matrix = list[list[float]]
 """The Jacobian's two rows. P and the gain are flat row-major tuples
@@ -134,12 +159,63 @@ def guess_seed(
     return guess if guess.positive else None
 
 
-def seed_record(*, seed: PerfParams, engine: str, now: float) -> KalmanRecord:
+def wva_service_guess(
+    *, ttft: float, itl: float, avg_input_tokens: float, avg_output_tokens: float
+) -> ServiceParams | None:
+    """WVA main's cold-start guess of the three parameters from one observation
+    (queueingmodel/analyzer.go `guessInitState`): α = 0.9·ITL; the prefill gives β + γ =
+    (TTFT − α)/I, the decode γ = ((ITL − α) − (β + γ)) / (I + (O + 1)/2 − 1), β the rest, as if
+    the iteration took α (an idle replica). None unless all three are > 0."""
+    if not (ttft > 0 and itl > 0 and avg_input_tokens > 0 and avg_output_tokens > 0):
+        return None
+    alpha = BASE_FACTOR * itl
+    both = (ttft - alpha) / avg_input_tokens
+    denominator = avg_input_tokens + (avg_output_tokens + 1) / 2 - 1
+    if both < 0 or denominator <= 0:
+        return None
+    gamma = ((itl - alpha) - both) / denominator
+    guess = ServiceParams(alpha=alpha, beta=both - gamma, gamma=gamma)
+    return guess if guess.positive else None
+
+
+def guess_service_seed(
+    *,
+    ttft: float,
+    itl: float,
+    avg_input_tokens: float,
+    avg_output_tokens: float,
+    batch: float | None,
+) -> ServiceParams | None:
+    """A three-parameter seed from one observation at a mean of `batch` requests in service
+    (1 when unknown), as `guess_seed` does for four: half of the ITL is the iteration's fixed α,
+    the other half the per-request part at that batch plus the token's own work, b·(β·c + γ·m) +
+    β + γ·m = ITL/2 (c = (I + O)/(O + 1), m = I + O/2), with β:γ as WVA's guess splits them
+    (`wva_service_guess`; the default seed's where it has none). WVA's guess reads a loaded
+    replica's ITL as an idle iteration: on a replica running 120 requests it promised under
+    0.4 req/s where 14 were served, and every tuner step after it was refused as a rate the
+    model cannot serve. The TTFT above the model's prefill is left to the queue and the tuner.
+    None unless all three are > 0."""
+    if not (ttft > 0 and itl > 0 and avg_input_tokens >= 0 and avg_output_tokens >= 1):
+        return None
+    wva = wva_service_guess(
+        ttft=ttft, itl=itl, avg_input_tokens=avg_input_tokens, avg_output_tokens=avg_output_tokens
+    )
+    ratio = (wva or DEFAULT_SERVICE_SEED).beta / (wva or DEFAULT_SERVICE_SEED).gamma
+    b = batch if batch is not None and math.isfinite(batch) and batch >= 1 else 1.0
+    compute = (avg_input_tokens + avg_output_tokens) / (avg_output_tokens + 1)
+    memory = avg_input_tokens + avg_output_tokens / 2
+    # With β = ratio·γ: ITL/2 = γ·(b·(ratio·c + m) + ratio + m).
+    gamma = 0.5 * itl / (b * (ratio * compute + memory) + ratio + memory)
+    guess = ServiceParams(alpha=0.5 * itl, beta=ratio * gamma, gamma=gamma)
+    return guess if guess.positive else None
+
+
+def seed_record(*, seed: ModelParams, engine: str, now: float) -> KalmanRecord:
     """A fresh filter at `seed` with covariance diag((0.5·seed)²)."""
     x = seed.as_tuple()
+    n = len(x)
     u = INITIAL_UNCERTAINTY
-    a, b, c, d = (u * x[0]) ** 2, (u * x[1]) ** 2, (u * x[2]) ** 2, (u * x[3]) ** 2
-    p = (a, 0.0, 0.0, 0.0, 0.0, b, 0.0, 0.0, 0.0, 0.0, c, 0.0, 0.0, 0.0, 0.0, d)
+    p = tuple((u * x[i]) ** 2 if i == j else 0.0 for i in range(n) for j in range(n))
     return KalmanRecord(x=x, p=p, seed=x, engine=engine, nis=0.0, rejected=0, updated_at=now)
 
 
@@ -158,11 +234,23 @@ def with_engine(record: KalmanRecord, *, engine: str) -> KalmanRecord:
 
 
 def params_of(record: KalmanRecord) -> PerfParams:
+    """The four parameters of a four-parameter record (the predictive analyzer's model)."""
+    if len(record.x) != len(PerfParams._fields):
+        raise ValueError(f'a tuner record of {len(record.x)} parameters is not four-parameter')
     return PerfParams(*record.x)
+
+
+def model_params_of(record: KalmanRecord) -> ModelParams:
+    """The record's parameters under the model its size names (three or four)."""
+    if len(record.x) == len(ServiceParams._fields):
+        return ServiceParams(*record.x)
+    return params_of(record)
 
 
 def measure(*, x: tuple[float, ...], obs: TunerObservation) -> tuple[float, float] | None:
     """h(x): predicted (TTFT, ITL) in ms at the observed load; None when it cannot be served."""
+    if len(x) == len(ServiceParams._fields):
+        return _solved(params=ServiceParams(*x), obs=obs)
     fast = tuner_queue.latencies(
         x=x,
         batch=obs.max_batch_size,
@@ -174,8 +262,13 @@ def measure(*, x: tuple[float, ...], obs: TunerObservation) -> tuple[float, floa
     )
     if fast is not None:
         return fast
+    return _solved(params=PerfParams(*x), obs=obs)
+
+
+def _solved(*, params: ModelParams, obs: TunerObservation) -> tuple[float, float] | None:
+    """h(x) from the tuner's queue solved in full (max queue 10 × max batch, WVA's)."""
     analyzer = QueueAnalyzer.build(
-        params=PerfParams(*x),
+        params=params,
         max_batch_size=obs.max_batch_size,
         max_queue_size=QUEUE_FACTOR * obs.max_batch_size,
         avg_input_tokens=obs.avg_input_tokens,
@@ -245,7 +338,7 @@ def _jacobian(
 
 
 def _jacobian_plain(*, x: tuple[float, ...], obs: TunerObservation) -> _Matrix | None:
-    """2 × 4 by central differences, step 0.01·|x_j| (0.01 at 0)."""
+    """2 × n by central differences, step 0.01·|x_j| (0.01 at 0): WVA's Jacobian."""
     jac: _Matrix = [[0.0] * len(x), [0.0] * len(x)]
     for j, value in enumerate(x):
         h = 0.01 * abs(value) if value != 0 else 0.01
@@ -278,57 +371,64 @@ def step(
     if not usable:
         return TunerResult(record=record, accepted=False, reason='no usable observation')
     x = record.x
+    n = len(x)
+    four = n == len(PerfParams._fields)
     p = list(record.p)
     widen = record.rejected >= REJECTIONS_BEFORE_WIDENING
     for i, v in enumerate(x):
-        p[5 * i] += (PERCENT_CHANGE * v) ** 2 + ((WIDENING * v) ** 2 if widen else 0.0)
+        p[(n + 1) * i] += (PERCENT_CHANGE * v) ** 2 + ((WIDENING * v) ** 2 if widen else 0.0)
     predicted = measure(x=x, obs=obs)
-    jac = None if predicted is None else _jacobian(x=x, obs=obs, predicted=predicted)
+    jac = (
+        None
+        if predicted is None
+        else _jacobian(x=x, obs=obs, predicted=predicted)
+        if four
+        else _jacobian_plain(x=x, obs=obs)
+    )
     if predicted is None or jac is None:
         return _rejected(record, p=None, reason='observed rate above what the model can serve')
     h = (*jac[0], *jac[1])
     noise = (ERROR_LEVEL / T_PERCENTILE) ** 2 / GAMMA_FACTOR
     r0, r1 = noise * obs.ttft**2, noise * obs.itl**2
     y0, y1 = obs.ttft - predicted[0], obs.itl - predicted[1]
-    pht, (s00, s01, s10, s11) = kalman_update.innovation(p=p, h=h)
+    pht, (s00, s01, s10, s11) = (
+        kalman_update.innovation(p=p, h=h) if four else kalman_update.innovation_any(p=p, h=h, n=n)
+    )
     s00 += r0
     s11 += r1
     det = s00 * s11 - s01 * s10
     if not (math.isfinite(det) and det > 0):
         return _rejected(record, p=p, reason='singular innovation covariance')
     i00, i01, i10, i11 = s11 / det, -s01 / det, -s10 / det, s00 / det
-    c0, d0, c1, d1, c2, d2, c3, d3 = pht
-    gain = [
-        c0 * i00 + d0 * i10,
-        c0 * i01 + d0 * i11,
-        c1 * i00 + d1 * i10,
-        c1 * i01 + d1 * i11,
-        c2 * i00 + d2 * i10,
-        c2 * i01 + d2 * i11,
-        c3 * i00 + d3 * i10,
-        c3 * i01 + d3 * i11,
-    ]
-    moves = [gain[i] * y0 + gain[i + 1] * y1 for i in range(0, 8, 2)]
-    # One observation is two equations for four unknowns: where the prior is wide, a biased
-    # window (a load step inside it) moves the state by tens of percent. The step is shrunk
-    # so that no parameter moves by more than MAX_STEP of its value per cycle.
+    gain: list[float] = []
+    for i in range(n):
+        c, d = pht[2 * i], pht[2 * i + 1]
+        gain += (c * i00 + d * i10, c * i01 + d * i11)
+    moves = [gain[i] * y0 + gain[i + 1] * y1 for i in range(0, 2 * n, 2)]
+    # One observation is two equations for three or four unknowns: where the prior is wide, a
+    # biased window (a load step inside it) moves the state by tens of percent. The step is
+    # shrunk so that no parameter moves by more than MAX_STEP of its value per cycle.
     shrink = min([1.0] + [MAX_STEP * v / abs(m) for v, m in zip(x, moves, strict=True) if m])
     if shrink != 1.0:
         gain = [shrink * g for g in gain]
-    x0, x1, x2, x3 = [
+    new_x = tuple(
         min(max(v + shrink * m, seed / BOUND_FACTOR), seed * BOUND_FACTOR)
         for v, m, seed in zip(x, moves, record.seed, strict=True)
-    ]
+    )
     nis = y0 * i00 * y0 + y0 * i01 * y1 + y1 * i10 * y0 + y1 * i11 * y1
     inf = math.inf
-    if not (nis < NIS_GATE and 0 < x0 < inf and 0 < x1 < inf and 0 < x2 < inf and 0 < x3 < inf):
+    if not (nis < NIS_GATE and all(0 < v < inf for v in new_x)):
         return _rejected(record, p=p, reason=f'validation failed (NIS {nis:.3g})')
     # Joseph form: the covariance of the gain actually applied, shrunk or not.
-    p_new = kalman_update.joseph(p=p, gain=gain, h=h, r0=r0, r1=r1)
+    p_new = (
+        kalman_update.joseph(p=p, gain=gain, h=h, r0=r0, r1=r1)
+        if four
+        else kalman_update.joseph_any(p=p, gain=gain, h=h, r0=r0, r1=r1, n=n)
+    )
     return TunerResult(
         # Built whole (every field named): `dataclasses.replace` reads the fields each time.
         record=KalmanRecord(
-            x=(x0, x1, x2, x3),
+            x=new_x,
             p=p_new,
             seed=record.seed,
             engine=record.engine,

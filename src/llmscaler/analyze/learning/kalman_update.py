@@ -12,7 +12,10 @@ What it computes:
 - `innovation`: P·Hᵀ and H·P·Hᵀ;
 - `joseph`: (I − K·H)·P·(I − K·H)ᵀ + K·R·Kᵀ for the gain K actually applied, symmetric by
   construction (the upper triangle, mirrored), as `kalman.step` needs it for every gain, the
-  optimal one or a shrunk one.
+  optimal one or a shrunk one;
+- `innovation_any`, `joseph_any`: the same for any number of parameters by plain loops, for the
+  three-parameter model (WVA main's α, β, γ), whose tuner is not the hot path the four-parameter
+  one was tuned for.
 
 Layout: P is 16 floats row-major, H is 8 (the TTFT row, then the ITL row), P·Hᵀ and K are 8
 (row i at 2i, 2i + 1). What fails: nothing raises; non-finite inputs give non-finite outputs,
@@ -88,3 +91,43 @@ def joseph(
     q3 = e30 * p03 + e31 * p13 + e32 * p23 + e33 * p33
     m33 = q0 * e30 + q1 * e31 + q2 * e32 + q3 * e33 + (k30 * k30 * r0 + k31 * k31 * r1)
     return (m00, m01, m02, m03, m01, m11, m12, m13, m02, m12, m22, m23, m03, m13, m23, m33)
+
+
+def innovation_any(
+    *, p: Sequence[float], h: Sequence[float], n: int
+) -> tuple[Flat, tuple[float, float, float, float]]:
+    """`innovation` for n parameters (the three-parameter model's 3 × 3 P), by plain loops:
+    (P·Hᵀ as 2n floats, row i at 2i, 2i + 1; H·P·Hᵀ)."""
+    a, b = h[:n], h[n:]
+    pht: list[float] = []
+    for i in range(n):
+        row = p[n * i : n * i + n]
+        pht.append(sum(row[j] * a[j] for j in range(n)))
+        pht.append(sum(row[j] * b[j] for j in range(n)))
+    c, d = pht[0::2], pht[1::2]
+    return tuple(pht), (
+        sum(a[i] * c[i] for i in range(n)),
+        sum(a[i] * d[i] for i in range(n)),
+        sum(b[i] * c[i] for i in range(n)),
+        sum(b[i] * d[i] for i in range(n)),
+    )
+
+
+def joseph_any(
+    *, p: Sequence[float], gain: Sequence[float], h: Sequence[float], r0: float, r1: float, n: int
+) -> Flat:
+    """`joseph` for n parameters by plain loops, symmetric by construction."""
+    a, b = h[:n], h[n:]
+    e = [
+        [(1.0 if i == j else 0.0) - (gain[2 * i] * a[j] + gain[2 * i + 1] * b[j]) for j in range(n)]
+        for i in range(n)
+    ]
+    ep = [[sum(e[i][k] * p[n * k + j] for k in range(n)) for j in range(n)] for i in range(n)]
+    out = [0.0] * (n * n)
+    for i in range(n):
+        for j in range(i, n):
+            value = sum(ep[i][k] * e[j][k] for k in range(n)) + (
+                gain[2 * i] * gain[2 * j] * r0 + gain[2 * i + 1] * gain[2 * j + 1] * r1
+            )
+            out[n * i + j] = out[n * j + i] = value
+    return tuple(out)

@@ -5,8 +5,10 @@ Autoscaling* (the WVA design paper), §2.2 "Performance Model Parameters".
 
 Why: the SLO analyzer's queue (`analyze.queueing.queue_model`) and its tuner
 (`analyze.learning.kalman`) both need the time a request spends in a replica at a given batch size;
-WVA's queue analyzer (the v0.4 `QueueAnalyzer`, llm-inferno's queue-analysis) defines it with four
-parameters:
+WVA's queue analyzer up to v0.4 (the v0.4 `QueueAnalyzer`, llm-inferno's queue-analysis) defined it
+with four parameters. WVA main replaced them with three (`analyze.queueing.service_model`, the
+SLO path's default); this model stays selectable (`performanceModel: four-parameter`) and is the
+predictive analyzer's:
 
 - decode (inter-token) time at batch size b: `ITL(b) = α + β·b` (ms);
 - prefill time of a request with I input tokens at batch b: `γ + δ·I·b` (ms), 0 when I = 0;

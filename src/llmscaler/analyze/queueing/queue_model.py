@@ -1,14 +1,24 @@
-"""One replica's state-dependent M/M/1/K queue on the WVA design paper's performance model.
+"""One replica's state-dependent M/M/1/K queue on either performance model.
 
-Source: *Workload Variant Autoscaler: A Performance-Model-Based Approach to AI Inference
-Autoscaling* (the WVA design paper), §2.2 "Performance Model Parameters" and §3.2 "Queueing
-Model".
+Source: llm-d workload-variant-autoscaler pkg/analyzer/ (queueanalyzer.go,
+mm1modelstatedependent.go, mm1kmodel.go: main at b08b1c7 for the three-parameter model, the v0.4
+line for the four); *Workload Variant Autoscaler: A Performance-Model-Based Approach to AI
+Inference Autoscaling* (the WVA design paper), §2.2 and §3.2.
 
 Why: the SLO analyzer asks "at what arrival rate does one replica still meet its TTFT and ITL
 targets?"; that needs the latency a replica would show at a given rate, which this module
-predicts from four parameters (`analyze.queueing.perf_model`) and the request mix. It follows
-WVA's queue analyzer (the `QueueAnalyzer` of the v0.4 line and the `llm-inferno` queue-analysis
-package) so WVA's unit tests can be replayed against it:
+predicts from the tuned parameters and the request mix. Under both models a request's service
+time at n requests in service is a line base + slope·n, so the chain below is the same; the
+models differ in that line and in how the latencies are read from a solution:
+
+- three parameters (`ServiceParams`, WVA main, the default): the line of
+  `analyze.queueing.service_model.service_line`; TTFT W + prefill(n̄) and ITL (S − prefill(n̄))/O
+  at the mean number in service n̄ = E[min(n, N)];
+- four parameters (`PerfParams`, below): the design paper's prefill and decode lines and the
+  effective batch b̄.
+
+It follows WVA's queue analyzer so WVA's unit tests can be replayed against it. The
+four-parameter model:
 
 - decode (inter-token) time at batch size b: `ITL(b) = α + β·b` (ms);
 - prefill time of a request with I input tokens at batch b: `γ + δ·I·b` (ms), 0 when I = 0;
@@ -49,13 +59,18 @@ from itertools import repeat
 from operator import add, mul, truediv
 from typing import NamedTuple
 
-from llmscaler.analyze.queueing import queue_chain
+from llmscaler.analyze.queueing import queue_chain, service_model
 from llmscaler.analyze.queueing.perf_model import (
     PerfParams,
     decodes_per_request,
     effective_concurrency,
     prefill_time,
 )
+from llmscaler.analyze.queueing.service_model import ServiceParams
+
+ModelParams = PerfParams | ServiceParams
+"""A replica's tuned parameters: WVA main's three (`ServiceParams`, the default) or the design
+paper's four (`PerfParams`); the queue's service time is a line in n under either."""
 
 EPSILON = 0.001
 """WVA's `Epsilon`: the rate range is [μ_1·ε, μ_N·(1 − ε)]."""
@@ -169,7 +184,7 @@ class QueueAnalyzer:
     without overflow for any K. Otherwise it sums all K + 1 states in log space.
     """
 
-    params: PerfParams
+    params: ModelParams
     max_batch_size: int
     max_queue_size: int
     avg_input_tokens: float
@@ -183,7 +198,7 @@ class QueueAnalyzer:
     @staticmethod
     def build(
         *,
-        params: PerfParams,
+        params: ModelParams,
         max_batch_size: int,
         max_queue_size: int,
         avg_input_tokens: float,
@@ -197,15 +212,24 @@ class QueueAnalyzer:
             return QueueError(
                 f'invalid request size: inTokens={avg_input_tokens}, outTokens={avg_output_tokens}'
             )
-        decodes = decodes_per_request(
-            avg_input_tokens=avg_input_tokens, avg_output_tokens=avg_output_tokens
-        )
-        # service(n) = base + slope·n: the prefill and decode times of `service_rates`, inlined.
-        prefill_base, prefill_slope = (
-            (params.gamma, params.delta * avg_input_tokens) if avg_input_tokens != 0 else (0.0, 0.0)
-        )
-        base = prefill_base + decodes * params.alpha
-        slope = prefill_slope + decodes * params.beta
+        if isinstance(params, ServiceParams):
+            base, slope = service_model.service_line(
+                params=params,
+                avg_input_tokens=avg_input_tokens,
+                avg_output_tokens=avg_output_tokens,
+            )
+        else:
+            decodes = decodes_per_request(
+                avg_input_tokens=avg_input_tokens, avg_output_tokens=avg_output_tokens
+            )
+            # service(n) = base + slope·n: the prefill and decode times of `service_rates`.
+            prefill_base, prefill_slope = (
+                (params.gamma, params.delta * avg_input_tokens)
+                if avg_input_tokens != 0
+                else (0.0, 0.0)
+            )
+            base = prefill_base + decodes * params.alpha
+            slope = prefill_slope + decodes * params.beta
         # service(n) is linear in n: positive and finite at both ends means positive throughout.
         for n in (1, max_batch_size):
             service = base + slope * n
@@ -284,10 +308,12 @@ class QueueAnalyzer:
     def unqueued_rate(self, *, ttft: float = 0.0, itl: float = 0.0) -> float | None:
         """λ (per ms) at which the closed form of `_unqueued` (no waiting, S = (base + slope)
         / (1 − λ·slope)) predicts a TTFT of `ttft` or an ITL of `itl` ms (the one given > 0):
-        the target's effective batch, its service time, and λ from S. Exact wherever that
-        closed form holds, a first guess elsewhere; None when the target is not reached that
-        way (no prefill or decode slope, a batch outside (0, N), a service time at or below
-        one request's)."""
+        the target's load, its service time, and λ from S. Exact wherever that closed form
+        holds, a first guess elsewhere; None when the target is not reached that way (no
+        prefill or decode slope, a load outside (0, N), a service time at or below one
+        request's)."""
+        if isinstance(self.params, ServiceParams):
+            return self._unqueued_rate_iteration(self.params, ttft=ttft, itl=itl)
         params, tokens = self.params, self.avg_output_tokens - 1
         if ttft > 0:
             per_batch = params.delta * self.avg_input_tokens
@@ -307,8 +333,32 @@ class QueueAnalyzer:
             return None
         return (1 - single / service) / self.slope
 
+    def _unqueued_rate_iteration(
+        self, params: ServiceParams, *, ttft: float, itl: float
+    ) -> float | None:
+        """`unqueued_rate` on the three-parameter model. Without waiting, n̄ = λ·S requests are
+        in service and S = base + slope·(1 + n̄); prefill(n̄) and ITL(n̄) = (S − prefill(n̄))/O
+        are lines in n̄, so the target's n̄ is solved directly and λ = n̄/S(n̄)."""
+        tokens, out = self.avg_input_tokens, self.avg_output_tokens
+        per_request = service_model.per_request_slope(
+            params=params, avg_input_tokens=tokens, avg_output_tokens=out
+        )
+        prefill_0 = 0.0 if tokens == 0 else params.alpha + (params.beta + params.gamma) * tokens
+        prefill_slope = 0.0 if tokens == 0 else per_request
+        if ttft > 0:
+            load = (ttft - prefill_0) / prefill_slope if prefill_slope > 0 else 0.0
+        else:
+            itl_0 = (self.base + self.slope - prefill_0) / out
+            itl_slope = (self.slope - prefill_slope) / out
+            load = (itl - itl_0) / itl_slope if itl_slope > 0 else 0.0
+        if not 0 < load < self.max_batch_size or self.slope <= 0:
+            return None
+        return load / (self.base + self.slope * (1 + load))
+
     def effective_concurrency(self, *, avg_service_time: float) -> float:
-        """b̄ with prefill(I, b̄) + (O − 1)·ITL(b̄) = S, clamped to [0, N] (WVA)."""
+        """b̄ with prefill(I, b̄) + (O − 1)·ITL(b̄) = S, clamped to [0, N] (four-parameter
+        model; WVA v0.4)."""
+        assert isinstance(self.params, PerfParams)
         return effective_concurrency(
             avg_service_time=avg_service_time,
             params=self.params,
@@ -317,12 +367,48 @@ class QueueAnalyzer:
             max_batch_size=self.max_batch_size,
         )
 
+    def load(self, stats: QueueStats) -> float:
+        """What the latencies are read at: the effective batch b̄ (four parameters) or the
+        mean number in service E[min(n, N)] (three parameters)."""
+        if isinstance(self.params, ServiceParams):
+            return stats.avg_num_in_servers
+        return self.effective_concurrency(avg_service_time=stats.avg_serv_time)
+
+    def rises(self, *, stats: QueueStats, ttft: bool, itl: bool) -> bool:
+        """Whether the TTFT (`ttft`) and ITL (`itl`) rise with the rate from the solution
+        `stats` on: its load lies inside (0, N), where it grows with the rate, and each figure
+        asked for grows with the load (the search's fast path needs it; `size` decides
+        otherwise)."""
+        if not 0 < self.load(stats) < self.max_batch_size:
+            return False
+        params = self.params
+        if isinstance(params, ServiceParams):
+            slope = service_model.per_request_slope(
+                params=params,
+                avg_input_tokens=self.avg_input_tokens,
+                avg_output_tokens=self.avg_output_tokens,
+            )
+            return slope > 0 and not (ttft and not self.avg_input_tokens > 0)
+        return not (ttft and not params.delta * self.avg_input_tokens > 0) and not (
+            itl and not params.beta > 0
+        )
+
     def latencies(self, *, lam: float) -> tuple[QueueStats, float, float] | QueueError:
         """(stats, TTFT ms, ITL ms) at λ per ms: the two figures the search and the tuner need."""
         stats = self.solve(lam=lam)
         if isinstance(stats, QueueError):
             return stats
         params, tokens = self.params, self.avg_input_tokens
+        if isinstance(params, ServiceParams):
+            ttft, itl = service_model.latencies(
+                params=params,
+                avg_input_tokens=tokens,
+                avg_output_tokens=self.avg_output_tokens,
+                wait=stats.avg_wait_time,
+                service=stats.avg_serv_time,
+                in_service=stats.avg_num_in_servers,
+            )
+            return stats, ttft, itl
         conc = effective_concurrency(
             avg_service_time=stats.avg_serv_time,
             params=params,
@@ -345,9 +431,18 @@ class QueueAnalyzer:
         if isinstance(solved, QueueError):
             return solved
         stats, _ttft, itl = solved
-        conc = self.effective_concurrency(avg_service_time=stats.avg_serv_time)
-        prefill = prefill_time(
-            params=self.params, avg_input_tokens=self.avg_input_tokens, batch_size=conc
+        load = self.load(stats)
+        prefill = (
+            service_model.prefill_time(
+                params=self.params,
+                avg_input_tokens=self.avg_input_tokens,
+                avg_output_tokens=self.avg_output_tokens,
+                batch_size=load,
+            )
+            if isinstance(self.params, ServiceParams)
+            else prefill_time(
+                params=self.params, avg_input_tokens=self.avg_input_tokens, batch_size=load
+            )
         )
         return AnalysisMetrics(
             throughput=stats.throughput * 1000,

@@ -315,24 +315,19 @@ def max_rate(*, analyzer: QueueAnalyzer, targets: TargetPerf) -> float | SearchE
     # (a target below it is met at the top rate). A figure rises from the smallest rate on
     # when the effective batch there is inside (0, N) (it grows with the service time) and
     # the figure grows with it: then the ends rules here are WVA's; otherwise `size` decides.
-    params = analyzer.params
-    batch = analyzer.effective_concurrency(avg_service_time=low[0].avg_serv_time)
-    if not 0 < batch < analyzer.max_batch_size or (
-        (targets.ttft > 0 and not params.delta * analyzer.avg_input_tokens > 0)
-        or (targets.itl > 0 and not params.beta > 0)
-    ):
+    if not analyzer.rises(stats=low[0], ttft=targets.ttft > 0, itl=targets.itl > 0):
         return _sized(analyzer=analyzer, targets=targets)
     targets_by_index = (targets.ttft, targets.itl)
     pinned = False
-    for name, index, target in active:
+    for _name, index, target in active:
         figure = low[1][index]
         if within_tolerance(x=figure, value=target, tolerance=TOLERANCE):
             pinned = True
         elif target < figure:
-            return SearchError(
-                f'target {name}={target:g} ms is below the bounded region '
-                f'(rates {analyzer.rate_range.min:g}..{analyzer.rate_range.max:g}/s)'
-            )
+            # Below the curve at the smallest rate: an error where the curve rises, which
+            # `size` tells from both ends (the three-parameter ITL falls where the batch
+            # fills: (S − prefill(n̄))/O with S flat and n̄ growing).
+            return _sized(analyzer=analyzer, targets=targets)
         elif not figure > 0:
             return _sized(analyzer=analyzer, targets=targets)
     if pinned:

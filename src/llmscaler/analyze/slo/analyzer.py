@@ -1,17 +1,25 @@
 """The SLO (queueing-model) analyzer of one model: tune, choose targets, size every variant.
 
 Why: WVA's SLO analyzer (llm-d workload-variant-autoscaler,
-internal/engines/analyzers/queueingmodel/, as v0.6–v0.8 dispatched it) scales on latency targets
-instead of saturation. Per model, per cycle, as it does, with its defect fixed:
+internal/engines/analyzers/queueingmodel/analyzer.go on main after b08b1c7, read at commit
+42ce1a7) scales on latency targets instead of saturation. Per model, per cycle, as it does, with
+its defect fixed, on the performance model the configuration names (`performanceModel`): WVA
+main's three parameters α, β, γ (`analyze.queueing.service_model`, the default) or the design
+paper's four α, β, γ, δ (`analyze.queueing.perf_model`). A tuner record of the other model (a
+change of `performanceModel`, a model moved from the predictive analyzer, which keeps four)
+restarts from the seed.
 
 1. **Workload.** Busy replicas (arrival rate > 0) give arrival-weighted means of input and
    output tokens, TTFT and ITL per variant and for the model. The model's demand is the
    gateway's arrival rate when the pool reports one, else Σ of the replicas' arrival rates.
 2. **Tuner** (`tuningEnabled`, default true): one EKF step per variant with busy replicas
-   (`analyze.learning.kalman`); a variant without a record starts from the configured `perfParms` of
-   its accelerator (idle or not), else from a seed guessed from its first observation (else
-   `kalman.DEFAULT_SEED`); a changed engine fingerprint or changed configured values restart
-   it. A controller restarted with an empty state therefore starts from the configured values.
+   (`analyze.learning.kalman`); a variant without a record starts from the configured
+   `perfParms` of its accelerator (idle or not), else from a seed guessed from its first
+   observation at the batch it was seen at (`kalman.guess_service_seed`, `kalman.guess_seed`),
+   else the model's default seed (`kalman.DEFAULT_SERVICE_SEED`, `kalman.DEFAULT_SEED`); a
+   changed engine fingerprint or changed configured values restart it. A controller restarted
+   with an empty state therefore starts from the configured values. A step that fails keeps
+   the previous parameters (WVA's fallback), and the variant is sized on them.
 3. **Targets** (`analyze.queueing.targets`): explicit, inferred (k × unloaded), or fallback.
 4. **Per-variant capacity**: the largest rate one replica sustains within the targets
    (`analyze.queueing.search.size`, WVA's binary search, max queue 100) for the model's token mix.
@@ -51,10 +59,12 @@ from llmscaler.analyze.queueing.perf_model import PerfParams
 from llmscaler.analyze.queueing.queue_model import (
     DEFAULT_MAX_BATCH_SIZE,
     DEFAULT_MAX_QUEUE_SIZE,
+    ModelParams,
     QueueAnalyzer,
     QueueError,
 )
 from llmscaler.analyze.queueing.search import SearchError, TargetPerf, max_rate
+from llmscaler.analyze.queueing.service_model import ServiceParams
 from llmscaler.analyze.slo.workload import MS, Columns, Workload
 from llmscaler.analyze.slo.workload import columns as _columns
 from llmscaler.analyze.slo.workload import joined_workload as _joined_workload
@@ -63,7 +73,7 @@ from llmscaler.analyze.slo.workload import running_mean as _running_mean
 # `llmscaler.policies.predictive.policy` still takes `workload` from here; every other importer
 # takes it from `analyze.slo.workload`, which defines it.
 from llmscaler.analyze.slo.workload import workload_of as _workload_of
-from llmscaler.config.resolved import QueueingModelConfig
+from llmscaler.config.resolved import PARAMETER_COUNT, THREE_PARAMETER, QueueingModelConfig
 from llmscaler.domain.signals import AnalyzerResult, Totals, VariantCapacity
 from llmscaler.domain.snapshot import EngineParams, PoolMetrics, ReplicaMetrics, Variant
 from llmscaler.domain.state import KalmanRecord
@@ -87,12 +97,19 @@ class SloAnalysis:
     notes: dict[str, str] = field(default_factory=dict)
 
 
-def configured_seed(*, config: QueueingModelConfig, accelerator: str) -> PerfParams | None:
-    """The configured (`perfParms`) α, β, γ, δ for variants on `accelerator`, if any."""
+def configured_seed(*, config: QueueingModelConfig, accelerator: str) -> ModelParams | None:
+    """The configured (`perfParms`) parameters for variants on `accelerator`, if any, in the
+    configured performance model. Values in the other model's form (only a merge of entries can
+    give them: each entry's own form is checked when it is read) are not a seed of this one."""
     for acc, values in config.perf_parms or ():
-        if acc == accelerator:
-            return PerfParams(*values)
+        if acc == accelerator and len(values) == PARAMETER_COUNT[config.performance_model]:
+            return ServiceParams(*values) if len(values) == 3 else PerfParams(*values)
     return None
+
+
+def _fits(record: KalmanRecord, size: int) -> bool:
+    """A record of the configured model: its state, seed and covariance all of its size."""
+    return len(record.x) == size and len(record.seed) == size and len(record.p) == size * size
 
 
 def engine_fingerprint(variant: Variant) -> str:
@@ -153,7 +170,9 @@ def analyze(
     caches = {v.name: _smallest_cache(by_variant.get(v.name, ())) for v in variants}
     updates: dict[str, KalmanRecord] = {}
     notes: dict[str, str] = {}
-    params: dict[str, PerfParams] = {}
+    params: dict[str, ModelParams] = {}
+    three = config.performance_model == THREE_PARAMETER
+    size = PARAMETER_COUNT[config.performance_model]
     # Variants of one model often share a tuner state and figures (same engine on several
     # pools): their tuner steps and sizings are computed once per analysis.
     steps: dict[tuple[tuple[object, ...], kalman.TunerObservation], kalman.TunerResult] = {}
@@ -164,7 +183,12 @@ def analyze(
         record = records.get(record_key)
         fingerprint = engine_fingerprint(variant)
         configured = configured_seed(config=config, accelerator=variant.accelerator)
-        if record is not None and record.engine != fingerprint:
+        if record is not None and not _fits(record, size):
+            record = None
+            notes[variant.name] = (
+                f'tuner restarted: performance model is {config.performance_model}'
+            )
+        elif record is not None and record.engine != fingerprint:
             record = None
             notes[variant.name] = 'tuner restarted: engine arguments changed'
         elif record is not None and configured is not None and record.seed != configured.as_tuple():
@@ -174,16 +198,35 @@ def analyze(
             # Configured values seed the tuner, idle or not, and a restart starts there again.
             record = kalman.seed_record(seed=configured, engine=fingerprint, now=now)
         if record is None and load.arrival_rate > 0:
-            seed = (
-                kalman.guess_seed(
-                    ttft=load.ttft_ms or 0.0,
-                    itl=load.itl_ms or 0.0,
-                    avg_input_tokens=load.avg_input_tokens or 0.0,
-                    batch=_batch(
-                        load._replace(running=_running_mean(columns.get(variant.name, no_columns)))
-                    ),
+            seed: ModelParams = (
+                (
+                    kalman.guess_service_seed(
+                        ttft=load.ttft_ms or 0.0,
+                        itl=load.itl_ms or 0.0,
+                        avg_input_tokens=load.avg_input_tokens or 0.0,
+                        avg_output_tokens=load.avg_output_tokens or 0.0,
+                        batch=_batch(
+                            load._replace(
+                                running=_running_mean(columns.get(variant.name, no_columns))
+                            )
+                        ),
+                    )
+                    or kalman.DEFAULT_SERVICE_SEED
                 )
-                or kalman.DEFAULT_SEED
+                if three
+                else (
+                    kalman.guess_seed(
+                        ttft=load.ttft_ms or 0.0,
+                        itl=load.itl_ms or 0.0,
+                        avg_input_tokens=load.avg_input_tokens or 0.0,
+                        batch=_batch(
+                            load._replace(
+                                running=_running_mean(columns.get(variant.name, no_columns))
+                            )
+                        ),
+                    )
+                    or kalman.DEFAULT_SEED
+                )
             )
             record = kalman.seed_record(seed=seed, engine=fingerprint, now=now)
         if record is None:
@@ -216,7 +259,7 @@ def analyze(
             if not step.accepted:
                 notes.setdefault(variant.name, f'tuner: {step.reason}')
         updates[record_key] = record
-        params[variant.name] = kalman.params_of(record)
+        params[variant.name] = kalman.model_params_of(record)
 
     demand = pool.arrival_rate if pool is not None and pool.arrival_rate is not None else None
     if demand is None and any(r.arrival_rate is not None for r in replicas):
@@ -230,6 +273,7 @@ def analyze(
         explicit_itl=config.target_itl,
         learned=[params[n] for n in sorted(params)],
         avg_input_tokens=model_load.avg_input_tokens,
+        avg_output_tokens=model_load.avg_output_tokens,
         multiplier=config.slo_multiplier,
         observed_ttft=model_load.ttft_ms,
         observed_itl=model_load.itl_ms,
@@ -396,7 +440,7 @@ def _missing(*, demand: float | None, load: Workload) -> str:
 
 def _size(
     *,
-    params: PerfParams,
+    params: ModelParams,
     max_batch_size: int,
     in_tokens: float,
     out_tokens: float,

@@ -8,14 +8,19 @@ value`; the last occurrence wins.
 vLLM (defaults): max-num-seqs 256, max-num-batched-tokens, max-model-len (None; `auto`/-1 mean
 unknown), tensor-parallel-size 1 (`-tp`), data-parallel-size 1 (`-dp`), block-size 16,
 gpu-memory-utilization 0.9, kv-cache-dtype auto, num-gpu-blocks-override (None),
-enable-chunked-prefill / no-enable-chunked-prefill (on). Token counts accept vLLM's
-human-readable form (`32k` = 32000, `32K` = 32768). The effective `max_num_batched_tokens`
-(as WVA v0.9.0's internal/engines/analyzers/saturation_v2/deployment_parser.go resolves it): the
-explicit value; else with chunked prefill on, 8192 for the V1 engine (the default;
-`VLLM_USE_V1=0` or `false` selects V0) and 2048 for V0; else (chunked prefill explicitly off)
-max(max-model-len, 2048). When max-model-len is unknown we use 2048: the true value is
+enable-chunked-prefill / no-enable-chunked-prefill. Token counts accept vLLM's human-readable
+form (`32k` = 32000, `32K` = 32768). The engine and its chunked prefill as WVA reads them
+(internal/engines/analyzers/saturation_v2/deployment_parser.go, main at b08b1c7 and v0.9.0):
+the V1 engine unless the container's env sets `VLLM_USE_V1=0` (vLLM reads the variable as an
+integer); V1 chunks its prefills by default, V0 only with `--enable-chunked-prefill`. The
+effective `max_num_batched_tokens` (WVA's `resolveEffectiveMaxBatchedTokens`): the explicit
+value; else with chunked prefill on, 8192 for V1 and 2048 for V0; else max(max-model-len,
+2048), which is the V0 default. When max-model-len is unknown we use 2048: the true value is
 max(model context, 2048) ≥ 2048, so we under- rather than over-state capacity, which errs
-towards more replicas.
+towards more replicas. One difference: WVA holds chunked prefill on for V1 whatever the flags
+say and reads any `--enable-chunked-prefill` as on; here `--no-enable-chunked-prefill` (or
+`--enable-chunked-prefill=false`) turns it off, as vLLM's scheduler configuration does (its
+budget is then max(max-model-len, 2048) on either engine).
 
 SGLang: `--max-running-requests` → max_num_seqs, `--chunked-prefill-size` →
 max_num_batched_tokens (8192 when absent; -1 turns chunked prefill off and then
@@ -181,8 +186,9 @@ def vllm_params(*, found: Found) -> EngineParams:
         )
     max_model_len = read.positive_int('max-model-len', None, human=True)
     explicit = read.positive_int('max-num-batched-tokens', None, human=True)
-    chunked_on = True if chunked is None else chunked
-    v1 = found.env.get('VLLM_USE_V1', '1').strip().lower() not in ('0', 'false')
+    v1 = found.env.get('VLLM_USE_V1', '1').strip() != '0'
+    # V1 chunks prefills unless told not to; V0 only when told to.
+    chunked_on = chunked if chunked is not None else v1
     if explicit is not None:
         batched = explicit
     elif chunked_on:

@@ -31,7 +31,13 @@ from typing import Final
 
 from llmscaler.analyze.saturation import percentage
 from llmscaler.analyze.slo import analyzer as slo_queueing
-from llmscaler.config.resolved import ModelConfig, QueueingModelConfig
+from llmscaler.config.resolved import (
+    FOUR_PARAMETER,
+    PARAMETER_COUNT,
+    THREE_PARAMETER,
+    ModelConfig,
+    QueueingModelConfig,
+)
 from llmscaler.domain.signals import VariantTarget, held
 from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics, Variant
 from llmscaler.domain.state import KalmanRecord
@@ -211,11 +217,16 @@ def _arbitrated(
 
 def queueing_config(*, intent: Intent) -> QueueingModelConfig:
     """The `wva-queueing-model-config` entry of a user stating `intent`: its targets as
-    explicit `targetTTFT`/`targetITL` (ms; none: WVA infers them) and its `perfParms`."""
+    explicit `targetTTFT`/`targetITL` (ms; none: WVA infers them) and its `perfParms`, with the
+    performance model they are written for (α, β, γ: three-parameter; α, β, γ, δ, as the
+    simulator's presets state them: four-parameter); none stated: the default model."""
+    sizes = {len(values) for _, values in intent.perf_parms or ()}
+    model = FOUR_PARAMETER if sizes == {PARAMETER_COUNT[FOUR_PARAMETER]} else THREE_PARAMETER
     return QueueingModelConfig(
         target_ttft=intent.ttft * 1000 if intent.ttft is not None else None,
         target_itl=intent.itl * 1000 if intent.itl is not None else None,
         perf_parms=intent.perf_parms,
+        performance_model=model,
     )
 
 

@@ -14,8 +14,11 @@ With 0.85 / 0.70 a utilisation in [0.70, 0.85] gives RC = SC = 0: the hysteresis
 `signal` applies both formulas with the result's own thresholds, at model scope for a model
 without P/D roles (one `both` entry from the model totals) and per role otherwise.
 
-Bad input: a non-positive (or non-finite) threshold makes the formula return 0. WVA leaves the
-previous RC/SC untouched in that case, and the previous value of a fresh computation is 0.
+Bad input: a non-positive or NaN threshold makes the formula return 0, as WVA's does (main at
+b08b1c7, internal/engines/analyzers/saturation_v2/analyzer.go: RC and SC start at 0 and are
+computed only for a threshold > 0). An infinite threshold also gives 0 here, where WVA's
+formula gives RC = 0 and SC = the whole supply (demand / ∞ = 0): a deviation
+(docs/decision-core.md), not reachable from a ConfigMap, which keeps both in (0, 1].
 A NaN, infinite or negative demand or supply, or a result that overflows to infinity, also
 gives 0: bad data never asks for capacity and never frees any. A per-replica capacity that is
 NaN, infinite or negative is reported as 0, which the optimizer reads as "cannot price".

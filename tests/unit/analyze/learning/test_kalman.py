@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from llmscaler.analyze.learning import kalman
 from llmscaler.analyze.queueing.perf_model import PerfParams
 from llmscaler.analyze.slo import analyzer
-from llmscaler.config.resolved import QueueingModelConfig
+from llmscaler.config.resolved import FOUR_PARAMETER, QueueingModelConfig
 from llmscaler.domain.snapshot import EngineParams, ReplicaMetrics, Variant
 from llmscaler.domain.state import KalmanRecord
 from llmscaler.sim.hardware import presets
@@ -294,7 +294,8 @@ def test_a_configured_seed_30_percent_off_converges_and_a_restart_starts_there(
     config = QueueingModelConfig(
         target_ttft=2000.0,
         target_itl=60.0,
-        perf_parms=(('A100', configured),),  # type: ignore[arg-type]
+        perf_parms=(('A100', configured),),
+        performance_model=FOUR_PARAMETER,
     )
     rng = np.random.default_rng(seed)
     records: dict[str, KalmanRecord] = {}

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from llmscaler.config.resolved import Config, ModelConfig, QueueingModelConfig
+from llmscaler.config.resolved import FOUR_PARAMETER, Config, ModelConfig, QueueingModelConfig
 from llmscaler.domain.snapshot import Snapshot
 from llmscaler.domain.state import KalmanRecord
 from llmscaler.sim import runner
@@ -140,7 +140,8 @@ def _run(*, start: tuple[float, ...], seed: int, ramp: float = RAMP) -> Run:
     queueing = QueueingModelConfig(
         target_ttft=2000.0,
         target_itl=100.0,
-        perf_parms=((spec.accelerator, start),),  # type: ignore[arg-type]
+        perf_parms=((spec.accelerator, start),),
+        performance_model=FOUR_PARAMETER,
     )
     config = Config(
         default=ModelConfig(queueing=QueueingModelConfig()),

@@ -17,6 +17,7 @@ def pick(**kw: object) -> SloTargets | None:
         'explicit_itl': None,
         'learned': (),
         'avg_input_tokens': 1000.0,
+        'avg_output_tokens': 100.0,
         'multiplier': 3.0,
         'observed_ttft': None,
         'observed_itl': None,

@@ -78,10 +78,28 @@ CASES: list[tuple[str, list[Container], EngineParams]] = [
             gpu_memory_utilization=0.8,
         ),
     ),
+    # WVA (saturation_v2/deployment_parser.go at b08b1c7): V0 chunks only with the flag.
     (
-        'V0 engine via env, chunked on → 2048',
+        'V0 engine via env, chunked prefill off by default → max(max-model-len, 2048)',
+        vllm('--max-model-len', '32768', env={'VLLM_USE_V1': '0'}),
+        EngineParams(
+            max_num_batched_tokens=32768, max_model_len=32768, enable_chunked_prefill=False
+        ),
+    ),
+    (
+        'V0 engine, max-model-len unknown → 2048, chunked prefill off',
         vllm(env={'VLLM_USE_V1': '0'}),
-        EngineParams(max_num_batched_tokens=2048),
+        EngineParams(max_num_batched_tokens=2048, enable_chunked_prefill=False),
+    ),
+    (
+        'V0 engine with --enable-chunked-prefill → 2048',
+        vllm('--enable-chunked-prefill', '--max-model-len', '32768', env={'VLLM_USE_V1': '0'}),
+        EngineParams(max_num_batched_tokens=2048, max_model_len=32768),
+    ),
+    (
+        'VLLM_USE_V1=1 is the V1 engine: chunked → 8192',
+        vllm('--max-model-len', '32768', env={'VLLM_USE_V1': '1'}),
+        EngineParams(max_num_batched_tokens=8192, max_model_len=32768),
     ),
     (
         'chunked off, max-model-len 4096 → max(4096, 2048) = 4096',
@@ -200,7 +218,12 @@ CASES: list[tuple[str, list[Container], EngineParams]] = [
                 'env': [{'name': 'GMU', 'value': '0.85'}, {'name': 'SECRET', 'valueFrom': {}}],
             }
         ],
-        EngineParams(max_num_seqs=64, gpu_memory_utilization=0.85, max_num_batched_tokens=2048),
+        EngineParams(
+            max_num_seqs=64,
+            gpu_memory_utilization=0.85,
+            max_num_batched_tokens=2048,
+            enable_chunked_prefill=False,  # V0: chunked prefill off by default
+        ),
     ),
     (
         'shell variable from the container env',
@@ -217,7 +240,7 @@ CASES: list[tuple[str, list[Container], EngineParams]] = [
     (
         'inline assignment before the command',
         [{'name': 's', 'image': 'x', 'command': ['sh', '-c', 'VLLM_USE_V1=0 vllm serve m']}],
-        EngineParams(max_num_batched_tokens=2048),
+        EngineParams(max_num_batched_tokens=2048, enable_chunked_prefill=False),
     ),
     (
         'sidecar first, server second',

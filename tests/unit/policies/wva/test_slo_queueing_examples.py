@@ -78,17 +78,37 @@ def test_the_tuner_state_of_the_example_is_kept_between_runs(
     )
     kept = json.loads(state.read_text())
     assert kept['kalman'], 'the tuner records are written with the state'
+    again = tmp_path / 'again.json'
     second = _decide(
-        capsys, '--snapshot', str(SNAPSHOT), '--config', str(SLO), '--state', str(state)
+        capsys,
+        '--snapshot',
+        str(SNAPSHOT),
+        '--config',
+        str(SLO),
+        '--state',
+        str(state),
+        '--state-out',
+        str(again),
     )
     learnt = [
         {k: v for k, v in _by_variant(r)['llama-8b-h100']['figures'].items() if k[:5] == 'perf_'}
         for r in (first, second)
     ]
-    # The second run starts from the first run's parameters, so it takes a further step.
+    # The second run starts from the first run's record: the same parameters (the guess's
+    # TTFT is far from the observed one, and the innovation gate refuses the step), one more
+    # rejection in a row in the record it keeps; a fresh start would count one.
     assert (
         learnt[0].keys()
         == learnt[1].keys()
-        == {f'perf_{p}' for p in ('alpha', 'beta', 'gamma', 'delta')}
+        == {f'perf_{p}' for p in ('alpha', 'beta', 'gamma')}  # the three-parameter default
     )
-    assert learnt[0] != learnt[1]
+    records = [
+        dict(json.loads(f.read_text())['kalman'])['llm-inference/llama-8b-h100']
+        for f in (state, again)
+    ]
+    assert (
+        records[1]['x']
+        == records[0]['x']
+        == [learnt[1][f'perf_{p}'] for p in ('alpha', 'beta', 'gamma')]
+    )
+    assert records[1]['rejected'] == records[0]['rejected'] + 1

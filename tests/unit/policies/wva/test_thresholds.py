@@ -58,6 +58,8 @@ def test_anticipated_supply_of_zero_is_taken_literally() -> None:
 
 @pytest.mark.parametrize('threshold', [0.0, -0.5, math.nan, math.inf])
 def test_an_unusable_threshold_leaves_the_fresh_value_zero(threshold: float) -> None:
+    # 0, negative, NaN: as WVA main (saturation_v2/analyzer.go at b08b1c7 computes RC and SC
+    # only for a threshold > 0). +inf: a documented deviation (see the next test).
     assert (
         required_capacity(demand=850.0, anticipated_supply=0.0, scale_up_threshold=threshold) == 0
     )
@@ -163,3 +165,12 @@ def test_signal_per_role_is_sorted_and_ignores_model_totals() -> None:
 def test_unusable_per_replica_capacity_is_reported_as_zero(bad: float) -> None:
     result = AnalyzerResult(analyzer='x', variants=(capacity('a', bad),), totals=Totals())
     assert signal(result=result, live=True).capacity == (('a', 0.0),)
+
+
+def test_an_infinite_scale_down_boundary_frees_nothing_where_wva_frees_everything() -> None:
+    """Deviation (docs/decision-core.md): WVA's formula reads demand / +inf as 0 and calls the
+    whole supply spare; here an infinite threshold is unusable and frees nothing."""
+    supply, demand = 1000.0, 900.0
+    wva = max(0.0, supply - demand / math.inf)  # WVA's arithmetic for a threshold > 0
+    assert wva == supply
+    assert spare_capacity(demand=demand, supply=supply, scale_down_boundary=math.inf) == 0
