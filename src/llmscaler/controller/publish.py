@@ -90,7 +90,7 @@ from prometheus_client import (
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from llmscaler.controller.cluster.inventory import node_accelerator
-from llmscaler.domain.snapshot import GpuLimit
+from llmscaler.domain.snapshot import Decision, GpuLimit
 from llmscaler.optimize.limiter import INVENTORY_PROVIDER
 from llmscaler.version import version
 
@@ -133,15 +133,25 @@ class ReplicaRow:
 
 @dataclass(frozen=True, slots=True)
 class ShadowRow:
-    """One variant in shadow mode: what llmscaler would set, what runs, what a peer publishes."""
+    """One variant in shadow mode: what llmscaler would set and what runs, what a peer publishes."""
 
-    variant: str
-    namespace: str
-    accelerator: str
-    current: int
-    desired: int
+    replicas: ReplicaRow
     peer: int | None
     """Another autoscaler's `wva_desired_replicas` for the variant; None when none is read."""
+
+
+def replica_rows(*, decisions: Iterable[Decision]) -> list[ReplicaRow]:
+    """The replica signal of each decision (current and desired counts), in key order."""
+    return [
+        ReplicaRow(
+            variant=d.variant,
+            namespace=d.namespace,
+            accelerator=d.accelerator,
+            current=d.current,
+            desired=d.target,
+        )
+        for d in sorted(decisions, key=lambda d: d.key)
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,20 +423,21 @@ class ControllerMetrics:
         """Publish exactly these variants' shadow gauges and count one comparison of each
         (against the running count, and the peer's where there is one)."""
         chosen: dict[tuple[str, str], ShadowRow] = {}
-        for row in sorted(rows, key=lambda r: (r.namespace, r.variant, r.accelerator)):
-            chosen.setdefault((row.namespace, row.variant), row)
+        for row in sorted(rows, key=lambda r: (r.replicas.namespace, r.replicas.variant)):
+            chosen.setdefault((row.replicas.namespace, row.replicas.variant), row)
         counts: dict[tuple[str, ...], tuple[float, ...]] = {}
         peers: dict[tuple[str, ...], tuple[float, ...]] = {}
         for (namespace, variant), row in sorted(chosen.items()):
-            labels = (variant, namespace, accelerator_label(row.accelerator))
-            counts[labels] = (float(row.desired), float(row.current))
+            ours = row.replicas
+            labels = (variant, namespace, accelerator_label(ours.accelerator))
+            counts[labels] = (float(ours.desired), float(ours.current))
             self._compared.labels(
-                variant, namespace, 'current', _against(row.desired, row.current)
+                variant, namespace, 'current', _against(ours.desired, ours.current)
             ).inc()
             if row.peer is not None:
                 peers[(variant, namespace)] = (float(row.peer),)
                 self._compared.labels(
-                    variant, namespace, 'peer', _against(row.desired, row.peer)
+                    variant, namespace, 'peer', _against(ours.desired, row.peer)
                 ).inc()
         self._shadow_series = _publish_exactly(
             families=self._shadow, values=counts, previous=self._shadow_series

@@ -8,7 +8,7 @@ import pytest
 from llmscaler.config.build import build_config
 from llmscaler.config.configmap_entries import ConfigMapSource
 from llmscaler.config.configmaps import QUEUEING_CONFIGMAP
-from llmscaler.config.resolved import CoreSettings
+from llmscaler.config.resolved import CoreSettings, QueueingModelConfig
 
 CTRL = 'wva-system'
 H100 = (
@@ -23,7 +23,8 @@ FOUR = 'performanceModel: four-parameter\n'
 THREE = 'perfParms:\n  - acc: H100\n    serviceParms: {alpha: 5.0, beta: 0.05, gamma: 0.00005}\n'
 
 
-def resolve(data: dict[str, str]) -> tuple[object, list[str]]:
+def queueing_of(data: dict[str, str]) -> tuple[QueueingModelConfig, list[str]]:
+    """Model `m`'s queueing configuration from these ConfigMap entries, and the errors."""
     config, errors = build_config(
         configmaps=[ConfigMapSource(name=QUEUEING_CONFIGMAP, namespace=CTRL, data=data)],
         settings=CoreSettings(),
@@ -31,7 +32,12 @@ def resolve(data: dict[str, str]) -> tuple[object, list[str]]:
     )
     queueing = config.model(model_id='m', namespace='ns').queueing
     assert queueing is not None
-    return queueing.perf_parms, [str(e) for e in errors]
+    return queueing, [str(e) for e in errors]
+
+
+def resolve(data: dict[str, str]) -> tuple[object, list[str]]:
+    queueing, errors = queueing_of(data)
+    return queueing.perf_parms, errors
 
 
 def test_default_and_per_model_entries_set_the_seed_per_accelerator() -> None:
@@ -68,14 +74,8 @@ def test_a_malformed_seed_rejects_the_entry_with_one_line(text: str, where: str)
 
 
 def performance_model(data: dict[str, str]) -> tuple[object, list[str]]:
-    config, errors = build_config(
-        configmaps=[ConfigMapSource(name=QUEUEING_CONFIGMAP, namespace=CTRL, data=data)],
-        settings=CoreSettings(),
-        controller_namespace=CTRL,
-    )
-    queueing = config.model(model_id='m', namespace='ns').queueing
-    assert queueing is not None
-    return queueing.performance_model, [str(e) for e in errors]
+    queueing, errors = queueing_of(data)
+    return queueing.performance_model, errors
 
 
 def test_the_three_parameter_model_is_the_default_and_reads_service_parms() -> None:

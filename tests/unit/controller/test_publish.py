@@ -151,8 +151,16 @@ def shadow_series(metrics: ControllerMetrics) -> Series:
 def test_shadow_gauges_comparisons_and_gone_variants_removed() -> None:
     metrics = ControllerMetrics()
     rows = [
-        ShadowRow(variant='a', namespace='llm', accelerator='H100', current=2, desired=3, peer=2),
-        ShadowRow(variant='b', namespace='llm', accelerator='', current=1, desired=1, peer=None),
+        ShadowRow(
+            replicas=ReplicaRow(
+                variant='a', namespace='llm', accelerator='H100', current=2, desired=3
+            ),
+            peer=2,
+        ),
+        ShadowRow(
+            replicas=ReplicaRow(variant='b', namespace='llm', accelerator='', current=1, desired=1),
+            peer=None,
+        ),
     ]
     metrics.set_shadow(rows=rows)
     metrics.set_shadow(rows=rows[:1])
@@ -179,7 +187,10 @@ def test_shadow_gauges_comparisons_and_gone_variants_removed() -> None:
     metrics.set_shadow(
         rows=[
             ShadowRow(
-                variant='a', namespace='llm', accelerator='H100', current=2, desired=1, peer=None
+                replicas=ReplicaRow(
+                    variant='a', namespace='llm', accelerator='H100', current=2, desired=1
+                ),
+                peer=None,
             )
         ]
     )

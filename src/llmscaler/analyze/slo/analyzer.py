@@ -198,33 +198,25 @@ def analyze(
             # Configured values seed the tuner, idle or not, and a restart starts there again.
             record = kalman.seed_record(seed=configured, engine=fingerprint, now=now)
         if record is None and load.arrival_rate > 0:
+            batch = _batch(
+                load._replace(running=_running_mean(columns.get(variant.name, no_columns)))
+            )
+            ttft, itl = load.ttft_ms or 0.0, load.itl_ms or 0.0
+            inputs = load.avg_input_tokens or 0.0
             seed: ModelParams = (
                 (
                     kalman.guess_service_seed(
-                        ttft=load.ttft_ms or 0.0,
-                        itl=load.itl_ms or 0.0,
-                        avg_input_tokens=load.avg_input_tokens or 0.0,
+                        ttft=ttft,
+                        itl=itl,
+                        avg_input_tokens=inputs,
                         avg_output_tokens=load.avg_output_tokens or 0.0,
-                        batch=_batch(
-                            load._replace(
-                                running=_running_mean(columns.get(variant.name, no_columns))
-                            )
-                        ),
+                        batch=batch,
                     )
                     or kalman.DEFAULT_SERVICE_SEED
                 )
                 if three
                 else (
-                    kalman.guess_seed(
-                        ttft=load.ttft_ms or 0.0,
-                        itl=load.itl_ms or 0.0,
-                        avg_input_tokens=load.avg_input_tokens or 0.0,
-                        batch=_batch(
-                            load._replace(
-                                running=_running_mean(columns.get(variant.name, no_columns))
-                            )
-                        ),
-                    )
+                    kalman.guess_seed(ttft=ttft, itl=itl, avg_input_tokens=inputs, batch=batch)
                     or kalman.DEFAULT_SEED
                 )
             )

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from llmscaler import gc_pause
@@ -48,7 +48,7 @@ from llmscaler.config.resolved import Config
 from llmscaler.controller.cluster.caches import Caches, WorldCache
 from llmscaler.controller.cluster.configwatch import ConfigProblem, ConfigWatch
 from llmscaler.controller.cluster.world import VariantEntry, World
-from llmscaler.controller.publish import AvailabilityRow, ControllerMetrics, ReplicaRow
+from llmscaler.controller.publish import AvailabilityRow, ControllerMetrics, replica_rows
 from llmscaler.controller.va.shadow import ShadowLog, shadow_rows
 from llmscaler.controller.va.status import VaStatuses
 from llmscaler.controller.va.story import Story
@@ -267,7 +267,7 @@ class MainCycle:
         if self._actuation in (DIRECT, BOTH):
             results = await self._actuate(world=world, decisions=decisions)
         if self._actuation in (METRICS, BOTH):
-            self._metrics.set_replicas(rows=_rows(decisions.values()))
+            self._metrics.set_replicas(rows=replica_rows(decisions=decisions.values()))
         written = await self._statuses.write(
             world=world, decisions=decisions, results=results, errors=found.errors
         )
@@ -398,18 +398,3 @@ class MainCycle:
     async def aclose(self) -> None:
         """Wait for the events still being sent (before the API client closes)."""
         await asyncio.gather(*self._background, return_exceptions=True)
-
-
-def _rows(decisions: Iterable[Decision]) -> list[ReplicaRow]:
-    rows = []
-    for decision in sorted(decisions, key=lambda d: d.key):
-        rows.append(
-            ReplicaRow(
-                variant=decision.variant,
-                namespace=decision.namespace,
-                accelerator=decision.accelerator,
-                current=decision.current,
-                desired=decision.target,
-            )
-        )
-    return rows

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 
 from llmscaler.collect.prometheus.peer import PeerReading
-from llmscaler.controller.publish import ShadowRow
+from llmscaler.controller.publish import ShadowRow, replica_rows
 from llmscaler.domain.snapshot import Decision
 
 log = logging.getLogger('llmscaler.controller.va.cycle')
@@ -31,15 +31,8 @@ log = logging.getLogger('llmscaler.controller.va.cycle')
 def shadow_rows(*, decisions: Iterable[Decision], peer: PeerReading) -> list[ShadowRow]:
     """One row per decision, in key order, with the peer's count for its variant."""
     return [
-        ShadowRow(
-            variant=d.variant,
-            namespace=d.namespace,
-            accelerator=d.accelerator,
-            current=d.current,
-            desired=d.target,
-            peer=peer.of(namespace=d.namespace, variant=d.variant),
-        )
-        for d in sorted(decisions, key=lambda d: d.key)
+        ShadowRow(replicas=row, peer=peer.of(namespace=row.namespace, variant=row.variant))
+        for row in replica_rows(decisions=decisions)
     ]
 
 
@@ -53,25 +46,26 @@ class ShadowLog:
         """Log each row whose counts changed; `reasons` holds each decision's reason by key."""
         seen: dict[tuple[str, str], tuple[int, int, int | None]] = {}
         for row in rows:
-            key = (row.namespace, row.variant)
-            counts = (row.desired, row.current, row.peer)
+            ours = row.replicas
+            key = (ours.namespace, ours.variant)
+            counts = (ours.desired, ours.current, row.peer)
             seen[key] = counts
             if self._seen.get(key) == counts:
                 continue
             peer = 'none published' if row.peer is None else str(row.peer)
-            reason = reasons.get(f'{row.namespace}/{row.variant}', '')
+            reason = reasons.get(f'{ours.namespace}/{ours.variant}', '')
             log.info(
                 'shadow %s/%s: llmscaler %d, running %d, peer %s (%s)',
-                row.namespace,
-                row.variant,
-                row.desired,
-                row.current,
+                ours.namespace,
+                ours.variant,
+                ours.desired,
+                ours.current,
                 peer,
                 reason,
                 extra={
-                    'variant': row.variant,
-                    'namespace': row.namespace,
-                    'replicas': row.desired,
+                    'variant': ours.variant,
+                    'namespace': ours.namespace,
+                    'replicas': ours.desired,
                 },
             )
         self._seen = seen

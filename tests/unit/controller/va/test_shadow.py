@@ -19,7 +19,7 @@ import pytest
 from llmscaler.clock import ManualClock
 from llmscaler.collect.prometheus.peer import PEER_QUERY, PeerReading
 from llmscaler.controller.app import Controller
-from llmscaler.controller.publish import ShadowRow
+from llmscaler.controller.publish import ReplicaRow, ShadowRow
 from llmscaler.controller.va.shadow import ShadowLog, shadow_rows
 from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.domain.basics import Action
@@ -65,17 +65,25 @@ def test_rows_pair_each_decision_with_the_peer_count_of_its_variant() -> None:
     )
     assert rows == [
         ShadowRow(
-            variant='a', namespace=NS, accelerator='NVIDIA-L40S', current=1, desired=2, peer=4
+            replicas=ReplicaRow(
+                variant='a', namespace=NS, accelerator='NVIDIA-L40S', current=1, desired=2
+            ),
+            peer=4,
         ),
         ShadowRow(
-            variant='b', namespace=NS, accelerator='NVIDIA-L40S', current=1, desired=1, peer=None
+            replicas=ReplicaRow(
+                variant='b', namespace=NS, accelerator='NVIDIA-L40S', current=1, desired=1
+            ),
+            peer=None,
         ),
     ]
 
 
 def test_a_comparison_is_logged_when_it_changes_only(caplog: pytest.LogCaptureFixture) -> None:
     shadow = ShadowLog()
-    row = ShadowRow(variant='a', namespace=NS, accelerator='', current=1, desired=2, peer=1)
+    row = ShadowRow(
+        replicas=ReplicaRow(variant='a', namespace=NS, accelerator='', current=1, desired=2), peer=1
+    )
     caplog.set_level(logging.INFO)
     shadow.compare(rows=[row], reasons={f'{NS}/a': 'saturation'})
     shadow.compare(rows=[row], reasons={f'{NS}/a': 'saturation'})
