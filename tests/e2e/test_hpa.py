@@ -111,15 +111,19 @@ class Trail:
     cluster: Cluster
     rest: Rest
     start: float = field(default_factory=time.monotonic)
-    changes: list[tuple[float, float | None, int]] = field(default_factory=list)
+    changes: list[tuple[float, float | None, int, int]] = field(default_factory=list)
 
     def __str__(self) -> str:
-        return ', '.join(f'{t:.1f} s: gauge {g} replicas {r}' for t, g, r in self.changes)
+        return '\n'.join(
+            f'{t:5.1f} s: gauge {g}, spec.replicas {r} (gateway queue {q})'
+            for t, g, r, q in self.changes
+        )
 
     def _settled(self, wanted: Callable[[float], bool]) -> bool:
         value, count = gauge(self.prometheus), replicas(self.cluster, CHEAP)
-        if not self.changes or self.changes[-1][1:] != (value, count):
-            self.changes.append((time.monotonic() - self.start, value, count))
+        if not self.changes or self.changes[-1][1:3] != (value, count):
+            queue = self.cluster.gateway(MODEL_8B).queue_size
+            self.changes.append((time.monotonic() - self.start, value, count, queue))
         return value is not None and wanted(value) and count == value
 
     async def until(self, wanted: Callable[[float], bool], *, timeout: float, what: str) -> None:
@@ -128,7 +132,7 @@ class Trail:
             await self.cluster.wait_for(lambda: self._settled(wanted), timeout=timeout, what=what)
         except TimeoutError as late:
             status = show(hpa(self.rest).get('status'))
-            raise AssertionError(f'{late}\nseen: {self}\nHPA status: {status}') from late
+            raise AssertionError(f'{late}\nseen:\n{self}\nHPA status: {status}') from late
 
 
 def hpa(rest: Rest) -> dict[str, Any]:
