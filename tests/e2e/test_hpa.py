@@ -52,7 +52,7 @@ from tests.support.e2e_controller import (
     show,
     two_variants,
 )
-from tests.support.prerequisites import need_built
+from tests.support.prerequisites import missing, need_built
 
 HPA = f'/apis/autoscaling/v2/namespaces/{NS}/horizontalpodautoscalers/keda-hpa-{CHEAP}'
 RATE = 24.0  # requests/s: more than one small replica serves
@@ -64,6 +64,8 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     need_control_plane()
     for name in (*keda.BINARIES, 'prometheus'):
         need_built(name)
+    if binaries.module_source(binaries.FAMILIES['keda'], keda.MODULE) is None:
+        missing(f'{keda.MODULE} is not in the Go module cache (make binaries downloads it)')
     async with Cluster(
         namespace=NS, workdir=tmp_path, input_tokens=64, output_tokens=32, control_plane=True
     ) as c:

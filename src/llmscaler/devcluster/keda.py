@@ -26,8 +26,8 @@ What fails: `KedaMissing` when a KEDA binary or kubectl is not built, or the KED
 in the Go module cache (`make binaries` puts both there); `NoHostAddress` when the machine has no
 IPv4 address but loopback and link-local ones; RuntimeError with the end of its log when a
 process exits or is not ready within `ready_timeout` seconds, and `subprocess.CalledProcessError`
-(kubectl's stderr in `stderr`) when an install step or the wait for the APIService fails;
-everything started by then is stopped first.
+(kubectl's stderr in `stderr`) or `subprocess.TimeoutExpired` when an install step or the wait
+for the APIService fails; everything started by then is stopped first.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from llmscaler.devcluster.process import free_port
 __all__ = [
     'ACCOUNT',
     'BINARIES',
+    'MODULE',
     'NAMESPACE',
     'Keda',
     'KedaMissing',
