@@ -20,7 +20,9 @@ aggregator routes to endpoints, there being no kube-proxy, and an endpoint may n
 address). Both binaries then run through `ControlPlane.run`, signed in as the ServiceAccount
 (a token kubeconfig), with one certificate of the cluster's CA for the operator's gRPC metrics
 service, the metrics server's client of it and the metrics server's HTTPS (KEDA's certificate
-rotation off); entering returns once the APIService is Available. Leaving stops both.
+rotation off); entering returns once the APIService is Available. Leaving stops both. `address`
+is the address the metrics server listens on, `pids` the two processes' ids (kept after they
+stop, to check that none is left), `log(name)` a process's output.
 
 What fails: `KedaMissing` when a KEDA binary or kubectl is not built, or the KEDA module is not
 in the Go module cache (`make binaries` puts both there); `NoHostAddress` when the machine has no
@@ -161,6 +163,7 @@ class Keda:
         self.ready_timeout = ready_timeout
         self.address = ''
         self.pids: dict[str, int] = {}
+        self._admin = workdir / 'admin.kubeconfig'
 
     async def __aenter__(self) -> Keda:
         await self.start()
@@ -179,9 +182,11 @@ class Keda:
         return self.plane.log(name)
 
     async def start(self) -> None:
+        # Everything that is missing is reported before anything is installed or started.
         binary = {name: _built(name) for name in (*BINARIES, 'kubectl')}
         self.address = host_address()
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self._admin = self.plane.kubeconfig(self.workdir / 'admin.kubeconfig')
         try:
             await self._start(binary)
         except BaseException:
@@ -269,9 +274,8 @@ class Keda:
         return folder
 
     def _kubectl(self, *args: str, stdin: str | None = None) -> str:
-        admin = self.plane.kubeconfig(self.workdir / 'admin.kubeconfig')
         return subprocess.run(
-            [_built('kubectl'), f'--kubeconfig={admin}', *args],
+            [_built('kubectl'), f'--kubeconfig={self._admin}', *args],
             input=stdin,
             capture_output=True,
             text=True,
