@@ -11,7 +11,8 @@ the Deployment's replicas.
 
 | step | expectation |
 |---|---|
-| the ScaledObjects applied | KEDA makes HPA `keda-hpa-<VA>` on the external metric; it reads 1 |
+| the ScaledObjects applied | KEDA makes HPA `keda-hpa-<VA>` on the external metric, with the |
+|  | rendered behaviour (windows 0, tolerance 0); it reads 1 |
 | load on the model | the gauge goes up; spec.replicas follows it, written through `/scale` by |
 |  | kube-controller-manager; no other client writes `/scale` |
 | no load | the gauge comes back to 1, and spec.replicas with it |
