@@ -1,8 +1,9 @@
-"""Binaries built from pinned Go modules: Kubernetes, etcd, a current Prometheus and Helm.
+"""Binaries built from pinned Go modules: Kubernetes, etcd, a current Prometheus, Helm and KEDA.
 
 Why: the tests and the demo run the real control plane (kube-apiserver, kube-controller-manager,
-kube-scheduler, etcd), kubectl, a Prometheus 3 server beside Debian's 2.42, and helm. None of
-them has a Debian package recent enough, and no download site or image registry is reachable;
+kube-scheduler, etcd), kubectl, a Prometheus 3 server beside Debian's 2.42, helm, and KEDA's
+operator and metrics server (an HPA following `wva_desired_replicas`). None of them has a
+Debian package recent enough, and no download site or image registry is reachable;
 the Go module proxy is. Each family is one small Go module under `tools/` whose go.mod and go.sum
 pin the release, so a build is reproducible; the binaries land in a cache outside the work tree,
 keyed by family and version, and are built once per machine.
@@ -10,13 +11,16 @@ keyed by family and version, and are built once per machine.
 What: `FAMILIES` (name, version, module folder, the binaries and the packages they come from),
 `cache_root()` (`$LLMSCALER_TOOLS_CACHE`, else `~/.cache/llmscaler/tools`), `find(binary)` (the
 cached path, or None), `build(family, ...)` (builds into a temporary folder, then renames it
-into place, so a build cut short leaves no half-filled folder that `find` would trust).
+into place, so a build cut short leaves no half-filled folder that `find` would trust),
+`module_source(family, module)` (a required module's folder in the Go module cache, for the
+files a release ships beside its code: KEDA's CRDs and RBAC).
 `python -m llmscaler.devcluster.binaries build [FAMILY ...]` builds what is missing, `path
 BINARY` prints a binary's path, `list` prints every binary and whether it is built.
 
 What fails: `build` raises `BuildFailed` (with the end of go's output) when `go` is absent or
-a build fails; `find` never raises. The CLI exits 2 with one line for an unknown family or
-binary, and 1 when a build fails or `path` names a binary not built yet.
+a build fails; `find` and `module_source` never raise (None: not built, not downloaded). The
+CLI exits 2 with one line for an unknown family or binary, and 1 when a build fails or `path`
+names a binary not built yet.
 """
 
 from __future__ import annotations
@@ -33,7 +37,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ['FAMILIES', 'BuildFailed', 'Family', 'build', 'cache_root', 'find', 'folder', 'main']
+__all__ = [
+    'FAMILIES',
+    'BuildFailed',
+    'Family',
+    'build',
+    'cache_root',
+    'find',
+    'folder',
+    'main',
+    'module_source',
+]
 
 # Where the Go modules live: tools/ beside src/ in a checkout (the binaries are a development
 # aid; an installed wheel has no tools/ and no need to build them).
@@ -116,6 +130,19 @@ FAMILIES: dict[str, Family] = {
                 '-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=34',
             ),
         ),
+        Family(
+            name='keda',
+            version='v2.21.0',
+            module='keda',
+            # The operator (ScaledObjects into HPAs, and the scalers behind a gRPC service) and
+            # its external-metrics API server; the admission webhooks are not built.
+            packages=(
+                ('keda-operator', 'github.com/kedacore/keda/v2/cmd/operator'),
+                ('keda-adapter', 'github.com/kedacore/keda/v2/cmd/adapter'),
+            ),
+            # As KEDA's release build sets it (the tag without its v), for its start-up banner.
+            ldflags=('-X github.com/kedacore/keda/v2/version.Version=2.21.0',),
+        ),
     )
 }
 
@@ -151,6 +178,31 @@ def find(binary: str) -> Path | None:
         return None
     path = folder(family) / binary
     return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def module_source(
+    family: Family, module: str, *, go: str | None = None, tools: Path = _TOOLS
+) -> Path | None:
+    """The folder of Go module `module`, at the version `family`'s go.mod pins, in the Go
+    module cache (files a release ships beside its code, such as KEDA's manifests); None when
+    go is absent or the module is not downloaded yet (`build` downloads it). Never downloads."""
+    go = go or shutil.which('go')
+    if go is None:
+        return None
+    try:
+        done = subprocess.run(
+            [go, 'list', '-m', '-f', '{{.Dir}}', module],
+            cwd=tools / family.module,
+            env={**os.environ, 'GOFLAGS': '-mod=readonly', 'GOPROXY': 'off'},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = done.stdout.strip()
+    return Path(found) if done.returncode == 0 and found else None
 
 
 def build(family: Family, *, go: str | None = None, tools: Path = _TOOLS) -> Path:

@@ -8,14 +8,20 @@ would be: its own CA and serving certificate, ServiceAccount signing keys,
 `--authorization-mode=Node,RBAC` with the default admission plugins, and one client certificate
 per component, so RBAC sees the identities it sees in a cluster. An audit log records every
 write by any other client (the controller under test), request body included, and its reads of
-`/scale` subresources: the real server's equivalent of the fake's request log.
+`/scale` subresources: the real server's equivalent of the fake's request log. The aggregation
+layer is on (a front-proxy CA and client certificate, request-header authentication, routing to
+endpoints since there is no kube-proxy), so an extension API server such as KEDA's metrics server
+(`devcluster.keda`) can serve an APIService, and an HPA's own tolerance is honoured, as from
+Kubernetes 1.35 on (the feature gate HPAConfigurableTolerance).
 
 What: `ControlPlane(workdir=...)`, an async context manager, starts the four processes in order
 (each waits for the previous to be ready) and stops them in reverse. `url` is the API server's
 address, `ca` its CA file, `kubeconfig(path, identity=...)` writes a kubeconfig for one of the
 certificate identities in `IDENTITIES` (`admin` is in `system:masters`), `token_kubeconfig`
-one for a bearer token (a ServiceAccount's), `audited()` returns the audit events and
-`log(name)` a process's output, `pids` the running processes. The
+one for a bearer token (a ServiceAccount's), `issue(name, ...)` a certificate of the cluster's
+CA (for an add-on's serving certificate), `run(name=..., argv=...)` starts one more process
+beside the control plane (an add-on) and `halt(name)` stops it, `audited()` returns the audit
+events and `log(name)` a process's output, `pids` the running processes. The
 controller-manager runs the controllers in `CONTROLLERS`, each with its own ServiceAccount
 credentials; the scheduler binds pods to nodes (registering nodes and running their pods is the
 kubelet emulation's job, not the control plane's).
@@ -23,19 +29,22 @@ kubelet emulation's job, not the control plane's).
 What fails: `start` raises `ControlPlaneMissing` when a binary is not built (`make binaries`)
 or openssl is absent, and RuntimeError with the end of the process's log when one exits or is
 not ready within `ready_timeout` seconds; everything started by then is stopped first. `stop`
-is idempotent and leaves no child process behind: each runs in its own session and is killed
-after `stop_timeout` seconds of SIGTERM.
+is idempotent and leaves no child process behind (add-ons started with `run` included): each
+runs in its own session and is killed after `stop_timeout` seconds of SIGTERM. `run` raises
+RuntimeError when the control plane is not running or the process exits or is not ready (it is
+stopped first), ValueError when a process of that name runs already.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import ssl
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -49,6 +58,7 @@ from llmscaler.devcluster.process import free_port, terminate
 __all__ = [
     'BINARIES',
     'CONTROLLERS',
+    'FRONT_PROXY_CLIENT',
     'IDENTITIES',
     'ControlPlane',
     'ControlPlaneMissing',
@@ -73,6 +83,14 @@ CONTROLLERS = (
     'endpointslice-controller',
     'disruption-controller',
 )
+
+# Per-HPA tolerance (behavior.scale{Up,Down}.tolerance), alpha in 1.34 and on by default from
+# 1.35: the HPAs llmscaler writes set it to 0, and the cluster should honour it as 1.35 does.
+_FEATURE_GATES = 'HPAConfigurableTolerance=true'
+
+# The common name of the client certificate kube-apiserver presents to extension API servers
+# (an APIService's backend) when it proxies a request, with the user in X-Remote-* headers.
+FRONT_PROXY_CLIENT = 'front-proxy-client'
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +153,9 @@ def _openssl(*args: str, cwd: Path) -> None:
         raise RuntimeError(f'openssl {args[0]}: {done.stderr.strip()[-500:]}')
 
 
+_RSA = ('-newkey', 'rsa:2048', '-nodes')
+
+
 def _subject(identity: Identity) -> str:
     return ''.join(f'/O={group}' for group in identity.groups) + f'/CN={identity.name}'
 
@@ -182,78 +203,87 @@ class ControlPlane:
             )
         return str(path)
 
+    def _make_ca(self, name: str, *, common_name: str) -> None:
+        _openssl(
+            'req',
+            '-x509',
+            *_RSA,
+            '-keyout',
+            f'{name}.key',
+            '-out',
+            f'{name}.crt',
+            '-days',
+            '7',
+            '-subj',
+            f'/CN={common_name}',
+            '-addext',
+            'basicConstraints=critical,CA:TRUE',
+            '-addext',
+            'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
+            cwd=self.pki,
+        )
+
+    def issue(
+        self, name: str, *, subject: str, extensions: str, ca: str = 'ca'
+    ) -> tuple[Path, Path]:
+        """A certificate `<name>.crt` and its key `<name>.key` in `pki`, signed by the CA `ca`
+        (`ca`, the cluster's, or `front-proxy-ca`); `subject` as openssl writes it
+        (`/O=group/CN=user`), `extensions` lines of an openssl extension file (subjectAltName,
+        extendedKeyUsage). The paths of the certificate and the key."""
+        d = self.pki
+        (d / f'{name}.ext').write_text(
+            f'{extensions}\nbasicConstraints=CA:FALSE\n'
+            'keyUsage=critical,digitalSignature,keyEncipherment\n'
+        )
+        _openssl(
+            'req', *_RSA, '-keyout', f'{name}.key', '-out', f'{name}.csr', '-subj', subject, cwd=d
+        )
+        _openssl(
+            'x509',
+            '-req',
+            '-in',
+            f'{name}.csr',
+            '-CA',
+            f'{ca}.crt',
+            '-CAkey',
+            f'{ca}.key',
+            '-CAcreateserial',
+            '-out',
+            f'{name}.crt',
+            '-days',
+            '7',
+            '-extfile',
+            f'{name}.ext',
+            cwd=d,
+        )
+        return d / f'{name}.crt', d / f'{name}.key'
+
     def _make_pki(self) -> None:
         if shutil.which('openssl') is None:
             raise ControlPlaneMissing('no openssl on PATH (Debian/Ubuntu: apt-get install openssl)')
         d = self.pki
         d.mkdir(parents=True, exist_ok=True)
-        rsa = ('-newkey', 'rsa:2048', '-nodes')
-        _openssl(
-            'req',
-            '-x509',
-            *rsa,
-            '-keyout',
-            'ca.key',
-            '-out',
-            'ca.crt',
-            '-days',
-            '7',
-            '-subj',
-            '/CN=llmscaler-devcluster-ca',
-            '-addext',
-            'basicConstraints=critical,CA:TRUE',
-            '-addext',
-            'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
-            cwd=d,
-        )
+        self._make_ca('ca', common_name='llmscaler-devcluster-ca')
+        # The aggregation layer's own CA, as kubeadm sets it up: an extension API server trusts
+        # the user names in request headers only from a client certificate of this CA.
+        self._make_ca('front-proxy-ca', common_name='llmscaler-devcluster-front-proxy-ca')
         _openssl('genrsa', '-out', 'sa.key', '2048', cwd=d)
         _openssl('rsa', '-in', 'sa.key', '-pubout', '-out', 'sa.pub', cwd=d)
-        certificates = {
-            'apiserver': (
-                '/CN=kube-apiserver',
-                'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,'
-                'DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1\n'
-                'extendedKeyUsage=serverAuth',
-            ),
-            **{
-                name: (_subject(identity), 'extendedKeyUsage=clientAuth')
-                for name, identity in IDENTITIES.items()
-            },
-        }
-        for name, (subject, extensions) in sorted(certificates.items()):
-            (d / f'{name}.ext').write_text(
-                f'{extensions}\nbasicConstraints=CA:FALSE\n'
-                'keyUsage=critical,digitalSignature,keyEncipherment\n'
-            )
-            _openssl(
-                'req',
-                *rsa,
-                '-keyout',
-                f'{name}.key',
-                '-out',
-                f'{name}.csr',
-                '-subj',
-                subject,
-                cwd=d,
-            )
-            _openssl(
-                'x509',
-                '-req',
-                '-in',
-                f'{name}.csr',
-                '-CA',
-                'ca.crt',
-                '-CAkey',
-                'ca.key',
-                '-CAcreateserial',
-                '-out',
-                f'{name}.crt',
-                '-days',
-                '7',
-                '-extfile',
-                f'{name}.ext',
-                cwd=d,
-            )
+        self.issue(
+            'apiserver',
+            subject='/CN=kube-apiserver',
+            extensions='subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,'
+            'DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1\n'
+            'extendedKeyUsage=serverAuth',
+        )
+        for name, identity in sorted(IDENTITIES.items()):
+            self.issue(name, subject=_subject(identity), extensions='extendedKeyUsage=clientAuth')
+        self.issue(
+            FRONT_PROXY_CLIENT,
+            subject=f'/CN={FRONT_PROXY_CLIENT}',
+            extensions='extendedKeyUsage=clientAuth',
+            ca='front-proxy-ca',
+        )
 
     @property
     def pids(self) -> dict[str, int]:
@@ -319,7 +349,9 @@ class ControlPlane:
         path = self.workdir / f'{name}.log'
         return path.read_text(errors='replace') if path.exists() else ''
 
-    def _spawn(self, name: str, argv: Sequence[str]) -> _Running:
+    def _spawn(
+        self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+    ) -> _Running:
         log = self.workdir / f'{name}.log'
         with log.open('wb') as out:
             process = subprocess.Popen(
@@ -328,6 +360,7 @@ class ControlPlane:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=self.workdir,
+                env=None if env is None else {**os.environ, **env},
                 start_new_session=True,
             )
         running = _Running(name, process, log)
@@ -352,6 +385,40 @@ class ControlPlane:
                     state = 'exited' if running.process.poll() is not None else 'is not ready'
                     raise RuntimeError(f'{running.name} {state}:\n{tail}')
                 await asyncio.sleep(0.2)
+
+    async def run(
+        self,
+        *,
+        name: str,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        ready: str | None = None,
+    ) -> int:
+        """Start one more process beside the control plane (an add-on: KEDA's operator and
+        metrics server) and wait until `ready`, a URL, answers 200 (https: checked against the
+        cluster's CA, with the admin certificate); its pid. Its output is `log(name)`, `env` is
+        added to this process's environment. It stops with `halt(name)` or with the control
+        plane, the last started first; one that exits or is not ready in `ready_timeout` is
+        stopped and raises RuntimeError with the end of its log."""
+        if not self._running:
+            raise RuntimeError(f'cannot start {name}: the control plane is not running')
+        if name in self.pids:
+            raise ValueError(f'{name} is already running')
+        running = self._spawn(name, argv, env=env)
+        if ready is not None:
+            try:
+                await self._ready(running, ready, tls=ready.startswith('https:'))
+            except BaseException:
+                await self.halt(name)
+                raise
+        return running.process.pid
+
+    async def halt(self, name: str) -> None:
+        """Stop process `name` (SIGTERM, then SIGKILL after `stop_timeout` s); nothing when it
+        is not running."""
+        for running in [r for r in self._running if r.name == name]:
+            self._running.remove(running)
+            await terminate(running.process, self.stop_timeout)
 
     async def start(self) -> str:
         """Start everything; the API server's URL."""
@@ -407,6 +474,19 @@ class ControlPlane:
                 '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
                 '--service-cluster-ip-range=10.0.0.0/24',
                 '--authorization-mode=Node,RBAC',
+                # The aggregation layer (APIServices such as an external-metrics adapter): the
+                # front proxy's client certificate and CA, and the headers that carry the user.
+                f'--requestheader-client-ca-file={pki / "front-proxy-ca.crt"}',
+                f'--requestheader-allowed-names={FRONT_PROXY_CLIENT}',
+                '--requestheader-username-headers=X-Remote-User',
+                '--requestheader-group-headers=X-Remote-Group',
+                '--requestheader-extra-headers-prefix=X-Remote-Extra-',
+                f'--proxy-client-cert-file={pki / f"{FRONT_PROXY_CLIENT}.crt"}',
+                f'--proxy-client-key-file={pki / f"{FRONT_PROXY_CLIENT}.key"}',
+                # No kube-proxy here: a Service's cluster IP leads nowhere, so an APIService is
+                # reached at an endpoint of its Service's EndpointSlices.
+                '--enable-aggregator-routing=true',
+                f'--feature-gates={_FEATURE_GATES}',
                 '--allow-privileged=true',
                 '--profiling=false',
                 f'--audit-policy-file={policy}',
@@ -427,6 +507,7 @@ class ControlPlane:
                 f'--root-ca-file={pki / "ca.crt"}',
                 f'--controllers={",".join(CONTROLLERS)}',
                 f'--horizontal-pod-autoscaler-sync-period={self.hpa_sync_period}',
+                f'--feature-gates={_FEATURE_GATES}',
             ],
         )
         self._spawn(

@@ -79,6 +79,7 @@ def test_every_pinned_release_is_the_one_its_go_module_requires() -> None:
         'etcd': 'go.etcd.io/etcd/server/v3',
         'prometheus': 'github.com/prometheus/prometheus',
         'helm': 'helm.sh/helm/v3',
+        'keda': 'github.com/kedacore/keda/v2',
     }
     for name, module in required.items():
         family = binaries.FAMILIES[name]
@@ -100,6 +101,41 @@ def test_kubernetes_staging_modules_are_replaced_at_the_same_release() -> None:
     assert len(staging) >= 25
     release = binaries.FAMILIES['kubernetes'].version
     assert {version for _, version in staging} == {'v0' + release[2:]}
+
+
+def test_keda_s_own_replace_and_exclude_lines_are_repeated() -> None:
+    """A dependency's replace and exclude directives do not apply to the main module, so
+    tools/keda must carry KEDA's, or it would build other versions than KEDA's release does."""
+    family = binaries.FAMILIES['keda']
+    source = binaries.module_source(family, 'github.com/kedacore/keda/v2')
+    if source is None:
+        prerequisites.missing('the KEDA module is not in the Go module cache (make binaries)')
+    repository = Path(binaries.__file__).resolve().parents[3]
+    ours = (repository / 'tools' / 'keda' / 'go.mod').read_text()
+    directive = re.compile(r'^(?:replace|exclude) .*$', re.M)
+    theirs = directive.findall((source / 'go.mod').read_text())
+    assert theirs
+    assert directive.findall(ours) == theirs
+
+
+def test_module_source_is_the_folder_go_names_or_none(tmp_path: Path) -> None:
+    family = binaries.FAMILIES['keda']
+    tools = _tools(tmp_path)
+    go = tmp_path / 'go'
+    go.write_text(
+        '#!/bin/sh\n'
+        'echo "GOPROXY=$GOPROXY $*" > "$(dirname "$0")/asked"\n'
+        'if [ "$5" = "absent" ]; then exit 1; fi\n'
+        'echo /cache/$5@v1\n'
+    )
+    go.chmod(0o755)
+    assert binaries.module_source(family, 'example.com/m', go=str(go), tools=tools) == Path(
+        '/cache/example.com/m@v1'
+    )
+    # Never a download: the proxy is off.
+    assert (tmp_path / 'asked').read_text() == 'GOPROXY=off list -m -f {{.Dir}} example.com/m\n'
+    assert binaries.module_source(family, 'absent', go=str(go), tools=tools) is None
+    assert binaries.module_source(family, 'm', go=str(tmp_path / 'no-go'), tools=tools) is None
 
 
 def test_a_build_asks_go_for_each_binary_with_its_flags(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import pytest
 from llmscaler.devcluster import binaries
 from llmscaler.devcluster.controlplane import (
     BINARIES,
+    FRONT_PROXY_CLIENT,
     IDENTITIES,
     ControlPlane,
     ControlPlaneMissing,
@@ -71,5 +72,30 @@ async def test_it_serves_the_release_enforces_rbac_and_stops_every_process(
             assert scheduler.name in denied.json()['message']
         kubeconfig = plane.kubeconfig(tmp_path / 'admin.kubeconfig', namespace='llm')
         assert 'current-context: devcluster' in kubeconfig.read_text()
+        # The aggregation layer: what an extension API server reads to trust proxied requests.
+        path = '/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication'
+        context.load_cert_chain(str(plane.pki / 'admin.crt'), str(plane.pki / 'admin.key'))
+        async with httpx.AsyncClient(base_url=plane.url, verify=context, timeout=5) as admin:
+            data = (await admin.get(path)).json()['data']
+        assert (
+            data['requestheader-client-ca-file'] == (plane.pki / 'front-proxy-ca.crt').read_text()
+        )
+        assert data['requestheader-allowed-names'] == f'["{FRONT_PROXY_CLIENT}"]'
+        assert data['requestheader-username-headers'] == '["X-Remote-User"]'
+        # An add-on process stops with the control plane; one that exits is reported.
+        pids.append(await plane.run(name='add-on', argv=['sleep', '600']))
+        assert plane.pids['add-on'] == pids[-1]
+        assert alive(pids[-1])
+        with pytest.raises(ValueError, match='add-on is already running'):
+            await plane.run(name='add-on', argv=['sleep', '600'])
+        with pytest.raises(RuntimeError, match=r'broken exited:\n.*no such option'):
+            await plane.run(
+                name='broken',
+                argv=['sh', '-c', 'echo no such option; exit 2'],
+                ready='http://127.0.0.1:1/readyz',
+            )
+        assert 'broken' not in plane.pids
     assert not any(alive(pid) for pid in pids)
     await plane.stop()  # idempotent
+    with pytest.raises(RuntimeError, match='the control plane is not running'):
+        await plane.run(name='late', argv=['sleep', '600'])
