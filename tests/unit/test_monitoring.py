@@ -28,7 +28,13 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from llmscaler.controller.publish import AvailabilityRow, ControllerMetrics, GpuRow, ReplicaRow
+from llmscaler.controller.publish import (
+    AvailabilityRow,
+    ControllerMetrics,
+    GpuRow,
+    ReplicaRow,
+    ShadowRow,
+)
 from llmscaler.devcluster import binaries
 from tests.support.paths import ROOT
 from tests.support.prerequisites import need_program
@@ -80,6 +86,8 @@ def filled_metrics() -> ControllerMetrics:
     metrics.set_metrics_available(
         rows=[AvailabilityRow(variant='v', namespace='ns', model_id='m', available=False)]
     )
+    replicas = ReplicaRow(variant='v', namespace='ns', accelerator='L40S', current=1, desired=2)
+    metrics.set_shadow(rows=[ShadowRow(replicas=replicas, peer=1)])
     return metrics
 
 
