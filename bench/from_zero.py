@@ -78,10 +78,13 @@ def _counts(models: int) -> tuple[int, int, int]:
     return wakes, burst, bare
 
 
-def _objects(*, models: int, epp_ports: dict[str, int] | None = None) -> list[dict[str, Any]]:
+def _objects(
+    *, models: int, epp_ports: dict[str, int] | None = None, epp_host: str = loopback.HOST
+) -> list[dict[str, Any]]:
     """The cluster, built with the end-to-end tests' object builders.
 
-    With `epp_ports` (model → port), one InferencePool per model and its EPP's EndpointSlice.
+    With `epp_ports` (model → port), one InferencePool per model and its EPP's EndpointSlice,
+    whose endpoint is `epp_host`.
     """
     objects: list[dict[str, Any]] = []
     spec = presets.preset(name='llama-3.1-8b-l40s')
@@ -96,7 +99,7 @@ def _objects(*, models: int, epp_ports: dict[str, int] | None = None) -> list[di
                     service=f'{pool}-epp',
                     namespace=NAMESPACE,
                     pod=f'{pool}-epp-0',
-                    ip='127.0.0.1',
+                    ip=epp_host,
                     metrics_port=epp_ports[model],
                 )
             )
@@ -166,9 +169,20 @@ def _show(label: str, values: list[float]) -> None:
     )
 
 
+async def _serve(app: web.Application, *, host: str) -> tuple[web.AppRunner, int]:
+    """`app` on `host` at a free port (`loopback.serve` listens on 127.0.0.1 alone)."""
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    await web.TCPSite(runner, host, 0).start()
+    return runner, int(runner.addresses[0][1])
+
+
 async def main(*, mode: str, backend: str, models: int) -> None:
     epp = Epp(models=models)
-    served: list[loopback.Served] = []
+    # The real API server refuses an EndpointSlice address in the loopback range, so there each
+    # pool's EPP listens on this machine's own address.
+    host = realproc.reachable_host() if backend == 'real' and mode == 'pools' else loopback.HOST
+    served: list[web.AppRunner] = []
     ports: dict[str, int] = {}
     for model in _names(models) if mode == 'pools' else ['']:
         app = web.Application()
@@ -178,9 +192,9 @@ async def main(*, mode: str, backend: str, models: int) -> None:
             return web.Response(text=page, content_type='text/plain')
 
         app.router.add_get('/metrics', metrics)
-        served.append(await loopback.serve(app))
-        ports[model] = served[-1].port
-    objects = _objects(models=models, epp_ports=ports if mode == 'pools' else None)
+        runner, ports[model] = await _serve(app, host=host)
+        served.append(runner)
+    objects = _objects(models=models, epp_ports=ports if mode == 'pools' else None, epp_host=host)
     try:
         if backend == 'fake':
             with fake_api(objects) as url:
@@ -194,8 +208,8 @@ async def main(*, mode: str, backend: str, models: int) -> None:
                 print(realproc.describe(backend, seeding=[real.seconds]))
                 await _measure(real.argv, epp=epp, selector_port=ports.get(''))
     finally:
-        for site in served:
-            await site.close()
+        for runner in served:
+            await runner.cleanup()
 
 
 async def _measure(server: Sequence[str], *, epp: Epp, selector_port: int | None) -> None:

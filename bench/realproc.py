@@ -32,7 +32,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
 import math
+import socket
 import sys
 import tempfile
 import time
@@ -102,10 +104,21 @@ def _gpu_demand(objs: Sequence[Obj]) -> Counter[str]:
     return demand
 
 
+_APPROVED = {
+    'api-approved.kubernetes.io': (
+        'https://github.com/kubernetes-sigs/gateway-api-inference-extension/pull/1173'
+    )
+}
+"""The annotation the published GA InferencePool CRD carries: kube-apiserver refuses a CRD of a
+`*.k8s.io` group without it, and the fake API's copy of the CRD leaves it out."""
+
+
 def _apply_crds(rest: Rest, path: Path) -> None:
     """Create the CRDs of `path` and wait until the API server serves them."""
     crds = [d for d in yaml.safe_load_all(path.read_text(encoding='utf-8')) if d]
     for crd in crds:
+        if crd['spec']['group'].endswith('.k8s.io'):
+            crd['metadata'].setdefault('annotations', {}).update(_APPROVED)
         rest.raw(
             method='POST',
             path='/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
@@ -113,14 +126,18 @@ def _apply_crds(rest: Rest, path: Path) -> None:
         )
     deadline = time.monotonic() + 60
     for crd in crds:
-        where = f'/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd["metadata"]["name"]}'
-        while not any(
-            c.get('type') == 'Established' and c.get('status') == 'True'
-            for c in rest.raw(method='GET', path=where).get('status', {}).get('conditions', [])
-        ):
+        name = crd['metadata']['name']
+        while not _established(rest, name=name):
             if time.monotonic() > deadline:
-                raise RuntimeError(f'CRD {crd["metadata"]["name"]} not established within 60 s')
+                raise RuntimeError(f'CRD {name} not established within 60 s')
             time.sleep(0.1)
+
+
+def _established(rest: Rest, *, name: str) -> bool:
+    path = f'/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}'
+    # A CRD just created has `status.conditions: null`.
+    conditions = (rest.raw(method='GET', path=path).get('status') or {}).get('conditions') or []
+    return any(c.get('type') == 'Established' and c.get('status') == 'True' for c in conditions)
 
 
 def _seed(rest: Rest, objs: Sequence[Obj], *, pool: ThreadPoolExecutor) -> None:
@@ -223,6 +240,23 @@ async def real_api(
                 pods=tuple(pods),
                 seconds=time.perf_counter() - started,
             )
+
+
+def reachable_host() -> str:
+    """This machine's IPv4 address on its default route: an address the real API server accepts
+    in an EndpointSlice (it refuses loopback ones). RuntimeError when there is none."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(('10.255.255.255', 1))  # UDP: picks the route, sends nothing
+            host = str(probe.getsockname()[0])
+        except OSError:
+            host = ''
+    if not host or ipaddress.ip_address(host).is_loopback or host == '0.0.0.0':
+        raise RuntimeError(
+            'no IPv4 address but loopback on this machine: the real API server refuses a '
+            'loopback EndpointSlice address, so InferencePools cannot point at a local EPP'
+        )
+    return host
 
 
 BACKENDS = ('fake', 'real')
