@@ -18,13 +18,22 @@ kube-controller-manager creates for the seeded Deployments and kube-scheduler bi
 Running and Ready. It yields a `RealAPI` once every Deployment's status says all its replicas
 are ready. No kubelet runs after that: pods created later (a scale-up, a wake from zero) are
 bound by the scheduler and stay Pending, as the fake cluster never starts the pods a scale-up
-asks for. The controller signs in as its ServiceAccount, with the shipped RBAC.
+asks for. The controller signs in as its ServiceAccount, with the shipped RBAC. The GA
+InferencePool CRD gets the `api-approved.kubernetes.io` annotation its published copy carries
+(kube-apiserver refuses a `*.k8s.io` CRD without it); `reachable_host()` is this machine's own
+address, for EndpointSlices (the real API server refuses loopback addresses in them).
+
+The benchmarks' common face: `add_backend_option` (`--backend fake|real`, the fake by default),
+`require` (exit status 2 and one line when the real backend is asked for and not built) and
+`describe` (the line naming the backend a run measured, and how long the real one took to start
+and seed).
 
 What fails: `missing()` names the binaries that are not built (the benchmark refuses to start,
 status 2); `real_api` raises RuntimeError when the cluster does not settle within `settle_timeout`
 seconds (with the counts reached), and lets the control plane's own errors (`ControlPlaneMissing`,
 RuntimeError with a process's log, `ApiError` for an object the API server refuses) propagate,
-after stopping every process it started.
+after stopping every process it started; `reachable_host` raises RuntimeError when this machine
+has no IPv4 address but loopback.
 """
 
 from __future__ import annotations
