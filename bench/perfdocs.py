@@ -24,7 +24,8 @@ when its binaries are not built, stops the run before any benchmark runs, with a
 and status 2.
 
 Run: `.venv/bin/python bench/perfdocs.py [--only KEY[,KEY...]] [--write-docs | --check]`
-(all of them take about twenty minutes on two cores, the real control plane's runs half of it;
+(all of them take about half an hour on two cores, two thirds of it the controller's benchmarks
+on the real control plane, whose seeding is bound by kube-controller-manager's request rate;
 `make perf-docs`).
 """
 
