@@ -12,13 +12,21 @@ rerun; `--check` checks what can be: the page holds one block per benchmark of `
 made by the command listed here (a benchmark added, removed or rerun with other arguments
 without the page being regenerated fails it; tests/unit/bench/test_perfdocs.py runs it).
 
+The controller's benchmarks (`bench/cycle.py`, `bench/from_zero.py`) run twice: against the
+in-repo fake kube-apiserver and against the real control plane (`--backend real`: etcd,
+kube-apiserver, kube-controller-manager and kube-scheduler built by `make binaries`), each block
+with its own baseline.
+
 What fails: a benchmark that exits with a status other than 0 stops the run with its standard
 error, before the page is written (a page is never half regenerated). A benchmark that needs a
-program (`bench/instructions.py`: valgrind) that is not installed stops the run before any
-benchmark runs, with a one-line error and status 2.
+program (`bench/instructions.py`: valgrind) that is not installed, or the real control plane
+when its binaries are not built, stops the run before any benchmark runs, with a one-line error
+and status 2.
 
 Run: `.venv/bin/python bench/perfdocs.py [--only KEY[,KEY...]] [--write-docs | --check]`
-(all of them take about ten minutes on two cores; `make perf-docs`).
+(all of them take about half an hour on two cores, two thirds of it the controller's benchmarks
+on the real control plane, whose seeding is bound by kube-controller-manager's request rate;
+`make perf-docs`).
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import doc_blocks
+import realproc
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / 'docs' / 'performance.md'
@@ -48,6 +57,8 @@ class Bench:
     argv: tuple[str, ...]
     needs: str = ''
     """A program the benchmark runs under, checked before any benchmark runs."""
+    control_plane: bool = False
+    """Runs against the real control plane, whose binaries are checked before any benchmark."""
 
     @property
     def command(self) -> str:
@@ -61,8 +72,19 @@ BENCHES = (
     Bench('simulate', ('bench/simulate.py', '--case', 'all')),
     Bench('metrics', ('bench/metrics.py',)),
     Bench('cycle', ('bench/cycle.py',)),
+    Bench('cycle-real', ('bench/cycle.py', '--backend', 'real'), control_plane=True),
     Bench('from-zero-pools', ('bench/from_zero.py', '--mode', 'pools')),
+    Bench(
+        'from-zero-pools-real',
+        ('bench/from_zero.py', '--mode', 'pools', '--backend', 'real'),
+        control_plane=True,
+    ),
     Bench('from-zero-selector', ('bench/from_zero.py', '--mode', 'selector')),
+    Bench(
+        'from-zero-selector-real',
+        ('bench/from_zero.py', '--mode', 'selector', '--backend', 'real'),
+        control_plane=True,
+    ),
     Bench('informer', ('bench/informer.py',)),
 )
 _BLOCK = re.compile(
@@ -163,11 +185,17 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f'unknown keys: {", ".join(unknown)}')
     chosen = [b for b in BENCHES if not keys or b.key in keys]
+    absent = realproc.missing() if any(b.control_plane for b in chosen) else []
     for bench in chosen:
         if bench.needs and shutil.which(bench.needs) is None:
             parser.error(
                 f'{bench.key} needs {bench.needs} (apt-get install -y {bench.needs}); '
                 f'install it, or leave {bench.key} out with --only'
+            )
+        if bench.control_plane and absent:
+            parser.error(
+                f'{bench.key} needs the real control plane (make binaries; not built: '
+                f'{", ".join(absent)}); build it, or leave {bench.key} out with --only'
             )
     made = {}
     for bench in chosen:

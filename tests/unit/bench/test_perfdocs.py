@@ -103,3 +103,35 @@ def test_a_missing_program_stops_the_run_before_any_benchmark(
     # Left out, nothing is missing: the rest runs.
     assert perfdocs.main(['--only', 'decide']) == 0
     assert ran == ['decide']
+
+
+def test_an_unbuilt_control_plane_stops_the_run_before_any_benchmark(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ran: list[str] = []
+    monkeypatch.setattr(perfdocs.realproc, 'missing', lambda: ['etcd', 'kube-apiserver'])
+
+    def run(bench: Any) -> str:
+        ran.append(bench.key)
+        return ''
+
+    monkeypatch.setattr(perfdocs, 'run', run)
+    with pytest.raises(SystemExit) as stopped:
+        perfdocs.main(['--only', 'cycle,cycle-real'])
+    assert stopped.value.code == 2
+    assert ran == []
+    assert (
+        'cycle-real needs the real control plane (make binaries; not built: etcd, '
+        'kube-apiserver)' in capsys.readouterr().err
+    )
+    # The fake backend's runs need no binaries.
+    assert perfdocs.main(['--only', 'cycle,from-zero-pools']) == 0
+    assert ran == ['cycle', 'from-zero-pools']
+
+
+def test_each_controller_benchmark_runs_on_both_backends() -> None:
+    commands = {b.command for b in perfdocs.BENCHES}
+    for fake in ('bench/cycle.py', 'bench/from_zero.py --mode pools'):
+        assert f'.venv/bin/python {fake}' in commands
+        assert f'.venv/bin/python {fake} --backend real' in commands
+    assert all(b.control_plane == ('--backend' in b.argv) for b in perfdocs.BENCHES)
