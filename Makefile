@@ -61,8 +61,9 @@ docs: $(STAMP)
 	$(BIN)/python bench/ablations.py --write-docs
 	$(BIN)/python bench/knee.py --write-docs
 
-# The benchmarks' figures in docs/performance.md, from runs on this machine (about ten minutes;
-# bench/instructions.py needs valgrind; without it nothing runs), and the cold build time of
+# The benchmarks' figures in docs/performance.md, from runs on this machine (about half an hour,
+# most of it the real control plane's runs; bench/instructions.py needs valgrind and the real
+# runs `make binaries`: without them nothing runs), and the cold build time of
 # `make binaries` in docs/contributing.md (as long as that build: over twenty minutes).
 perf-docs: $(STAMP)
 	$(BIN)/python bench/perfdocs.py --write-docs

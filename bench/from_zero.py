@@ -55,7 +55,7 @@ from llmscaler.collect.scrape.source import ScrapeTarget
 from llmscaler.controller.app import Controller
 from llmscaler.controller.from_zero.loop import FromZero, Woken
 from llmscaler.controller.options.resolve import resolve_options
-from llmscaler.devcluster import loopback
+from llmscaler.devcluster import host, loopback
 from llmscaler.devcluster import objects as objects_
 from llmscaler.kube.scale import ScaleClient
 from llmscaler.sim.hardware import presets
@@ -171,20 +171,12 @@ def _show(label: str, values: list[float]) -> None:
     )
 
 
-async def _serve(app: web.Application, *, host: str) -> tuple[web.AppRunner, int]:
-    """`app` on `host` at a free port (`loopback.serve` listens on 127.0.0.1 alone)."""
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-    await runner.setup()
-    await web.TCPSite(runner, host, 0).start()
-    return runner, int(runner.addresses[0][1])
-
-
 async def main(*, mode: str, backend: str, models: int) -> None:
     epp = Epp(models=models)
     # The real API server refuses an EndpointSlice address in the loopback range, so there each
     # pool's EPP listens on this machine's own address.
-    host = realproc.reachable_host() if backend == 'real' and mode == 'pools' else loopback.HOST
-    served: list[web.AppRunner] = []
+    address = host.host_address() if backend == 'real' and mode == 'pools' else loopback.HOST
+    served: list[loopback.Served] = []
     ports: dict[str, int] = {}
     for model in _names(models) if mode == 'pools' else ['']:
         app = web.Application()
@@ -194,9 +186,11 @@ async def main(*, mode: str, backend: str, models: int) -> None:
             return web.Response(text=page, content_type='text/plain')
 
         app.router.add_get('/metrics', metrics)
-        runner, ports[model] = await _serve(app, host=host)
-        served.append(runner)
-    objects = _objects(models=models, epp_ports=ports if mode == 'pools' else None, epp_host=host)
+        running = await loopback.serve(app, host=address)
+        ports[model] = running.port
+        served.append(running)
+    epp_ports = ports if mode == 'pools' else None
+    objects = _objects(models=models, epp_ports=epp_ports, epp_host=address)
     try:
         if backend == 'fake':
             with fake_api(objects) as url:
@@ -210,8 +204,8 @@ async def main(*, mode: str, backend: str, models: int) -> None:
                 print(realproc.describe(backend, seeding=[real.seconds]))
                 await _measure(real.argv, epp=epp, selector_port=ports.get(''))
     finally:
-        for runner in served:
-            await runner.cleanup()
+        for running in served:
+            await running.close()
 
 
 async def _measure(server: Sequence[str], *, epp: Epp, selector_port: int | None) -> None:

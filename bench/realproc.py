@@ -18,10 +18,9 @@ kube-controller-manager creates for the seeded Deployments and kube-scheduler bi
 Running and Ready. It yields a `RealAPI` once every Deployment's status says all its replicas
 are ready. No kubelet runs after that: pods created later (a scale-up, a wake from zero) are
 bound by the scheduler and stay Pending, as the fake cluster never starts the pods a scale-up
-asks for. The controller signs in as its ServiceAccount, with the shipped RBAC. The GA
-InferencePool CRD gets the `api-approved.kubernetes.io` annotation its published copy carries
-(kube-apiserver refuses a `*.k8s.io` CRD without it); `reachable_host()` is this machine's own
-address, for EndpointSlices (the real API server refuses loopback addresses in them).
+asks for. The controller signs in as its ServiceAccount, with the shipped RBAC. The pools'
+EPPs are served on this machine's own address (`devcluster.host`): the real API server refuses
+loopback addresses in an EndpointSlice.
 
 The benchmarks' common face: `add_backend_option` (`--backend fake|real`, the fake by default),
 `require` (exit status 2 and one line when the real backend is asked for and not built) and
@@ -32,8 +31,7 @@ What fails: `missing()` names the binaries that are not built (the benchmark ref
 status 2); `real_api` raises RuntimeError when the cluster does not settle within `settle_timeout`
 seconds (with the counts reached), and lets the control plane's own errors (`ControlPlaneMissing`,
 RuntimeError with a process's log, `ApiError` for an object the API server refuses) propagate,
-after stopping every process it started; `reachable_host` raises RuntimeError when this machine
-has no IPv4 address but loopback.
+after stopping every process it started.
 """
 
 from __future__ import annotations
@@ -41,9 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ipaddress
 import math
-import socket
 import sys
 import tempfile
 import time
@@ -113,21 +109,10 @@ def _gpu_demand(objs: Sequence[Obj]) -> Counter[str]:
     return demand
 
 
-_APPROVED = {
-    'api-approved.kubernetes.io': (
-        'https://github.com/kubernetes-sigs/gateway-api-inference-extension/pull/1173'
-    )
-}
-"""The annotation the published GA InferencePool CRD carries: kube-apiserver refuses a CRD of a
-`*.k8s.io` group without it, and the fake API's copy of the CRD leaves it out."""
-
-
 def _apply_crds(rest: Rest, path: Path) -> None:
     """Create the CRDs of `path` and wait until the API server serves them."""
     crds = [d for d in yaml.safe_load_all(path.read_text(encoding='utf-8')) if d]
     for crd in crds:
-        if crd['spec']['group'].endswith('.k8s.io'):
-            crd['metadata'].setdefault('annotations', {}).update(_APPROVED)
         rest.raw(
             method='POST',
             path='/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
@@ -249,23 +234,6 @@ async def real_api(
                 pods=tuple(pods),
                 seconds=time.perf_counter() - started,
             )
-
-
-def reachable_host() -> str:
-    """This machine's IPv4 address on its default route: an address the real API server accepts
-    in an EndpointSlice (it refuses loopback ones). RuntimeError when there is none."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(('10.255.255.255', 1))  # UDP: picks the route, sends nothing
-            host = str(probe.getsockname()[0])
-        except OSError:
-            host = ''
-    if not host or ipaddress.ip_address(host).is_loopback or host == '0.0.0.0':
-        raise RuntimeError(
-            'no IPv4 address but loopback on this machine: the real API server refuses a '
-            'loopback EndpointSlice address, so InferencePools cannot point at a local EPP'
-        )
-    return host
 
 
 BACKENDS = ('fake', 'real')

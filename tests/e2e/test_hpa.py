@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -246,16 +245,3 @@ async def test_a_real_hpa_follows_wva_desired_replicas_through_keda(
     rest.close()
     assert pids
     assert not any(alive(pid) for pid in pids)
-
-
-def test_the_metrics_server_address_is_not_loopback_and_its_absence_is_named(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    try:
-        address = keda.host_address()
-    except keda.NoHostAddress as none:
-        pytest.skip(str(none))
-    assert not address.startswith(('127.', '169.254.'))
-    monkeypatch.setattr(socket, 'if_nameindex', lambda: [(1, 'lo')])
-    with pytest.raises(keda.NoHostAddress, match=r'no IPv4 address .*\(lo 127\.0\.0\.1\)'):
-        keda.host_address()

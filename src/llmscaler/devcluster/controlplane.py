@@ -524,10 +524,13 @@ class ControlPlane:
 
     def _component_flags(self, name: str) -> list[str]:
         """The flags kube-controller-manager and kube-scheduler share: `name`'s certificate
-        identity for everything they ask the API server, one replica (no leader election), and
-        their own secure port on loopback."""
+        identity for everything they ask the API server, one replica (no leader election), their
+        own secure port on loopback, and a client rate above the default 20 requests/s (a test
+        or benchmark that creates a thousand pods at once must not wait minutes for them)."""
         config = self.kubeconfig(self.workdir / f'{name}.kubeconfig', identity=name)
         return [
+            '--kube-api-qps=200',
+            '--kube-api-burst=400',
             f'--kubeconfig={config}',
             f'--authentication-kubeconfig={config}',
             f'--authorization-kubeconfig={config}',

@@ -15,7 +15,7 @@ installs what KEDA's release ships, read at run time from the KEDA module in the
 (`kubectl kustomize config/minimal`, KEDA's install without webhooks): its CRDs, the namespace
 `keda`, the ServiceAccount `keda-operator` with KEDA's own ClusterRoles, Roles and bindings, the
 Service `keda-metrics-apiserver` and the APIService, not the Deployments. The APIService gets
-the cluster's CA as its caBundle, and the Service an EndpointSlice to `host_address()` (the
+the cluster's CA as its caBundle, and the Service an EndpointSlice to `host.host_address()` (the
 aggregator routes to endpoints, there being no kube-proxy, and an endpoint may not be a loopback
 address). Both binaries then run through `ControlPlane.run`, signed in as the ServiceAccount
 (a token kubeconfig), with one certificate of the cluster's CA for the operator's gRPC metrics
@@ -25,8 +25,8 @@ is the address the metrics server listens on, `pids` the two processes' ids (kep
 stop, to check that none is left), `log(name)` a process's output.
 
 What fails: `KedaMissing` when a KEDA binary or kubectl is not built, or the KEDA module is not
-in the Go module cache (`make binaries` puts both there); `NoHostAddress` when the machine has no
-IPv4 address but loopback and link-local ones; RuntimeError with the end of its log when a
+in the Go module cache (`make binaries` puts both there); `host.NoHostAddress` when the machine
+has no IPv4 address but loopback and link-local ones; RuntimeError with the end of its log when a
 process exits or is not ready within `ready_timeout` seconds, and `subprocess.CalledProcessError`
 (kubectl's stderr in `stderr`) or `subprocess.TimeoutExpired` when an install step or the wait
 for the APIService fails; everything started by then is stopped first.
@@ -36,11 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import fcntl
-import ipaddress
 import shutil
-import socket
-import struct
 import subprocess
 from pathlib import Path
 from types import TracebackType
@@ -50,6 +46,7 @@ import yaml
 
 from llmscaler.devcluster import binaries
 from llmscaler.devcluster.controlplane import ControlPlane
+from llmscaler.devcluster.host import host_address
 from llmscaler.devcluster.process import free_port
 
 __all__ = [
@@ -59,8 +56,6 @@ __all__ = [
     'NAMESPACE',
     'Keda',
     'KedaMissing',
-    'NoHostAddress',
-    'host_address',
     'release_manifests',
 ]
 
@@ -86,46 +81,11 @@ _INSTALLED_KINDS = frozenset(
         'APIService',
     }
 )
-_SIOCGIFADDR = 0x8915  # Linux: an interface's IPv4 address
 _KUBECTL_TIMEOUT = 120.0
 
 
 class KedaMissing(RuntimeError):
     """A KEDA binary or kubectl is not built, or the KEDA module is not in the Go module cache."""
-
-
-class NoHostAddress(RuntimeError):
-    """The machine has no IPv4 address an EndpointSlice may hold (only loopback, link-local)."""
-
-
-def _interface_ipv4(interface: str) -> str | None:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        try:
-            answer = fcntl.ioctl(
-                sock.fileno(), _SIOCGIFADDR, struct.pack('256s', interface.encode()[:15])
-            )
-        except OSError:  # down, or no IPv4 address
-            return None
-    return socket.inet_ntoa(answer[20:24])
-
-
-def host_address() -> str:
-    """The first IPv4 address of this machine's interfaces that an endpoint may hold: not
-    loopback, link-local, multicast or unspecified (the API server refuses those)."""
-    seen = []
-    for _, interface in socket.if_nameindex():
-        address = _interface_ipv4(interface)
-        if address is None:
-            continue
-        seen.append(f'{interface} {address}')
-        ip = ipaddress.IPv4Address(address)
-        if not (ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_unspecified):
-            return address
-    raise NoHostAddress(
-        'no IPv4 address other than loopback or link-local on this machine '
-        f'({", ".join(seen) or "none"}): the aggregation layer reaches the metrics server at '
-        'an EndpointSlice address, and the API server refuses those'
-    )
 
 
 def _built(name: str) -> str:
