@@ -63,6 +63,9 @@ class Family:
     module: str  # the folder under tools/
     packages: tuple[tuple[str, str], ...]  # (binary, Go package)
     ldflags: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    """Go modules whose files (not code) are read at run time, such as KEDA's release manifests:
+    `build` makes sure they are in the Go module cache, built binaries or not."""
 
     @property
     def binaries(self) -> tuple[str, ...]:
@@ -142,6 +145,7 @@ FAMILIES: dict[str, Family] = {
             ),
             # As KEDA's release build sets it (the tag without its v), for its start-up banner.
             ldflags=('-X github.com/kedacore/keda/v2/version.Version=2.21.0',),
+            sources=('github.com/kedacore/keda/v2',),
         ),
     )
 }
@@ -206,15 +210,35 @@ def module_source(
 
 
 def build(family: Family, *, go: str | None = None, tools: Path = _TOOLS) -> Path:
-    """Build `family` into the cache unless every binary is there already; its folder."""
+    """Build `family` into the cache unless every binary is there already, and download its
+    `sources` if the Go module cache lacks them (a machine whose Go caches were emptied while the
+    tools cache was kept); its folder."""
     target = folder(family)
-    if all(find(binary) is not None for binary in family.binaries):
-        return target
+    built = all(find(binary) is not None for binary in family.binaries)
     go = go or shutil.which('go')
     if go is None:
+        if built:  # what reads the sources says so when they are missing
+            return target
         raise BuildFailed(
             'no go on PATH: the Go toolchain builds these binaries (go.dev/doc/install)'
         )
+    missing = [m for m in family.sources if module_source(family, m, go=go, tools=tools) is None]
+    if built and not missing:
+        return target
+    for module in missing:
+        done = subprocess.run(
+            [go, 'mod', 'download', module],
+            cwd=tools / family.module,
+            env={**os.environ, 'GOFLAGS': '-mod=readonly'},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            output = (done.stdout + done.stderr)[-3000:]
+            raise BuildFailed(f'go mod download {module} ({family.name}):\n{output}')
+    if built:
+        return target
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=f'.{target.name}-', dir=target.parent))
     partial.chmod(0o755)  # mkdtemp's 0700 would hide the binaries from other users

@@ -28,11 +28,13 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _fake_go(tmp_path: Path, *, fail_on: str | None = None) -> str:
-    """A `go` that writes its command line into the `-o` file, or fails for one package."""
+    """A `go` that writes its command line into the `-o` file, or fails for one package; every
+    module is in its module cache (`go list -m` names a folder)."""
     script = tmp_path / 'go'
     failing = f'if [ "$last" = "{fail_on}" ]; then echo "cannot build $last" >&2; exit 1; fi'
     script.write_text(
         '#!/bin/sh\n'
+        'if [ "$1" = "list" ]; then echo "/modcache/$5"; exit 0; fi\n'
         'all="$*"\n'
         'for a in "$@"; do last="$a"; done\n'
         f'{failing if fail_on else ""}\n'
@@ -161,6 +163,37 @@ def test_a_built_family_is_reused_without_go(tmp_path: Path) -> None:
     before = (binaries.folder(family) / 'helm').stat().st_mtime_ns
     binaries.build(family, go=str(tmp_path / 'no-such-go'), tools=tools)
     assert (binaries.folder(family) / 'helm').stat().st_mtime_ns == before
+
+
+def test_a_built_family_whose_sources_are_gone_downloads_them(tmp_path: Path) -> None:
+    # KEDA's binaries are cached, but the Go module cache no longer holds the module whose
+    # manifests the install reads: `go mod download` fetches it, nothing is rebuilt.
+    family = binaries.FAMILIES['keda']
+    tools = _tools(tmp_path)
+    binaries.build(family, go=_fake_go(tmp_path), tools=tools)
+    go = tmp_path / 'go-offline'
+    go.write_text(
+        '#!/bin/sh\n'
+        'echo "$*" >> "$(dirname "$0")/asked"\n'
+        'if [ "$1" = "list" ]; then exit 1; fi\n'  # not in the module cache
+        'if [ "$1" = "mod" ]; then exit 0; fi\n'
+        'exit 3\n'
+    )
+    go.chmod(0o755)
+    before = (binaries.folder(family) / 'keda-operator').stat().st_mtime_ns
+    binaries.build(family, go=str(go), tools=tools)
+    asked = (tmp_path / 'asked').read_text().splitlines()
+    assert asked == [
+        'list -m -f {{.Dir}} github.com/kedacore/keda/v2',
+        'mod download github.com/kedacore/keda/v2',
+    ]
+    assert (binaries.folder(family) / 'keda-operator').stat().st_mtime_ns == before
+    # A download that fails is a failed build, with go's words.
+    go.write_text(
+        '#!/bin/sh\nif [ "$1" = "list" ]; then exit 1; fi\necho "proxy said 403" >&2\nexit 1\n'
+    )
+    with pytest.raises(binaries.BuildFailed, match=r'go mod download github\.com/kedacore/keda/v2'):
+        binaries.build(family, go=str(go), tools=tools)
 
 
 def test_a_failed_build_leaves_nothing_that_find_would_trust(tmp_path: Path) -> None:
