@@ -139,10 +139,15 @@ def _target_index(targets: Sequence[TargetRef]) -> dict[tuple[str, str, str], st
 
 
 def _variant_index(variants: Sequence[Variant]) -> dict[tuple[str, str], Variant]:
-    index: dict[tuple[str, str], Variant] = {}
-    for variant in sorted(variants, key=lambda v: (v.namespace, v.name, repr(v))):
-        index.setdefault((variant.namespace, variant.name), variant)
-    return index
+    groups: dict[tuple[str, str], list[Variant]] = {}
+    for variant in variants:
+        groups.setdefault((variant.namespace, variant.name), []).append(variant)
+    # Of two variants with one name, the least repr: the choice does not depend on input order
+    # (computed for duplicates only: a repr per variant was most of the cost of a large fleet).
+    return {
+        key: group[0] if len(group) == 1 else min(group, key=repr)
+        for key, group in sorted(groups.items())
+    }
 
 
 def _is_lws_worker(pod: PodInfo) -> bool:
@@ -276,7 +281,9 @@ def with_ready_pods(
         if is_ready:
             ready[(namespace, variant)] = ready.get((namespace, variant), 0) + 1
     return tuple(
-        replace(v, ready_replicas=max(v.ready_replicas, ready.get((v.namespace, v.name), 0)))
+        v
+        if ready.get((v.namespace, v.name), 0) <= v.ready_replicas
+        else replace(v, ready_replicas=ready[(v.namespace, v.name)])
         for v in variants
     )
 

@@ -119,7 +119,7 @@ def next_status(
     )
     # lastRunTime alone is not worth a write every cycle: it is stamped when something else
     # changes (the write happens anyway) or when the stored one is `run_time_refresh` old.
-    if not ran or (kept == base and _recent(last_run, now=now, within=run_time_refresh)):
+    if not ran or (kept == base and recent(last_run, now=now, within=run_time_refresh)):
         return kept
     return crd.Status(
         desired_optimized_alloc=_desired_alloc(alloc, num_replicas, stamp),
@@ -161,7 +161,7 @@ def _current_alloc(
     return None if new == crd.CurrentAlloc() else new
 
 
-def _recent(stamp: str | None, *, now: float, within: float) -> bool:
+def recent(stamp: str | None, *, now: float, within: float) -> bool:
     """Whether `stamp` is at most `within` seconds before `now` (a future one is not recent)."""
     wall = parse_rfc3339(stamp) if stamp is not None else None
     return wall is not None and 0.0 <= now - wall < within

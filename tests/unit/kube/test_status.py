@@ -20,11 +20,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lightkube import AsyncClient
+from lightkube.types import PatchType
 
 from llmscaler.clock import ManualClock, parse_rfc3339, rfc3339
 from llmscaler.devcluster.fakeapi.server import FakeAPI
 from llmscaler.kube import crd, resource_model
-from llmscaler.kube.client import make_client
+from llmscaler.kube.client import VariantAutoscalingResource, make_client
 from llmscaler.kube.nextstatus import MESSAGE_MAX, RUN_TIME_REFRESH, ConditionUpdate, next_status
 from llmscaler.kube.status import StatusOutcome, StatusResult, StatusWriter
 
@@ -903,3 +904,88 @@ async def test_a_condition_that_no_longer_applies_is_removed(
             conditions=[limits],
             remove_conditions=('ResourcesAvailable',),
         )
+
+
+# --- Updates found unchanged are remembered ----------------------------------------------------
+
+
+def _counting_next_status(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the statuses the writer computes (its one call into `kube.nextstatus`)."""
+    from llmscaler.kube import status as status_module
+
+    count = [0]
+
+    def counted(**kwargs: Any) -> crd.Status:
+        count[0] += 1
+        return next_status(**kwargs)
+
+    monkeypatch.setattr(status_module, 'next_status', counted)
+    return count
+
+
+async def test_an_unchanged_update_of_the_same_copy_is_not_computed_again(
+    api: FakeAPI,
+    writer: StatusWriter,
+    update_v: UpdateV,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    computed = _counting_next_status(monkeypatch)
+    api.seed(va())
+    await update_v(obj=None, **STEADY)
+    cached = stored(api)
+    for _ in range(3):
+        await clock.advance(30)
+        same = await update_v(obj=cached, **STEADY)
+        assert same.outcome is StatusOutcome.UNCHANGED
+        assert same.resource_version == cached['metadata']['resourceVersion']
+    assert computed[0] == 2  # the write, then the first unchanged; the others remembered
+    # Other facts, or the same facts in another order, are computed.
+    other = await update_v(obj=cached, **{**STEADY, 'conditions': [METRICS, FOUND, READY]})
+    assert other.outcome is StatusOutcome.UNCHANGED
+    assert computed[0] == 3
+    # A forgotten VA is computed again.
+    writer.forget_except(keys={(NS, 'another')})
+    await update_v(obj=cached, **{**STEADY, 'conditions': [METRICS, FOUND, READY]})
+    assert computed[0] == 4
+    writer.forget_except(keys={(NS, 'v')})
+    await update_v(obj=cached, **{**STEADY, 'conditions': [METRICS, FOUND, READY]})
+    assert computed[0] == 4
+
+
+async def test_a_remembered_update_still_stamps_the_run_time_when_due(
+    api: FakeAPI, update_v: UpdateV, clock: ManualClock
+) -> None:
+    api.seed(va())
+    await update_v(obj=None, **STEADY)
+    cached = stored(api)
+    await clock.advance(30)
+    assert (await update_v(obj=cached, **STEADY)).outcome is StatusOutcome.UNCHANGED
+    await clock.advance(RUN_TIME_REFRESH)
+    due = await update_v(obj=cached, **STEADY)
+    assert due.outcome is StatusOutcome.WRITTEN
+    assert stored(api)['status']['desiredOptimizedAlloc']['lastRunTime'] == rfc3339(
+        wall=clock.wall()
+    )
+
+
+async def test_a_status_changed_by_another_writer_is_computed_and_put_back(
+    api: FakeAPI, client: AsyncClient, update_v: UpdateV, clock: ManualClock
+) -> None:
+    api.seed(va())
+    await update_v(obj=None, **STEADY)
+    cached = stored(api)
+    await clock.advance(30)
+    assert (await update_v(obj=cached, **STEADY)).outcome is StatusOutcome.UNCHANGED
+    await client.patch(
+        VariantAutoscalingResource.Status,
+        'v',
+        {'status': {'desiredOptimizedAlloc': {'numReplicas': 7}}},
+        namespace=NS,
+        patch_type=PatchType.MERGE,
+    )
+    changed = stored(api)
+    assert changed['metadata']['resourceVersion'] != cached['metadata']['resourceVersion']
+    result = await update_v(obj=changed, **STEADY)
+    assert result.outcome is StatusOutcome.WRITTEN
+    assert stored(api)['status']['desiredOptimizedAlloc']['numReplicas'] == 3

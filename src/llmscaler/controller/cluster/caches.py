@@ -34,6 +34,7 @@ from lightkube.resources.core_v1 import ConfigMap
 from llmscaler.clock import Clock
 from llmscaler.config.resolved import Config
 from llmscaler.controller.cluster.configwatch import SCALING_CONFIGMAPS
+from llmscaler.controller.cluster.parsed import ParsedObjects
 from llmscaler.controller.cluster.podcache import PodCache
 from llmscaler.controller.cluster.pods import parse_selector
 from llmscaler.controller.cluster.world import World, build_world
@@ -235,6 +236,10 @@ class WorldCache:
         self._caches = caches
         self._variants: tuple[tuple[object, ...], World] | None = None
         self._full: tuple[tuple[object, ...], World] | None = None
+        # One memo per kind of build: the two are built at different times, from different
+        # cache versions, and each keeps only what its own last build asked for.
+        self._parsed_variants = ParsedObjects()
+        self._parsed_full = ParsedObjects()
 
     def variants(self, *, config: Config) -> World:
         key = (*self._caches.target_versions(), config)
@@ -255,4 +260,5 @@ class WorldCache:
             targets=self._caches.targets(),
             pods=self._caches.pods.items() if with_pods else (),
             config=config,
+            parsed=self._parsed_full if with_pods else self._parsed_variants,
         )

@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 from llmscaler.collect.attribution import PodInfo, TargetRef
 from llmscaler.collect.readings import ModelScope
 from llmscaler.config.resolved import Config
+from llmscaler.controller.cluster.parsed import ParsedObjects
 from llmscaler.controller.cluster.pods import as_text, metadata_of, pod_infos
 from llmscaler.domain.snapshot import Variant
 from llmscaler.kube import crd, resource_model
@@ -202,6 +203,7 @@ def _resolve_target(
     va: crd.VariantAutoscaling,
     namespace: str,
     targets: Mapping[tuple[str, str, str], Mapping[str, Any]],
+    parsed: ParsedObjects,
 ) -> tuple[ScaleTarget | None, str]:
     ref = va.spec.scale_target_ref
     kind, name = ref.kind, ref.name
@@ -216,7 +218,13 @@ def _resolve_target(
     obj = targets.get((kind, namespace, name))
     if obj is None:
         return None, f'{where} not found'
-    found = accessor(_with_identity(obj, kind=kind, api_version=expected, namespace=namespace))
+    found = parsed.parse(
+        _with_identity(obj, kind=kind, api_version=expected, namespace=namespace),
+        accessor,
+        what=kind,
+        namespace=namespace,
+        name=name,
+    )
     if isinstance(found, TargetProblem):
         return None, ' '.join(f'{where}: {found.message}'.split())
     return found, ''
@@ -230,8 +238,9 @@ def _entry(
     namespace: str,
     name: str,
     targets: Mapping[tuple[str, str, str], Mapping[str, Any]],
+    parsed: ParsedObjects,
 ) -> VariantEntry:
-    target, problem = _resolve_target(va=va, namespace=namespace, targets=targets)
+    target, problem = _resolve_target(va=va, namespace=namespace, targets=targets, parsed=parsed)
     variant = None
     if target is not None:
         alloc = va.status.desired_optimized_alloc if va.status is not None else None
@@ -260,20 +269,37 @@ def build_world(
     targets: Mapping[tuple[str, str, str], Mapping[str, Any]],
     pods: Sequence[Mapping[str, Any]],
     config: Config,
+    parsed: ParsedObjects | None = None,
 ) -> World:
-    """The cycle's view of the caches; `targets` is keyed (kind, namespace, name)."""
+    """The cycle's view of the caches; `targets` is keyed (kind, namespace, name).
+
+    `parsed` remembers the parses of the previous build (`WorldCache` keeps one); the World is
+    the same with or without it.
+    """
+    memo = ParsedObjects() if parsed is None else parsed
+    memo.start()
     entries: list[VariantEntry] = []
     invalid: list[tuple[Mapping[str, Any], resource_model.InvalidObject]] = []
     for key, obj in sorted(_first_per_key(vas, key=_va_key).items()):
         namespace, _, name = key.partition('/')
-        parsed = crd.parse_va(obj)
-        if isinstance(parsed, crd.VariantAutoscaling) and not name:
-            parsed = resource_model.InvalidObject('', namespace, 'metadata.name: missing')
-        if isinstance(parsed, resource_model.InvalidObject):
-            invalid.append((obj, parsed))
+        va = memo.parse(
+            obj, crd.parse_va, what='VariantAutoscaling', namespace=namespace, name=name
+        )
+        if isinstance(va, crd.VariantAutoscaling) and not name:
+            va = resource_model.InvalidObject('', namespace, 'metadata.name: missing')
+        if isinstance(va, resource_model.InvalidObject):
+            invalid.append((obj, va))
             continue
         entries.append(
-            _entry(key=key, obj=obj, va=parsed, namespace=namespace, name=name, targets=targets)
+            _entry(
+                key=key,
+                obj=obj,
+                va=va,
+                namespace=namespace,
+                name=name,
+                targets=targets,
+                parsed=memo,
+            )
         )
     entries = _unshared(entries)
     variants = sorted(

@@ -82,6 +82,11 @@ class VaStatuses:
         for obj, invalid in world.invalid:
             jobs.append(self._invalid_status(obj, invalid.message))
         written = await asyncio.gather(*jobs)
+        refs = (
+            ObjectRef.of(obj)
+            for obj in (*(e.obj for e in world.entries), *(o for o, _ in world.invalid))
+        )
+        self._status.forget_except(keys={(ref.namespace, ref.name) for ref in refs})
         return sum(written)
 
     async def _entry_status(

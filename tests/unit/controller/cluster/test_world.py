@@ -338,3 +338,30 @@ def test_odd_objects_never_raise(vas: list[Any], pods: list[Any]) -> None:
     found = scrape_targets(variants=w.variants, targets=w.targets, pods=pods)
     assert all(t.url.startswith('http://') for t in found)
     assert all(t.kind == 'epp' for t in epp_targets(pods=pods, selector={'app': 'llama-8b'}))
+
+
+def test_a_world_built_with_remembered_parses_is_the_same_and_sees_changes() -> None:
+    from llmscaler.controller.cluster.parsed import ParsedObjects
+
+    def versioned(o: Mapping[str, Any], rv: str) -> dict[str, Any]:
+        out = copy.deepcopy(dict(o))
+        out['metadata']['resourceVersion'] = rv
+        return out
+
+    vas = [versioned(v, f'va{i}') for i, v in enumerate(ALL_VAS)]
+    targets = {key: versioned(t, f't{i}') for i, (key, t) in enumerate(sorted(TARGETS.items()))}
+    memo = ParsedObjects()
+    first = build_world(vas=vas, targets=targets, pods=ALL_PODS, config=CONFIG, parsed=memo)
+    assert first == build_world(vas=vas, targets=targets, pods=ALL_PODS, config=CONFIG)
+    again = build_world(vas=vas, targets=targets, pods=ALL_PODS, config=CONFIG, parsed=memo)
+    assert again == first
+    # One target scaled (a new resourceVersion): the next build reads it, not the old parse.
+    key = next(k for k in sorted(targets) if k[0] == 'Deployment')
+    scaled = versioned(targets[key], 'scaled')
+    scaled['spec']['replicas'] = scaled['spec'].get('replicas', 1) + 5
+    changed = {**targets, key: scaled}
+    after = build_world(vas=vas, targets=changed, pods=ALL_PODS, config=CONFIG, parsed=memo)
+    assert after == build_world(vas=vas, targets=changed, pods=ALL_PODS, config=CONFIG)
+    assert after != first
+    replicas = {e.target.name: e.target.replicas for e in after.entries if e.target is not None}
+    assert replicas[key[2]] == scaled['spec']['replicas']
