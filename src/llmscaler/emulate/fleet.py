@@ -18,7 +18,8 @@ finish (see `exposition`). finished_reason is 'stop' for load requests, 'length'
 ones (they generate exactly max_tokens) and for requests the replica cut at its length limit.
 `show_kv_usage(slot=..., value=...)` makes the slot's page show `value` (NaN, −1, 7 ...) as
 `vllm:kv_cache_usage_perc` instead of the engine's figure, as a broken exporter would, until it
-is given None; the engine itself runs on.
+is given None; the engine itself runs on. `show_sample(slot=..., name=..., value=...)` does the
+same for every sample of one name (a histogram's `_sum`, a counter), whatever its labels.
 
 What fails: an invalid spec, replicas < 0 or a NaN clock reading raise ValueError; a clock going
 back is held at its latest value. `submit` to an empty or draining slot raises
@@ -32,7 +33,13 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from llmscaler.emulate.exposition import RequestStats, SchedulerAttempts, render_epp, render_replica
+from llmscaler.emulate.exposition import (
+    RequestStats,
+    SchedulerAttempts,
+    prom_float,
+    render_epp,
+    render_replica,
+)
 from llmscaler.emulate.load import Arrival, Load, arrivals
 from llmscaler.sim.fleet.gateway import BYTES_PER_TOKEN
 from llmscaler.sim.vllm.base import check_spec
@@ -142,6 +149,7 @@ class Emulator:
         )
         self._next = next(self._arrivals, None)
         self._shown_kv: dict[int, float] = {}
+        self._shown_samples: dict[int, dict[str, float]] = {}
         self.scale(replicas=replicas)
 
     # ---- reading --------------------------------------------------------------------------
@@ -187,7 +195,7 @@ class Emulator:
         if pod is None:
             return None
         engine = pod.engine
-        return render_replica(
+        page = render_replica(
             model_name=self.model_name,
             spec=self.spec,
             running=engine.running,
@@ -197,6 +205,8 @@ class Emulator:
             stats=pod.stats,
             created=self._wall(pod.created),
         )
+        shown = self._shown_samples.get(slot)
+        return page if not shown else _with_samples(page, shown)
 
     def show_kv_usage(self, *, slot: int, value: float | None) -> None:
         """Show `value` as the slot's KV usage from now on (any float); None: the real one."""
@@ -204,6 +214,15 @@ class Emulator:
             self._shown_kv.pop(slot, None)
         else:
             self._shown_kv[slot] = value
+
+    def show_sample(self, *, slot: int, name: str, value: float | None) -> None:
+        """Show `value` (any float) for every sample named `name` on the slot's page from now
+        on; None: the real ones again."""
+        shown = self._shown_samples.setdefault(slot, {})
+        if value is None:
+            shown.pop(name, None)
+        else:
+            shown[name] = value
 
     def epp_page(self) -> str:
         self.tick()
@@ -413,3 +432,15 @@ class Emulator:
         while self._slots and self._slots[-1] is None:
             self._slots.pop()
         self._orphans = [p for p in self._orphans if p.inflight]
+
+
+def _with_samples(page: str, shown: dict[str, float]) -> str:
+    """`page` with the value of every sample whose name is in `shown` replaced."""
+    lines = page.split('\n')
+    for index, line in enumerate(lines):
+        if line.startswith('#'):
+            continue
+        name = line.partition('{')[0].partition(' ')[0]
+        if name in shown:
+            lines[index] = f'{line.rpartition(" ")[0]} {prom_float(shown[name])}'
+    return '\n'.join(lines)

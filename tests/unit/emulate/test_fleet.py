@@ -278,3 +278,41 @@ def test_a_mooncake_trace_with_prefix_caching_shows_its_hits_on_the_page() -> No
     assert value(cached, 'vllm:prefix_cache_hits_total') == 5296
     assert value(cached, 'vllm:prefix_cache_queries_total') == 9648
     assert value(plain, 'vllm:prefix_cache_hits_total') == 0
+
+
+# ---- pages shown broken -------------------------------------------------------------------------
+
+
+def test_show_sample_replaces_every_sample_of_the_name_on_one_slot_until_undone() -> None:
+    clock = FakeClock()
+    emu = emulator(
+        clock, replicas=2, load=PoissonLoad(rate=20.0, input_tokens=100, output_tokens=10)
+    )
+    clock.t = T0 + 5.0
+    name = 'vllm:time_to_first_token_seconds_sum'
+
+    def samples(slot: int, wanted: str) -> list[str]:
+        page = emu.metrics_page(slot=slot)
+        assert page is not None
+        return [
+            line.rpartition(' ')[2]
+            for line in page.splitlines()
+            if line.partition('{')[0].partition(' ')[0] == wanted
+        ]
+
+    real = samples(0, name)
+    assert len(real) == 1
+    assert real != ['NaN']
+    count = 'vllm:time_to_first_token_seconds_count'
+    counted = samples(0, count)
+    emu.show_sample(slot=0, name=name, value=math.nan)
+    assert samples(0, name) == ['NaN']
+    assert samples(1, name) != ['NaN']  # the other slot shows its own
+    # Other samples of the family, and other families, are untouched.
+    assert samples(0, count) == counted
+    emu.show_sample(slot=0, name='vllm:request_success_total', value=-1.0)
+    assert set(samples(0, 'vllm:request_success_total')) == {'-1.0'}
+    emu.show_sample(slot=0, name=name, value=None)
+    emu.show_sample(slot=0, name='vllm:request_success_total', value=None)
+    assert samples(0, name) != ['NaN']
+    assert '-1.0' not in samples(0, 'vllm:request_success_total')

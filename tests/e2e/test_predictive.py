@@ -1,0 +1,220 @@
+"""`llmscaler run` with `llmscaler-predictive-config`: the predictive analyzer as a process.
+
+The analyzer's pieces (forecast, SLO model, exact mix, hysteresis, its holds) have unit tests;
+here the controller process runs it against emulated vLLM pods whose latency histograms it reads
+through a real Prometheus or by scraping the pods, on the fake API and on the real control plane.
+Two variants of one model, CHEAP and DEAR, run the same small replica; the ConfigMap shortens the
+start-up and the scale-down delay so a run takes a minute or two.
+
+| check | expectation |
+|---|---|
+| load step (pods; Prom.) | up only, to the mix the reason names |
+| a restart under that load | nothing taken away |
+| the fall | held through the scale-down delay, then trimmed |
+| TTFT histogram NaN on 1 of 2 pods | held, MetricsAvailable False names it; repaired: trimmed |
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from llmscaler.config.predictive import PREDICTIVE_CONFIGMAP
+from llmscaler.devcluster.cluster import Cluster
+from llmscaler.sim.hardware.presets import MODEL_8B
+from tests.support import prom
+from tests.support.e2e_controller import (
+    CHEAP,
+    CONTROLLER_NS,
+    DEAR,
+    NS,
+    Obj,
+    condition,
+    controller,
+    cycles_later,
+    main_resource_writes,
+    replicas,
+    scale_writes,
+    show,
+    two_variants,
+)
+
+SCALE_DOWN_DELAY = 20.0
+"""Seconds: `scaleDownDelaySeconds` of the test's ConfigMap."""
+SETTINGS = (
+    'startupSeconds: 5\n'
+    f'scaleDownDelaySeconds: {SCALE_DOWN_DELAY:g}\n'
+    'historySeconds: 300\n'
+    'targetTTFT: 2000\n'
+    'targetITL: 200\n'
+)
+MIX = re.compile(r'mix ((?:[a-z0-9.-]+=\d+(?:, )?)+) costs')
+
+
+def predictive_configmap() -> Obj:
+    return {
+        'apiVersion': 'v1',
+        'kind': 'ConfigMap',
+        'metadata': {
+            'name': PREDICTIVE_CONFIGMAP,
+            'namespace': CONTROLLER_NS,
+            'labels': {'app.kubernetes.io/name': 'llmscaler'},
+        },
+        'data': {'default': SETTINGS},
+    }
+
+
+def reason(cluster: Cluster, va: str) -> str:
+    """The VA's OptimizationReady message: the predictive decision's explanation."""
+    cond = condition(cluster, va, 'OptimizationReady')
+    return str(cond.get('message', '')) if cond is not None else ''
+
+
+def mix(text: str) -> dict[str, int]:
+    """The variant counts a predictive reason names (`mix cheap=2, dear=0 costs ...`)."""
+    found = MIX.search(text)
+    if found is None:
+        return {}
+    pairs = (part.split('=') for part in found.group(1).split(', '))
+    return {name: int(count) for name, count in pairs}
+
+
+def deciding(cluster: Cluster) -> bool:
+    """Both VAs decided by the predictive analyzer (its reason starts with the forecast)."""
+    return all(reason(cluster, va).startswith('forecast') for va in (CHEAP, DEAR))
+
+
+async def source_args(cluster: Cluster, source: str) -> list[str]:
+    args = ['--metrics-source', source, '--interval', '2s']
+    if cluster.prometheus_url is not None:
+        args += ['--prometheus-url', cluster.prometheus_url]
+    return args
+
+
+@pytest.mark.parametrize(
+    'source', ['pods', pytest.param('prometheus', marks=pytest.mark.integration)]
+)
+async def test_a_step_scales_up_to_the_explained_mix_a_restart_keeps_it_the_fall_waits(
+    backend: bool, tmp_path: Path, source: str
+) -> None:
+    if source == 'prometheus':
+        prom.binary()
+    async with Cluster(
+        namespace=NS,
+        workdir=tmp_path,
+        prometheus=source == 'prometheus',
+        input_tokens=64,
+        output_tokens=32,
+        control_plane=backend,
+    ) as cluster:
+        cluster.seed(predictive_configmap())
+        await two_variants(cluster, replicas=1, min_replicas=1)
+        cluster.set_rate(model_id=MODEL_8B, rate=1.0)
+        args = await source_args(cluster, source)
+        async with controller(cluster, *args) as process:
+            await cluster.wait_for(lambda: deciding(cluster), timeout=40, what='predictive')
+            assert scale_writes(cluster, CHEAP) == scale_writes(cluster, DEAR) == []
+
+            # The step: more than one replica can serve.
+            cluster.set_rate(model_id=MODEL_8B, rate=12.0)
+            await cluster.wait_for(
+                lambda: replicas(cluster, CHEAP) + replicas(cluster, DEAR) >= 3,
+                timeout=60,
+                what='a scale-up',
+            )
+            await cycles_later(cluster, process, more=2)
+            for va in (CHEAP, DEAR):
+                writes = [1, *scale_writes(cluster, va)]
+                assert writes == sorted(writes), (va, writes)  # only up while the load is high
+            # The fleet is the mix the latest decision explains, on both VAs.
+            explained = mix(reason(cluster, CHEAP))
+            assert explained == mix(reason(cluster, DEAR)), reason(cluster, CHEAP)
+            assert explained == {CHEAP: replicas(cluster, CHEAP), DEAR: replicas(cluster, DEAR)}
+            up = {va: replicas(cluster, va) for va in (CHEAP, DEAR)}
+            assert process.returncode is None
+
+        # A restart under the same load: its memory is empty, so it may add but never trim.
+        restarted = controller(cluster, *args, name='restarted')
+        async with restarted:
+            await cluster.wait_for(lambda: restarted.cycles() >= 1, timeout=30, what='a cycle')
+            await cycles_later(cluster, restarted, more=4)
+            for va in (CHEAP, DEAR):
+                assert replicas(cluster, va) >= up[va], (va, reason(cluster, va))
+
+            # The fall: held while the need of the last SCALE_DOWN_DELAY seconds is in memory.
+            before = {va: len(scale_writes(cluster, va)) for va in (CHEAP, DEAR)}
+            cluster.set_rate(model_id=MODEL_8B, rate=0.5)
+            fell = time.monotonic()
+
+            def trimmed() -> bool:
+                return any(len(scale_writes(cluster, va)) > before[va] for va in (CHEAP, DEAR))
+
+            await cluster.wait_for(trimmed, timeout=120, what='a scale-down after the delay')
+            assert time.monotonic() - fell >= SCALE_DOWN_DELAY
+            for va in (CHEAP, DEAR):
+                later = scale_writes(cluster, va)[before[va] :]
+                assert later == sorted(later, reverse=True), (va, later)  # only down now
+                assert all(n >= 1 for n in later), (va, later)  # never below minReplicas
+            assert any('scale down' in reason(cluster, va) for va in (CHEAP, DEAR)), {
+                va: reason(cluster, va) for va in (CHEAP, DEAR)
+            }
+            assert main_resource_writes(cluster) == []
+            assert restarted.returncode is None
+        assert restarted.returncode == 0
+
+
+async def test_a_nan_ttft_histogram_on_one_busy_pod_holds_until_repaired(
+    backend: bool, tmp_path: Path
+) -> None:
+    async with Cluster(
+        namespace=NS, workdir=tmp_path, input_tokens=64, output_tokens=32, control_plane=backend
+    ) as cluster:
+        cluster.seed(predictive_configmap())
+        await two_variants(cluster, replicas=2, min_replicas=1)
+        # A trickle: one replica of each would do, so a scale-down is due once the delay passed.
+        cluster.set_rate(model_id=MODEL_8B, rate=1.0)
+        broken = cluster.pod_name(CHEAP, 1)
+        cluster.emulator(CHEAP).emulator.show_sample(
+            slot=1, name='vllm:time_to_first_token_seconds_sum', value=math.nan
+        )
+
+        def names_the_broken_pod() -> bool:
+            cond = condition(cluster, CHEAP, 'MetricsAvailable')
+            return (
+                cond is not None
+                and cond.get('status') == 'False'
+                and broken in cond.get('message', '')
+            )
+
+        async with controller(cluster, '--metrics-source', 'pods', '--interval', '2s') as process:
+            await cluster.wait_for(
+                names_the_broken_pod, timeout=40, what=f'MetricsAvailable False naming {broken}'
+            )
+            started = process.cycles()
+            # Longer than the scale-down delay: a healthy model would have been trimmed.
+            await cluster.wait_for(
+                lambda: process.cycles() >= started + SCALE_DOWN_DELAY / 2 + 5,
+                timeout=SCALE_DOWN_DELAY * 3 + 30,
+                what='the scale-down delay, and more',
+            )
+            assert scale_writes(cluster, CHEAP) == [], reason(cluster, CHEAP)
+            assert replicas(cluster, CHEAP) == 2
+            cond = condition(cluster, CHEAP, 'MetricsAvailable')
+            assert cond is not None
+            assert cond['status'] == 'False', show(cond)
+            assert broken in cond['message'], show(cond)
+
+            cluster.emulator(CHEAP).emulator.show_sample(
+                slot=1, name='vllm:time_to_first_token_seconds_sum', value=None
+            )
+            await cluster.wait_for(
+                lambda: replicas(cluster, CHEAP) + replicas(cluster, DEAR) < 4,
+                timeout=120,
+                what='a scale-down, repaired',
+            )
+            assert main_resource_writes(cluster) == []
+            assert process.returncode is None
