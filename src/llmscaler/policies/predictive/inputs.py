@@ -6,7 +6,8 @@ that serves no request at all has no token mix to size on either, and holding it
 an idle fleet forever. The two are told apart here:
 
 - `unreported`: the busy replicas (arrival rate > 0) lacking their TTFT, ITL or token counts,
-  named (the model holds);
+  named (the model holds); `unreported_problems` lists them per variant as metric problems, so
+  the variant's `MetricsAvailable` is False and names them as for any missing figure;
 - `idle`: the model is known to receive nothing and to hold nothing: its arrival rate reads 0
   (the gateway's, or every replica's when there is no gateway rate), and no request waits or
   runs anywhere. Unknown is not idle: a missing rate, queue or running count is not 0;
@@ -23,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from llmscaler.analyze.learning.rate_forecast import RateSample
+from llmscaler.analyze.validity import Problem
 from llmscaler.domain.signals import VariantTarget, held
 from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics, Variant
 
@@ -32,17 +34,41 @@ BUSY_FIGURES: Final = ('avg_ttft', 'avg_itl', 'avg_input_tokens', 'avg_output_to
 
 def unreported(replicas: Sequence[ReplicaMetrics]) -> str:
     """'missing avg_itl on pod-a, ...' for busy replicas lacking a figure; '' when none do."""
-    gaps = []
-    for replica in sorted(replicas, key=lambda r: r.pod):
-        if replica.arrival_rate is None or replica.arrival_rate <= 0:
-            continue
-        absent = [name for name in BUSY_FIGURES if getattr(replica, name) is None]
-        if absent:
-            gaps.append(f'{"/".join(absent)} on {replica.pod}')
+    gaps = [
+        f'{"/".join(absent)} on {replica.pod}'
+        for replica, absent in _gaps(sorted(replicas, key=lambda r: r.pod))
+    ]
     if not gaps:
         return ''
     more = f' and {len(gaps) - 3} more' if len(gaps) > 3 else ''
     return f'missing {", ".join(gaps[:3])}{more} (a busy replica must report its latency)'
+
+
+def unreported_problems(
+    replicas: Sequence[ReplicaMetrics],
+) -> dict[str, list[tuple[str, Problem]]]:
+    """Per variant, (pod, problem) for each busy replica lacking a figure `unreported` names."""
+    found: dict[str, list[tuple[str, Problem]]] = {}
+    for replica, absent in _gaps(sorted(replicas, key=lambda r: (r.variant, r.pod))):
+        problem = Problem(
+            metric='/'.join(absent),
+            what='missing (a busy replica must report its latency)',
+            missing=True,
+        )
+        found.setdefault(replica.variant, []).append((replica.pod, problem))
+    return found
+
+
+def _gaps(replicas: Sequence[ReplicaMetrics]) -> list[tuple[ReplicaMetrics, list[str]]]:
+    """The busy replicas lacking a figure of `BUSY_FIGURES`, with the figures they lack."""
+    found = []
+    for replica in replicas:
+        if replica.arrival_rate is None or replica.arrival_rate <= 0:
+            continue
+        absent = [name for name in BUSY_FIGURES if getattr(replica, name) is None]
+        if absent:
+            found.append((replica, absent))
+    return found
 
 
 def idle(*, replicas: Sequence[ReplicaMetrics], pool: PoolMetrics | None) -> bool:

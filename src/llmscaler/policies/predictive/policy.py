@@ -411,6 +411,7 @@ class Predictive:
             targets=ahead.targets,
             figures=ahead.figures,
             analyzer=ANALYZER,
+            unsized=inputs.unreported_problems(context.observed.fresh),
             writes=Writes(kalman=dict(ahead.kalman_updates)),
         )
         learnt = {**known, **ahead.learning}

@@ -300,6 +300,27 @@ def test_without_an_arrival_rate_the_model_holds() -> None:
     assert all(d.reason.startswith('hold: missing arrival_rate') for d in decisions.values())
 
 
+def test_a_busy_replica_without_its_latency_holds_and_its_metrics_are_unavailable() -> None:
+    """A NaN histogram sum reaches the core as a missing mean: the model holds, and the variant's
+    MetricsAvailable names the pod and the figure, as for any other missing figure."""
+    snap = fleet(h100=2, l40s=1, rate=5.0)
+    broken = next(r for r in sorted(snap.replicas, key=lambda r: r.pod) if r.variant == 'h100')
+    snap = dataclasses.replace(
+        snap,
+        replicas=tuple(
+            dataclasses.replace(r, avg_ttft=None) if r.pod == broken.pod else r
+            for r in snap.replicas
+        ),
+    )
+    decisions, _ = cycle(snap, EMPTY_STATE, NOW)
+    assert {v: d.target for v, d in decisions.items()} == {'h100': 2, 'l40s': 1}
+    assert decisions['h100'].reason.startswith(f'hold: missing avg_ttft on {broken.pod}')
+    assert not decisions['h100'].metrics_available
+    assert decisions['h100'].metrics_reason == 'MetricsMissing'
+    assert f'{broken.pod}: avg_ttft missing' in decisions['h100'].message
+    assert decisions['l40s'].metrics_available  # its own replicas report
+
+
 def test_forecast_samples_are_kept_and_bounded_by_history() -> None:
     state = EMPTY_STATE
     for k in range(50):
