@@ -23,9 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from llmscaler.config.predictive import PREDICTIVE_CONFIGMAP
+from llmscaler.devcluster import objects
 from llmscaler.devcluster.cluster import Cluster
-from llmscaler.sim.hardware.perf_seed import fitted_seed
 from llmscaler.sim.hardware.presets import MODEL_8B
 from tests.support import prom
 from tests.support.e2e_controller import (
@@ -48,48 +47,30 @@ from tests.support.e2e_controller import (
 SCALE_DOWN_DELAY = 20.0
 """Seconds: `scaleDownDelaySeconds` of the test's ConfigMap."""
 INPUT_TOKENS, OUTPUT_TOKENS = 64, 32
-
-
-def settings() -> str:
-    """The `default` entry: short delays, the SLO, and the replica's α, β, γ, δ as a user who
-    measured them would give them (the simulator's fit to the preset: `sim.hardware.perf_seed`),
-    so that the sizing does not wait for the tuner to learn them."""
-    seed = fitted_seed(spec=SPEC, avg_input_tokens=INPUT_TOKENS, avg_output_tokens=OUTPUT_TOKENS)
-    assert seed is not None
-    alpha, beta, gamma, delta = seed
-    return (
-        'startupSeconds: 5\n'
-        f'scaleDownDelaySeconds: {SCALE_DOWN_DELAY:g}\n'
-        'historySeconds: 300\n'
-        'targetTTFT: 2000\n'
-        'targetITL: 200\n'
-        'perfParms:\n'
-        f'  - acc: {SPEC.accelerator}\n'
-        f'    decodeParms: {{alpha: {alpha!r}, beta: {beta!r}}}\n'
-        f'    prefillParms: {{gamma: {gamma!r}, delta: {delta!r}}}\n'
-    )
-
-
 MIX = re.compile(r'mix ((?:[a-z0-9.-]+=\d+(?:, )?)+) costs')
 SCALED = re.compile(r'scaled Deployment llm/([a-z0-9-]+): (\d+) -> (\d+) \((.*)\)$', re.MULTILINE)
+
+
+def predictive_configmap() -> Obj:
+    """Short delays, the SLO, and the replica's α, β, γ, δ."""
+    return objects.predictive_configmap(
+        namespace=CONTROLLER_NS,
+        spec=SPEC,
+        input_tokens=INPUT_TOKENS,
+        output_tokens=OUTPUT_TOKENS,
+        settings={
+            'startupSeconds': 5,
+            'scaleDownDelaySeconds': SCALE_DOWN_DELAY,
+            'historySeconds': 300,
+            'targetTTFT': 2000,
+            'targetITL': 200,
+        },
+    )
 
 
 def scaled(log: str) -> list[tuple[str, int, int, str]]:
     """The controller's `/scale` writes as its log states them: (VA, from, to, the reason)."""
     return [(va, int(a), int(b), why) for va, a, b, why in SCALED.findall(log)]
-
-
-def predictive_configmap() -> Obj:
-    return {
-        'apiVersion': 'v1',
-        'kind': 'ConfigMap',
-        'metadata': {
-            'name': PREDICTIVE_CONFIGMAP,
-            'namespace': CONTROLLER_NS,
-            'labels': {'app.kubernetes.io/name': 'llmscaler'},
-        },
-        'data': {'default': settings()},
-    }
 
 
 def reason(cluster: Cluster, va: str) -> str:

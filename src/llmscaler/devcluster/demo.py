@@ -15,9 +15,13 @@ the work directory; one model (`MODEL_8B`) with two variants of the same small r
 binary is installed and `--no-prometheus` is not given (otherwise the controller scrapes the
 pods); scale to zero after a retention of `retention(duration)`, unless `--no-scale-to-zero`; and
 `llmscaler run --kubeconfig <workdir>/controller.kubeconfig --interval 2s`, its log in the work
-directory. The load over `--duration` (`PROFILE`): low, rising to `HIGH_RATE` (scale-up), high,
-falling back to low (scale-down), none (scale to zero), then back (scale from zero). A line is
-printed when a phase starts and when a Deployment's replicas change.
+directory. `--policy` picks how the model is decided: `wva` (the default: WVA's saturation
+analyzer, as a VA configured the WVA way is) or `predictive` (`llmscaler-predictive-config` in
+the controller namespace, with the replica's performance parameters, the start-up delay and
+`PREDICTIVE_SCALE_DOWN_DELAY`). The load over `--duration` (`PROFILE`): low, rising to
+`HIGH_RATE` (scale-up), high, falling back to low (scale-down), none (scale to zero), then back
+(scale from zero). A line is printed when a phase starts and when a Deployment's replicas
+change.
 
 When the control plane's binaries are built (`make binaries`), the API is the real one instead
 (`controlplane.ControlPlane`: etcd, kube-apiserver with RBAC, kube-controller-manager and
@@ -72,6 +76,11 @@ MAX_REPLICAS = 4
 STARTUP_DELAY = 5.0
 LOW_RATE, HIGH_RATE, RETURN_RATE = 0.5, 8.0, 1.0
 INTERVAL = '2s'
+POLICIES = ('wva', 'predictive')
+PREDICTIVE_SCALE_DOWN_DELAY = 30.0
+"""Seconds: the demo's scale-down delay for `predictive` (a minute-long phase shows it held)."""
+TARGET_TTFT_MS, TARGET_ITL_MS = 2000.0, 200.0
+INPUT_TOKENS, OUTPUT_TOKENS = 64, 32
 # Rates change in steps of this size on a ramp, so that the log shows a few steps, not hundreds.
 RATE_STEP = 0.5
 _TICK = 0.25
@@ -111,6 +120,7 @@ class DemoOptions:
     workdir: Path | None
     inference_pools: bool = False
     control_plane: bool = False
+    policy: str = 'wva'
 
 
 def phase_at(*, fraction: float) -> Phase:
@@ -172,6 +182,12 @@ def parse_options(argv: Sequence[str]) -> DemoOptions:
     )
     parser.add_argument('--no-scale-to-zero', action='store_true', help='keep one replica')
     parser.add_argument(
+        '--policy',
+        choices=POLICIES,
+        default='wva',
+        help="how the model is decided: WVA's saturation analyzer (default) or predictive",
+    )
+    parser.add_argument(
         '--inference-pools',
         action='store_true',
         help="the model's EPP found through its InferencePool and EndpointSlice",
@@ -210,6 +226,7 @@ def parse_options(argv: Sequence[str]) -> DemoOptions:
         scale_to_zero=not args.no_scale_to_zero,
         workdir=args.workdir,
         inference_pools=args.inference_pools,
+        policy=args.policy,
         control_plane=args.control_plane
         or (
             not args.fake_api
@@ -264,6 +281,21 @@ async def _build(cluster: Cluster, options: DemoOptions) -> None:
     if options.scale_to_zero:
         cluster.seed(scale_to_zero_configmap(retention_seconds=retention(options.duration)))
     spec = preset(name=PRESET, max_num_seqs=MAX_NUM_SEQS)
+    if options.policy == 'predictive':
+        cluster.seed(
+            objects.predictive_configmap(
+                namespace=CONTROLLER_NAMESPACE,
+                spec=spec,
+                input_tokens=INPUT_TOKENS,
+                output_tokens=OUTPUT_TOKENS,
+                settings={
+                    'startupSeconds': STARTUP_DELAY,
+                    'scaleDownDelaySeconds': PREDICTIVE_SCALE_DOWN_DELAY,
+                    'targetTTFT': TARGET_TTFT_MS,
+                    'targetITL': TARGET_ITL_MS,
+                },
+            )
+        )
     for name, cost in VARIANTS:
         await cluster.add_variant(
             name=name,
@@ -326,13 +358,20 @@ async def _drive(
 
 
 def _banner(
-    *, api: str, url: str, kubeconfig: Path, controller: ControllerProcess, metrics: str
+    *,
+    api: str,
+    url: str,
+    kubeconfig: Path,
+    controller: ControllerProcess,
+    metrics: str,
+    policy: str,
 ) -> None:
     lines = [
         f'{api + ":":<21}{url}',
         f'kubeconfig:          {kubeconfig}',
         f'controller log:      {controller.log_path}',
         f'metrics:             {metrics}',
+        f'policy:              {policy}',
         '',
         'In another terminal:',
         *(f'  {command}' for command in kubectl_commands(kubeconfig=kubeconfig)),
@@ -374,8 +413,8 @@ async def _run_in(workdir: Path, options: DemoOptions, stop: asyncio.Event) -> i
         namespace=NAMESPACE,
         workdir=workdir,
         prometheus=use_prometheus,
-        input_tokens=64,
-        output_tokens=32,
+        input_tokens=INPUT_TOKENS,
+        output_tokens=OUTPUT_TOKENS,
         api_port=options.port,
         inference_pools=options.inference_pools,
         control_plane=options.control_plane,
@@ -418,6 +457,7 @@ async def _run_in(workdir: Path, options: DemoOptions, stop: asyncio.Event) -> i
                 kubeconfig=kubeconfig,
                 controller=controller,
                 metrics=metrics,
+                policy=options.policy,
             )
             return await _drive(cluster, controller, options, stop)
 

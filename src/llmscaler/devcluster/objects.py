@@ -11,7 +11,9 @@ limits and KV cache size, GPU limits, a `nvidia.com/gpu.product` nodeSelector),
 with `controller: true`, the template labels plus `pod-template-hash`; a pending pod has no IP
 and no port annotation, so nothing scrapes a default port), `epp_pod` (label `llm-d.ai/epp`),
 `deployment_status` (omitting zero counts, as the deployment controller's omitempty does),
-`kubeconfig` and the Prometheus configuration and file_sd documents.
+`predictive_configmap` (`llmscaler-predictive-config` with the replica's α, β, γ, δ as a user
+who measured them would give them), `kubeconfig` and the Prometheus configuration and file_sd
+documents.
 
 What fails: `cost_text` raises ValueError for a NaN, infinite or negative cost; everything else
 takes its input as given (the harness builds it from checked values).
@@ -26,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from llmscaler.config.predictive import PREDICTIVE_CONFIGMAP
+from llmscaler.sim.hardware.perf_seed import fitted_seed
 from llmscaler.sim.vocabulary import VariantSpec
 
 Obj = dict[str, Any]
@@ -337,4 +341,40 @@ def endpoint_slice(*, service: str, namespace: str, pod: str, ip: str, metrics_p
             {'name': 'grpc-ext-proc', 'port': 9002, 'protocol': 'TCP'},
             {'name': 'http-metrics', 'port': metrics_port, 'protocol': 'TCP'},
         ],
+    }
+
+
+def predictive_configmap(
+    *,
+    namespace: str,
+    spec: VariantSpec,
+    input_tokens: int,
+    output_tokens: int,
+    settings: Mapping[str, float],
+) -> Obj:
+    """`llmscaler-predictive-config` with one `default` entry: `settings` (key → number: the
+    delays, the SLO targets), and as `perfParms` the α, β, γ, δ the simulator fits to `spec` at
+    the token mix (`sim.hardware.perf_seed`), so that the sizing does not wait for the tuner.
+
+    ValueError when the preset gives no finite, positive fit."""
+    seed = fitted_seed(spec=spec, avg_input_tokens=input_tokens, avg_output_tokens=output_tokens)
+    if seed is None:
+        raise ValueError(f'no performance model fits preset {spec.name}')
+    alpha, beta, gamma, delta = seed
+    lines = [f'{key}: {value!r}' for key, value in sorted(settings.items())]
+    lines += [
+        'perfParms:',
+        f'  - acc: {spec.accelerator}',
+        f'    decodeParms: {{alpha: {alpha!r}, beta: {beta!r}}}',
+        f'    prefillParms: {{gamma: {gamma!r}, delta: {delta!r}}}',
+    ]
+    return {
+        'apiVersion': 'v1',
+        'kind': 'ConfigMap',
+        'metadata': {
+            'name': PREDICTIVE_CONFIGMAP,
+            'namespace': namespace,
+            'labels': {'app.kubernetes.io/name': 'llmscaler'},
+        },
+        'data': {'default': '\n'.join(lines) + '\n'},
     }

@@ -61,6 +61,7 @@ def test_bad_durations_are_refused(text: str) -> None:
         (['--control-plane', '--inference-pools'], '--inference-pools'),
         (['--control-plane', '--port', '8001'], '--port'),
         (['--control-plane', '--fake-api'], '--fake-api'),
+        (['--policy', 'hpa'], '--policy'),
     ],
 )
 def test_a_bad_option_is_one_line_and_exit_2(
@@ -86,6 +87,8 @@ def test_options_default_and_given(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     )
     assert default.workdir is None
     assert not default.control_plane
+    assert default.policy == 'wva'
+    assert parse_options(['--policy', 'predictive']).policy == 'predictive'
     assert parse_options(['--control-plane']).control_plane
     given_ = parse_options(
         [
