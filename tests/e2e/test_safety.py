@@ -28,7 +28,6 @@ from llmscaler.devcluster.cluster import Cluster
 from llmscaler.devcluster.process import ControllerProcess
 from llmscaler.devcluster.slowhttp import Mode, SlowServer
 from llmscaler.sim.hardware.presets import MODEL_8B
-from tests.support import prom
 from tests.support.e2e_controller import (
     CHEAP,
     CONTROLLER_NS,
@@ -39,9 +38,12 @@ from tests.support.e2e_controller import (
     cycles_later,
     main_resource_writes,
     metrics_available,
+    reading_cluster,
     replicas,
     scale_writes,
     show,
+    source_args,
+    unavailable_naming,
 )
 
 Obj = dict[str, Any]
@@ -64,16 +66,7 @@ async def cluster(backend: bool, tmp_path: Path) -> AsyncIterator[Cluster]:
 async def test_nan_kv_usage_on_one_of_two_idle_pods_holds_until_it_is_repaired(
     backend: bool, tmp_path: Path, source: str
 ) -> None:
-    if source == 'prometheus':
-        prom.binary()
-    async with Cluster(
-        namespace=NS,
-        workdir=tmp_path,
-        prometheus=source == 'prometheus',
-        input_tokens=64,
-        output_tokens=32,
-        control_plane=backend,
-    ) as cluster:
+    async with reading_cluster(backend=backend, workdir=tmp_path, source=source) as cluster:
         # Two replicas for a trickle of load: one would do, so a scale-down is due at once.
         await cluster.add_variant(
             name=CHEAP, model_id=MODEL_8B, preset=SPEC, cost=1.0, replicas=2, min_replicas=1
@@ -81,21 +74,13 @@ async def test_nan_kv_usage_on_one_of_two_idle_pods_holds_until_it_is_repaired(
         cluster.set_rate(model_id=MODEL_8B, rate=0.5)
         broken = cluster.pod_name(CHEAP, 1)
         cluster.emulator(CHEAP).emulator.show_kv_usage(slot=1, value=math.nan)
-        args = ['--metrics-source', source, '--interval', '1s']
-        if cluster.prometheus_url is not None:
-            args += ['--prometheus-url', cluster.prometheus_url]
-
-        def names_the_broken_pod() -> bool:
-            cond = condition(cluster, CHEAP, 'MetricsAvailable')
-            return (
-                cond is not None
-                and cond.get('status') == 'False'
-                and broken in cond.get('message', '')
-            )
+        args = source_args(cluster, interval='1s')
 
         async with controller(cluster, *args) as process:
             await cluster.wait_for(
-                names_the_broken_pod, timeout=30, what=f'MetricsAvailable False naming {broken}'
+                lambda: unavailable_naming(cluster, CHEAP, broken),
+                timeout=30,
+                what=f'MetricsAvailable False naming {broken}',
             )
             await cycles_later(cluster, process, more=4)
             assert scale_writes(cluster, CHEAP) == []

@@ -10,7 +10,10 @@ the call, so they serve both backends.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from llmscaler.devcluster.cluster import Cluster
@@ -18,6 +21,7 @@ from llmscaler.devcluster.fakeapi.semantics import ApiError
 from llmscaler.devcluster.fakeapi.server import RecordedRequest
 from llmscaler.devcluster.process import ControllerProcess
 from llmscaler.sim.hardware.presets import MODEL_8B, preset
+from tests.support import prom
 
 NS = 'llm'
 CONTROLLER_NS = 'llmscaler-system'
@@ -168,6 +172,38 @@ def prometheus_source(cluster: Cluster) -> tuple[str, ...]:
     """The controller's arguments that read the metrics from the cluster's Prometheus."""
     assert cluster.prometheus_url is not None
     return ('--metrics-source', 'prometheus', '--prometheus-url', cluster.prometheus_url)
+
+
+@contextlib.asynccontextmanager
+async def reading_cluster(
+    *, backend: bool, workdir: Path, source: str, input_tokens: int = 64, output_tokens: int = 32
+) -> AsyncIterator[Cluster]:
+    """A cluster in NS whose metrics the controller reads from `source` ('pods', or
+    'prometheus': a Prometheus scraping the pods; skipped, or failed in CI, without it)."""
+    if source == 'prometheus':
+        prom.binary()
+    async with Cluster(
+        namespace=NS,
+        workdir=workdir,
+        prometheus=source == 'prometheus',
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        control_plane=backend,
+    ) as cluster:
+        yield cluster
+
+
+def source_args(cluster: Cluster, *, interval: str) -> tuple[str, ...]:
+    """The controller's metric source for the cluster (its Prometheus when it has one, else the
+    pods) and its cycle interval."""
+    source = prometheus_source(cluster) if cluster.prometheus_url else ('--metrics-source', 'pods')
+    return (*source, '--interval', interval)
+
+
+def unavailable_naming(cluster: Cluster, va: str, pod: str) -> bool:
+    """The VA's MetricsAvailable is False and its message names `pod`."""
+    cond = condition(cluster, va, 'MetricsAvailable')
+    return cond is not None and cond.get('status') == 'False' and pod in cond.get('message', '')
 
 
 async def both_report_through_prometheus(cluster: Cluster) -> None:
