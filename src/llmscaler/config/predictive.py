@@ -16,6 +16,7 @@ model, so its `perfParms` are in that form (`decodeParms`/`prefillParms`) and it
 | `latencyMargin` | (0, 1]: the share of each target the mean latency may use |
 | `historySeconds` | (0, 86400]: the arrival-rate history the forecast keeps |
 | `sloAttainment` | (0.5, 1): the share of requests that must meet both targets |
+| `fastPath` | true or false: a burst between cycles is decided at once (`burst`) |
 
 A duration is a number of seconds (the keys say so) or a Go duration string with a unit
 (`"2m"`, `"1m30s"`), as the other maps write durations. The layout and layering are the queueing
@@ -46,7 +47,7 @@ from llmscaler.config.configmaps import (
 )
 from llmscaler.config.durations import parse_duration
 from llmscaler.config.errors import ConfigError
-from llmscaler.config.fields import Invalid, type_name
+from llmscaler.config.fields import Invalid, boolean, type_name
 from llmscaler.config.resolved import FOUR_PARAMETER, PredictiveConfig
 
 PREDICTIVE_CONFIGMAP: Final = 'llmscaler-predictive-config'
@@ -68,6 +69,7 @@ class PredictiveOverrides:
     latency_margin: float | None = None
     history_seconds: float | None = None
     attainment: float | None = None
+    fast_path: bool | None = None
 
     def over(self, config: PredictiveConfig) -> PredictiveConfig:
         """`config` with this entry's own keys set (the shared ones are merged apart, with the
@@ -147,6 +149,7 @@ PREDICTIVE_FIELDS: Final = {
     'latencyMargin': ('latency_margin', margin),
     'historySeconds': ('history_seconds', positive_seconds),
     'sloAttainment': ('attainment', quantile),
+    'fastPath': ('fast_path', boolean),
 }
 
 

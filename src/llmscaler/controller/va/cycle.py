@@ -48,7 +48,12 @@ from llmscaler.config.resolved import Config
 from llmscaler.controller.cluster.caches import Caches, WorldCache
 from llmscaler.controller.cluster.configwatch import ConfigProblem, ConfigWatch
 from llmscaler.controller.cluster.world import VariantEntry, World
-from llmscaler.controller.publish import AvailabilityRow, ControllerMetrics, replica_rows
+from llmscaler.controller.publish import (
+    AvailabilityRow,
+    ControllerMetrics,
+    ReplicaRow,
+    replica_rows,
+)
 from llmscaler.controller.va.shadow import ShadowLog, shadow_rows
 from llmscaler.controller.va.status import VaStatuses
 from llmscaler.controller.va.story import Story
@@ -141,6 +146,10 @@ class MainCycle:
         """Another autoscaler's published decisions, compared with ours in shadow mode."""
         self._peer_story = Story()
         self._shadow_log = ShadowLog()
+        self._replica_rows: tuple[ReplicaRow, ...] = ()
+        self.last_snapshot: Snapshot | None = None
+        """The snapshot the last cycle decided on (None before the first): its readings and
+        pools are what the fast path for bursts sizes with between cycles."""
         self.last_completed: float | None = None
         """Monotonic time at which the last cycle ended (with or without an error); None before
         the first. The liveness probe reads it: a loop stuck inside a cycle stops moving it."""
@@ -233,6 +242,7 @@ class MainCycle:
         with gc_pause.paused():
             outcome = decide(snapshot=snapshot, config=config, state=self.state, now=now)
         self.state = outcome.state
+        self.last_snapshot = snapshot
         self._story.decisions(outcome.decisions)
         self._story.invalid(
             (ObjectRef.of(obj).key, invalid.message) for obj, invalid in world.invalid
@@ -267,7 +277,7 @@ class MainCycle:
         if self._actuation in (DIRECT, BOTH):
             results = await self._actuate(world=world, decisions=decisions)
         if self._actuation in (METRICS, BOTH):
-            self._metrics.set_replicas(rows=replica_rows(decisions=decisions.values()))
+            self._publish_replicas(replica_rows(decisions=decisions.values()))
         written = await self._statuses.write(
             world=world, decisions=decisions, results=results, errors=found.errors
         )
@@ -289,6 +299,29 @@ class MainCycle:
         self._shadow_log.compare(rows=rows, reasons={d.key: d.reason for d in decisions})
 
     # --- actuation -------------------------------------------------------------------------
+
+    async def raise_targets(
+        self, *, world: World, decisions: Sequence[Decision]
+    ) -> dict[str, ScaleResult]:
+        """Between cycles, the fast path's scale-ups (`controller.from_zero.bursts`): written as
+        a cycle writes them (`/scale` expecting the count decided from, the same Events, logs
+        and retries) with `direct` or `both`, published with `metrics` or `both`; nothing in
+        shadow mode. Each decision must raise its variant's count."""
+        if self._actuation == SHADOW:
+            return {}
+        raised = {d.key: d for d in decisions if d.target > d.current}
+        results: dict[str, ScaleResult] = {}
+        if self._actuation in (DIRECT, BOTH):
+            results = await self._actuate(world=world, decisions=raised)
+        if self._actuation in (METRICS, BOTH):
+            fresh = {(r.namespace, r.variant): r for r in replica_rows(decisions=raised.values())}
+            kept = [r for r in self._replica_rows if (r.namespace, r.variant) not in fresh]
+            self._publish_replicas([*kept, *fresh.values()])
+        return results
+
+    def _publish_replicas(self, rows: Sequence[ReplicaRow]) -> None:
+        self._replica_rows = tuple(rows)
+        self._metrics.set_replicas(rows=self._replica_rows)
 
     async def _actuate(
         self, *, world: World, decisions: Mapping[str, Decision]
