@@ -47,6 +47,10 @@ one step:
    starting (`pending_replicas`), below the replicas that serve (`ready_replicas`); else the
    counts hold.
 
+A model back from a lull (no busy replica, so no token mix in the windows) is sized on the mix
+it last showed, kept in its state; the policy asks for the fast path for bursts (`burst`) unless
+`fastPath` is off.
+
 Every decision's reason says what it was sized for and what it bought (forecast, backlog, need,
 mix and its cost, capacity per replica per variant), and its figures carry the numbers
 (`forecast_*`, `need_rate`, `mix_cost`, `mix_capacity`, per variant `capacity_alone`,
