@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 
 from llmscaler import burst, gc_pause
 from llmscaler.config.resolved import Config
-from llmscaler.domain.snapshot import Decision
+from llmscaler.domain.snapshot import Decision, Snapshot
 from llmscaler.domain.state import EMPTY_STATE, State
 from llmscaler.enforce import scale_from_zero
 from llmscaler.engine import decide
@@ -47,7 +47,9 @@ class CorePolicy:
     `targets` calls `engine.decide()` on the view's snapshot and keeps the returned `State` for
     the next call; `last_decisions` holds the decisions of the latest cycle (analyzer figures for
     the report). `wake` is `scale_from_zero.wake()` on the same snapshot, and the fast path for
-    bursts on the gateway counts of the views it has been handed (`bursts` lists its raises).
+    bursts on the gateway counts of the views it has been handed, sized as the controller sizes
+    it: with the variants of the view and the readings of the last cycle (`bursts` lists its
+    raises).
     Targets are keyed by variant name: the simulated fleet has one namespace.
     """
 
@@ -59,6 +61,7 @@ class CorePolicy:
         self._counts: dict[str, tuple[burst.Count, ...]] = {}
         self._raised: dict[str, float] = {}
         self._bursts: list[burst.Raise] = []
+        self._snapshot: Snapshot | None = None
 
     @property
     def name(self) -> str:
@@ -86,6 +89,7 @@ class CorePolicy:
             )
         self._state = outcome.state
         self._decisions = outcome.decisions
+        self._snapshot = view.snapshot
         return {d.variant: d.target for d in outcome.decisions}
 
     def wake(self, *, view: ControlView) -> dict[str, int]:
@@ -96,8 +100,17 @@ class CorePolicy:
                 counts=self._counts.get(group, ()),
                 count=burst.Count(at=view.now, arrived=float(arrived), queued=float(queued)),
             )
+        last = self._snapshot
+        if last is None:
+            return wanted  # before the first cycle there is nothing to size with
         raised = burst.burst(
-            snapshot=view.snapshot,
+            # As the controller has it: the variants now, the last cycle's readings and pools.
+            snapshot=Snapshot(
+                variants=view.snapshot.variants,
+                replicas=last.replicas,
+                pools=last.pools,
+                gpu_limits=last.gpu_limits,
+            ),
             config=self.config,
             state=self._state,
             counts=self._counts,

@@ -105,6 +105,9 @@ def test_core_policy_raises_a_model_whose_gateway_shows_a_burst() -> None:
     assert raised_at is not None
     assert raised_at <= 10 + 5
     assert [r.group for r in policy.bursts] == [f'{MODEL}|{NS}']
+    # Before its first cycle, a policy has nothing to size a burst with.
+    fresh = CorePolicy(name='predictive', config=PREDICTIVE)
+    assert all(fresh.wake(view=at(PNOW + s, 40.0 * s)) == {} for s in range(12))
     # Without gateway counts, the same policy never raises.
     blind = CorePolicy(name='predictive', config=PREDICTIVE)
     blind.targets(view=at(PNOW - 30, 0.0))
