@@ -20,8 +20,9 @@ What it computes:
   evidence so far proves (it grows with each poll, and the next raise buys the rest).
 - `burst`, per model that asks for it (`Policy.fast_path`), has a replica (a model at zero is
   scale-from-zero's) and was not raised in the last `QUIET` seconds: `engine.decide` on a
-  snapshot of that model alone — its variants as they are now, its replicas' readings of the
-  last cycle, its pool with the burst rate as the arrival rate and the queue read at the poll,
+  snapshot of that model alone — its variants as they are now (a replica ready since the last
+  cycle has no reading yet, and counts as starting, as it did then), its replicas' readings of
+  the last cycle, its pool with the burst rate as the arrival rate and the queue read at the poll,
   the GPU limits charged with every other model's replicas (the budget a whole cycle would
   leave it) — with the core's memory. The decisions that raise a target are the result, their
   reason prefixed with the burst's figures. The memory `decide` returns is dropped: the next
@@ -46,7 +47,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from llmscaler.config.resolved import Config
-from llmscaler.domain.snapshot import Decision, PoolMetrics, Snapshot, Variant
+from llmscaler.domain.snapshot import Decision, PoolMetrics, ReplicaMetrics, Snapshot, Variant
 from llmscaler.domain.state import State
 from llmscaler.engine import decide
 from llmscaler.optimize.constraints import charge_variants
@@ -202,9 +203,10 @@ def _raise(
 ) -> list[Decision]:
     names = {(v.namespace, v.name) for v in variants}
     others = [v for v in snapshot.variants if (v.namespace, v.name) not in names]
+    readings = tuple(r for r in snapshot.replicas if (r.namespace, r.variant) in names)
     alone = Snapshot(
-        variants=tuple(variants),
-        replicas=tuple(r for r in snapshot.replicas if (r.namespace, r.variant) in names),
+        variants=tuple(_as_read(v, readings) for v in variants),
+        replicas=readings,
         pools=(pool,),
         gpu_limits=charge_variants(limits=snapshot.gpu_limits, variants=others),
     )
@@ -213,3 +215,14 @@ def _raise(
         # A hold keeps the last desired count: that is the cycle's to write, not a burst's.
         return []
     return [d for d in outcome.decisions if d.target > d.current]
+
+
+def _as_read(variant: Variant, readings: Sequence[ReplicaMetrics]) -> Variant:
+    """`variant` with the replicas ready since the readings were taken counted as starting."""
+    read = sum(1 for r in readings if r.variant == variant.name)
+    if variant.ready_replicas <= read:
+        return variant
+    late = variant.ready_replicas - read
+    return dataclasses.replace(
+        variant, ready_replicas=read, pending_replicas=variant.pending_replicas + late
+    )

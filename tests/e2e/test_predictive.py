@@ -17,9 +17,11 @@ start-up and the scale-down delay so a run takes a minute or two.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -72,6 +74,24 @@ def predictive_configmap() -> Obj:
     )
 
 
+@contextlib.asynccontextmanager
+async def predictive_cluster(
+    *, backend: bool, workdir: Path, replicas: int, source: str = 'pods'
+) -> AsyncIterator[Cluster]:
+    """CHEAP and DEAR at `replicas` each (minimum 1) under the test's ConfigMap, at 1 req/s."""
+    async with reading_cluster(
+        backend=backend,
+        workdir=workdir,
+        source=source,
+        input_tokens=INPUT_TOKENS,
+        output_tokens=OUTPUT_TOKENS,
+    ) as cluster:
+        cluster.seed(predictive_configmap())
+        await two_variants(cluster, replicas=replicas, min_replicas=1)
+        cluster.set_rate(model_id=MODEL_8B, rate=1.0)
+        yield cluster
+
+
 def scaled(log: str) -> list[tuple[str, int, int, str]]:
     """The controller's `/scale` writes as its log states them: (VA, from, to, the reason)."""
     return [(va, int(a), int(b), why) for va, a, b, why in SCALED.findall(log)]
@@ -103,16 +123,9 @@ def deciding(cluster: Cluster) -> bool:
 async def test_a_step_scales_up_to_the_explained_mix_a_restart_keeps_it_the_fall_waits(
     backend: bool, tmp_path: Path, source: str
 ) -> None:
-    async with reading_cluster(
-        backend=backend,
-        workdir=tmp_path,
-        source=source,
-        input_tokens=INPUT_TOKENS,
-        output_tokens=OUTPUT_TOKENS,
+    async with predictive_cluster(
+        backend=backend, workdir=tmp_path, replicas=1, source=source
     ) as cluster:
-        cluster.seed(predictive_configmap())
-        await two_variants(cluster, replicas=1, min_replicas=1)
-        cluster.set_rate(model_id=MODEL_8B, rate=1.0)
         args = source_args(cluster, interval='2s')
         async with controller(cluster, *args) as process:
             # The arrival rate is a 1-minute rate: the first decisions wait for a minute of history.
@@ -193,19 +206,10 @@ async def test_a_step_scales_up_to_the_explained_mix_a_restart_keeps_it_the_fall
 async def test_a_nan_ttft_histogram_on_one_busy_pod_holds_until_repaired(
     backend: bool, tmp_path: Path
 ) -> None:
-    async with reading_cluster(
-        backend=backend,
-        workdir=tmp_path,
-        source='pods',
-        input_tokens=INPUT_TOKENS,
-        output_tokens=OUTPUT_TOKENS,
-    ) as cluster:
-        cluster.seed(predictive_configmap())
-        await two_variants(cluster, replicas=2, min_replicas=1)
-        # A trickle: one replica of each would do, so a scale-down is due once the delay passed
-        # (a scale-down counts on a replica for at most about half its modelled capacity when it
-        # was seen serving less, so the load must leave room for that).
-        cluster.set_rate(model_id=MODEL_8B, rate=1.0)
+    # A trickle: one replica of each would do, so a scale-down is due once the delay passed
+    # (a scale-down counts on a replica for at most about half its modelled capacity when it
+    # was seen serving less, so the load must leave room for that).
+    async with predictive_cluster(backend=backend, workdir=tmp_path, replicas=2) as cluster:
         broken = cluster.pod_name(CHEAP, 1)
         cluster.emulator(CHEAP).emulator.show_sample(
             slot=1, name='vllm:time_to_first_token_seconds_sum', value=math.nan
@@ -246,16 +250,7 @@ async def test_a_nan_ttft_histogram_on_one_busy_pod_holds_until_repaired(
 async def test_a_burst_between_cycles_is_raised_before_the_next_cycle(
     backend: bool, tmp_path: Path
 ) -> None:
-    async with reading_cluster(
-        backend=backend,
-        workdir=tmp_path,
-        source='pods',
-        input_tokens=INPUT_TOKENS,
-        output_tokens=OUTPUT_TOKENS,
-    ) as cluster:
-        cluster.seed(predictive_configmap())
-        await two_variants(cluster, replicas=1, min_replicas=1)
-        cluster.set_rate(model_id=MODEL_8B, rate=1.0)
+    async with predictive_cluster(backend=backend, workdir=tmp_path, replicas=1) as cluster:
         # A long cycle, so that a raise within seconds can only be the fast path's.
         args = source_args(cluster, interval=f'{BURST_INTERVAL:g}s')
         async with controller(cluster, *args) as process:

@@ -202,3 +202,19 @@ def test_a_burst_after_a_lull_is_sized_on_the_mix_the_model_last_showed() -> Non
 def test_raises_are_deterministic(rate: float) -> None:
     snapshot = fleet(h100=1, l40s=1, rate=rate)
     assert raise_on(snapshot, rate=50.0) == raise_on(snapshot, rate=50.0)
+
+
+def test_a_replica_ready_since_the_last_cycle_counts_as_starting() -> None:
+    snapshot = fleet(h100=1, l40s=0, rate=2.0)
+    state = settled(snapshot)
+    # The cycle read one H100; a second one has become ready since, with no reading yet.
+    grown = dataclasses.replace(
+        snapshot,
+        variants=tuple(
+            dataclasses.replace(v, current_replicas=2, ready_replicas=2) if v.name == 'h100' else v
+            for v in snapshot.variants
+        ),
+    )
+    (raised,) = raise_on(grown, rate=60.0, state=state)
+    assert all(d.metrics_available for d in raised.decisions)
+    assert sum(d.target - d.current for d in raised.decisions) >= 1
