@@ -141,13 +141,13 @@ def burst(
         variants = by_group[group]
         if now - raised.get(group, -math.inf) < QUIET:
             continue
-        if not any(v.current_replicas > 0 for v in variants):
+        mine = counts.get(group, ())
+        if len(mine) < 2 or not any(v.current_replicas > 0 for v in variants):
             continue
         first = variants[0]
         model = config.model(model_id=first.model_id, namespace=first.namespace)
         if not registry.select(model).fast_path(model):
             continue
-        mine = counts.get(group, ())
         pool = pools.get(group)
         cycle_rate = pool.arrival_rate if pool is not None else None
         base = cycle_rate if cycle_rate is not None else 0.0

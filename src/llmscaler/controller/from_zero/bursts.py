@@ -82,9 +82,16 @@ class Bursts:
         self._cycle = cycle
         self._counts: dict[str, tuple[burst.Count, ...]] = {}
         self._raised: dict[str, float] = {}
+        self._watched: tuple[World, Config, tuple[tuple[str, str], ...]] | None = None
 
-    def config(self) -> Config:
-        return self._cycle.current_config()
+    def watched(self, world: World) -> tuple[tuple[str, str], ...]:
+        """`watched` for this world and the configuration in force, computed again only when
+        either is another object (the informers' world and the configuration are kept while
+        unchanged, and a tick comes every 100 ms)."""
+        config = self._cycle.current_config()
+        if self._watched is None or self._watched[0] is not world or self._watched[1] is not config:
+            self._watched = (world, config, watched(variants=world.variants, config=config))
+        return self._watched[2]
 
     async def tick(
         self,
@@ -119,7 +126,7 @@ class Bursts:
                 pools=last.pools,
                 gpu_limits=last.gpu_limits,
             ),
-            config=self.config(),
+            config=self._cycle.current_config(),
             state=self._cycle.state,
             counts=self._counts,
             raised=self._raised,

@@ -61,7 +61,7 @@ from llmscaler.collect.scrape.source import ScrapeConfig, ScrapeTarget
 from llmscaler.config.resolved import Config
 from llmscaler.controller.cluster.world import VariantEntry, World
 from llmscaler.controller.from_zero.budget import Fitted, Held, fit, gpu_budgets
-from llmscaler.controller.from_zero.bursts import Bursts, Cycle, watched
+from llmscaler.controller.from_zero.bursts import Bursts, Cycle
 from llmscaler.controller.from_zero.pages import EppPages, Queues
 from llmscaler.controller.publish import ControllerMetrics
 from llmscaler.domain.snapshot import GpuLimit, PoolMetrics, Variant
@@ -195,7 +195,7 @@ class FromZero:
         """The fast path's tick on the watched models' pages (`controller.from_zero.bursts`)."""
         if self._bursts is None:
             return
-        models = watched(variants=world.variants, config=self._bursts.config())
+        models = self._bursts.watched(world)
         targets: list[ScrapeTarget] = []
         plan = self._pools_fn() if self._pools_fn is not None and models else None
         if plan is not None and plan.model_pools is not None:
