@@ -38,7 +38,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from llmscaler import gc_pause
+from llmscaler import burst, gc_pause
 from llmscaler.clock import Clock
 from llmscaler.collect.attribution import attribute, with_ready_pods
 from llmscaler.collect.prometheus.peer import PeerDesired, PeerReading
@@ -89,6 +89,9 @@ class _Pending:
     replicas: int
     expect: int
     reason: str
+    kind: str
+    """The `reason` label of `wva_replica_scaling_total`: who decided (the analyzer, or
+    `burst`), from a bounded set, where `reason` carries the decision's figures."""
 
 
 class MainCycle:
@@ -312,7 +315,7 @@ class MainCycle:
         raised = {d.key: d for d in decisions if d.target > d.current}
         results: dict[str, ScaleResult] = {}
         if self._actuation in (DIRECT, BOTH):
-            results = await self._actuate(world=world, decisions=raised)
+            results = await self._actuate(world=world, decisions=raised, kind=burst.REASON)
         if self._actuation in (METRICS, BOTH):
             fresh = {(r.namespace, r.variant): r for r in replica_rows(decisions=raised.values())}
             kept = [r for r in self._replica_rows if (r.namespace, r.variant) not in fresh]
@@ -324,7 +327,7 @@ class MainCycle:
         self._metrics.set_replicas(rows=self._replica_rows)
 
     async def _actuate(
-        self, *, world: World, decisions: Mapping[str, Decision]
+        self, *, world: World, decisions: Mapping[str, Decision], kind: str = ''
     ) -> dict[str, ScaleResult]:
         orders: list[_Pending] = []
         for entry in world.entries:
@@ -336,7 +339,15 @@ class MainCycle:
             self._queue.forget(entry.key)
             if decision.target == decision.current:
                 continue
-            orders.append(_Pending(entry, decision.target, decision.current, decision.reason))
+            orders.append(
+                _Pending(
+                    entry,
+                    decision.target,
+                    decision.current,
+                    decision.reason,
+                    kind or decision.analyzer or 'core',
+                )
+            )
         results = await asyncio.gather(*(self._scale_one(order) for order in orders))
         done: dict[str, ScaleResult] = {}
         for order, result in zip(orders, results, strict=True):
@@ -374,7 +385,7 @@ class MainCycle:
                 extra={'variant': va.name, 'namespace': va.namespace, 'replicas': order.replicas},
             )
             self._metrics.scaled(
-                variant=va.name, namespace=va.namespace, direction=direction, reason=order.reason
+                variant=va.name, namespace=va.namespace, direction=direction, reason=order.kind
             )
             await self._events.record(
                 regarding=va,

@@ -119,7 +119,7 @@ async def test_saturation_scales_the_cheapest_variant_up_through_scale_only(
         scaling = (
             ('direction', 'up'),
             ('namespace', NS),
-            ('reason', 'saturation-only mode'),
+            ('reason', 'saturation-percentage'),
             ('variant_name', 'a'),
         )
         assert page[('wva_replica_scaling_total', scaling)] == 1
@@ -663,6 +663,14 @@ async def test_a_raise_is_written_as_a_cycle_writes_a_scale_up(api: FakeAPI) -> 
         assert about(event) == ('Normal', 'VariantAutoscaling/a', 'ScaledUp')
         assert 'burst: test' in event['note']
         assert replicas(api, 'b') == 1
+        page = samples(controller.metrics.render().decode())
+        scaling = (
+            ('direction', 'up'),
+            ('namespace', NS),
+            ('reason', 'burst'),
+            ('variant_name', 'a'),
+        )
+        assert page[('wva_replica_scaling_total', scaling)] == 1
 
 
 async def test_a_raise_that_does_not_raise_writes_nothing(api: FakeAPI) -> None:
