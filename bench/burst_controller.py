@@ -8,7 +8,8 @@ delay 20 s, the replica's fitted α, β, γ, δ), its metrics read from the pods
 The load runs at 1 req/s; `--bursts` times (6 by default) it steps to 12 req/s, and the time
 from the step (the gateway's first request at the new rate) to the first `/scale` write the API
 server records is one figure; then the load falls back, and the next burst waits until no write
-has come for 70 s (the fleet the low rate leaves, and a cycle's rate that is the low one).
+has come for 70 s (a cycle's rate that is the low one) and the fleet is at half its maxima or
+less (after a burst `predictive` keeps a fleet for a while, and a burst must have room).
 
 Printed: each burst's seconds and who wrote (the fast path's reasons start with `burst:`), and
 their median and maximum (the p99 of so few), against the goal of 5 s and against the main
@@ -46,6 +47,7 @@ SPEC = preset(name='llama-3.1-8b-l4', max_num_seqs=4)
 VARIANTS = (('cheap', 1.0), ('dear', 5.0))
 LOW, HIGH = 1.0, 12.0
 INTERVAL = 30.0
+MAX_REPLICAS = 4
 QUIET = 70.0
 """Seconds without a write before a burst: the cycle's rate (the minute's) is the low one."""
 SETTINGS = {
@@ -86,12 +88,17 @@ def writes(cluster: Cluster) -> int:
 
 
 async def settled(cluster: Cluster) -> None:
-    """Until no `/scale` write has come for `QUIET` seconds (the fleet the low rate leaves)."""
+    """Until no `/scale` write has come for `QUIET` seconds and the fleet is back at half its
+    maxima or less (the fleet the low rate leaves, with room for a burst to be answered)."""
     count, since = writes(cluster), time.monotonic()
-    while time.monotonic() - since < QUIET:
+    while time.monotonic() - since < QUIET or fleet(cluster) > len(VARIANTS) * MAX_REPLICAS / 2:
         await asyncio.sleep(1.0)
         if writes(cluster) != count:
             count, since = writes(cluster), time.monotonic()
+
+
+def fleet(cluster: Cluster) -> int:
+    return sum(replicas(cluster, name) for name, _ in VARIANTS)
 
 
 async def one_burst(cluster: Cluster, process: ControllerProcess) -> Answer:
@@ -129,7 +136,7 @@ async def run(*, bursts: int, backend: str) -> tuple[list[Answer], Answer]:
                     cost=cost,
                     replicas=1,
                     min_replicas=1,
-                    max_replicas=4,
+                    max_replicas=MAX_REPLICAS,
                 )
             cluster.set_rate(model_id=MODEL_8B, rate=LOW)
             args = [
