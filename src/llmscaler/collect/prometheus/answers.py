@@ -21,16 +21,13 @@ answer is BAD_RESPONSE. Nothing raises.
 
 from __future__ import annotations
 
-import gc
 import json
 import math
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from llmscaler.collect import http
+from llmscaler.collect.collector import collector_paused
 from llmscaler.collect.prometheus.queries import Query
 from llmscaler.collect.readings import ErrorReason, SourceError
 
@@ -58,40 +55,6 @@ def failed(query: Query, reason: ErrorReason, message: str) -> Outcome:
 
 class BadResponse(Exception):
     """An answer that is not the API's instant-vector shape (the message says how)."""
-
-
-class _Pauses:
-    """Who holds the collector off: steps may overlap, in worker threads."""
-
-    lock = threading.Lock()
-    holders = 0
-    resume = False
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Hold off Python's cyclic garbage collector for one synchronous step.
-
-    Decoding an answer and folding the answers allocate hundreds of thousands of containers, none
-    of them in reference cycles; each allocation burst sets off collections that walk every live
-    object, which cost more than the decoding itself (about 70% of `json.loads`' time for 10,000
-    pods). Reference counting still frees everything. Steps run in worker threads (large answers,
-    `http.parse_off_loop`) may overlap, and the collector is one for the whole process: it stays
-    off until the last step ends, then resumes if it was on when the first began. Meanwhile the
-    event loop runs without cyclic collection too, which only delays it by the length of a step.
-    """
-    with _Pauses.lock:
-        if _Pauses.holders == 0:
-            _Pauses.resume = gc.isenabled()
-            gc.disable()
-        _Pauses.holders += 1
-    try:
-        yield
-    finally:
-        with _Pauses.lock:
-            _Pauses.holders -= 1
-            if _Pauses.holders == 0 and _Pauses.resume:
-                gc.enable()
 
 
 def outcome(*, query: Query, answer: http.Answer) -> Outcome:

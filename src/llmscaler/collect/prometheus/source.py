@@ -62,8 +62,9 @@ from pathlib import Path
 import httpx
 
 from llmscaler.collect import http
+from llmscaler.collect.collector import collector_paused
 from llmscaler.collect.prometheus import queries as q
-from llmscaler.collect.prometheus.answers import Outcome, collector_paused, failed, outcome
+from llmscaler.collect.prometheus.answers import Outcome, failed, outcome
 from llmscaler.collect.prometheus.fold import assemble
 from llmscaler.collect.prometheus.queries import Query
 from llmscaler.collect.readings import ModelScope, Reading, SourceError
