@@ -54,6 +54,7 @@ from typing import Protocol, TypeVar
 import httpx
 
 from llmscaler.collect.readings import ErrorReason
+from llmscaler.collect.worker import Worker
 
 TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
     TimeoutError,
@@ -335,11 +336,14 @@ def seconds(value: float) -> str:
     return f'{value:.3f}'.rstrip('0').rstrip('.')
 
 
-async def parse_off_loop(work: Callable[[], _T], *, size: int) -> _T:
-    """`work()`, in a worker thread when it handles `size` bytes or more (`OFF_LOOP_BYTES`)."""
-    if size >= OFF_LOOP_BYTES:
-        return await asyncio.to_thread(work)
-    return work()
+async def parse_off_loop(work: Callable[[], _T], *, size: int, worker: Worker | None = None) -> _T:
+    """`work()`, in a worker thread when it handles `size` bytes or more (`OFF_LOOP_BYTES`):
+    the caller's own `worker` when given, else one of the default executor's."""
+    if size < OFF_LOOP_BYTES:
+        return work()
+    if worker is not None:
+        return await worker.run(work)
+    return await asyncio.to_thread(work)
 
 
 @dataclass(slots=True)

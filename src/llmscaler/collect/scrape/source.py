@@ -17,8 +17,9 @@ the label sets of earlier pages.
 
 Off the event loop: the loop also renews the leader's Lease, and a page of hundreds of thousands
 of series once held it for seconds. So each pod's page is parsed, checked against the caps and
-added to the pod's windows in a worker thread (`asyncio.to_thread`), and `read` computes the
-reading in one too; the loop only fetches and gathers. The threads run Python code, which gives
+added to the pod's windows in the source's worker thread (`collect.worker`: one per source, so
+that it adds one thread competing with the loop), and `read` computes the reading there too;
+the loop only fetches and gathers. The threads run Python code, which gives
 the loop its turn every few milliseconds (the interpreter's switch interval), and no single step
 of theirs is longer than one capped line.
 
@@ -82,6 +83,7 @@ from llmscaler.collect.scrape.reading import (
     compute_reading,
 )
 from llmscaler.collect.windows import SeriesWindow
+from llmscaler.collect.worker import Worker
 
 ACCEPT = 'text/plain;version=0.0.4'
 """The 0.0.4 text format keeps the colons of vLLM names; prometheus-client 0.26 answers an
@@ -286,12 +288,14 @@ class PodScrapeSource:
             'epp': Parser(families=EPP_FAMILIES, limits=limits),
         }
         self._pods: dict[tuple[str, str], PodSeries] = {}
+        self._worker = Worker(name='scrape')
         self._errors: tuple[SourceError, ...] = ()
         self._dropped = 0
         self._first_scrape: float | None = None
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this source created it."""
+        """Close the HTTP client if this source created it, and end its worker thread."""
+        self._worker.close()
         await self._http.aclose()
 
     @property
@@ -324,7 +328,7 @@ class PodScrapeSource:
         errors = [result.error for result in absorbed if result.error is not None]
         gone = [key for key in self._pods if key not in targets]
         if gone:
-            await asyncio.to_thread(self._forget, now=now, keys=gone)
+            await self._worker.run(lambda: self._forget(now=now, keys=gone))
         if self._first_scrape is None and targets:
             self._first_scrape = now
         self._errors = tuple(sorted(errors, key=lambda e: (e.target, e.reason)))
@@ -334,7 +338,7 @@ class PodScrapeSource:
     async def read(self, *, scope: tuple[ModelScope, ...], now: float) -> Reading:
         """The figures of the models in `scope` at `now`, from the kept windows (computed in a
         worker thread: a thousand pods' windows take a while)."""
-        return await asyncio.to_thread(self._reading, scope=scope, now=now)
+        return await self._worker.run(lambda: self._reading(scope=scope, now=now))
 
     def _reading(self, *, scope: tuple[ModelScope, ...], now: float) -> Reading:
         with collector_paused():
@@ -388,8 +392,10 @@ class PodScrapeSource:
         )
         if isinstance(body, http.Failure):
             failed = _Fetched(SourceError(target.url, body.reason, body.message))
-            return await asyncio.to_thread(self._absorb, target=target, now=now, fetched=failed)
-        return await asyncio.to_thread(self._absorb_page, target=target, body=body, now=now)
+            return await self._worker.run(
+                lambda: self._absorb(target=target, now=now, fetched=failed)
+            )
+        return await self._worker.run(lambda: self._absorb_page(target=target, body=body, now=now))
 
     def _absorb_page(self, *, target: ScrapeTarget, body: bytes, now: float) -> _Absorbed:
         """Parse the page and add it to the pod's windows (in a worker thread)."""
