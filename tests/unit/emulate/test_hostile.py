@@ -14,15 +14,15 @@ MODEL = 'meta-llama/Llama-3.1-8B-Instruct'
 def test_the_caps_are_the_scrapers_defaults() -> None:
     config = ScrapeConfig()
     assert (
-        hostile.MAX_LINE_LENGTH,
-        hostile.MAX_LABELS,
-        hostile.MAX_SERIES_PER_PAGE,
-        hostile.MAX_SERIES_CHARS,
-    ) == (
         config.max_line_length,
         config.max_labels,
         config.max_series_per_page,
         config.max_series_chars_per_pod,
+    ) == (
+        hostile.MAX_LINE_LENGTH,
+        hostile.MAX_LABELS,
+        hostile.MAX_SERIES_PER_PAGE,
+        hostile.MAX_SERIES_CHARS,
     )
 
 
