@@ -67,6 +67,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from sys import intern
 from typing import TypeVar
 
 MAX_ERRORS = 100
@@ -262,6 +263,13 @@ PLAIN_SAMPLE = re.compile(
     rf'({NAME.pattern})(?:\{{({_PLAIN_LIST})\}}|) ([^\s#]\S*)(?: ([^\s#]\S*))?'
 )
 PLAIN_PAIRS = re.compile(rf'({_LABEL_NAME})="([^"]*)"')
+
+
+def _shared(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The pairs with their names and values interned: the texts kept for a label set are shared
+    with every other set that has them (`engine`, `model_name`, a model's name), instead of one
+    copy per series, which is most of what a page of many labels costs."""
+    return [(intern(name), intern(value)) for name, value in pairs]
 
 
 def sorted_labels(pairs: list[tuple[str, str]]) -> Labels | None:
@@ -600,7 +608,7 @@ class Parser:
             return None
         # In this shape a value holds no quote, so `="` opens each pair and only there.
         self._check_labels(state, at, text.count('="'))
-        labels = sorted_labels(PLAIN_PAIRS.findall(text))
+        labels = sorted_labels(_shared(PLAIN_PAIRS.findall(text)))
         if labels is not None:  # else a label given twice: the general grammar reports it
             self._remember(self._labels, text, labels)
         return labels
