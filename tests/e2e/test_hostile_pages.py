@@ -140,4 +140,3 @@ async def held_naming(
     assert cond['status'] == 'False', show(cond)
     assert pod in cond['message'], show(cond)
     assert replicas(cluster, CHEAP) == 2
-

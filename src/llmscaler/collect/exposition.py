@@ -344,6 +344,12 @@ label sets of a hundred-odd distinct pods (each pod's `engine` and model labels 
 DEFAULT_CACHE_CHARS = 4 * 1024 * 1024
 """How many characters of keys a Parser remembers in all: 16,384 real heads of ~150 characters
 take ~2.5 MiB, while as many heads at the line cap would take a GiB."""
+REMEMBERED_KEY_CHARS = 1024
+"""The longest key a Parser remembers. A real vLLM head is at most ~650 characters (the
+`cache_config_info` line); a page of many long heads (128 labels a series, say) would otherwise
+fill the memory, forget it whole and fill it again on every scrape, which costs the hundreds of
+thousands of objects the memory is meant to save, kept just long enough for the garbage
+collector to walk them all."""
 
 # The scan of a page, one regex pass over '\n' + page for the wanted lines (the `{heads}` are
 # filled in per family set, see `Parser`). After a newline and any blanks, one of:
@@ -414,6 +420,7 @@ class Parser:
     `{engine="0",model_name="..."}` follows many names), and the sample names with their owning
     family. `cache_size` bounds each one's entries and `cache_chars` the characters of all their
     keys together (a full memory is forgotten all at once, so churn cannot grow it without end);
+    a key longer than `REMEMBERED_KEY_CHARS` is not remembered;
     0 remembers nothing. A family that is not a valid metric name owns nothing. `limits` caps
     every page (`PageLimits`, its defaults when None).
     """
@@ -614,7 +621,7 @@ class Parser:
         return labels
 
     def _remember(self, memory: dict[str, _T], key: str, value: _T) -> None:
-        if not self._cache_size or len(key) > self._cache_chars:
+        if not self._cache_size or len(key) > min(self._cache_chars, REMEMBERED_KEY_CHARS):
             return
         if len(memory) >= self._cache_size:
             self._chars -= sum(map(len, memory))

@@ -648,3 +648,15 @@ def test_the_hostile_label_page_is_refused_in_little_memory() -> None:
     assert found.refused == 'line 1: a line over 65536 characters (max_line_length)'
     # The page after a newline (its one copy) and a little more.
     assert peak < len(page) + 2 * 1024 * 1024
+
+
+def test_a_head_longer_than_a_real_one_is_read_but_not_remembered() -> None:
+    parser = ex.Parser(families=F)
+    long = 'm{a="' + 'x' * ex.REMEMBERED_KEY_CHARS + '"} 1\n'
+    for _ in range(2):
+        assert parser.parse(page=long).samples == (
+            Sample('m', (('a', 'x' * ex.REMEMBERED_KEY_CHARS),), 1.0),
+        )
+        assert parser.remembered == 0
+    parser.parse(page='m{a="1"} 1\n')
+    assert parser.remembered == 1
