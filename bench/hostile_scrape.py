@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
 import statistics
 import subprocess
 import sys
@@ -60,8 +61,11 @@ def pages(scenario: str) -> dict[int, bytes]:
 
 
 def serve(scenario: str, ready: Any) -> None:
-    """The pods' server (a process of its own): `/pod/<i>/metrics`."""
+    """The pods' server (a process of its own, at the lowest priority: it stands for the pods,
+    which do not share the controller's cores): `/pod/<i>/metrics`."""
     from aiohttp import web
+
+    os.nice(19)
 
     from llmscaler.emulate.fleet import Emulator
     from llmscaler.sim.hardware.presets import preset
