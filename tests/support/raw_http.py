@@ -149,7 +149,7 @@ class RawServer:
             self.dropped += 1
 
 
-def page(body: bytes, *, content_type: str = 'text/plain; version=0.0.4') -> Behaviour:
+def serve(body: bytes, *, content_type: str = 'text/plain; version=0.0.4') -> Behaviour:
     """A whole answer at once: 200, its Content-Length and `body`."""
 
     async def behave(writer: asyncio.StreamWriter) -> None:

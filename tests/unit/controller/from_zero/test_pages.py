@@ -9,7 +9,7 @@ from llmscaler.clock import LoopClock
 from llmscaler.collect.readings import ErrorReason, SourceError
 from llmscaler.collect.scrape.source import ScrapeConfig, ScrapeTarget
 from llmscaler.controller.from_zero.pages import EppPages
-from tests.support.raw_http import RawServer, page
+from tests.support.raw_http import RawServer, serve
 
 QUEUE = 'inference_extension_flow_control_queue_size'
 
@@ -21,7 +21,7 @@ def queue_page(*labels: str) -> bytes:
 async def read(
     body: bytes, config: ScrapeConfig
 ) -> tuple[dict[tuple[str, str], float], list[SourceError]]:
-    async with RawServer(page(body)) as server:
+    async with RawServer(serve(body)) as server:
         pages = EppPages(clock=LoopClock(), scrape=config, timeout=2.0, concurrency=2, client=None)
         target = ScrapeTarget(namespace='llm', pod='epp-0', url=f'{server.url}/metrics', kind='epp')
         try:
