@@ -31,17 +31,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import doc_blocks
+from hostile_common import DOCS, MODEL, ROOT, in_subprocess, own_page
 
-ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / 'docs' / 'reliability.md'
 MARKERS = ('<!-- hostile-pages:begin -->', '<!-- hostile-pages:end -->')
 BASELINE = '2174a83'
 """The last commit whose exposition parser had no caps."""
 GOAL_MIB = 300
-MODEL = 'meta-llama/Llama-3.1-8B-Instruct'
 MiB = 1024 * 1024
 
 
@@ -64,22 +61,11 @@ async def scrape_one(name: str) -> dict[str, object]:
     from fuzz_pages_serve import InProcess
     from llmscaler.collect.readings import ModelScope
     from llmscaler.collect.scrape.source import PodScrapeSource, ScrapeConfig, ScrapeTarget
-    from llmscaler.emulate.fleet import Emulator
     from llmscaler.emulate.hostile import PAGES
-    from llmscaler.sim.hardware.presets import preset
 
     url = 'http://pod.invalid/metrics'
     server = InProcess()
-    emulator = Emulator(
-        model_name=MODEL,
-        namespace='llm',
-        spec=preset(name='llama-3.1-8b-l4'),
-        replicas=1,
-        clock=time.monotonic,
-    )
-    own = emulator.metrics_page(slot=0)
-    assert own is not None
-    server.answers[url] = Answer(body=own.encode())
+    server.answers[url] = Answer(body=own_page())
     target = ScrapeTarget(namespace='llm', pod='pod-0', url=url, model_name=MODEL)
     client = httpx.AsyncClient(transport=server)
     source = PodScrapeSource(config=ScrapeConfig(), targets_fn=lambda: [target], client=client)
@@ -134,19 +120,6 @@ def baseline_one(name: str, module: Path) -> dict[str, object]:
     }
 
 
-def measure(argv: list[str]) -> dict[str, Any]:
-    """Run this script in a fresh subprocess with `argv`; its one line of JSON."""
-    done = subprocess.run(
-        [sys.executable, __file__, *argv],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return found
-
-
 def table() -> str:
     from llmscaler.emulate.hostile import PAGES
 
@@ -164,8 +137,8 @@ def table() -> str:
         rows = []
         worst = 0.0
         for name, shape in PAGES.items():
-            now = measure(['--one', name])
-            before = measure(['--baseline', name, str(module)])
+            now = in_subprocess(script=__file__, argv=['--one', name])
+            before = in_subprocess(script=__file__, argv=['--baseline', name, str(module)])
             above = now['above'] / MiB
             worst = max(worst, above)
             rows.append(

@@ -26,18 +26,13 @@ import json
 import multiprocessing
 import os
 import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import doc_blocks
+from hostile_common import DOCS, MODEL, in_subprocess, own_page
 
-ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / 'docs' / 'reliability.md'
 MARKERS = ('<!-- hostile-scrape:begin -->', '<!-- hostile-scrape:end -->')
-MODEL = 'meta-llama/Llama-3.1-8B-Instruct'
 PODS = 1000
 HOSTILE = tuple(range(5, PODS, 100))
 """The 10 hostile pods."""
@@ -66,20 +61,7 @@ def serve(scenario: str, ready: Any) -> None:
     from aiohttp import web
 
     os.nice(19)
-
-    from llmscaler.emulate.fleet import Emulator
-    from llmscaler.sim.hardware.presets import preset
-
-    emulator = Emulator(
-        model_name=MODEL,
-        namespace='llm',
-        spec=preset(name='llama-3.1-8b-l4'),
-        replicas=1,
-        clock=time.monotonic,
-    )
-    own = emulator.metrics_page(slot=0)
-    assert own is not None
-    normal = own.encode()
+    normal = own_page()
     hostile = pages(scenario)
 
     async def page(request: web.Request) -> web.Response:
@@ -200,19 +182,11 @@ def scenario(name: str) -> dict[str, Any]:
         server.join()
 
 
-def measure(name: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, __file__, '--one', name], check=True, capture_output=True, text=True
-    )
-    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return found
-
-
 def table() -> str:
     rows = []
     worst_lag, late = 0.0, 0
     for name in SCENARIOS:
-        got = measure(name)
+        got = in_subprocess(script=__file__, argv=['--one', name])
         if name != 'healthy':
             worst_lag = max(worst_lag, got['max'])
             late += got['late'] + got['failed'] + int(got['lost'])

@@ -132,10 +132,19 @@ class PageLimits:
     label pairs), where real pages keep a few hundred series of ~150 characters."""
 
     def __post_init__(self) -> None:
-        for name in ('max_line_length', 'max_labels', 'max_series_per_page', 'max_series_chars'):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f'{name} must be a whole number of at least 1, not {value!r}')
+        check_counts(
+            max_line_length=self.max_line_length,
+            max_labels=self.max_labels,
+            max_series_per_page=self.max_series_per_page,
+            max_series_chars=self.max_series_chars,
+        )
+
+
+def check_counts(**values: int) -> None:
+    """ValueError naming the first value that is not a whole number of at least 1 (a cap)."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f'{name} must be a whole number of at least 1, not {value!r}')
 
 
 class Refused(Exception):

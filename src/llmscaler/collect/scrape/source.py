@@ -73,7 +73,14 @@ import httpx
 
 from llmscaler.collect import histograms, http
 from llmscaler.collect.collector import collector_paused
-from llmscaler.collect.exposition import EPP_FAMILIES, VLLM_FAMILIES, Page, PageLimits, Parser
+from llmscaler.collect.exposition import (
+    EPP_FAMILIES,
+    VLLM_FAMILIES,
+    Page,
+    PageLimits,
+    Parser,
+    check_counts,
+)
 from llmscaler.collect.readings import ErrorReason, ModelScope, Reading, SourceError
 from llmscaler.collect.scrape.reading import (
     REQUEST_SUCCESS,
@@ -185,10 +192,10 @@ class ScrapeConfig:
         for name, scheme in (('vllm_scheme', self.vllm_scheme), ('epp_scheme', self.epp_scheme)):
             if scheme not in SCHEMES:
                 raise ValueError(f'{name} must be http or https, not {scheme!r}')
-        for name in ('max_series_per_pod', 'max_series_chars_per_pod'):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f'{name} must be a whole number of at least 1, not {value!r}')
+        check_counts(
+            max_series_per_pod=self.max_series_per_pod,
+            max_series_chars_per_pod=self.max_series_chars_per_pod,
+        )
         self.page_limits()  # the page's caps check themselves
 
     def page_limits(self) -> PageLimits:
