@@ -35,9 +35,10 @@ What it provides:
 - `within`: one request of several that share a deadline (a cycle's read, a scrape, a tick): it
   waits for a concurrency slot no later than the shared end, and its own deadline is cut to the
   time left.
-- `parse_off_loop`: run a parser in a worker thread when its input is at least `OFF_LOOP_BYTES`
-  long, inline otherwise, so that decoding a large answer never stalls the event loop (the loop
-  also renews the leader Lease) while small pages skip the thread hand-off.
+- `parse_off_loop`: run a parser in a worker thread (the caller's own `collect.worker.Worker`
+  when it has one) when its input is at least `OFF_LOOP_BYTES` long, inline otherwise, so that
+  decoding a large answer never stalls the event loop (the loop also renews the leader Lease)
+  while small pages skip the thread hand-off.
 """
 
 from __future__ import annotations

@@ -4,7 +4,11 @@ Why: `collect.prometheus.source` sends the registry's queries; each answer is de
 worker thread when it is large (`http.parse_off_loop`), before `collect.prometheus.fold` folds the
 answers of a cycle into one `Reading`. Decoding is where most of a large fleet's cost lies
 (`bench/metrics.py`), so it is written for speed: a fast path that trusts the shapes `json.loads`
-produces, and a slow path, taken only for a malformed series, that names the defect.
+produces, and a slow path, taken only for a malformed series, that names the defect. An answer of
+`SLICED_BYTES` or more is decoded a series at a time (`collect.sliced_json`) and the decoded
+document freed in slices (`release`), so that no single step holds the interpreter lock, and
+with it the event loop, for long; the series come back as a list that the caller frees in slices
+too.
 
 What it gives: `outcome(query=, answer=)` → `Outcome`, the series `(labels, timestamp, value)` of
 the answer with the count of non-finite values dropped, or a `SourceError` for the query:

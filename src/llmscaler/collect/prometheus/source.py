@@ -12,9 +12,12 @@ answer is decoded by `collect.prometheus.answers` and the answers are folded int
 `collect.prometheus.fold`, which holds the rules (times, which pods are kept, how series combine).
 `PrometheusSource.instant` runs one query outside the registry the same way (its credentials,
 deadlines and cap), for a caller that reads something else (`collect.prometheus.peer`).
-Decoding and folding run in a worker thread when the answers are large (`http.OFF_LOOP_BYTES`),
-so that a fleet of thousands of pods stalls the event loop, which also renews the Lease, only
-briefly (a single `json.loads` call still holds the interpreter while it runs).
+Decoding and folding run in the source's worker thread (`collect.worker`) when the answers are
+large (`http.OFF_LOOP_BYTES`), so that a fleet of thousands of pods stalls the event loop, which
+also renews the Lease, only briefly: the largest answers are decoded a series at a time
+(`collect.prometheus.answers`), and the series folded are freed in slices once the reading is
+made, as one `json.loads`, or one drop of 10,000 pods' histograms, holds the interpreter lock
+throughout.
 
 Bounds: every query is one `http.fetch` with a total deadline of `timeout` seconds (connecting,
 sending, the headers and the whole body: a server that drips a byte at a time cannot hold it
