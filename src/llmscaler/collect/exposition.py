@@ -32,8 +32,8 @@ and F_created. Names keep their colons (`vllm:num_requests_waiting`); label valu
 like the official parser does (`\\\\`, `\\"`, `\\n`; any other backslash pair is kept as written);
 labels come back sorted by name.
 
-What fails, and how bad input is treated: parsing never raises (a negative `cache_size` is a
-ValueError when the Parser is built).
+What fails, and how bad input is treated: parsing never raises (a negative `cache_size` or
+`cache_chars`, or a cap below 1, is a ValueError when the Parser or its `PageLimits` is built).
 
 - Bytes that are not UTF-8 are decoded with replacement characters; the rest of the page parses.
 - A malformed line of a wanted family (bad syntax, a value that is not a number, a label named
@@ -54,10 +54,11 @@ line of a wanted family longer than `max_line_length` characters, a sample with 
 `name{labels}` texts add up to more than `max_series_chars` characters. Reading stops at once
 and `Page.refused` names the cap and the line; the page gives no sample, so the caller treats
 the pod's readings as missing. Each cap is checked before anything of its size is built: a
-line's length before any regex runs on it alone, its labels counted before they are split into
-pairs, sorted or put in a dict. A line of another family is only skipped over, never built,
-whatever its length. A Parser's memory (see `Parser`) is bounded in characters as well as in
-entries, so that long label sets met on many pages cannot pile up in it.
+line's length before any regex runs on it alone, its labels counted before they are sorted or
+put in a dict (in the usual shape, before they are even split into pairs). A line of another
+family is only skipped over, never built, whatever its length. A Parser's memory (see `Parser`)
+is bounded in characters as well as in entries, so that long label sets met on many pages cannot
+pile up in it.
 """
 
 from __future__ import annotations
