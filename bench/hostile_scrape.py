@@ -10,8 +10,9 @@ probe sleeps 10 ms at a time, its lateness on waking being the loop's lag. The f
 series new) is reported apart from the next `CYCLES` (the steady state).
 
 Figures: cycle seconds (median of the steady cycles), loop lag p99 and max over the steady
-cycles and max over the first, Lease renewals made, those started over `LATE` seconds late, and
-the latest. Named baseline: the same fleet without hostile pages (`healthy`).
+cycles and max over the first, Lease renewals made, those started over `LATE` seconds late, the
+latest, and the process's peak resident memory (`VmHWM`: the windows of 1,000 pods and what the
+hostile pods add). Named baseline: the same fleet without hostile pages (`healthy`).
 
 Goals: loop lag ≤ 100 ms during a cycle with 10 hostile pods; no renewal late.
 
@@ -25,8 +26,10 @@ import asyncio
 import json
 import multiprocessing
 import os
+import re
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import doc_blocks
@@ -154,7 +157,10 @@ async def cycles(port: int) -> dict[str, Any]:
             await client.aclose()
     lags.sort()
     late = [late for late, _ in renewals]
+    status = Path('/proc/self/status').read_text()
+    peak = re.search(r'^VmHWM:\s+(\d+) kB$', status, re.MULTILINE)
     return {
+        'peak': int(peak.group(1)) * 1024 if peak else 0,
         'cycle': statistics.median(durations),
         'p99': lags[int(0.99 * (len(lags) - 1))],
         'max': lags[-1],
@@ -193,7 +199,7 @@ def table() -> str:
         rows.append(
             f'| {name} | {got["cycle"]:.2f} | {got["p99"] * 1000:.0f} | {got["max"] * 1000:.0f} '
             f'| {got["first"] * 1000:.0f} | {got["renewals"]} | {got["late"] + got["failed"]} '
-            f'| {got["latest"] * 1000:.0f} |'
+            f'| {got["latest"] * 1000:.0f} | {got["peak"] / 2**20:.0f} |'
         )
     head = [
         f'{PODS} pods scraped every {INTERVAL:g} s, {len(HOSTILE)} of them hostile: `over`, the '
@@ -205,8 +211,8 @@ def table() -> str:
         f'{"met" if late == 0 else f"not met ({late})"}.',
         '',
         '| pages | cycle s | lag p99 | lag max | lag max, first cycle | renewals '
-        '| late or failed | latest renewal |',
-        '|---|---|---|---|---|---|---|---|',
+        '| late or failed | latest renewal | peak RSS MiB |',
+        '|---|---|---|---|---|---|---|---|---|',
     ]
     return '\n'.join(head + rows)
 
