@@ -104,7 +104,8 @@ def _parser() -> argparse.ArgumentParser:
         help=f'policy to run (repeatable): default, {", ".join(registry.names())}, keda-queue, '
         'hpa-kv, kaito-realtime[:FILE], kaito-cron:FILE|SCHEDULE=N[@ZONE];..., '
         'floor:SCHEDULE=VARIANT*N/DURATION[@ZONE];..., static:N, static:VARIANT=N,..., '
-        'static-best, config:FILE, clairvoyant',
+        'static-best, config:FILE, predictive:TARGET (an attainment target in (0.5, 1)), '
+        'clairvoyant',
     )
     simulate.add_argument('--rate-scale', type=float, help='multiply the request rate')
     simulate.add_argument('--start', type=float, help='start of the trace window (s)')

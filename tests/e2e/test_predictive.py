@@ -12,13 +12,16 @@ start-up and the scale-down delay so a run takes a minute or two.
 | a restart under that load | nothing taken away |
 | the fall | held through the scale-down delay, then trimmed |
 | TTFT histogram NaN on 1 of 2 pods | held, MetricsAvailable False names it; repaired: trimmed |
+| a burst between two cycles (pods) | raised before the next cycle, a `burst:` reason |
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -35,6 +38,7 @@ from tests.support.e2e_controller import (
     condition,
     controller,
     cycles_later,
+    events,
     main_resource_writes,
     reading_cluster,
     replicas,
@@ -46,6 +50,8 @@ from tests.support.e2e_controller import (
 
 SCALE_DOWN_DELAY = 20.0
 """Seconds: `scaleDownDelaySeconds` of the test's ConfigMap."""
+BURST_INTERVAL = 45.0
+"""Seconds: the cycle of the burst test, long beside the fast path's few seconds."""
 INPUT_TOKENS, OUTPUT_TOKENS = 64, 32
 MIX = re.compile(r'mix ((?:[a-z0-9.-]+=\d+(?:, )?)+) costs')
 SCALED = re.compile(r'scaled Deployment llm/([a-z0-9-]+): (\d+) -> (\d+) \((.*)\)$', re.MULTILINE)
@@ -66,6 +72,24 @@ def predictive_configmap() -> Obj:
             'targetITL': 200,
         },
     )
+
+
+@contextlib.asynccontextmanager
+async def predictive_cluster(
+    *, backend: bool, workdir: Path, replicas: int, source: str = 'pods'
+) -> AsyncIterator[Cluster]:
+    """CHEAP and DEAR at `replicas` each (minimum 1) under the test's ConfigMap, at 1 req/s."""
+    async with reading_cluster(
+        backend=backend,
+        workdir=workdir,
+        source=source,
+        input_tokens=INPUT_TOKENS,
+        output_tokens=OUTPUT_TOKENS,
+    ) as cluster:
+        cluster.seed(predictive_configmap())
+        await two_variants(cluster, replicas=replicas, min_replicas=1)
+        cluster.set_rate(model_id=MODEL_8B, rate=1.0)
+        yield cluster
 
 
 def scaled(log: str) -> list[tuple[str, int, int, str]]:
@@ -99,16 +123,9 @@ def deciding(cluster: Cluster) -> bool:
 async def test_a_step_scales_up_to_the_explained_mix_a_restart_keeps_it_the_fall_waits(
     backend: bool, tmp_path: Path, source: str
 ) -> None:
-    async with reading_cluster(
-        backend=backend,
-        workdir=tmp_path,
-        source=source,
-        input_tokens=INPUT_TOKENS,
-        output_tokens=OUTPUT_TOKENS,
+    async with predictive_cluster(
+        backend=backend, workdir=tmp_path, replicas=1, source=source
     ) as cluster:
-        cluster.seed(predictive_configmap())
-        await two_variants(cluster, replicas=1, min_replicas=1)
-        cluster.set_rate(model_id=MODEL_8B, rate=1.0)
         args = source_args(cluster, interval='2s')
         async with controller(cluster, *args) as process:
             # The arrival rate is a 1-minute rate: the first decisions wait for a minute of history.
@@ -189,19 +206,10 @@ async def test_a_step_scales_up_to_the_explained_mix_a_restart_keeps_it_the_fall
 async def test_a_nan_ttft_histogram_on_one_busy_pod_holds_until_repaired(
     backend: bool, tmp_path: Path
 ) -> None:
-    async with reading_cluster(
-        backend=backend,
-        workdir=tmp_path,
-        source='pods',
-        input_tokens=INPUT_TOKENS,
-        output_tokens=OUTPUT_TOKENS,
-    ) as cluster:
-        cluster.seed(predictive_configmap())
-        await two_variants(cluster, replicas=2, min_replicas=1)
-        # A trickle: one replica of each would do, so a scale-down is due once the delay passed
-        # (a scale-down counts on a replica for at most about half its modelled capacity when it
-        # was seen serving less, so the load must leave room for that).
-        cluster.set_rate(model_id=MODEL_8B, rate=1.0)
+    # A trickle: one replica of each would do, so a scale-down is due once the delay passed
+    # (a scale-down counts on a replica for at most about half its modelled capacity when it
+    # was seen serving less, so the load must leave room for that).
+    async with predictive_cluster(backend=backend, workdir=tmp_path, replicas=2) as cluster:
         broken = cluster.pod_name(CHEAP, 1)
         cluster.emulator(CHEAP).emulator.show_sample(
             slot=1, name='vllm:time_to_first_token_seconds_sum', value=math.nan
@@ -237,3 +245,38 @@ async def test_a_nan_ttft_histogram_on_one_busy_pod_holds_until_repaired(
             )
             assert main_resource_writes(cluster) == []
             assert process.returncode is None
+
+
+async def test_a_burst_between_cycles_is_raised_before_the_next_cycle(
+    backend: bool, tmp_path: Path
+) -> None:
+    async with predictive_cluster(backend=backend, workdir=tmp_path, replicas=1) as cluster:
+        # A long cycle, so that a raise within seconds can only be the fast path's.
+        args = source_args(cluster, interval=f'{BURST_INTERVAL:g}s')
+        async with controller(cluster, *args) as process:
+            await cluster.wait_for(
+                lambda: deciding(cluster), timeout=3 * BURST_INTERVAL, what='predictive'
+            )
+            # Right after a cycle: the next one is an interval away.
+            done = process.cycles()
+            await cluster.wait_for(
+                lambda: process.cycles() > done, timeout=BURST_INTERVAL + 10, what='a cycle'
+            )
+            cycle = process.cycles()
+            mark = len(process.log())
+            cluster.set_rate(model_id=MODEL_8B, rate=12.0)
+            stepped = time.monotonic()
+            await cluster.wait_for(
+                lambda: bool(scaled(process.log()[mark:])), timeout=30, what='a raise'
+            )
+            seconds = time.monotonic() - stepped
+            assert process.cycles() == cycle, 'the raise waited for the next cycle'
+            ups = scaled(process.log()[mark:])
+            for va, before, to, why in ups:
+                assert to > before, why
+                assert why.startswith('burst: '), why
+                assert mix(why)[va] == to, why
+            notes = [e.get('note', '') for e in events(cluster, 'ScaledUp')]
+            assert any('burst: ' in note for note in notes), notes
+            print(f'burst raised {seconds:.1f} s after the step')
+            assert main_resource_writes(cluster) == []

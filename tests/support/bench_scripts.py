@@ -10,6 +10,7 @@ import importlib.util
 import sys
 from types import ModuleType
 
+from llmscaler.sim.report.summary import PolicySummary
 from tests.support.paths import ROOT
 
 BENCH = ROOT / 'bench'
@@ -30,3 +31,16 @@ def load(name: str) -> ModuleType:
     sys.modules[key] = module
     spec.loader.exec_module(module)
     return module
+
+
+def summary(*, slo: float, cost: float, policy: str = 'predictive') -> PolicySummary:
+    """A run's summary with only its attainment, cost and policy of interest (a bench table's
+    input)."""
+    return PolicySummary(
+        policy=policy, trace='t', duration=60.0, cost_usd=cost, gpu_hours=1.0,
+        requests=10, completed=10, failed=0, incomplete=0, failed_queue_timeout=0,
+        failed_replica_timeout=0, failed_rejected=0, ttft_p50=0.1, ttft_p90=0.2, ttft_p99=0.3,
+        itl_p50=0.01, itl_p90=0.02, itl_p99=0.03, slo_attainment=slo, scale_events=0,
+        scale_ups=0, scale_downs=0, replica_hours={}, mean_replicas=1.0, cost_vs_reference=None,
+        throughput=1.0,
+    )  # fmt: skip

@@ -3,6 +3,8 @@ collector tests."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from llmscaler.config.resolved import Config, ModelConfig, PredictiveConfig, QueueingModelConfig
 from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics, Snapshot
 from llmscaler.domain.state import State
@@ -51,3 +53,12 @@ def own_state(state: State) -> PredictiveState:
     found = state.policy_states('predictive')[f'{MODEL}|{NS}']
     assert isinstance(found, PredictiveState)
     return found
+
+
+def observed(snapshot: Snapshot, *, at: float) -> Snapshot:
+    """`snapshot` as a cycle at `at` reads it: every reading taken 5 s before."""
+    return dataclasses.replace(
+        snapshot,
+        replicas=tuple(dataclasses.replace(r, observed_at=at - 5) for r in snapshot.replicas),
+        pools=tuple(dataclasses.replace(p, observed_at=at - 5) for p in snapshot.pools),
+    )

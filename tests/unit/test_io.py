@@ -44,6 +44,7 @@ def test_a_predictive_state_survives_the_round_trip(tmp_path: Path) -> None:
         state = decided(fleet(h100=2, l40s=1, rate=5.0), state=state, now=NOW + 30 * k)
     assert len(own_state(state).samples) == 3
     assert own_state(state).learning
+    assert own_state(state).mix == pytest.approx((1000.0, 200.0))
     back = io.load_state(path=written(tmp_path, io.dump_state(state=state)))
     assert back == state
     assert isinstance(own_state(back), PredictiveState)

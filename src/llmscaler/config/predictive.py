@@ -16,6 +16,11 @@ model, so its `perfParms` are in that form (`decodeParms`/`prefillParms`) and it
 | `latencyMargin` | (0, 1]: the share of each target the mean latency may use |
 | `historySeconds` | (0, 86400]: the arrival-rate history the forecast keeps |
 | `sloAttainment` | (0.5, 1): the share of requests that must meet both targets |
+| `fastPath` | true or false: a burst between cycles is decided at once (`burst`) |
+| `attainmentTarget` | (0.5, 1): the share of requests to keep within the SLO (`sizing_for`) |
+
+`attainmentTarget` sets `sloAttainment` to itself and the `forecastQuantile` and `latencyMargin` it
+implies (`sizing_for`); keys the same entry sets explicitly win over it.
 
 A duration is a number of seconds (the keys say so) or a Go duration string with a unit
 (`"2m"`, `"1m30s"`), as the other maps write durations. The layout and layering are the queueing
@@ -46,7 +51,7 @@ from llmscaler.config.configmaps import (
 )
 from llmscaler.config.durations import parse_duration
 from llmscaler.config.errors import ConfigError
-from llmscaler.config.fields import Invalid, type_name
+from llmscaler.config.fields import Invalid, boolean, type_name
 from llmscaler.config.resolved import FOUR_PARAMETER, PredictiveConfig
 
 PREDICTIVE_CONFIGMAP: Final = 'llmscaler-predictive-config'
@@ -55,6 +60,13 @@ DURATION_MAX: Final = 24 * 3600.0
 decision state, so it must stay bounded."""
 
 _SHARED: Final = frozenset(item.name for item in fields(QueueingOverrides))
+DEFAULT_BUDGET: Final = 0.01
+"""The error budget of the default `attainmentTarget`, 0.99."""
+DEFAULT_MARGIN: Final = 0.7
+"""The `latencyMargin` the default target implies (`PredictiveConfig.latency_margin`)."""
+QUANTILE_SLOPE: Final = 5.0
+QUANTILE_MIN, QUANTILE_MAX = 0.55, 0.995
+MARGIN_MIN: Final = 0.3
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,16 +80,43 @@ class PredictiveOverrides:
     latency_margin: float | None = None
     history_seconds: float | None = None
     attainment: float | None = None
+    fast_path: bool | None = None
+    attainment_target: float | None = None
 
     def over(self, config: PredictiveConfig) -> PredictiveConfig:
         """`config` with this entry's own keys set (the shared ones are merged apart, with the
-        service-class targets, by `config.build`)."""
+        service-class targets, by `config.build`); an `attainmentTarget` sets what it implies
+        (`sizing_for`), and the entry's explicit keys win over it."""
         changes = {
             item.name: getattr(self, item.name)
             for item in fields(self)
-            if item.name != 'slo' and getattr(self, item.name) is not None
+            if item.name not in ('slo', 'attainment_target')
+            and getattr(self, item.name) is not None
         }
+        if self.attainment_target is not None:
+            quantile, margin = sizing_for(self.attainment_target)
+            implied = {
+                'attainment': self.attainment_target,
+                'quantile': quantile,
+                'latency_margin': margin,
+            }
+            changes = {**implied, **changes}
         return replace(config, **changes) if changes else config
+
+
+def sizing_for(target: float) -> tuple[float, float]:
+    """The forecast quantile and latency margin an attainment target in (0.5, 1) implies.
+
+    Both are set so that the default target, 0.99, implies the defaults (0.95 and 0.7) and the
+    error budget b = 1 − target is spent on both: the forecast's upper quantile is 1 − 5b (a
+    twentieth of the forecast's misses land on the budget), in [0.55, 0.995]; the share of each
+    latency target the mean may use falls as the tail must reach further, as ln(1/b) for a tail
+    that decays exponentially, 0.7 × ln(100) / ln(1/b), in [0.3, 1].
+    """
+    budget = 1.0 - target
+    quantile = min(QUANTILE_MAX, max(QUANTILE_MIN, 1.0 - QUANTILE_SLOPE * budget))
+    margin = DEFAULT_MARGIN * math.log(1.0 / DEFAULT_BUDGET) / math.log(1.0 / budget)
+    return quantile, min(1.0, max(MARGIN_MIN, margin))
 
 
 def _seconds(value: object, *, low_open: bool) -> float:
@@ -147,6 +186,8 @@ PREDICTIVE_FIELDS: Final = {
     'latencyMargin': ('latency_margin', margin),
     'historySeconds': ('history_seconds', positive_seconds),
     'sloAttainment': ('attainment', quantile),
+    'fastPath': ('fast_path', boolean),
+    'attainmentTarget': ('attainment_target', quantile),
 }
 
 

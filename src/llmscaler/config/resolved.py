@@ -133,6 +133,9 @@ class PredictiveConfig:
     """`sloAttainment` in (0.5, 1): the share of requests that must meet both targets. The rest
     is the budget of misses a variant may show (vLLM's latency histograms) before it is counted
     for less than the rate it shows them at."""
+    fast_path: bool = True
+    """`fastPath`: a burst the gateway shows between cycles has the model decided again at once,
+    on the burst's rate, upwards only (`burst`)."""
 
     def __post_init__(self) -> None:
         if self.slo.performance_model != FOUR_PARAMETER:

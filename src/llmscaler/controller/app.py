@@ -221,6 +221,7 @@ class Controller:
             pools_fn=self._pool_plan,
             config_fn=self.cycle.current_config,
             limits_fn=self.inventory.limits,
+            cycle=self.cycle,
         )
         # Kaito's LLMAutoScalers: their own loop, every 15 s or every main cycle when
         # that is shorter; a target a VA scales is not scaled by an LLMAutoScaler.

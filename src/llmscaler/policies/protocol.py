@@ -138,6 +138,10 @@ class Policy(Protocol[S]):
         """The model configuration a user stating `intent` writes to have this policy."""
         ...
 
+    def fast_path(self, config: ModelConfig) -> bool:
+        """Whether a burst between cycles has this model decided again at once (`burst`)."""
+        ...
+
     def decide(self, *, context: Context, state: S | None) -> tuple[Proposal, S | None]:
         """The model's proposal and its new state (None: nothing to keep)."""
         ...

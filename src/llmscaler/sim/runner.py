@@ -67,6 +67,7 @@ from typing import Literal
 
 import numpy as np
 
+from llmscaler.domain.basics import group_key
 from llmscaler.sim.fleet.cluster import Cluster
 from llmscaler.sim.fleet.observe import Observer
 from llmscaler.sim.vocabulary import (
@@ -209,7 +210,19 @@ class _Loop:
             snapshot=self.observer.snapshot(now=now, cluster=cluster),
             replicas=dict(cluster.targets),
             ready={v: cluster.ready_count(variant=v) for v in cluster.variant_names},
+            gateways=self._gateways(),
         )
+
+    def _gateways(self) -> dict[str, tuple[int, int]]:
+        cluster = self.cluster
+        found: dict[str, tuple[int, int]] = {}
+        for model, gateway in sorted(cluster.gateways.items()):
+            spec = cluster.specs[cluster.variants_of(model=model)[0]]
+            found[group_key(model_id=spec.model_id, namespace=spec.namespace)] = (
+                gateway.arrivals_total,
+                len(gateway.queue),
+            )
+        return found
 
     def decide(self, now: float, wanted: dict[str, int], reason: str) -> None:
         targets = self.cluster.targets

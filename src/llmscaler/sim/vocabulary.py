@@ -360,15 +360,19 @@ class ControlView:
     """What a policy sees at a control instant.
 
     `snapshot` is exactly what the controller would build from Prometheus at `now` (windows,
-    scrape lag and all) and is the only input of the core policies. `replicas` is each variant's
-    current target (the scale subresource's `spec.replicas`) and `ready` its ready replicas;
-    baselines that read the cluster directly (the clairvoyant one) may use them too.
+    scrape lag and all) and is the only input of the core policies' cycles. `replicas` is each
+    variant's current target (the scale subresource's `spec.replicas`) and `ready` its ready
+    replicas; baselines that read the cluster directly (the clairvoyant one) may use them too.
+    `gateways` is what the controller's short poll reads straight from each model's gateway at
+    `now`, by model group (`modelID|namespace`): requests arrived so far, and queued (the fast
+    path for bursts counts on it).
     """
 
     now: float
     snapshot: Snapshot
     replicas: Mapping[str, int]
     ready: Mapping[str, int]
+    gateways: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
 
 class Policy(Protocol):

@@ -10,21 +10,10 @@ import pytest
 
 from llmscaler.sim.report.summary import PolicySummary
 from llmscaler.sim.scenario import cases
-from tests.support.bench_scripts import load
+from tests.support.bench_scripts import load, summary
 from tests.support.paths import ROOT
 
 ablations = load('ablations')
-
-
-def summary(*, slo: float, cost: float) -> PolicySummary:
-    return PolicySummary(
-        policy='predictive', trace='t', duration=60.0, cost_usd=cost, gpu_hours=1.0,
-        requests=10, completed=10, failed=0, incomplete=0, failed_queue_timeout=0,
-        failed_replica_timeout=0, failed_rejected=0, ttft_p50=0.1, ttft_p90=0.2, ttft_p99=0.3,
-        itl_p50=0.01, itl_p90=0.02, itl_p99=0.03, slo_attainment=slo, scale_events=0,
-        scale_ups=0, scale_downs=0, replica_hours={}, mean_replicas=1.0, cost_vs_reference=None,
-        throughput=1.0,
-    )  # fmt: skip
 
 
 @pytest.mark.parametrize('ablation', ablations.ABLATIONS, ids=lambda a: a.label)

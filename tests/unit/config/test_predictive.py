@@ -28,6 +28,7 @@ from llmscaler.config.predictive import (
     PREDICTIVE_CONFIGMAP,
     PredictiveOverrides,
     parse_predictive_configmap,
+    sizing_for,
 )
 from llmscaler.config.resolved import Config, CoreSettings, PredictiveConfig, QueueingModelConfig
 from llmscaler.controller.cluster.configwatch import SCALING_CONFIGMAPS, ConfigWatch
@@ -217,6 +218,7 @@ OWN = {
     'latencyMargin': lambda x: 0 < x <= 1,
     'historySeconds': lambda x: 0 < x <= 86400,
     'sloAttainment': lambda x: 0.5 < x < 1,
+    'attainmentTarget': lambda x: 0.5 < x < 1,
 }
 
 
@@ -293,6 +295,43 @@ def test_layers_from_global_default_to_namespace_local_model_entry() -> None:
         latency_margin=0.5,
         history_seconds=600.0,
     )
+
+
+def test_an_attainment_target_sets_what_it_implies_and_explicit_keys_win() -> None:
+    config, errors = build(
+        source(
+            {
+                'default': 'attainmentTarget: 0.95',
+                'strict': 'model_id: strict\nattainmentTarget: 0.999',
+                'pinned': 'model_id: pinned\nattainmentTarget: 0.999\nforecastQuantile: 0.9',
+            }
+        )
+    )
+    assert errors == []
+    lax = config.model(model_id='m', namespace='ns').predictive
+    strict = config.model(model_id='strict', namespace='ns').predictive
+    pinned = config.model(model_id='pinned', namespace='ns').predictive
+    assert lax is not None
+    assert strict is not None
+    assert pinned is not None
+    assert (lax.attainment, strict.attainment) == (0.95, 0.999)
+    # A stricter target sizes for more: a higher quantile, less of each target for the mean.
+    assert lax.quantile < PredictiveConfig().quantile < strict.quantile
+    assert lax.latency_margin > PredictiveConfig().latency_margin > strict.latency_margin
+    assert (pinned.quantile, pinned.latency_margin) == (0.9, strict.latency_margin)
+
+
+@pytest.mark.parametrize('target', [0.51, 0.9, 0.95, 0.99, 0.995, 0.999, 0.99999])
+def test_the_default_target_implies_the_defaults_and_every_target_stays_in_range(
+    target: float,
+) -> None:
+    quantile, margin = sizing_for(target)
+    assert 0.5 < quantile < 1
+    assert 0 < margin <= 1
+    if target == 0.99:
+        defaults = PredictiveConfig()
+        assert quantile == pytest.approx(defaults.quantile)
+        assert margin == pytest.approx(defaults.latency_margin)
 
 
 def test_targets_per_model_entry_over_service_class_over_default() -> None:

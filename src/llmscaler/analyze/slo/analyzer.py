@@ -156,9 +156,11 @@ def analyze(
     records: Mapping[str, KalmanRecord],
     now: float,
     interval: float,
+    mix: tuple[float, float] | None = None,
 ) -> SloAnalysis:
     """The SLO analysis of one model (see the module docstring); `interval` is the cycle
-    period (s) over which a backlog is to be drained."""
+    period (s) over which a backlog is to be drained; `mix`, when given, is the token mix
+    (input, output tokens per request) sized on while no busy replica shows one."""
     by_variant: dict[str, list[ReplicaMetrics]] = {}
     for replica in replicas:
         by_variant.setdefault(replica.variant, []).append(replica)
@@ -166,6 +168,8 @@ def analyze(
     no_columns: Columns = ([], ([],) * 5)
     loads = {v.name: _workload_of(columns.get(v.name, no_columns), running=False) for v in variants}
     model_load = _joined_workload(list(columns.values()))
+    if mix is not None and model_load.busy == 0:
+        model_load = model_load._replace(avg_input_tokens=mix[0], avg_output_tokens=mix[1])
     # Each variant's smallest KV cache bounds its batch for the tuner and for the sizing.
     caches = {v.name: _smallest_cache(by_variant.get(v.name, ())) for v in variants}
     updates: dict[str, KalmanRecord] = {}

@@ -18,6 +18,11 @@ the models of that pool, and a model is woken as soon as all its pools' pages ar
 pools' pages may still be on their way). Without pools, the pages of `epp_fn` (the EPP pods of
 `--epp-selector`) are read and summed per model and namespace.
 
+The same tick runs the fast path for bursts (`controller.from_zero.bursts`, when `cycle`, the
+main cycle, is given): for the models above zero whose policy asks for it, the requests arrived
+and queued on the same EPP pages, and a raise written through the main cycle when they prove a
+burst. The two read their pages side by side; neither waits for the other's writes.
+
 What it measures: the time from the EPP page that showed the queue to the `/scale` write that
 answered, into `ControllerMetrics.from_zero` (the `llmscaler_scale_from_zero_seconds` histogram).
 
@@ -56,6 +61,7 @@ from llmscaler.collect.scrape.source import ScrapeConfig, ScrapeTarget
 from llmscaler.config.resolved import Config
 from llmscaler.controller.cluster.world import VariantEntry, World
 from llmscaler.controller.from_zero.budget import Fitted, Held, fit, gpu_budgets
+from llmscaler.controller.from_zero.bursts import Bursts, Cycle
 from llmscaler.controller.from_zero.pages import EppPages, Queues
 from llmscaler.controller.publish import ControllerMetrics
 from llmscaler.domain.snapshot import GpuLimit, PoolMetrics, Variant
@@ -125,6 +131,7 @@ class FromZero:
         pools_fn: Callable[[], PoolPlan] | None = None,
         config_fn: Callable[[], Config] | None = None,
         limits_fn: Callable[..., tuple[GpuLimit, ...]] | None = None,
+        cycle: Cycle | None = None,
     ) -> None:
         http.check_seconds(timeout=timeout)
         config = scrape if scrape is not None else ScrapeConfig()
@@ -147,6 +154,9 @@ class FromZero:
         )
         self._recent: dict[str, float] = {}
         self._errors: tuple[SourceError, ...] = ()
+        self._bursts = (
+            Bursts(clock=clock, pages=self._pages, cycle=cycle) if cycle is not None else None
+        )
 
     async def aclose(self) -> None:
         """Close the HTTP clients built here."""
@@ -170,13 +180,39 @@ class FromZero:
             await self._clock.sleep(max(0.0, self._interval - elapsed))
 
     async def tick(self) -> tuple[Woken, ...]:
-        """One poll: the wakes written this tick (sorted by namespace, name)."""
+        """One poll: the wakes written this tick (sorted by namespace, name), and the fast
+        path's raises (`bursts`) beside them."""
         now = self._clock.monotonic()
         self._recent = {k: t for k, t in self._recent.items() if now - t < self._quiet}
         await self._pages.forget_idle()
         # One world per tick: the write must carry the resourceVersion of the very copy that
         # showed the model at zero, not of a newer one read after the pages were fetched.
         world = self._world_fn()
+        woken, _ = await asyncio.gather(self._wake_idle(world), self._burst(world))
+        return woken
+
+    async def _burst(self, world: World) -> None:
+        """The fast path's tick on the watched models' pages (`controller.from_zero.bursts`)."""
+        if self._bursts is None:
+            return
+        models = self._bursts.watched(world)
+        targets: list[ScrapeTarget] = []
+        plan = self._pools_fn() if self._pools_fn is not None and models else None
+        if plan is not None and plan.model_pools is not None:
+            keys = sorted({k for m in models for k in plan.model_pools.get(m, ())})
+            targets = [t for key in keys for t in plan.targets.get(key, ())]
+        elif models:
+            namespaces = {namespace for namespace, _ in models}
+            targets = [t for t in self._epp_fn() if t.namespace in namespaces]
+        await self._bursts.tick(
+            world=world,
+            models=models,
+            targets=targets,
+            token=self._pages.token(),
+            end=self._pages.end(),
+        )
+
+    async def _wake_idle(self, world: World) -> tuple[Woken, ...]:
         idle = _idle_variants(world.variants)
         # A model with a variant just woken waits as a whole: until the informer shows the new
         # replica, the model still looks idle, and its next cheapest variant must not be woken.

@@ -14,8 +14,13 @@ together, connecting, waiting for a free slot (`concurrency` fetches in flight) 
 included. So a read ends within `timeout` plus the parsing of what came in (bounded by the cap;
 a large page is parsed in a worker thread), however an EPP misbehaves.
 
-What it computes (`EppPages.read`): per (model, namespace of the page), the sum of the
-`inference_extension_flow_control_queue_size` samples above 0 and when each was first seen.
+What it computes: per (model, namespace of the page), `EppPages.read` the sum of the
+`inference_extension_flow_control_queue_size` samples above 0 and when each was first seen, for
+scale-from-zero; `EppPages.arrivals` the requests arrived so far (the successful
+`inference_extension_scheduler_attempts_total`, requests sent to a replica, plus those queued)
+and queued, for the fast path for bursts (`controller.from_zero.bursts`), which counts on the
+same pages every tick: a namespace with a page unread has no count that tick, as a sum without
+one page would read as a fall and then a burst.
 
 What fails: a page that cannot be fetched (refused, too slow, over the cap, a bad status or
 content type, a token refused for plain http) or parsed is one `SourceError` in the result,
@@ -37,6 +42,7 @@ from llmscaler.collect import http
 from llmscaler.collect.exposition import EPP_FAMILIES, Page, Parser
 from llmscaler.collect.http import ssl_context
 from llmscaler.collect.readings import ErrorReason, SourceError
+from llmscaler.collect.scrape.gateway import ATTEMPTS
 from llmscaler.collect.scrape.source import ScrapeConfig, ScrapeTarget, fetch_page
 
 log = logging.getLogger('llmscaler.controller.from_zero.loop')
@@ -48,6 +54,8 @@ TARGET_MODEL = 'target_model_name'
 
 Queues = tuple[dict[tuple[str, str], float], dict[tuple[str, str], float], list[SourceError]]
 """Queue sizes by (model, namespace), when each was first seen (monotonic), the pages' failures."""
+Arrivals = tuple[dict[tuple[str, str], tuple[float, float]], list[SourceError]]
+"""(requests arrived so far, queued) by (model, namespace), the pages' failures."""
 
 
 class EppPages:
@@ -116,13 +124,11 @@ class EppPages:
         self, targets: Sequence[ScrapeTarget], *, token: http.Token, end: float
     ) -> Queues:
         """Queue sizes by (model, namespace of the page), when each was first seen, failures."""
-        pages = await asyncio.gather(*(self._fetch(t, token=token, end=end) for t in targets))
         sizes: dict[tuple[str, str], float] = {}
         seen: dict[tuple[str, str], float] = {}
         errors: list[SourceError] = []
-        for target, page in zip(targets, pages, strict=True):
+        for target, page in await self._pages(targets, token=token, end=end):
             if isinstance(page, SourceError):
-                log.debug('EPP %s/%s unread: %s', target.namespace, target.pod, page.message)
                 errors.append(page)
                 continue
             read_at, parsed = page
@@ -136,6 +142,45 @@ class EppPages:
                 sizes[key] = sizes.get(key, 0.0) + sample.value
                 seen[key] = min(seen.get(key, read_at), read_at)
         return sizes, seen, errors
+
+    async def arrivals(
+        self, targets: Sequence[ScrapeTarget], *, token: http.Token, end: float
+    ) -> Arrivals:
+        """Requests arrived so far and queued, by (model, namespace of the page), from pages
+        that were all read: a namespace with a page unread this time has no count."""
+        arrived: dict[tuple[str, str], float] = {}
+        queued: dict[tuple[str, str], float] = {}
+        unread: set[str] = set()
+        errors: list[SourceError] = []
+        for target, page in await self._pages(targets, token=token, end=end):
+            if isinstance(page, SourceError):
+                errors.append(page)
+                unread.add(target.namespace)
+                continue
+            for sample in page[1].samples:
+                model = sample.label(TARGET_MODEL)
+                if not model or not sample.value >= 0:
+                    continue
+                key = (model, target.namespace)
+                if sample.name == ATTEMPTS and sample.label('status') == 'success':
+                    arrived[key] = arrived.get(key, 0.0) + sample.value
+                elif sample.name == QUEUE_SIZE:
+                    queued[key] = queued.get(key, 0.0) + sample.value
+        counts = {
+            key: (arrived.get(key, 0.0) + queued.get(key, 0.0), queued.get(key, 0.0))
+            for key in sorted({*arrived, *queued})
+            if key[1] not in unread
+        }
+        return counts, errors
+
+    async def _pages(
+        self, targets: Sequence[ScrapeTarget], *, token: http.Token, end: float
+    ) -> list[tuple[ScrapeTarget, tuple[float, Page] | SourceError]]:
+        pages = await asyncio.gather(*(self._fetch(t, token=token, end=end) for t in targets))
+        for target, page in zip(targets, pages, strict=True):
+            if isinstance(page, SourceError):
+                log.debug('EPP %s/%s unread: %s', target.namespace, target.pod, page.message)
+        return list(zip(targets, pages, strict=True))
 
     async def _fetch(
         self, target: ScrapeTarget, *, token: http.Token, end: float

@@ -38,7 +38,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from llmscaler import gc_pause
+from llmscaler import burst, gc_pause
 from llmscaler.clock import Clock
 from llmscaler.collect.attribution import attribute, with_ready_pods
 from llmscaler.collect.prometheus.peer import PeerDesired, PeerReading
@@ -48,7 +48,12 @@ from llmscaler.config.resolved import Config
 from llmscaler.controller.cluster.caches import Caches, WorldCache
 from llmscaler.controller.cluster.configwatch import ConfigProblem, ConfigWatch
 from llmscaler.controller.cluster.world import VariantEntry, World
-from llmscaler.controller.publish import AvailabilityRow, ControllerMetrics, replica_rows
+from llmscaler.controller.publish import (
+    AvailabilityRow,
+    ControllerMetrics,
+    ReplicaRow,
+    replica_rows,
+)
 from llmscaler.controller.va.shadow import ShadowLog, shadow_rows
 from llmscaler.controller.va.status import VaStatuses
 from llmscaler.controller.va.story import Story
@@ -84,6 +89,9 @@ class _Pending:
     replicas: int
     expect: int
     reason: str
+    kind: str
+    """The `reason` label of `wva_replica_scaling_total`: who decided (the analyzer, or
+    `burst`), from a bounded set, where `reason` carries the decision's figures."""
 
 
 class MainCycle:
@@ -141,6 +149,10 @@ class MainCycle:
         """Another autoscaler's published decisions, compared with ours in shadow mode."""
         self._peer_story = Story()
         self._shadow_log = ShadowLog()
+        self._replica_rows: tuple[ReplicaRow, ...] = ()
+        self.last_snapshot: Snapshot | None = None
+        """The snapshot the last cycle decided on (None before the first): its readings and
+        pools are what the fast path for bursts sizes with between cycles."""
         self.last_completed: float | None = None
         """Monotonic time at which the last cycle ended (with or without an error); None before
         the first. The liveness probe reads it: a loop stuck inside a cycle stops moving it."""
@@ -233,6 +245,7 @@ class MainCycle:
         with gc_pause.paused():
             outcome = decide(snapshot=snapshot, config=config, state=self.state, now=now)
         self.state = outcome.state
+        self.last_snapshot = snapshot
         self._story.decisions(outcome.decisions)
         self._story.invalid(
             (ObjectRef.of(obj).key, invalid.message) for obj, invalid in world.invalid
@@ -267,7 +280,7 @@ class MainCycle:
         if self._actuation in (DIRECT, BOTH):
             results = await self._actuate(world=world, decisions=decisions)
         if self._actuation in (METRICS, BOTH):
-            self._metrics.set_replicas(rows=replica_rows(decisions=decisions.values()))
+            self._publish_replicas(replica_rows(decisions=decisions.values()))
         written = await self._statuses.write(
             world=world, decisions=decisions, results=results, errors=found.errors
         )
@@ -290,8 +303,31 @@ class MainCycle:
 
     # --- actuation -------------------------------------------------------------------------
 
+    async def raise_targets(
+        self, *, world: World, decisions: Sequence[Decision]
+    ) -> dict[str, ScaleResult]:
+        """Between cycles, the fast path's scale-ups (`controller.from_zero.bursts`): written as
+        a cycle writes them (`/scale` expecting the count decided from, the same Events, logs
+        and retries) with `direct` or `both`, published with `metrics` or `both`; nothing in
+        shadow mode. Each decision must raise its variant's count."""
+        if self._actuation == SHADOW:
+            return {}
+        raised = {d.key: d for d in decisions if d.target > d.current}
+        results: dict[str, ScaleResult] = {}
+        if self._actuation in (DIRECT, BOTH):
+            results = await self._actuate(world=world, decisions=raised, kind=burst.REASON)
+        if self._actuation in (METRICS, BOTH):
+            fresh = {(r.namespace, r.variant): r for r in replica_rows(decisions=raised.values())}
+            kept = [r for r in self._replica_rows if (r.namespace, r.variant) not in fresh]
+            self._publish_replicas([*kept, *fresh.values()])
+        return results
+
+    def _publish_replicas(self, rows: Sequence[ReplicaRow]) -> None:
+        self._replica_rows = tuple(rows)
+        self._metrics.set_replicas(rows=self._replica_rows)
+
     async def _actuate(
-        self, *, world: World, decisions: Mapping[str, Decision]
+        self, *, world: World, decisions: Mapping[str, Decision], kind: str = ''
     ) -> dict[str, ScaleResult]:
         orders: list[_Pending] = []
         for entry in world.entries:
@@ -303,7 +339,15 @@ class MainCycle:
             self._queue.forget(entry.key)
             if decision.target == decision.current:
                 continue
-            orders.append(_Pending(entry, decision.target, decision.current, decision.reason))
+            orders.append(
+                _Pending(
+                    entry,
+                    decision.target,
+                    decision.current,
+                    decision.reason,
+                    kind or decision.analyzer or 'core',
+                )
+            )
         results = await asyncio.gather(*(self._scale_one(order) for order in orders))
         done: dict[str, ScaleResult] = {}
         for order, result in zip(orders, results, strict=True):
@@ -341,7 +385,7 @@ class MainCycle:
                 extra={'variant': va.name, 'namespace': va.namespace, 'replicas': order.replicas},
             )
             self._metrics.scaled(
-                variant=va.name, namespace=va.namespace, direction=direction, reason=order.reason
+                variant=va.name, namespace=va.namespace, direction=direction, reason=order.kind
             )
             await self._events.record(
                 regarding=va,

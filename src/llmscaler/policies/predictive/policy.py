@@ -47,6 +47,10 @@ one step:
    starting (`pending_replicas`), below the replicas that serve (`ready_replicas`); else the
    counts hold.
 
+A model back from a lull (no busy replica, so no token mix in the windows) is sized on the mix
+it last showed, kept in its state; the policy asks for the fast path for bursts (`burst`) unless
+`fastPath` is off.
+
 Every decision's reason says what it was sized for and what it bought (forecast, backlog, need,
 mix and its cost, capacity per replica per variant), and its figures carry the numbers
 (`forecast_*`, `need_rate`, `mix_cost`, `mix_capacity`, per variant `capacity_alone`,
@@ -74,7 +78,7 @@ from llmscaler.analyze.learning import kalman, rate_forecast
 from llmscaler.analyze.learning.rate_forecast import RateSample
 from llmscaler.analyze.slo import analyzer, attainment, capacity
 from llmscaler.analyze.slo.capacity import VariantLearning
-from llmscaler.analyze.slo.workload import workload
+from llmscaler.analyze.slo.workload import Workload, workload
 from llmscaler.config.resolved import ModelConfig, PredictiveConfig, QueueingModelConfig
 from llmscaler.domain.signals import VariantTarget, held
 from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics, Variant
@@ -100,6 +104,8 @@ class PredictivePath:
     samples: tuple[RateSample, ...] = ()
     learning: dict[str, VariantLearning] = field(default_factory=dict)
     """Per variant key: what was learnt of it, as of this cycle."""
+    mix: tuple[float, float] | None = None
+    """The token mix (input, output tokens per request) the model last showed."""
 
 
 def horizon(*, config: PredictiveConfig, interval: float) -> float:
@@ -130,8 +136,10 @@ def predict(
     interval: float,
     desired: Mapping[str, int],
     now: float,
+    token_mix: tuple[float, float] | None = None,
 ) -> PredictivePath:
-    """The targets of one model (see the module docstring)."""
+    """The targets of one model (see the module docstring); `token_mix` is the token mix the model
+    last showed, sized on while no busy replica shows one."""
     analysis = analyzer.analyze(
         variants=variants,
         replicas=replicas,
@@ -140,6 +148,7 @@ def predict(
         records=records,
         now=now,
         interval=interval,
+        mix=token_mix,
     )
     kept = tuple(s for s in samples if s.at > now - config.history_seconds and s.at <= now)
     unreported = inputs.unreported(replicas)
@@ -156,6 +165,7 @@ def predict(
             figures=analysis.figures,
             kalman_updates=analysis.kalman_updates,
             samples=quiet,
+            mix=token_mix,
         )
     if analysis.result is None or analysis.targets is None or unreported:
         return PredictivePath(
@@ -167,6 +177,7 @@ def predict(
             figures=analysis.figures,
             kalman_updates=analysis.kalman_updates,
             samples=kept,
+            mix=token_mix,
         )
     model_figures = dict(analysis.figures)
     rate = model_figures.get('arrival_rate', 0.0)
@@ -187,8 +198,9 @@ def predict(
     for replica in replicas:
         by_variant.setdefault(replica.variant, []).append(replica)
     mix_load = workload(replicas)
-    in_tokens = mix_load.avg_input_tokens or 0.0
-    out_tokens = max(1.0, mix_load.avg_output_tokens or 1.0)
+    shown = _shown_mix(mix_load)
+    in_tokens, out_tokens = shown or token_mix or (0.0, 1.0)
+    out_tokens = max(1.0, out_tokens)
     capacities = {c.variant: c for c in analysis.result.variants}
     learnt: dict[str, VariantLearning] = {}
     modelled_at: dict[str, float] = {}
@@ -367,7 +379,14 @@ def predict(
         kalman_updates=analysis.kalman_updates,
         samples=new_samples,
         learning=learnt,
+        mix=shown or token_mix,
     )
+
+
+def _shown_mix(load: Workload) -> tuple[float, float] | None:
+    if load.avg_input_tokens is None or load.avg_output_tokens is None:
+        return None
+    return (load.avg_input_tokens, load.avg_output_tokens)
 
 
 class Predictive:
@@ -378,6 +397,9 @@ class Predictive:
 
     def selects(self, config: ModelConfig) -> bool:
         return config.predictive is not None
+
+    def fast_path(self, config: ModelConfig) -> bool:
+        return config.predictive is not None and config.predictive.fast_path
 
     def configure(self, *, intent: Intent) -> ModelConfig:
         """`llmscaler-predictive-config`: the stated SLO and performance model as its `slo`
@@ -406,6 +428,7 @@ class Predictive:
             interval=context.settings.interval,
             desired=context.desired,
             now=context.now,
+            token_mix=state.mix if state else None,
         )
         proposal = Proposal(
             targets=ahead.targets,
@@ -415,10 +438,12 @@ class Predictive:
             writes=Writes(kalman=dict(ahead.kalman_updates)),
         )
         learnt = {**known, **ahead.learning}
-        if not ahead.samples and not learnt:
+        if not ahead.samples and not learnt and ahead.mix is None:
             return proposal, None
         kept = PredictiveState(
-            samples=ahead.samples, learning=tuple(sorted(learnt.items(), key=lambda i: i[0]))
+            samples=ahead.samples,
+            learning=tuple(sorted(learnt.items(), key=lambda i: i[0])),
+            mix=ahead.mix,
         )
         return proposal, kept
 

@@ -1,8 +1,9 @@
 """What the predictive policy keeps of one model between cycles.
 
-Why: the forecast needs the model's recent arrival rates and what was sized for then, and the
-capacity each variant is counted for carries what its latencies taught (`VariantLearning`);
-both belong to this policy alone, so they are its own state per model (`State.policies`), not
+Why: the forecast needs the model's recent arrival rates and what was sized for then, the
+capacity each variant is counted for carries what its latencies taught (`VariantLearning`), and
+a model coming back from a lull has no token mix in its replicas' windows but the one it last
+showed; all belong to this policy alone, so they are its own state per model (`State.policies`), not
 fields of the common memory.
 
 `from_legacy` reads the two fields a state file had before policies kept their own state
@@ -33,6 +34,9 @@ class PredictiveState:
     """The recent cycles' arrival rates and needs, oldest first, kept for `historySeconds`."""
     learning: tuple[tuple[str, VariantLearning], ...] = ()
     """Per variant key (`namespace/name`), sorted: what its latencies taught."""
+    mix: tuple[float, float] | None = None
+    """The token mix (input, output tokens per request) the model last showed: what a burst
+    after a lull is sized on before a replica has finished one of its requests."""
 
 
 def from_legacy(

@@ -33,6 +33,9 @@ class SaturationPercentage:
     def selects(self, config: ModelConfig) -> bool:
         return config.saturation.analyzer_path == NAME
 
+    def fast_path(self, config: ModelConfig) -> bool:
+        return False  # WVA decides at its cycle only
+
     def configure(self, *, intent: Intent) -> ModelConfig:
         """The default configuration: the percentage analyzer sizes for no SLO."""
         return ModelConfig()

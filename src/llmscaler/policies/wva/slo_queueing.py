@@ -241,6 +241,9 @@ class SloQueueing:
     def selects(self, config: ModelConfig) -> bool:
         return config.queueing is not None
 
+    def fast_path(self, config: ModelConfig) -> bool:
+        return False  # WVA decides at its cycle only
+
     def configure(self, *, intent: Intent) -> ModelConfig:
         return ModelConfig(queueing=queueing_config(intent=intent))
 

@@ -45,6 +45,9 @@ class SaturationToken:
     def selects(self, config: ModelConfig) -> bool:
         return config.saturation.analyzer_path == NAME
 
+    def fast_path(self, config: ModelConfig) -> bool:
+        return False  # WVA decides at its cycle only
+
     def configure(self, *, intent: Intent) -> ModelConfig:
         """`analyzerName: saturation`; the token analyzer sizes for no SLO."""
         return ModelConfig(saturation=SaturationConfig(analyzer_name='saturation'))

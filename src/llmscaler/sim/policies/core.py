@@ -5,7 +5,8 @@ would the usual alternative have done?". Each policy here turns a `ControlView` 
 controller would see at a control instant) into replica targets:
 
 - `CorePolicy` runs `engine.decide()` exactly as the controller does, carrying the core `State`
-  from one cycle to the next, and `scale_from_zero.wake()` on the short wake period.
+  from one cycle to the next, and on the short wake period `scale_from_zero.wake()` and the
+  fast path for bursts (`burst.burst`, on the gateway counts the view reads at each wake).
 - `KedaQueuePolicy` (defined in `sim.policies.peers`, with `HpaKvPolicy`) is the common KEDA
   configuration on vLLM's queue (vLLM production-stack's helm/templates/scaledobject-vllm.yaml uses
   the same queue trigger): one KEDA ScaledObject per variant, Prometheus triggers
@@ -31,9 +32,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from llmscaler import gc_pause
+from llmscaler import burst, gc_pause
 from llmscaler.config.resolved import Config
-from llmscaler.domain.snapshot import Decision
+from llmscaler.domain.snapshot import Decision, Snapshot
 from llmscaler.domain.state import EMPTY_STATE, State
 from llmscaler.enforce import scale_from_zero
 from llmscaler.engine import decide
@@ -45,8 +46,11 @@ class CorePolicy:
 
     `targets` calls `engine.decide()` on the view's snapshot and keeps the returned `State` for
     the next call; `last_decisions` holds the decisions of the latest cycle (analyzer figures for
-    the report). `wake` is `scale_from_zero.wake()` on the same snapshot. Targets are keyed by
-    variant name: the simulated fleet has one namespace.
+    the report). `wake` is `scale_from_zero.wake()` on the same snapshot, and the fast path for
+    bursts on the gateway counts of the views it has been handed, sized as the controller sizes
+    it: with the variants of the view and the readings of the last cycle (`bursts` lists its
+    raises).
+    Targets are keyed by variant name: the simulated fleet has one namespace.
     """
 
     def __init__(self, *, name: str, config: Config) -> None:
@@ -54,6 +58,10 @@ class CorePolicy:
         self.config = config
         self._state: State = EMPTY_STATE
         self._decisions: tuple[Decision, ...] = ()
+        self._counts: dict[str, tuple[burst.Count, ...]] = {}
+        self._raised: dict[str, float] = {}
+        self._bursts: list[burst.Raise] = []
+        self._snapshot: Snapshot | None = None
 
     @property
     def name(self) -> str:
@@ -63,6 +71,11 @@ class CorePolicy:
     def state(self) -> State:
         """The core's memory after the latest cycle (`EMPTY_STATE` before the first)."""
         return self._state
+
+    @property
+    def bursts(self) -> tuple[burst.Raise, ...]:
+        """Every raise of the fast path for bursts so far, in time order."""
+        return tuple(self._bursts)
 
     @property
     def last_decisions(self) -> tuple[Decision, ...]:
@@ -76,11 +89,40 @@ class CorePolicy:
             )
         self._state = outcome.state
         self._decisions = outcome.decisions
+        self._snapshot = view.snapshot
         return {d.variant: d.target for d in outcome.decisions}
 
     def wake(self, *, view: ControlView) -> dict[str, int]:
         woken = scale_from_zero.wake(variants=view.snapshot.variants, pools=view.snapshot.pools)
-        return {w.variant: w.target for w in woken}
+        wanted = {w.variant: w.target for w in woken}
+        for group, (arrived, queued) in sorted(view.gateways.items()):
+            self._counts[group] = burst.record(
+                counts=self._counts.get(group, ()),
+                count=burst.Count(at=view.now, arrived=float(arrived), queued=float(queued)),
+            )
+        last = self._snapshot
+        if last is None:
+            return wanted  # before the first cycle there is nothing to size with
+        raised = burst.burst(
+            # As the controller has it: the variants now, the last cycle's readings and pools.
+            snapshot=Snapshot(
+                variants=view.snapshot.variants,
+                replicas=last.replicas,
+                pools=last.pools,
+                gpu_limits=last.gpu_limits,
+            ),
+            config=self.config,
+            state=self._state,
+            counts=self._counts,
+            raised=self._raised,
+            now=view.now,
+        )
+        for one in raised:
+            self._raised[one.group] = view.now
+            self._bursts.append(one)
+            for decision in one.decisions:
+                wanted[decision.variant] = max(wanted.get(decision.variant, 0), decision.target)
+        return wanted
 
 
 class StaticPolicy:

@@ -36,6 +36,12 @@ load they were not tuned on:
 - `code-sawtooth`: code traffic at 12 req/s, ×0.3 for ten minutes, ×1 for ten, ×0.3 again
   (lulls longer than a scale-down delay plus a start-up).
 
+`BURSTS` holds one more, for the fast path for bursts (bench/burst.py runs it with `on-off`):
+
+- `silent-bursts`: conversation traffic at 24 req/s for five minutes, then nothing for fifteen
+  (longer than a scale-down delay and a start-up together), three bursts in 45 minutes: each
+  returning burst meets the fleet the silence left.
+
 What fails: `case` raises `KeyError` naming the cases for an unknown name and `ValueError` for a
 non-positive duration.
 """
@@ -50,6 +56,7 @@ from typing import Any
 DURATION = 1800.0
 """Seconds of every case but those of `SHORT`."""
 SHORT = {'multi-turn': 600.0}
+LONG = {'silent-bursts': 2700.0}
 AZURE_RATE_SCALES = {'azure-conv': 6.0, 'azure-code': 2.0}
 
 _VARIANTS = [
@@ -130,13 +137,22 @@ _SYNTHETIC: dict[str, dict[str, Any]] = {
         }
     },
 }
+_SYNTHETIC['silent-bursts'] = {
+    'synthetic': {
+        'preset': 'azure-conv',
+        'rate': 24.0,
+        'events': [(300.0, 900.0, 0.0), (1500.0, 900.0, 0.0)],
+    }
+}
 AZURE_TRACES = {
     'azure-conv': 'AzureLLMInferenceTrace_conv.csv',
     'azure-code': 'AzureLLMInferenceTrace_code.csv',
 }
 HELD_OUT = ('code-steady', 'conv-fall', 'conv-bursts', 'conv-low', 'code-sawtooth')
 """The cases no policy was tuned on, reported apart."""
-NAMES = (*AZURE_TRACES, *(name for name in _SYNTHETIC if name not in HELD_OUT))
+BURSTS = ('silent-bursts',)
+"""The cases of the fast path for bursts (bench/burst.py), beside `on-off`."""
+NAMES = (*AZURE_TRACES, *(name for name in _SYNTHETIC if name not in (*HELD_OUT, *BURSTS)))
 """The benchmark's cases, in its order."""
 
 
@@ -153,7 +169,7 @@ def case(
     `traces` is the folder holding the Azure trace files, which the Azure cases need (ValueError
     without it)."""
     if duration is None:
-        duration = SHORT.get(name, DURATION)
+        duration = SHORT.get(name, LONG.get(name, DURATION))
     if not (duration > 0 and math.isfinite(duration)):
         raise ValueError(f'duration must be > 0 and finite, got {duration}')
     settings: dict[str, Any] = {}
@@ -175,7 +191,7 @@ def case(
         if name == 'multi-turn':
             settings = {'prefix_caching': True, 'router': 'prefix-aware'}
     else:
-        raise KeyError(f'unknown case {name!r}; cases: {", ".join((*NAMES, *HELD_OUT))}')
+        raise KeyError(f'unknown case {name!r}; cases: {", ".join((*NAMES, *HELD_OUT, *BURSTS))}')
     return {
         'name': name,
         'variants': copy.deepcopy(_VARIANTS),

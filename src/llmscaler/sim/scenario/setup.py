@@ -13,7 +13,8 @@ start fleet, and the policies.
   default configuration; every policy of the core's registry, each configured as a user stating
   the model's SLO and start-up time would configure it, the tuner seeded from the presets; the
   peers; the clairvoyant bound), `static-best` (`sim.policies.bound`), `static:...`,
-  `config:FILE` and
+  `config:FILE`, `predictive:TARGET` (`predictive` with its `attainmentTarget` at TARGET, in
+  (0.5, 1), as `llmscaler-predictive-config` sets it) and
   Kaito's `kaito-realtime[:FILE]` / `kaito-cron:FILE|SCHEDULE=N[@ZONE];...` (`sim.policies.kaito`).
 
 What fails: a bad synthetic preset, a trace file that cannot be read (`trace.TraceError`), a
@@ -32,7 +33,8 @@ import numpy as np
 
 from llmscaler.config import file as config_file
 from llmscaler.config.errors import ConfigFileError
-from llmscaler.config.resolved import Config
+from llmscaler.config.predictive import PredictiveOverrides
+from llmscaler.config.resolved import Config, ModelConfig
 from llmscaler.policies import registry
 from llmscaler.policies.protocol import Intent
 from llmscaler.sim.hardware import perf_seed
@@ -51,6 +53,9 @@ KAITO_FORMS = ('kaito-realtime', 'kaito-realtime:FILE', 'kaito-cron:FILE|SCHEDUL
 """Kaito's LLMAutoScaler policies (`sim.policies.kaito`)."""
 DEFAULT = 'default'
 """The core with the configuration nobody wrote (the registry's choice for it)."""
+PREDICTIVE = 'predictive'
+TARGETED = f'{PREDICTIVE}:'
+"""The prefix of `predictive:TARGET`: the predictive policy at another attainment target."""
 FIXED_POLICIES = (DEFAULT, *registry.names(), 'keda-queue', 'hpa-kv', 'clairvoyant')
 SEARCHED_POLICIES = ('static-best',)
 """Policies found by simulating the scenario (`sim.policies.bound`): the best fixed fleet in
@@ -62,6 +67,12 @@ def check_policy_name(
 ) -> None:
     """Raise `ScenarioError` listing the valid names when `name` is not a policy."""
     if name in FIXED_POLICIES or name in SEARCHED_POLICIES or name.startswith('config:'):
+        return
+    if name.startswith(TARGETED):
+        try:
+            attainment_target(name)
+        except ValueError as exc:
+            raise ScenarioError(f'{where}: {exc}') from None
         return
     if kaito.is_kaito(name):
         try:
@@ -88,6 +99,7 @@ def check_policy_name(
             'static:N',
             'static:VARIANT=N,...',
             'config:FILE',
+            f'{TARGETED}TARGET',
             *KAITO_FORMS,
             floors.FORM,
         )
@@ -136,6 +148,36 @@ def core_config(*, name: str, intents: Mapping[str, Intent] | None = None) -> Co
             (model_id, policy.configure(intent=intent))
             for model_id, intent in sorted((intents or {}).items())
         ),
+    )
+
+
+def attainment_target(name: str) -> float:
+    """TARGET of a `predictive:TARGET` policy name; ValueError unless a number in (0.5, 1)."""
+    text = name.removeprefix(TARGETED)
+    try:
+        target = float(text)
+    except ValueError:
+        target = math.nan
+    if not 0.5 < target < 1:
+        raise ValueError(f'{name}: the attainment target must be a number in (0.5, 1)')
+    return target
+
+
+def with_target(config: Config, target: float) -> Config:
+    """`config` with every predictive model's `attainmentTarget` set to `target`."""
+    entry = PredictiveOverrides(attainment_target=target)
+
+    def one(model: ModelConfig) -> ModelConfig:
+        if model.predictive is None:
+            return model
+        return replace(model, predictive=entry.over(model.predictive))
+
+    return replace(
+        config,
+        default=one(config.default),
+        by_namespace=tuple((key, one(model)) for key, model in config.by_namespace),
+        by_model=tuple((key, one(model)) for key, model in config.by_model),
+        by_group=tuple((key, one(model)) for key, model in config.by_group),
     )
 
 
@@ -320,6 +362,12 @@ def build_policies(
         if name == DEFAULT or registry.by_name(name) is not None:
             stated = intents(scenario=scenario, workloads=workloads, slos=slos)
             built.append(core.CorePolicy(name=name, config=core_config(name=name, intents=stated)))
+        elif name.startswith(TARGETED):
+            stated = intents(scenario=scenario, workloads=workloads, slos=slos)
+            config = core_config(name=PREDICTIVE, intents=stated)
+            built.append(
+                core.CorePolicy(name=name, config=with_target(config, attainment_target(name)))
+            )
         elif name.startswith('config:'):
             path = name.removeprefix('config:')
             try:

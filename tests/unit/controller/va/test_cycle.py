@@ -14,6 +14,7 @@ informer backoff (1 s) move only when a test advances it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import httpx
@@ -118,7 +119,7 @@ async def test_saturation_scales_the_cheapest_variant_up_through_scale_only(
         scaling = (
             ('direction', 'up'),
             ('namespace', NS),
-            ('reason', 'saturation-only mode'),
+            ('reason', 'saturation-percentage'),
             ('variant_name', 'a'),
         )
         assert page[('wva_replica_scaling_total', scaling)] == 1
@@ -633,6 +634,77 @@ async def test_metrics_actuation_publishes_instead_of_scaling(api: FakeAPI) -> N
     assert a['actuation'] == {'applied': False}  # an HPA has yet to act on the signal
     assert status(api, 'b')['actuation'] == {'applied': True}
     assert events(api, reason='ScaledUp') == []
+
+
+# --- the fast path's raises ---------------------------------------------------------------------
+
+
+async def raise_a(api: FakeAPI, controller: Controller, *, target: int) -> list[int]:
+    """After a cycle, the fast path's raise of `a` from its current count to `target`; the
+    `/scale` writes made before the raise."""
+    report = await controller.cycle.run_once()
+    (a,) = [d for d in report.decisions if d.variant == 'a']
+    world = controller.worlds.variants(config=controller.cycle.current_config())
+    current = next(v.current_replicas for v in world.variants if v.name == 'a')
+    raised = dataclasses.replace(a, current=current, target=target, reason='burst: test')
+    before = scale_writes(api)
+    await controller.cycle.raise_targets(world=world, decisions=[raised])
+    return before
+
+
+async def test_a_raise_is_written_as_a_cycle_writes_a_scale_up(api: FakeAPI) -> None:
+    seed_variant(api, 'a')
+    seed_variant(api, 'b')
+    source = FakeSource(api, load={'a': IDLE, 'b': IDLE})
+    async with informed(api, source) as controller:
+        await raise_a(api, controller, target=3)
+        assert replicas(api, 'a') == 3
+        (event,) = events(api, reason='ScaledUp')
+        assert about(event) == ('Normal', 'VariantAutoscaling/a', 'ScaledUp')
+        assert 'burst: test' in event['note']
+        assert replicas(api, 'b') == 1
+        page = samples(controller.metrics.render().decode())
+        scaling = (
+            ('direction', 'up'),
+            ('namespace', NS),
+            ('reason', 'burst'),
+            ('variant_name', 'a'),
+        )
+        assert page[('wva_replica_scaling_total', scaling)] == 1
+
+
+async def test_a_raise_that_does_not_raise_writes_nothing(api: FakeAPI) -> None:
+    seed_variant(api, 'a', replicas=2)
+    source = FakeSource(api, load={'a': IDLE})
+    async with informed(api, source) as controller:
+        before = await raise_a(api, controller, target=1)
+        assert scale_writes(api) == before
+
+
+async def test_a_raise_is_published_with_metrics_actuation(api: FakeAPI) -> None:
+    seed_variant(api, 'a')
+    seed_variant(api, 'b')
+    source = FakeSource(api, load={'a': IDLE, 'b': IDLE})
+    async with informed(api, source, '--actuation', 'metrics') as controller:
+        await raise_a(api, controller, target=3)
+        found = samples(controller.metrics.render().decode())
+    assert [r for r in api.requests if r.path.endswith('/scale')] == []
+    desired = {
+        dict(labels)['variant_name']: value
+        for (family, labels), value in found.items()
+        if family == 'wva_desired_replicas'
+    }
+    # The raise replaced `a`'s signal and kept `b`'s from the cycle.
+    assert desired == {'a': 3.0, 'b': 1.0}
+
+
+async def test_nothing_is_raised_in_shadow_mode(api: FakeAPI) -> None:
+    seed_variant(api, 'a')
+    source = FakeSource(api, load={'a': IDLE})
+    async with informed(api, source, '--shadow') as controller:
+        await raise_a(api, controller, target=3)
+    assert [r for r in api.requests if r.path.endswith('/scale')] == []
+    assert replicas(api, 'a') == 1
 
 
 # --- property ---------------------------------------------------------------------------------

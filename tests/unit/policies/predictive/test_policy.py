@@ -15,18 +15,21 @@ from llmscaler.domain.state import EMPTY_STATE, State
 from llmscaler.engine import decide
 from llmscaler.policies.predictive import hysteresis
 from tests.support.engine_fixtures import NS, by_name
-from tests.support.predictive_fixtures import CONFIG, NOW, PARAMS, SETTINGS, fleet, own_state
+from tests.support.predictive_fixtures import (
+    CONFIG,
+    NOW,
+    PARAMS,
+    SETTINGS,
+    fleet,
+    observed,
+    own_state,
+)
 
 
 def cycle(
     snapshot: Snapshot, state: State, now: float, config: Config = CONFIG
 ) -> tuple[dict[str, Decision], State]:
-    shifted = dataclasses.replace(
-        snapshot,
-        replicas=tuple(dataclasses.replace(r, observed_at=now - 5) for r in snapshot.replicas),
-        pools=tuple(dataclasses.replace(p, observed_at=now - 5) for p in snapshot.pools),
-    )
-    outcome = decide(snapshot=shifted, config=config, state=state, now=now)
+    outcome = decide(snapshot=observed(snapshot, at=now), config=config, state=state, now=now)
     return by_name(outcome.decisions), outcome.state
 
 

@@ -5,11 +5,14 @@ in test_sim_peers.py).
 |---|---|
 | CorePolicy on a snapshot | the targets of a direct `engine.decide` call; state carried on |
 | CorePolicy wake, idle model with a queue | cheapest variant to 1 |
+| CorePolicy wake, a burst at the gateway | raised within seconds (the fast path) |
 | Static parsing | static:N on the first variant, explicit lists, every error |
 | properties | CorePolicy = decide on any snapshot |
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 from hypothesis import given, settings
@@ -22,6 +25,9 @@ from llmscaler.sim.policies.core import CorePolicy, StaticPolicy, parse_static
 from llmscaler.sim.vocabulary import ControlView
 from tests.support.configs import TOKEN
 from tests.support.engine_fixtures import MODEL, NS, variant
+from tests.support.predictive_fixtures import CONFIG as PREDICTIVE
+from tests.support.predictive_fixtures import NOW as PNOW
+from tests.support.predictive_fixtures import fleet, observed
 from tests.support.sim_fixtures import replica, running, view
 from tests.support.strategies import NOW, snapshots
 
@@ -72,6 +78,41 @@ def test_core_policy_wakes_the_cheapest_variant_of_an_idle_model_with_a_queue() 
     # A model with a replica is the main cycle's business.
     awake = [running('h100', 1, cost=3.9), variant('l40s', cost=1.9)]
     assert policy.wake(view=view(awake, pools=[queued])) == {}
+
+
+def test_core_policy_raises_a_model_whose_gateway_shows_a_burst() -> None:
+    snapshot = observed(fleet(h100=1, l40s=0, rate=2.0), at=PNOW)
+    policy = CorePolicy(name='predictive', config=PREDICTIVE)
+
+    def at(now: float, arrived: float) -> ControlView:
+        return ControlView(
+            now=now,
+            snapshot=observed(snapshot, at=now),
+            replicas={'h100': 1, 'l40s': 0},
+            ready={'h100': 1, 'l40s': 0},
+            gateways={f'{MODEL}|{NS}': (round(arrived), 0)},
+        )
+
+    policy.targets(view=at(PNOW - 30, 0.0))
+    # Ten seconds at the cycle's rate, then a burst of 40 req/s: raised within 5 s.
+    arrived, raised_at = 0.0, None
+    for second in range(1, 16):
+        arrived += 2.0 if second <= 10 else 40.0
+        wanted = policy.wake(view=at(PNOW - 30 + second, arrived))
+        if wanted and raised_at is None:
+            raised_at = second
+            assert all(wanted[v] > {'h100': 1, 'l40s': 0}[v] for v in wanted)
+    assert raised_at is not None
+    assert raised_at <= 10 + 5
+    assert [r.group for r in policy.bursts] == [f'{MODEL}|{NS}']
+    # Before its first cycle, a policy has nothing to size a burst with.
+    fresh = CorePolicy(name='predictive', config=PREDICTIVE)
+    assert all(fresh.wake(view=at(PNOW + s, 40.0 * s)) == {} for s in range(12))
+    # Without gateway counts, the same policy never raises.
+    blind = CorePolicy(name='predictive', config=PREDICTIVE)
+    blind.targets(view=at(PNOW - 30, 0.0))
+    quiet = dataclasses.replace(at(PNOW - 15, 0.0), gateways={})
+    assert blind.wake(view=quiet) == {}
 
 
 @settings(max_examples=40, deadline=None)
