@@ -197,8 +197,25 @@ _BOMB = gzip.compress(b'#' * (3 * CAP), compresslevel=9)
 """A small gzip body that inflates past the cap."""
 
 
+def _hostile(rng: random.Random, page: bytes) -> tuple[Answer, str]:
+    """The page with a hostile shape added (reliability.md, "Hostile pages"): over a cap of the
+    scraper, so that the whole page is refused and its model must hold."""
+    kind = rng.randrange(3)
+    if kind == 0:  # one line over 64 KiB of repeated labels, the shape that took 1.25 GB
+        line = b'vllm:num_requests_waiting{' + b','.join([b'a="b"'] * 13_200) + b'} 1\n'
+        return Answer(body=page + line, usable=False), 'hostile: a line over the cap'
+    if kind == 1:  # one sample of 129 labels
+        labels = b','.join(b'l%d="%d"' % (i, i) for i in range(129))
+        line = b'vllm:kv_cache_usage_perc{' + labels + b'} 0.5\n'
+        return Answer(body=page + line, usable=False), 'hostile: 129 labels'
+    series = b''.join(b'vllm:num_requests_waiting{engine="%d"} 1\n' % i for i in range(10_001))
+    return Answer(body=page + series, usable=False), 'hostile: 10,001 series'
+
+
 def _break_answer(rng: random.Random, page: bytes) -> tuple[Answer, str]:
-    kind = rng.randrange(7)
+    kind = rng.randrange(8)
+    if kind == 7:
+        return _hostile(rng, page)
     if kind == 0:
         status = rng.choice((500, 404, 204, 301, 429, 503))
         body = b'' if status == 204 else page

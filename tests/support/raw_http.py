@@ -147,3 +147,14 @@ class RawServer:
             await self.behaviour(writer)
         except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
             self.dropped += 1
+
+
+def serve(body: bytes, *, content_type: str = 'text/plain; version=0.0.4') -> Behaviour:
+    """A whole answer at once: 200, its Content-Length and `body`."""
+
+    async def behave(writer: asyncio.StreamWriter) -> None:
+        head = {'Content-Type': content_type, 'Content-Length': str(len(body))}
+        writer.write(response_head(200, head) + body)
+        await writer.drain()
+
+    return behave

@@ -80,6 +80,7 @@ def filled_metrics() -> ControllerMetrics:
     metrics.error(component='metrics', error_type='Timeout')
     metrics.from_zero(seconds=0.3)
     metrics.leader(is_leader=True)
+    metrics.lease_renewal(late=0.0, ok=True)
     metrics.models(count=1)
     metrics.limited(variant='v', namespace='ns')
     metrics.set_available_gpus(rows=[GpuRow(vendor='nvidia', model='L40S', type='L40S', gpus=8)])

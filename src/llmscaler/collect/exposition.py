@@ -32,8 +32,8 @@ and F_created. Names keep their colons (`vllm:num_requests_waiting`); label valu
 like the official parser does (`\\\\`, `\\"`, `\\n`; any other backslash pair is kept as written);
 labels come back sorted by name.
 
-What fails, and how bad input is treated: parsing never raises (a negative `cache_size` is a
-ValueError when the Parser is built).
+What fails, and how bad input is treated: parsing never raises (a negative `cache_size` or
+`cache_chars`, or a cap below 1, is a ValueError when the Parser or its `PageLimits` is built).
 
 - Bytes that are not UTF-8 are decoded with replacement characters; the rest of the page parses.
 - A malformed line of a wanted family (bad syntax, a value that is not a number, a label named
@@ -44,8 +44,21 @@ ValueError when the Parser is built).
 - NaN and ±Inf values are dropped and counted in `dropped_non_finite` (`le="+Inf"` is a label
   and is fine).
 - A series given twice keeps the last value and is reported.
-- Time and memory are linear in the page size; at most `MAX_ERRORS` errors are listed, then one
-  line says how many more there were.
+- Time is linear in the page size; at most `MAX_ERRORS` errors are listed, then one line says
+  how many more there were.
+
+Caps (`PageLimits`): one hostile page must not cost the controller more than a small multiple of
+its largest accepted line in memory, nor seconds of work. Any of these refuses the whole page: a
+line of a wanted family longer than `max_line_length` characters, a sample with more than
+`max_labels` labels, more than `max_series_per_page` kept series, kept series whose
+`name{labels}` texts add up to more than `max_series_chars` characters. Reading stops at once
+and `Page.refused` names the cap and the line; the page gives no sample, so the caller treats
+the pod's readings as missing. Each cap is checked before anything of its size is built: a
+line's length before any regex runs on it alone, its labels counted before they are sorted or
+put in a dict (in the usual shape, before they are even split into pairs). A line of another
+family is only skipped over, never built, whatever its length. A Parser's memory (see `Parser`)
+is bounded in characters as well as in entries, so that long label sets met on many pages cannot
+pile up in it.
 """
 
 from __future__ import annotations
@@ -55,6 +68,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from sys import intern
 from typing import TypeVar
 
 MAX_ERRORS = 100
@@ -87,13 +101,55 @@ class Page:
 
     `samples` are in page order (a repeated series stays where it first appeared, with its last
     value); `types` maps the name written on each wanted `# TYPE` line (for a 0.0.4 counter that
-    is the `_total` name) to its type, sorted by name.
+    is the `_total` name) to its type, sorted by name. `refused` says which cap of `PageLimits`
+    the page crossed, and where; a refused page has no samples, types or errors.
     """
 
     samples: tuple[Sample, ...]
     types: tuple[tuple[str, str], ...]
     dropped_non_finite: int
     errors: tuple[str, ...]
+    refused: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PageLimits:
+    """The caps of one page (see the module docstring); a value below 1 is a ValueError.
+
+    The defaults are generous for real vLLM pages (about 400 lines of at most a few hundred
+    characters, ~2,300 lines with 8 engines, of which a few hundred series are kept) and small
+    enough that a page at every cap at once costs tens of MiB (`bench/hostile_pages.py`).
+    """
+
+    max_line_length: int = 64 * 1024
+    """Characters of one line of a wanted family, its line end excluded."""
+    max_labels: int = 128
+    """Labels of one sample."""
+    max_series_per_page: int = 10_000
+    """Distinct series kept from one page (the wanted families' only)."""
+    max_series_chars: int = 4 * 1024 * 1024
+    """Characters of the `name{labels}` texts of the distinct series kept from one page: at
+    the other caps a page could otherwise keep 10,000 series of 128 labels each (~270 MiB of
+    label pairs), where real pages keep a few hundred series of ~150 characters."""
+
+    def __post_init__(self) -> None:
+        check_counts(
+            max_line_length=self.max_line_length,
+            max_labels=self.max_labels,
+            max_series_per_page=self.max_series_per_page,
+            max_series_chars=self.max_series_chars,
+        )
+
+
+def check_counts(**values: int) -> None:
+    """ValueError naming the first value that is not a whole number of at least 1 (a cap)."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f'{name} must be a whole number of at least 1, not {value!r}')
+
+
+class Refused(Exception):
+    """A cap of `PageLimits` crossed; the message names the cap and the line."""
 
 
 def family_of(*, name: str, families: frozenset[str]) -> str | None:
@@ -125,7 +181,17 @@ def group_by_family(*, page: Page, families: frozenset[str]) -> dict[str, list[S
 class PageState:
     """What one page parse has found so far: kept samples by series, types, errors."""
 
-    __slots__ = ('_counted', '_lines', 'dropped', 'errors', 'extra', 'series', 'text', 'types')
+    __slots__ = (
+        '_counted',
+        '_lines',
+        'chars',
+        'dropped',
+        'errors',
+        'extra',
+        'series',
+        'text',
+        'types',
+    )
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -136,6 +202,8 @@ class PageState:
         self.extra = 0
         """Errors beyond `MAX_ERRORS`, counted only."""
         self.dropped = 0
+        self.chars = 0
+        """Characters of the kept series' texts (`PageLimits.max_series_chars`)."""
         self._counted = 0
         self._lines = 0
 
@@ -152,6 +220,11 @@ class PageState:
     def duplicate(self, at: int, line: str) -> None:
         line = line.lstrip('\n \t').rstrip('\r')
         self.error(at, f'duplicate series {excerpt(line)}; the last value is kept')
+
+    def refuse(self, at: int, message: str) -> Refused:
+        """The refusal of the page at the line after the newline at `at`."""
+        line = self._lines + self.text.count('\n', self._counted, at + 1)
+        return Refused(f'line {line}: {message}')
 
     def page(self) -> Page:
         errors = self.errors
@@ -200,6 +273,13 @@ PLAIN_SAMPLE = re.compile(
     rf'({NAME.pattern})(?:\{{({_PLAIN_LIST})\}}|) ([^\s#]\S*)(?: ([^\s#]\S*))?'
 )
 PLAIN_PAIRS = re.compile(rf'({_LABEL_NAME})="([^"]*)"')
+
+
+def _shared(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The pairs with their names and values interned: the texts kept for a label set are shared
+    with every other set that has them (`engine`, `model_name`, a model's name), instead of one
+    copy per series, which is most of what a page of many labels costs."""
+    return [(intern(name), intern(value)) for name, value in pairs]
 
 
 def sorted_labels(pairs: list[tuple[str, str]]) -> Labels | None:
@@ -271,6 +351,15 @@ EPP_FAMILIES: frozenset[str] = frozenset(
 DEFAULT_CACHE_SIZE = 16_384
 """How many `name{labels}` texts a Parser remembers: ~100 wanted series per pod page, so the
 label sets of a hundred-odd distinct pods (each pod's `engine` and model labels differ little)."""
+DEFAULT_CACHE_CHARS = 4 * 1024 * 1024
+"""How many characters of keys a Parser remembers in all: 16,384 real heads of ~150 characters
+take ~2.5 MiB, while as many heads at the line cap would take a GiB."""
+REMEMBERED_KEY_CHARS = 1024
+"""The longest key a Parser remembers. A real vLLM head is at most ~650 characters (the
+`cache_config_info` line); a page of many long heads (128 labels a series, say) would otherwise
+fill the memory, forget it whole and fill it again on every scrape, which costs the hundreds of
+thousands of objects the memory is meant to save, kept just long enough for the garbage
+collector to walk them all."""
 
 # The scan of a page, one regex pass over '\n' + page for the wanted lines (the `{heads}` are
 # filled in per family set, see `Parser`). After a newline and any blanks, one of:
@@ -294,9 +383,9 @@ _UNWANTED: SeriesKey = ('', ())
 """What a Parser remembers for a head whose name no requested family owns."""
 
 
-def parse(*, page: bytes | str, families: frozenset[str]) -> Page:
+def parse(*, page: bytes | str, families: frozenset[str], limits: PageLimits | None = None) -> Page:
     """Parse one page with a throwaway `Parser`: nothing is remembered for the next call."""
-    return Parser(families=families).parse(page=page)
+    return Parser(families=families, limits=limits).parse(page=page)
 
 
 def parse_families(*, page: bytes | str, families: frozenset[str]) -> dict[str, list[Sample]]:
@@ -339,26 +428,43 @@ class Parser:
 
     Its memories: the `name{labels}` texts it has read, the label texts among them (the same
     `{engine="0",model_name="..."}` follows many names), and the sample names with their owning
-    family. `cache_size` bounds each one (a full memory is forgotten all at once, so churn cannot
-    grow it without end); 0 remembers nothing. A family that is not a valid metric name owns
-    nothing.
+    family. `cache_size` bounds each one's entries and `cache_chars` the characters of all their
+    keys together (a full memory is forgotten all at once, so churn cannot grow it without end);
+    a key longer than `REMEMBERED_KEY_CHARS` is not remembered;
+    0 remembers nothing. A family that is not a valid metric name owns nothing. `limits` caps
+    every page (`PageLimits`, its defaults when None).
     """
 
     __slots__ = (
+        '_cache_chars',
         '_cache_size',
+        '_chars',
         '_families',
         '_heads',
         '_known',
         '_labels',
+        '_limits',
         '_owners',
         '_owning',
         '_scan',
         '_width',
     )
 
-    def __init__(self, *, families: frozenset[str], cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+    def __init__(
+        self,
+        *,
+        families: frozenset[str],
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        cache_chars: int = DEFAULT_CACHE_CHARS,
+        limits: PageLimits | None = None,
+    ) -> None:
         if cache_size < 0:
             raise ValueError(f'cache_size must be 0 or more, not {cache_size}')
+        if cache_chars < 0:
+            raise ValueError(f'cache_chars must be 0 or more, not {cache_chars}')
+        self._limits = limits if limits is not None else PageLimits()
+        self._cache_chars = cache_chars
+        self._chars = 0
         self._families = frozenset(families)
         # Every prefix of a valid name is valid, so a valid name is owned by a valid family
         # only, and any name a valid family owns is valid: what the fast path relies on.
@@ -389,6 +495,16 @@ class Parser:
         """How many `name{labels}` texts this Parser remembers (at most `cache_size`)."""
         return len(self._known)
 
+    @property
+    def remembered_chars(self) -> int:
+        """How many characters of keys this Parser remembers in all (at most `cache_chars`)."""
+        return self._chars
+
+    @property
+    def limits(self) -> PageLimits:
+        """The caps of every page this Parser reads."""
+        return self._limits
+
     def parse_families(self, *, page: bytes | str) -> dict[str, list[Sample]]:
         """`parse` then `group_by_family` over this Parser's families."""
         return group_by_family(page=self.parse(page=page), families=self._families)
@@ -397,16 +513,45 @@ class Parser:
         """Parse one exposition page, keeping only the samples the families own."""
         text = page if isinstance(page, str) else bytes(page).decode('utf-8', errors='replace')
         state = PageState('\n' + text)
-        if self._read(state):
-            return state.page()
-        # Whatever follows the last newline is an unterminated (truncated) line.
+        try:
+            if not self._read(state):
+                self._tail(state)
+        except Refused as refused:
+            return Page(samples=(), types=(), dropped_non_finite=0, errors=(), refused=str(refused))
+        return state.page()
+
+    def _tail(self, state: PageState) -> None:
+        """Whatever follows the last newline: an unterminated (truncated) line."""
         newline = state.text.rfind('\n')
-        tail = state.text[newline + 1 :].rstrip('\r').strip(' \t')
+        limit = self._limits.max_line_length
+        # At most one character past the cap is copied, enough to tell a line over it.
+        tail = state.text[newline + 1 : newline + limit + 2].rstrip('\r').strip(' \t')
         if tail[: self._width] in self._heads:
             match = NAME.match(tail)
             if match is not None and self._owner(match.group()) is not None:
+                if len(state.text) - newline - 1 > limit:
+                    raise state.refuse(newline, self._too_long())
                 state.error(newline, 'truncated line at the end of the page, not kept')
-        return state.page()
+
+    def _too_long(self) -> str:
+        limit = self._limits.max_line_length
+        return f'a line over {limit} characters (max_line_length)'
+
+    def _check_series(self, state: PageState, at: int, chars: int) -> None:
+        """After a new series of `chars` characters was kept."""
+        limits = self._limits
+        if len(state.series) > limits.max_series_per_page:
+            limit = limits.max_series_per_page
+            raise state.refuse(at, f'more than {limit} series (max_series_per_page)')
+        state.chars += chars
+        if state.chars > limits.max_series_chars:
+            limit = limits.max_series_chars
+            raise state.refuse(at, f'series of more than {limit} characters (max_series_chars)')
+
+    def _check_labels(self, state: PageState, at: int, count: int) -> None:
+        limit = self._limits.max_labels
+        if count > limit:
+            raise state.refuse(at, f'a sample with {count} labels, over {limit} (max_labels)')
 
     def _read(self, state: PageState) -> bool:
         """Read the wanted lines of the page; whether it ended with `# EOF`.
@@ -417,12 +562,17 @@ class Parser:
         known = self._known.get
         series = state.series
         isfinite = math.isfinite
+        # A span is the line with the newline before it.
+        longest = self._limits.max_line_length + 1
         for match in self._scan.finditer(state.text):
+            # Before any group is taken out of the page: the line is still only a span.
+            if match.end() - match.start() > longest:
+                raise state.refuse(match.start(), self._too_long())
             head, value_text, stamp, other, type_line, end = match.groups()
             if head is not None:
                 key = known(head)
                 if key is None:
-                    key = self._learn(head)
+                    key = self._learn(state, match.start(), head)
                 if key is _UNWANTED:
                     continue
                 value = number(value_text)
@@ -438,6 +588,8 @@ class Parser:
                     series[key] = Sample(key[0], key[1], value)
                     if len(series) == size:
                         state.duplicate(match.start(), match.group())
+                    else:
+                        self._check_series(state, match.start(), len(head))
                     continue
                 other = match.group()  # an error the general grammar reports
             elif end is not None:
@@ -448,7 +600,7 @@ class Parser:
                 self._sample(state, match.start(), other.lstrip('\n \t').rstrip('\r'))
         return False
 
-    def _learn(self, head: str) -> SeriesKey | None:
+    def _learn(self, state: PageState, at: int, head: str) -> SeriesKey | None:
         """The series of a head not met before in the usual shape; None for any other shape."""
         name, brace, label_text = head.partition('{')
         if self._owner(name) is None:
@@ -460,28 +612,41 @@ class Parser:
         else:
             labels = self._labels.get(label_text)
             if labels is None:
-                labels = self._parse_labels(label_text)
+                labels = self._parse_labels(state, at, label_text)
                 if labels is None:
                     return None
             key = (name, labels)
         self._remember(self._known, head, key)
         return key
 
-    def _parse_labels(self, text: str) -> Labels | None:
+    def _parse_labels(self, state: PageState, at: int, text: str) -> Labels | None:
         """`a="x",b="y"}` (with its closing brace) as sorted pairs; None if not that shape."""
         if '\\' in text or PLAIN_LABELS.fullmatch(text) is None:
             return None
-        labels = sorted_labels(PLAIN_PAIRS.findall(text))
+        # In this shape a value holds no quote, so `="` opens each pair and only there.
+        self._check_labels(state, at, text.count('="'))
+        labels = sorted_labels(_shared(PLAIN_PAIRS.findall(text)))
         if labels is not None:  # else a label given twice: the general grammar reports it
             self._remember(self._labels, text, labels)
         return labels
 
     def _remember(self, memory: dict[str, _T], key: str, value: _T) -> None:
+        if not self._cache_size or len(key) > min(self._cache_chars, REMEMBERED_KEY_CHARS):
+            return
         if len(memory) >= self._cache_size:
-            if not self._cache_size:
-                return
+            self._chars -= sum(map(len, memory))
             memory.clear()
+        if self._chars + len(key) > self._cache_chars:
+            # The character budget is shared: forgetting this memory alone might not free it.
+            self._forget_all()
+        self._chars += len(key)
         memory[key] = value
+
+    def _forget_all(self) -> None:
+        self._known.clear()
+        self._labels.clear()
+        self._owners.clear()
+        self._chars = 0
 
     def _owner(self, name: str) -> str | None:
         try:
@@ -512,7 +677,9 @@ class Parser:
         if self._owner(name) is not None:
             labels: Labels | None = ()
             if label_text:
+                # The line is within its cap, so the pairs found are too; counted before sorting.
                 pairs = (PLAIN_PAIRS if plain else PAIRS).findall(label_text)
+                self._check_labels(state, at, len(pairs))
                 if '\\' in label_text:
                     pairs = [(k, unescape(text)) for k, text in pairs]
                 labels = sorted_labels(pairs)
@@ -539,6 +706,8 @@ class Parser:
             state.series[key] = Sample(key[0], key[1], value)
             if len(state.series) == size:
                 state.duplicate(at, line)
+            else:
+                self._check_series(state, at, len(line))
 
     def _type_line(self, state: PageState, at: int, line: str) -> None:
         parts = line.split()

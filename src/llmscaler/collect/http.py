@@ -35,9 +35,10 @@ What it provides:
 - `within`: one request of several that share a deadline (a cycle's read, a scrape, a tick): it
   waits for a concurrency slot no later than the shared end, and its own deadline is cut to the
   time left.
-- `parse_off_loop`: run a parser in a worker thread when its input is at least `OFF_LOOP_BYTES`
-  long, inline otherwise, so that decoding a large answer never stalls the event loop (the loop
-  also renews the leader Lease) while small pages skip the thread hand-off.
+- `parse_off_loop`: run a parser in a worker thread (the caller's own `collect.worker.Worker`
+  when it has one) when its input is at least `OFF_LOOP_BYTES` long, inline otherwise, so that
+  decoding a large answer never stalls the event loop (the loop also renews the leader Lease)
+  while small pages skip the thread hand-off.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from typing import Protocol, TypeVar
 import httpx
 
 from llmscaler.collect.readings import ErrorReason
+from llmscaler.collect.worker import Worker
 
 TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
     TimeoutError,
@@ -335,11 +337,14 @@ def seconds(value: float) -> str:
     return f'{value:.3f}'.rstrip('0').rstrip('.')
 
 
-async def parse_off_loop(work: Callable[[], _T], *, size: int) -> _T:
-    """`work()`, in a worker thread when it handles `size` bytes or more (`OFF_LOOP_BYTES`)."""
-    if size >= OFF_LOOP_BYTES:
-        return await asyncio.to_thread(work)
-    return work()
+async def parse_off_loop(work: Callable[[], _T], *, size: int, worker: Worker | None = None) -> _T:
+    """`work()`, in a worker thread when it handles `size` bytes or more (`OFF_LOOP_BYTES`):
+    the caller's own `worker` when given, else one of the default executor's."""
+    if size < OFF_LOOP_BYTES:
+        return work()
+    if worker is not None:
+        return await worker.run(work)
+    return await asyncio.to_thread(work)
 
 
 @dataclass(slots=True)

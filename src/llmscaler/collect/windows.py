@@ -34,7 +34,8 @@ is bounded; a query longer than the horizon therefore sees only the horizon.
 from __future__ import annotations
 
 import math
-from collections import deque
+from array import array
+from bisect import bisect_right
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
@@ -43,55 +44,73 @@ DEFAULT_MAX_SAMPLES = 2048
 
 
 class SeriesWindow:
-    """The recent (t, value) samples of one series, for `horizon` seconds back from the newest."""
+    """The recent (t, value) samples of one series, for `horizon` seconds back from the newest.
 
-    __slots__ = ('_samples', 'horizon', 'last_seen')
+    The samples are kept in two arrays of floats (times, values) from index `_start` on, not in a
+    container of tuples: a scraper keeps a window per series of every pod (tens of thousands), and
+    the garbage collector's full passes visit every element of every container they walk, while
+    an array of floats is no container to them. Dropping the oldest samples moves `_start`; the
+    arrays are compacted once the dropped part is as long as the kept one (amortized O(1)).
+    """
+
+    __slots__ = ('_max', '_start', '_times', '_values', 'horizon', 'last_seen')
 
     def __init__(self, *, horizon: float, max_samples: int = DEFAULT_MAX_SAMPLES) -> None:
         self.horizon = horizon
-        self._samples: deque[tuple[float, float]] = deque(maxlen=max(2, max_samples))
+        self._max = max(2, max_samples)
+        self._times = array('d')
+        self._values = array('d')
+        self._start = 0
         self.last_seen = -math.inf
         """The newest time `add` was called with, even for a value that was ignored."""
 
     def __len__(self) -> int:
-        return len(self._samples)
+        return len(self._times) - self._start
 
     def add(self, *, t: float, value: float) -> None:
         """Record one sample; NaN/±Inf values and times not after the newest are ignored."""
         if not math.isfinite(t):
             return
         self.last_seen = max(self.last_seen, t)
-        samples = self._samples
-        if not math.isfinite(value) or (samples and t <= samples[-1][0]):
+        times = self._times
+        start = self._start
+        if not math.isfinite(value) or (len(times) > start and t <= times[-1]):
             return
-        samples.append((t, value))
+        times.append(t)
+        self._values.append(value)
+        end = len(times)
+        start = max(start, end - self._max)
         oldest_kept = t - self.horizon
-        while samples and samples[0][0] <= oldest_kept:
-            samples.popleft()
+        while start < end and times[start] <= oldest_kept:
+            start += 1
+        if start >= 32 and 2 * start >= end:
+            del times[:start]
+            del self._values[:start]
+            start = 0
+        self._start = start
+
+    def _span(self, now: float, seconds: float) -> tuple[int, int]:
+        """The indexes [lo, hi) of the samples with now − seconds < t ≤ now."""
+        if not (math.isfinite(now) and math.isfinite(seconds)) or seconds <= 0:
+            return 0, 0
+        times = self._times
+        lo = bisect_right(times, now - seconds, self._start)
+        return lo, bisect_right(times, now, lo)
 
     def in_range(self, *, now: float, seconds: float) -> list[tuple[float, float]]:
         """The samples with now − seconds < t ≤ now, oldest first."""
-        if not (math.isfinite(now) and math.isfinite(seconds)) or seconds <= 0:
-            return []
-        start = now - seconds
-        found: list[tuple[float, float]] = []
-        for sample in reversed(self._samples):
-            if sample[0] <= start:
-                break
-            if sample[0] <= now:
-                found.append(sample)
-        found.reverse()
-        return found
+        lo, hi = self._span(now, seconds)
+        return list(zip(self._times[lo:hi], self._values[lo:hi], strict=True))
 
     def max_over(self, *, now: float, seconds: float) -> float | None:
         """`max_over_time(series[seconds])` at `now`; None when no sample is in range."""
-        found = self.in_range(now=now, seconds=seconds)
-        return max(value for _, value in found) if found else None
+        lo, hi = self._span(now, seconds)
+        return max(self._values[lo:hi]) if hi > lo else None
 
     def latest(self, *, now: float, seconds: float) -> tuple[float, float] | None:
         """The newest (t, value) in range, as an instant query with `seconds` of lookback."""
-        found = self.in_range(now=now, seconds=seconds)
-        return found[-1] if found else None
+        lo, hi = self._span(now, seconds)
+        return (self._times[hi - 1], self._values[hi - 1]) if hi > lo else None
 
     def increase(self, *, now: float, seconds: float) -> float | None:
         """`increase(series[seconds])` at `now` for a counter; None with fewer than 2 samples."""

@@ -158,6 +158,7 @@ class Controller:
             clock=self.clock,
             config=lease,
             on_change=lambda leading: self.metrics.leader(is_leader=leading),
+            on_renewal=lambda late, ok: self.metrics.lease_renewal(late=late, ok=ok),
         )
         if options.leader_elect or options.shadow:
             fence_writes(self.client, refusal=self._write_refusal)

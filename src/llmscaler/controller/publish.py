@@ -104,6 +104,8 @@ UNKNOWN: Final = 'unknown'
 REPLICA_LABELS: Final = ('variant_name', 'namespace', 'accelerator_type')
 OPTIMIZATION_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 FROM_ZERO_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+RENEWAL_LATENESS_BUCKETS: Final = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0)
+"""Seconds: on time is well below 10 ms; a second late means the event loop was held that long."""
 MAX_HEAD: Final = 8192
 """Bytes of request line and headers a client may send (blank line included)."""
 MAX_BODY: Final = 64 * 1024
@@ -293,6 +295,18 @@ class ControllerMetrics:
         self._leader = Gauge(
             'llmscaler_leader', '1 while this instance holds the leader lease', registry=registry
         )
+        self._renewals = Counter(
+            'llmscaler_lease_renewals_total',
+            'Lease renewal attempts by outcome (renewed, failed)',
+            ('outcome',),
+            registry=registry,
+        )
+        self._renewal_late = Histogram(
+            'llmscaler_lease_renewal_lateness_seconds',
+            'How late each Lease renewal attempt started against its schedule (a held event loop)',
+            buckets=RENEWAL_LATENESS_BUCKETS,
+            registry=registry,
+        )
         self._models = Gauge(
             'wva_models_processed', 'Models processed in the last cycle', registry=registry
         )
@@ -392,6 +406,11 @@ class ControllerMetrics:
 
     def leader(self, *, is_leader: bool) -> None:
         self._leader.set(1.0 if is_leader else 0.0)
+
+    def lease_renewal(self, *, late: float, ok: bool) -> None:
+        """A Lease renewal attempt that started `late` seconds after its schedule."""
+        self._renewals.labels('renewed' if ok else 'failed').inc()
+        self._renewal_late.observe(late)
 
     def models(self, *, count: int) -> None:
         self._models.set(count)

@@ -150,6 +150,7 @@ class Emulator:
         self._next = next(self._arrivals, None)
         self._shown_kv: dict[int, float] = {}
         self._shown_samples: dict[int, dict[str, float]] = {}
+        self._shown_pages: dict[int, str] = {}
         self.scale(replicas=replicas)
 
     # ---- reading --------------------------------------------------------------------------
@@ -205,6 +206,9 @@ class Emulator:
             stats=pod.stats,
             created=self._wall(pod.created),
         )
+        planted = self._shown_pages.get(slot)
+        if planted is not None:
+            return planted
         shown = self._shown_samples.get(slot)
         return page if not shown else _with_samples(page, shown)
 
@@ -223,6 +227,15 @@ class Emulator:
             shown.pop(name, None)
         else:
             shown[name] = value
+
+    def show_page(self, *, slot: int, page: str | None) -> None:
+        """Serve `page`, whatever it holds, as the slot's `/metrics` page from now on (a hostile
+        page for the collectors' caps, say); None: the replica's own page again. The replica
+        goes on serving requests meanwhile."""
+        if page is None:
+            self._shown_pages.pop(slot, None)
+        else:
+            self._shown_pages[slot] = page
 
     def epp_page(self) -> str:
         self.tick()

@@ -24,6 +24,11 @@ What it does (`LeaderElector`):
   what is left of `renew_deadline` since the last successful renewal (a hung request cannot keep
   us believing we lead while the Lease lapses). It returns when renewal has failed for
   `renew_deadline`, or at once when another holder is seen.
+- Renewal runs as a task of its own (the controller starts `hold()` beside its loops), so it
+  waits for no cycle; what can still delay it is an event loop held by synchronous work, which is
+  why the metric sources parse and fold off the loop. Every renewal attempt is counted with how
+  late it started against its schedule (`renewals`, `late_max`, and `on_renewal(late, ok)` for
+  the controller's metrics), so that a held loop shows before it costs the Lease.
 - `write_refusal()` says whether this replica may write now: only while it leads and its last
   successful renewal is younger than `renew_deadline`. The controller checks it before every
   write but the Lease's own (`kube.write_fence.fence_writes`), so a leader frozen past its deadline
@@ -167,11 +172,17 @@ class LeaderElector:
         clock: Clock,
         config: LeaderConfig,
         on_change: Callable[[bool], None] | None = None,
+        on_renewal: Callable[[float, bool], None] | None = None,
     ) -> None:
         self._client = client
         self._clock = clock
         self._config = config
         self._on_change = on_change
+        self._on_renewal = on_renewal
+        self.renewals = 0
+        """Renewal attempts made by `hold()`, successful or not."""
+        self.late_max = 0.0
+        """The latest start of a renewal attempt against its schedule, in seconds."""
         self._leader = False
         self._transitions = 0
         self._lease: Lease | None = None  # the last Lease we wrote as holder
@@ -225,12 +236,17 @@ class LeaderElector:
         config = self._config
         while self._leader:
             left = self._renewed_at + config.renew_deadline - self._clock.monotonic()
-            await self._clock.sleep(min(config.retry_period, left))
+            wait = max(0.0, min(config.retry_period, left))
+            due = self._clock.monotonic() + wait
+            await self._clock.sleep(wait)
+            late = max(0.0, self._clock.monotonic() - due)
             left = self._renewed_at + config.renew_deadline - self._clock.monotonic()
             if left <= 0:
+                self._renewed(late=late, ok=False)
                 self._lose(f'renewal failed for {config.renew_deadline:g} s')
                 return
             done, outcome = await _within(self._clock, left, self._attempt())
+            self._renewed(late=late, ok=done and outcome is _Outcome.OURS)
             if not done:
                 logger.warning('renewing %s timed out', self._where)
             elif outcome is _Outcome.TAKEN:
@@ -390,6 +406,19 @@ class LeaderElector:
         self._renewed_at = now
         self._observed_key, self._observed_at = record.key, now
         self._transitions = record.transitions
+
+    def _renewed(self, *, late: float, ok: bool) -> None:
+        self.renewals += 1
+        self.late_max = max(self.late_max, late)
+        if late > 1.0:
+            logger.warning('renewing %s started %.1f s late: the event loop was held', self._where,
+                           late)  # fmt: skip
+        if self._on_renewal is None:
+            return
+        try:
+            self._on_renewal(late, ok)
+        except Exception:
+            logger.exception('the renewal callback failed')
 
     def _lose(self, why: str) -> None:
         logger.warning('lost %s as %s: %s', self._where, self._config.identity, why)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings
@@ -542,3 +543,120 @@ def test_arbitrary_bytes_never_raise(raw: bytes, families: frozenset[str]) -> No
     page = parse(page=b'vllm:request_success_total{a="1"} 4\n' + raw, families=families)
     assert all(isinstance(s.value, float) and math.isfinite(s.value) for s in page.samples)
     assert all(error.startswith('line ') or 'more errors' in error for error in page.errors)
+
+
+# --- caps ----------------------------------------------------------------------------------------
+
+SMALL = ex.PageLimits(max_line_length=64, max_labels=3, max_series_per_page=4, max_series_chars=200)
+
+
+def refused(text: str, limits: ex.PageLimits = SMALL) -> str | None:
+    page = parse(page=text, families=F, limits=limits)
+    if page.refused is not None:
+        assert page == Page((), (), 0, (), page.refused)  # nothing of a refused page is kept
+    return page.refused
+
+
+def test_a_line_over_the_cap_refuses_the_page_in_every_shape() -> None:
+    at_cap = 'm{a="' + 'x' * (64 - len('m{a=""} 1')) + '"} 1'
+    assert len(at_cap) == 64
+    assert refused(f'{at_cap}\n') is None
+    over = at_cap.replace('x', 'xx', 1)
+    escaped = over.replace('xx', 'x\\"', 1)  # the general grammar's line
+    for page in (
+        f'm 1\n{over}\nm{{a="2"}} 2\n',
+        f'm 1\n{escaped}\n',
+        f'm 1\n  {at_cap}\n',  # the blanks before a line are part of it
+        f'm 1\n# TYPE m {"x" * 64}\n',
+        f'm 1\n{over}',  # unterminated: not kept, and still refused
+    ):
+        assert refused(page) == 'line 2: a line over 64 characters (max_line_length)', page
+    # A line of another family is skipped, however long.
+    assert refused(f'other{{a="{"x" * 1000}"}} 1\nm 1\n') is None
+
+
+def test_a_sample_over_the_label_cap_refuses_the_page() -> None:
+    three = 'm{a="1",b="2",c="3"} 1\n'
+    assert refused(three) is None
+    message = 'line 2: a sample with 4 labels, over 3 (max_labels)'
+    assert refused(three + 'm{a="1",b="2",c="3",d="4"} 1\n') == message
+    assert refused(three + 'm{a="1",b="2",c="3",d="4\\n"} 1\n') == message  # general grammar
+    # A value with `="` inside is one label, in the general grammar's shape.
+    assert refused('m{a="=\\"",b="2",c="3"} 1\n') is None
+    # Repeated names are counted before the pairs are compared (the hostile page's shape).
+    assert refused('m{' + ','.join(['a="b"'] * 50) + '} 1\n', ex.PageLimits()) is None
+    assert refused('m{' + ','.join(['a="b"'] * 200) + '} 1\n', ex.PageLimits()) == (
+        'line 1: a sample with 200 labels, over 128 (max_labels)'
+    )
+
+
+def test_series_over_the_page_cap_refuse_it_duplicates_do_not_count() -> None:
+    four = ''.join(f'm{{a="{i}"}} 1\n' for i in range(4))
+    assert refused(four + four) is None  # repeated series are reported, not counted twice
+    assert refused(four + 'm{a="4"} 1\n') == 'line 5: more than 4 series (max_series_per_page)'
+    assert refused(four + 'm{a="4",b="\\n"} 1\n') == (
+        'line 5: more than 4 series (max_series_per_page)'
+    )
+
+
+def test_series_over_the_character_cap_refuse_the_page() -> None:
+    limits = ex.PageLimits(max_series_chars=100)
+    lines = [f'm{{a="{i}",b="{"y" * 30}"}} 1\n' for i in range(3)]  # 42 characters of head
+    assert refused(''.join(lines[:2]), limits) is None
+    assert refused(''.join(lines), limits) == (
+        'line 3: series of more than 100 characters (max_series_chars)'
+    )
+
+
+def test_a_refused_page_leaves_the_parser_reading_the_next_one() -> None:
+    parser = ex.Parser(families=F, limits=SMALL)
+    assert parser.parse(page='m{a="1",b="2",c="3",d="4"} 1\n').refused is not None
+    assert parser.parse(page='m{a="1"} 1\n').samples == (Sample('m', (('a', '1'),), 1.0),)
+    assert parser.limits == SMALL
+
+
+@pytest.mark.parametrize('name', ['max_line_length', 'max_labels', 'max_series_per_page'])
+@pytest.mark.parametrize('value', [0, -1, 1.5, True])
+def test_a_cap_below_one_or_not_whole_is_refused(name: str, value: object) -> None:
+    with pytest.raises(ValueError, match=f'{name} must be a whole number of at least 1'):
+        ex.PageLimits(**{name: value})  # type: ignore[arg-type]
+
+
+def test_the_memory_is_bounded_in_characters() -> None:
+    parser = ex.Parser(families=F, cache_chars=100)
+    for i in range(50):
+        parser.parse(page=f'm{{a="{i}",b="{"y" * 20}"}} 1\n')
+        assert parser.remembered_chars <= 100
+    assert parser.remembered >= 1
+    # A key longer than the whole budget is not remembered, and the page reads the same.
+    page = parser.parse(page=f'm{{a="{"z" * 200}"}} 1\n')
+    assert page.samples == (Sample('m', (('a', 'z' * 200),), 1.0),)
+    assert parser.remembered_chars <= 100
+    with pytest.raises(ValueError, match='cache_chars'):
+        ex.Parser(families=F, cache_chars=-1)
+
+
+def test_the_hostile_label_page_is_refused_in_little_memory() -> None:
+    # 1.75 million pairs on one line once took the parser's peak from 44 MB to 1.25 GB.
+    page = 'vllm:num_requests_waiting{' + ','.join(['a="b"'] * 1_750_000) + '} 1\n'
+    tracemalloc.start()
+    try:
+        found = parse(page=page, families=VLLM_FAMILIES)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert found.refused == 'line 1: a line over 65536 characters (max_line_length)'
+    # The page after a newline (its one copy) and a little more.
+    assert peak < len(page) + 2 * 1024 * 1024
+
+
+def test_a_head_longer_than_a_real_one_is_read_but_not_remembered() -> None:
+    parser = ex.Parser(families=F)
+    long = 'm{a="' + 'x' * ex.REMEMBERED_KEY_CHARS + '"} 1\n'
+    for _ in range(2):
+        assert parser.parse(page=long).samples == (
+            Sample('m', (('a', 'x' * ex.REMEMBERED_KEY_CHARS),), 1.0),
+        )
+        assert parser.remembered == 0
+    parser.parse(page='m{a="1"} 1\n')
+    assert parser.remembered == 1

@@ -6,6 +6,7 @@ steps) and gave the same figures, except where a comment says the 2.x and 3.x ru
 
 from __future__ import annotations
 
+import gc
 import math
 
 import pytest
@@ -255,3 +256,40 @@ def test_max_over_is_the_largest_value_in_range(samples: list[tuple[float, float
     now, seconds = 1000.0, 300.0
     expected = [v for t, v in accepted if now - seconds < t <= now]
     assert series.max_over(now=now, seconds=seconds) == (max(expected) if expected else None)
+
+
+@given(
+    adds=st.lists(
+        st.tuples(st.floats(0, 500), st.floats(-10, 10) | st.just(math.nan)), max_size=300
+    ),
+    horizon=st.floats(1, 200),
+    max_samples=st.integers(2, 80),
+)
+def test_the_samples_kept_are_those_a_bounded_queue_would_keep(
+    adds: list[tuple[float, float]], horizon: float, max_samples: int
+) -> None:
+    # Long enough for the arrays to be compacted many times over.
+    adds = sorted(adds) + [(500 + t, v) for t, v in sorted(adds)]
+    series = SeriesWindow(horizon=horizon, max_samples=max_samples)
+    kept: list[tuple[float, float]] = []
+    for t, value in adds:
+        series.add(t=t, value=value)
+        if math.isfinite(value) and (not kept or t > kept[-1][0]):
+            kept = [*kept, (t, value)][-max_samples:]
+            kept = [(s, v) for s, v in kept if s > t - horizon]
+    assert len(series) == len(kept)
+    assert series.in_range(now=2000.0, seconds=5000.0) == kept
+    if kept:
+        assert series.latest(now=2000.0, seconds=5000.0) == kept[-1]
+        assert series.max_over(now=2000.0, seconds=5000.0) == max(v for _, v in kept)
+
+
+def test_the_garbage_collector_walks_no_sample_of_a_window() -> None:
+    series = SeriesWindow(horizon=1e9)
+    for t in range(1000):
+        series.add(t=float(t), value=1.0)
+    # Its samples are arrays of floats: the collector's passes visit the window and its two
+    # arrays (each naming only its type), not 1,000 samples.
+    held = gc.get_referents(series)
+    assert sum(1 for o in held if gc.is_tracked(o) and not isinstance(o, type)) == 2
+    assert all(len(gc.get_referents(o)) <= 1 for o in held if not isinstance(o, type))

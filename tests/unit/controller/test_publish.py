@@ -258,9 +258,22 @@ def test_families_exist_before_any_observation() -> None:
         'wva_errors',
         'llmscaler_scale_from_zero_seconds',
         'llmscaler_leader',
+        'llmscaler_lease_renewals',
+        'llmscaler_lease_renewal_lateness_seconds',
         'wva_models_processed',
         *REPLICA_FAMILIES,
     } <= names
+
+
+def test_lease_renewals_are_counted_by_outcome_with_their_lateness() -> None:
+    metrics = ControllerMetrics()
+    metrics.lease_renewal(late=0.0, ok=True)
+    metrics.lease_renewal(late=2.0, ok=False)
+    got = series(metrics)
+    assert got[('llmscaler_lease_renewals_total', (('outcome', 'renewed'),))] == 1.0
+    assert got[('llmscaler_lease_renewals_total', (('outcome', 'failed'),))] == 1.0
+    assert got[('llmscaler_lease_renewal_lateness_seconds_count', ())] == 2.0
+    assert got[('llmscaler_lease_renewal_lateness_seconds_bucket', (('le', '1.0'),))] == 1.0
 
 
 def test_registries_are_private() -> None:

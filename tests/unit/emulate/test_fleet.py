@@ -316,3 +316,18 @@ def test_show_sample_replaces_every_sample_of_the_name_on_one_slot_until_undone(
     emu.show_sample(slot=0, name='vllm:request_success_total', value=None)
     assert samples(0, name) != ['NaN']
     assert '-1.0' not in samples(0, 'vllm:request_success_total')
+
+
+def test_show_page_serves_a_planted_page_on_one_slot_until_undone() -> None:
+    clock = FakeClock()
+    emu = emulator(clock, replicas=2, load=PoissonLoad(rate=1.0, input_tokens=10, output_tokens=5))
+    clock.t = T0 + 1.0
+    own = emu.metrics_page(slot=0)
+    assert own is not None
+    emu.show_page(slot=0, page='vllm:num_requests_waiting{a="b",a="b"} 1\n')
+    assert emu.metrics_page(slot=0) == 'vllm:num_requests_waiting{a="b",a="b"} 1\n'
+    assert emu.metrics_page(slot=1) != emu.metrics_page(slot=0)  # the other slot: its own
+    emu.show_page(slot=0, page=None)
+    again = emu.metrics_page(slot=0)
+    assert again is not None
+    assert again.startswith('# HELP')

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,7 +61,13 @@ class Harness:
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     changes: dict[str, list[tuple[bool, float]]] = field(default_factory=dict)
 
-    def elector(self, identity: str, *, url: str | None = None) -> LeaderElector:
+    def elector(
+        self,
+        identity: str,
+        *,
+        url: str | None = None,
+        on_renewal: Callable[[float, bool], None] | None = None,
+    ) -> LeaderElector:
         client = make_client(server=url or self.api.url, timeout=5.0)
         self.clients.append(client)
         log = self.changes.setdefault(identity, [])
@@ -77,6 +83,7 @@ class Harness:
                 retry_period=2.0,
             ),
             on_change=lambda leader: log.append((leader, self.clock.monotonic())),
+            on_renewal=on_renewal,
         )
 
     async def leader(self, identity: str) -> tuple[LeaderElector, asyncio.Task[None]]:
@@ -563,3 +570,22 @@ def test_property_at_most_one_live_leader(steps: list[str]) -> None:
                 await h.close()
 
     asyncio.run(scenario())
+
+
+async def test_renewals_are_counted_with_how_late_each_started(h: Harness) -> None:
+    seen: list[tuple[float, bool]] = []
+    a = h.elector('a', on_renewal=lambda late, ok: seen.append((late, ok)))
+    await a.acquire()
+    holding = h.start(a.hold())
+    await h.run_until(4)  # renewals at 2 and 4, on time
+    assert (a.renewals, a.late_max) == (2, 0.0)
+    # A loop held for 5 s: time passes the renewal due at 6, which starts at 9.
+    h.clock.jump(5)
+    await h.clock.advance(0)
+    await h.quiesce()
+    assert a.renewals == 3
+    assert a.late_max == pytest.approx(3.0)
+    h.api.fail(status=500, path_prefix=LEASE_PATH, times=1)
+    await h.run_until(11)
+    assert seen == [(0.0, True), (0.0, True), (pytest.approx(3.0), True), (0.0, False)]
+    assert not holding.done()

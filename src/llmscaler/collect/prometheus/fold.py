@@ -47,6 +47,7 @@ failed `last_sample`: see Times), and its error is passed on.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from llmscaler.collect import histograms
@@ -115,7 +116,7 @@ def assemble(*, queries: tuple[Query, ...], outcomes: tuple[Outcome, ...], now: 
     errors: dict[str, SourceError] = {}
     pods: dict[tuple[str, str], _Acc] = {}
     seen: dict[str, set[tuple[str, str]]] = {}
-    usable: list[tuple[Query, tuple[Series, ...]]] = []
+    usable: list[tuple[Query, Sequence[Series]]] = []
     for query, outcome in zip(queries, outcomes, strict=True):
         if outcome.error is not None:
             errors[query.name] = outcome.error
@@ -151,7 +152,7 @@ def assemble(*, queries: tuple[Query, ...], outcomes: tuple[Outcome, ...], now: 
     )
 
 
-def _pod_series(query: Query, series: tuple[Series, ...]) -> list[tuple[Series, tuple[str, str]]]:
+def _pod_series(query: Query, series: Sequence[Series]) -> list[tuple[Series, tuple[str, str]]]:
     """The series of a per-pod query that belong to the scope, with their (namespace, pod)."""
     kept: list[tuple[Series, tuple[str, str]]] = []
     append = kept.append
@@ -241,7 +242,7 @@ def _fill_histograms(
 
 
 def _fill_cache_config(
-    series: tuple[Series, ...], pods: dict[tuple[str, str], _Acc]
+    series: Sequence[Series], pods: dict[tuple[str, str], _Acc]
 ) -> set[tuple[str, str]]:
     """The smallest capacity per pod; between equal capacities, the series first in label order."""
     best: dict[tuple[str, str], tuple[int, Series, int, int]] = {}
@@ -292,7 +293,7 @@ def _add_partial(
 
 
 def _fill_models(
-    usable: list[tuple[Query, tuple[Series, ...]]], queries: tuple[Query, ...]
+    usable: list[tuple[Query, Sequence[Series]]], queries: tuple[Query, ...]
 ) -> dict[tuple[str, str], _Acc]:
     scope = {(e.namespace, e.model_id) for query in queries for e in query.models}
     # The EPP queue has no namespace label: one model name speaks for every namespace.

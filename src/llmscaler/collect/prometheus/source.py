@@ -12,9 +12,12 @@ answer is decoded by `collect.prometheus.answers` and the answers are folded int
 `collect.prometheus.fold`, which holds the rules (times, which pods are kept, how series combine).
 `PrometheusSource.instant` runs one query outside the registry the same way (its credentials,
 deadlines and cap), for a caller that reads something else (`collect.prometheus.peer`).
-Decoding and folding run in a worker thread when the answers are large (`http.OFF_LOOP_BYTES`),
-so that a fleet of thousands of pods stalls the event loop, which also renews the Lease, only
-briefly (a single `json.loads` call still holds the interpreter while it runs).
+Decoding and folding run in the source's worker thread (`collect.worker`) when the answers are
+large (`http.OFF_LOOP_BYTES`), so that a fleet of thousands of pods stalls the event loop, which
+also renews the Lease, only briefly: the largest answers are decoded a series at a time
+(`collect.prometheus.answers`), and the series folded are freed in slices once the reading is
+made, as one `json.loads`, or one drop of 10,000 pods' histograms, holds the interpreter lock
+throughout.
 
 Bounds: every query is one `http.fetch` with a total deadline of `timeout` seconds (connecting,
 sending, the headers and the whole body: a server that drips a byte at a time cannot hold it
@@ -62,11 +65,13 @@ from pathlib import Path
 import httpx
 
 from llmscaler.collect import http
+from llmscaler.collect.collector import collector_paused
 from llmscaler.collect.prometheus import queries as q
-from llmscaler.collect.prometheus.answers import Outcome, collector_paused, failed, outcome
+from llmscaler.collect.prometheus.answers import Outcome, failed, outcome, release
 from llmscaler.collect.prometheus.fold import assemble
 from llmscaler.collect.prometheus.queries import Query
 from llmscaler.collect.readings import ModelScope, Reading, SourceError
+from llmscaler.collect.worker import Worker
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +122,11 @@ class PrometheusSource:
             client=client, verify=lambda: http.ssl_context(config=config), timeout=config.timeout
         )
         self._extensions = {'sni_hostname': config.server_name} if config.server_name else {}
+        self._worker = Worker(name='prometheus')
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this source created it."""
+        """Close the HTTP client if this source created it, and end its worker thread."""
+        self._worker.close()
         await self._http.aclose()
 
     async def read(self, *, scope: tuple[ModelScope, ...], now: float) -> Reading:
@@ -143,9 +150,16 @@ class PrometheusSource:
 
         def fold() -> Reading:
             with collector_paused():
-                return assemble(queries=batch, outcomes=outcomes, now=now)
+                reading = assemble(queries=batch, outcomes=outcomes, now=now)
+                # Freed here, in slices, rather than all at once on the loop when read returns.
+                for found in outcomes:
+                    if found.series is not None:
+                        release(found.series)
+                return reading
 
-        return await http.parse_off_loop(fold, size=sum(size for _, size in results))
+        return await http.parse_off_loop(
+            fold, size=sum(size for _, size in results), worker=self._worker
+        )
 
     async def instant(self, *, query: Query, now: float) -> Outcome:
         """One query outside the registry, with the same credentials and bounds (`timeout`
@@ -208,5 +222,7 @@ class PrometheusSource:
         if isinstance(answer, http.Failure):
             return failed(query, answer.reason, answer.message), 0
         size = len(answer.body)
-        decoded = await http.parse_off_loop(lambda: outcome(query=query, answer=answer), size=size)
+        decoded = await http.parse_off_loop(
+            lambda: outcome(query=query, answer=answer), size=size, worker=self._worker
+        )
         return decoded, size

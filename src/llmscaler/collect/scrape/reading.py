@@ -101,6 +101,8 @@ class PodSeries:
     hint: str
     series: dict[SeriesKey, SeriesWindow] = field(default_factory=dict)
     present: frozenset[SeriesKey] = frozenset()
+    chars: int = 0
+    """Characters of the kept series' `name{labels}` texts (the scraper's per-pod cap)."""
 
 
 def compute_reading(

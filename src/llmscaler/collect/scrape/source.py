@@ -12,8 +12,25 @@ and histogram buckets other than the two latency histograms' (`collect.histogram
 (no query reads them); a series not updated for its horizon is forgotten, and so is an untargeted
 pod with no series left. The request counters are kept for `request_count_horizon`, the latency
 buckets for two minutes (at most `histograms.MAX_SAMPLES` samples each), the others for
-`horizon`. Pages are parsed off the event loop, by one
-`exposition.Parser` per family set (vLLM, EPP) that remembers the label sets of earlier pages.
+`horizon`. Pages are parsed by one `exposition.Parser` per family set (vLLM, EPP) that remembers
+the label sets of earlier pages.
+
+Off the event loop: the loop also renews the leader's Lease, and a page of hundreds of thousands
+of series once held it for seconds. So each pod's page is parsed, checked against the caps and
+added to the pod's windows in the source's worker thread (`collect.worker`: one per source, so
+that it adds one thread competing with the loop), and `read` computes the reading there too;
+the loop only fetches and gathers. The threads run Python code, which gives
+the loop its turn every few milliseconds (the interpreter's switch interval), and no single step
+of theirs is longer than one capped line.
+
+Caps (`ScrapeConfig`): a page is refused, whole, when a line of a wanted family is longer than
+`max_line_length`, a sample has more than `max_labels` labels, the page has more than
+`max_series_per_page` series, or its series would take the pod's kept series over
+`max_series_per_pod` or `max_series_chars_per_pod` characters. The refusal is a BAD_RESPONSE
+naming the pod and the cap ("page of pod llm/a-0 refused: line 1: a line over 65536 characters
+(max_line_length)"), and the pod's kept series are dropped with it, so its readings are missing
+at once (the core holds its model) rather than a minute's leftovers; the next page within the
+caps starts its windows afresh.
 
 Bounds: every page is one `fetch_page` (`http.fetch`): a total deadline of `timeout` seconds
 (connecting, TLS, the headers and the whole body: a pod that drips a byte at a time cannot hold it
@@ -55,10 +72,25 @@ from typing import Literal
 import httpx
 
 from llmscaler.collect import histograms, http
-from llmscaler.collect.exposition import EPP_FAMILIES, VLLM_FAMILIES, Page, Parser
+from llmscaler.collect.collector import collector_paused
+from llmscaler.collect.exposition import (
+    EPP_FAMILIES,
+    VLLM_FAMILIES,
+    Page,
+    PageLimits,
+    Parser,
+    check_counts,
+)
 from llmscaler.collect.readings import ErrorReason, ModelScope, Reading, SourceError
-from llmscaler.collect.scrape.reading import REQUEST_SUCCESS, Kind, PodSeries, compute_reading
+from llmscaler.collect.scrape.reading import (
+    REQUEST_SUCCESS,
+    Kind,
+    PodSeries,
+    SeriesKey,
+    compute_reading,
+)
 from llmscaler.collect.windows import SeriesWindow
+from llmscaler.collect.worker import Worker
 
 ACCEPT = 'text/plain;version=0.0.4'
 """The 0.0.4 text format keeps the colons of vLLM names; prometheus-client 0.26 answers an
@@ -122,6 +154,12 @@ class ScrapeConfig:
       EPP pages only.
     - `horizon`: how long samples are kept (360); `request_count_horizon`: the request counters
       (3600).
+    - Caps of one page (`exposition.PageLimits`): `max_line_length` characters of a line
+      (64 KiB), `max_labels` per sample (128), `max_series_per_page` (10,000); and of one pod's
+      kept series, this page's and the earlier ones' still within their horizon:
+      `max_series_per_pod` (20,000) and `max_series_chars_per_pod` characters of their
+      `name{labels}` texts (4 MiB, also the cap of one page's). A page over any of them is
+      refused: its pod's series are dropped and its readings are missing.
     A deadline that is not a positive finite number, a cap below 1 or another scheme is a
     ValueError.
     """
@@ -142,6 +180,11 @@ class ScrapeConfig:
     client_key_file: Path | None = None
     server_name: str | None = None
     allow_http_credentials: bool = False
+    max_line_length: int = 64 * 1024
+    max_labels: int = 128
+    max_series_per_page: int = 10_000
+    max_series_per_pod: int = 20_000
+    max_series_chars_per_pod: int = 4 * http.MiB
 
     def __post_init__(self) -> None:
         http.check_seconds(timeout=self.timeout, scrape_deadline=self.scrape_deadline)
@@ -149,6 +192,20 @@ class ScrapeConfig:
         for name, scheme in (('vllm_scheme', self.vllm_scheme), ('epp_scheme', self.epp_scheme)):
             if scheme not in SCHEMES:
                 raise ValueError(f'{name} must be http or https, not {scheme!r}')
+        check_counts(
+            max_series_per_pod=self.max_series_per_pod,
+            max_series_chars_per_pod=self.max_series_chars_per_pod,
+        )
+        self.page_limits()  # the page's caps check themselves
+
+    def page_limits(self) -> PageLimits:
+        """The caps of one page; its series characters are capped as the pod's."""
+        return PageLimits(
+            max_line_length=self.max_line_length,
+            max_labels=self.max_labels,
+            max_series_per_page=self.max_series_per_page,
+            max_series_chars=self.max_series_chars_per_pod,
+        )
 
 
 def _page_failure(status: int, headers: httpx.Headers) -> http.Failure | None:
@@ -201,8 +258,19 @@ async def fetch_page(
 
 @dataclass(frozen=True, slots=True)
 class _Fetched:
-    page: Page | None = None
+    """A page read (or not) and parsed: its samples, its error, or the cap it crossed."""
+
     error: SourceError | None = None
+    page: Page | None = None
+    refusal: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Absorbed:
+    """What one pod's page left: its error, and how many non-finite samples it dropped."""
+
+    error: SourceError | None = None
+    dropped: int = 0
 
 
 class PodScrapeSource:
@@ -221,17 +289,20 @@ class PodScrapeSource:
             client=client, verify=lambda: http.ssl_context(config=config), timeout=config.timeout
         )
         # One Parser per family set: the label sets of a kind's pages come back on every scrape.
+        limits = config.page_limits()
         self._parsers: dict[Kind, Parser] = {
-            'vllm': Parser(families=VLLM_FAMILIES),
-            'epp': Parser(families=EPP_FAMILIES),
+            'vllm': Parser(families=VLLM_FAMILIES, limits=limits),
+            'epp': Parser(families=EPP_FAMILIES, limits=limits),
         }
         self._pods: dict[tuple[str, str], PodSeries] = {}
+        self._worker = Worker(name='scrape')
         self._errors: tuple[SourceError, ...] = ()
         self._dropped = 0
         self._first_scrape: float | None = None
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this source created it."""
+        """Close the HTTP client if this source created it, and end its worker thread."""
+        self._worker.close()
         await self._http.aclose()
 
     @property
@@ -240,7 +311,12 @@ class PodScrapeSource:
         return sum(len(pod.series) for pod in self._pods.values())
 
     async def scrape(self, *, now: float) -> list[SourceError]:
-        """Fetch every target's page once and add its samples to the windows."""
+        """Fetch every target's page once and add its samples to the windows.
+
+        Each pod's page is parsed and added to its windows in a worker thread (its stale series
+        forgotten there too), so that no page, however large or hostile, holds the event loop:
+        the loop only fetches, and gathers what the threads found.
+        """
         targets: dict[tuple[str, str], ScrapeTarget] = {}
         for target in sorted(self._targets_fn(), key=lambda t: (t.namespace, t.pod, t.url)):
             targets.setdefault((target.namespace, target.pod), target)
@@ -250,53 +326,38 @@ class PodScrapeSource:
         gate = asyncio.Semaphore(max(1, self._config.concurrency))
         ordered = [targets[key] for key in sorted(targets)]
         end = asyncio.get_running_loop().time() + self._config.scrape_deadline
-        fetched = await asyncio.gather(
-            *(self._fetch(target=t, token=token, gate=gate, end=end) for t in ordered)
-        )
-        errors: list[SourceError] = []
-        dropped = 0
-        for target, result in zip(ordered, fetched, strict=True):
+        for target in ordered:
             pod = self._pods.setdefault((target.namespace, target.pod), PodSeries(target.kind, ''))
             pod.kind, pod.hint = target.kind, target.model_name
-            if result.error is not None:
-                errors.append(result.error)
-            if result.page is None:
-                pod.present = frozenset()
-                continue
-            dropped += result.page.dropped_non_finite
-            present = set()
-            for sample in result.page.samples:
-                name = sample.name
-                if name in _UNUSED or (
-                    name.endswith(_UNUSED_SUFFIXES) and name not in _KEPT_BUCKETS
-                ):
-                    continue
-                key = (name, sample.labels)
-                window = pod.series.get(key)
-                if window is None:
-                    window = self._window(name)
-                    pod.series[key] = window
-                window.add(t=now, value=sample.value)
-                present.add(key)
-            pod.present = frozenset(present)
-        self._forget(now=now, current=targets.keys())
+        absorbed = await asyncio.gather(
+            *(self._scrape_pod(target=t, token=token, gate=gate, end=end, now=now) for t in ordered)
+        )
+        errors = [result.error for result in absorbed if result.error is not None]
+        gone = [key for key in self._pods if key not in targets]
+        if gone:
+            await self._worker.run(lambda: self._forget(now=now, keys=gone))
         if self._first_scrape is None and targets:
             self._first_scrape = now
         self._errors = tuple(sorted(errors, key=lambda e: (e.target, e.reason)))
-        self._dropped = dropped
+        self._dropped = sum(result.dropped for result in absorbed)
         return list(self._errors)
 
     async def read(self, *, scope: tuple[ModelScope, ...], now: float) -> Reading:
-        """The figures of the models in `scope` at `now`, from the kept windows."""
-        return compute_reading(
-            pods=self._pods,
-            scope=scope,
-            now=now,
-            history=self._history,
-            scraping_since=self._first_scrape,
-            errors=self._errors,
-            dropped_non_finite=self._dropped,
-        )
+        """The figures of the models in `scope` at `now`, from the kept windows (computed in a
+        worker thread: a thousand pods' windows take a while)."""
+        return await self._worker.run(lambda: self._reading(scope=scope, now=now))
+
+    def _reading(self, *, scope: tuple[ModelScope, ...], now: float) -> Reading:
+        with collector_paused():
+            return compute_reading(
+                pods=self._pods,
+                scope=scope,
+                now=now,
+                history=self._history,
+                scraping_since=self._first_scrape,
+                errors=self._errors,
+                dropped_non_finite=self._dropped,
+            )
 
     @property
     def _history(self) -> float:
@@ -311,9 +372,15 @@ class PodScrapeSource:
         horizon = self._history if name == REQUEST_SUCCESS else self._config.horizon
         return SeriesWindow(horizon=horizon)
 
-    async def _fetch(
-        self, *, target: ScrapeTarget, token: http.Token, gate: asyncio.Semaphore, end: float
-    ) -> _Fetched:
+    async def _scrape_pod(
+        self,
+        *,
+        target: ScrapeTarget,
+        token: http.Token,
+        gate: asyncio.Semaphore,
+        end: float,
+        now: float,
+    ) -> _Absorbed:
         async def get(deadline: float) -> bytes | http.Failure:
             return await fetch_page(
                 client=self._http.client,
@@ -331,28 +398,109 @@ class PodScrapeSource:
             work=get,
         )
         if isinstance(body, http.Failure):
-            return _Fetched(error=SourceError(target.url, body.reason, body.message))
-        return await _parse_page(target=target, body=body, parser=self._parsers[target.kind])
+            failed = _Fetched(SourceError(target.url, body.reason, body.message))
+            return await self._worker.run(
+                lambda: self._absorb(target=target, now=now, fetched=failed)
+            )
+        return await self._worker.run(lambda: self._absorb_page(target=target, body=body, now=now))
 
-    def _forget(self, *, now: float, current: Iterable[tuple[str, str]]) -> None:
-        """Drop series not seen for their horizon, then pods no longer targeted and empty."""
-        keep = set(current)
-        for key, pod in list(self._pods.items()):
-            for series, window in list(pod.series.items()):
-                if window.last_seen <= now - window.horizon:
-                    del pod.series[series]
-            if not pod.series and key not in keep:
+    def _absorb_page(self, *, target: ScrapeTarget, body: bytes, now: float) -> _Absorbed:
+        """Parse the page and add it to the pod's windows (in a worker thread)."""
+        with collector_paused():
+            parser = self._parsers[target.kind]
+            fetched = parse_page(target=target, body=body, parser=parser)
+            return self._absorb(target=target, now=now, fetched=fetched)
+
+    def _absorb(self, *, target: ScrapeTarget, now: float, fetched: _Fetched) -> _Absorbed:
+        """Add one pod's page to its windows, within the pod's caps (in a worker thread)."""
+        pod = self._pods[(target.namespace, target.pod)]
+        # First, so that series past their horizon leave room under the caps (all their
+        # samples are older than the horizon: nothing the page could add to is lost).
+        _forget_stale(pod=pod, now=now)
+        refusal = fetched.refusal
+        if fetched.page is not None and refusal is None:
+            refusal = self._over_pod_caps(pod=pod, page=fetched.page)
+        if refusal is not None:
+            # The pod's kept series go too: its readings are missing, not a minute's leftovers.
+            pod.series.clear()
+            pod.chars = 0
+            pod.present = frozenset()
+            message = f'page of pod {target.namespace}/{target.pod} refused: {refusal}'
+            error = SourceError(target.url, ErrorReason.BAD_RESPONSE, message)
+            return _Absorbed(error=error)
+        page = fetched.page
+        if page is None:
+            pod.present = frozenset()
+            return _Absorbed(error=fetched.error)
+        present = set()
+        for sample in page.samples:
+            name = sample.name
+            if name in _UNUSED or (name.endswith(_UNUSED_SUFFIXES) and name not in _KEPT_BUCKETS):
+                continue
+            key = (name, sample.labels)
+            window = pod.series.get(key)
+            if window is None:
+                window = self._window(name)
+                pod.series[key] = window
+                pod.chars += series_chars(key)
+            window.add(t=now, value=sample.value)
+            present.add(key)
+        pod.present = frozenset(present)
+        return _Absorbed(error=fetched.error, dropped=page.dropped_non_finite)
+
+    def _over_pod_caps(self, *, pod: PodSeries, page: Page) -> str | None:
+        """Which per-pod cap the page would cross, counting its series not kept yet."""
+        series = pod.series
+        new = [(s.name, s.labels) for s in page.samples if (s.name, s.labels) not in series]
+        count_limit = self._config.max_series_per_pod
+        if len(series) + len(new) > count_limit:
+            return (
+                f'{len(series)} series kept and {len(new)} new, '
+                f'over {count_limit} (max_series_per_pod)'
+            )
+        chars_limit = self._config.max_series_chars_per_pod
+        chars = pod.chars + sum(series_chars(key) for key in new)
+        if chars > chars_limit:
+            return f'series of {chars} characters, over {chars_limit} (max_series_chars_per_pod)'
+        return None
+
+    def _forget(self, *, now: float, keys: Iterable[tuple[str, str]]) -> None:
+        """Drop the stale series of pods no longer targeted, then those left empty."""
+        for key in keys:
+            pod = self._pods[key]
+            _forget_stale(pod=pod, now=now)
+            if not pod.series:
                 del self._pods[key]
 
 
-async def _parse_page(*, target: ScrapeTarget, body: bytes, parser: Parser) -> _Fetched:
+def _forget_stale(*, pod: PodSeries, now: float) -> None:
+    """Drop the pod's series not seen for their horizon."""
+    for key, window in list(pod.series.items()):
+        if window.last_seen <= now - window.horizon:
+            del pod.series[key]
+            pod.chars -= series_chars(key)
+
+
+def series_chars(key: SeriesKey) -> int:
+    """The characters of a series' `name{labels}` text as a page writes it (no escapes)."""
+    name, labels = key
+    if not labels:
+        return len(name)
+    # The braces, per label `="` and `"`, and the commas between labels.
+    return len(name) + 1 + sum(len(k) + len(v) + 4 for k, v in labels)
+
+
+def parse_page(*, target: ScrapeTarget, body: bytes, parser: Parser) -> _Fetched:
+    """The page parsed and judged: its samples, its error, or the page cap it crossed."""
     text: bytes | str = body
     utf8 = True
     try:
         text = body.decode('utf-8')
     except UnicodeDecodeError:
         utf8 = False
-    page = await asyncio.to_thread(parser.parse, page=text)
+    page = parser.parse(page=text)
+    if page.refused is not None:
+        return _Fetched(refusal=page.refused)
 
     def error(reason: ErrorReason, message: str) -> SourceError:
         return SourceError(target.url, reason, message)

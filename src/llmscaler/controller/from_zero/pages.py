@@ -24,7 +24,9 @@ one page would read as a fall and then a burst.
 
 What fails: a page that cannot be fetched (refused, too slow, over the cap, a bad status or
 content type, a token refused for plain http) or parsed is one `SourceError` in the result,
-logged at debug; nothing raises.
+logged at debug; nothing raises. A page over one of the scrape configuration's page caps (its
+line length, labels per sample, series per page or series characters: `ScrapeConfig`) is refused
+whole, a BAD_RESPONSE naming the EPP pod and the cap: its queues count as unread, not as empty.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from llmscaler.clock import Clock
 from llmscaler.collect import http
 from llmscaler.collect.exposition import EPP_FAMILIES, Page, Parser
 from llmscaler.collect.http import ssl_context
-from llmscaler.collect.readings import SourceError
+from llmscaler.collect.readings import ErrorReason, SourceError
 from llmscaler.collect.scrape.gateway import ATTEMPTS
 from llmscaler.collect.scrape.source import ScrapeConfig, ScrapeTarget, fetch_page
 
@@ -81,7 +83,7 @@ class EppPages:
         )
         self._tls = ssl_context(config=scrape) if client is None else None
         self._clients: dict[str, tuple[httpx.AsyncClient, float]] = {}
-        self._parser = Parser(families=EPP_FAMILIES)
+        self._parser = Parser(families=EPP_FAMILIES, limits=scrape.page_limits())
 
     def end(self) -> float:
         """The loop time by which a read starting now must be done."""
@@ -203,4 +205,7 @@ class EppPages:
             return SourceError(target.url, body.reason, body.message)
         read_at = self._clock.monotonic()
         page = await http.parse_off_loop(lambda: self._parser.parse(page=body), size=len(body))
+        if page.refused is not None:
+            message = f'page of EPP pod {target.namespace}/{target.pod} refused: {page.refused}'
+            return SourceError(target.url, ErrorReason.BAD_RESPONSE, message)
         return read_at, page

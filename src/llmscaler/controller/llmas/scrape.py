@@ -24,8 +24,9 @@ the API server when they are needed (the proposal's "pods referenced by the Scal
 `!k`) into lightkube's form, and a selector it cannot read is a problem, like a failed list.
 
 Bounds: all pages of one call share `scrape_deadline` (a page not in by then is missing) and at
-most `concurrency` are in flight; each page has the `timeout` and the `max_page_bytes` cap of the
-scrape configuration.
+most `concurrency` are in flight; each page has the `timeout`, the `max_page_bytes` cap and the
+page caps (line length, labels, series: `ScrapeConfig.page_limits`) of the scrape configuration;
+a page over one is a problem naming the cap, its metrics missing.
 
 What fails: nothing raises; a page that fails is a one-line problem naming the pod and the URL
 (at most `MAX_PROBLEMS` are kept, then a count), for the autoscaler's condition.
@@ -142,7 +143,11 @@ async def read_pods(
         )
         if isinstance(body, http.Failure):
             return f'{pod.name} {url}: {body.message}'
-        page = await asyncio.to_thread(parse, page=body, families=names[where])
+        page = await asyncio.to_thread(
+            parse, page=body, families=names[where], limits=config.page_limits()
+        )
+        if page.refused is not None:
+            return f'{pod.name} {url}: page refused: {page.refused}'
         sums: dict[str, float] = {}
         for sample in page.samples:
             if sample.name in names[where] and math.isfinite(sample.value):

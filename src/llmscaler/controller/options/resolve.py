@@ -266,7 +266,7 @@ def _scrape(layers: Layers, *, interval: float) -> ScrapeConfig:
     ca, cert, key = _tls_files(layers, 'scrape')
     got = {
         name: layers.get(f'scrape_{name}')
-        for name in ('timeout', 'max_page_bytes', 'concurrency', 'server_name')
+        for name in ('timeout', 'max_page_bytes', 'concurrency', 'server_name', *_CAPS)
     }
     vllm_scheme = layers.get('pod_metrics_scheme') or defaults.vllm_scheme
     epp_scheme = layers.get('epp_metrics_scheme') or defaults.epp_scheme
@@ -294,7 +294,18 @@ def _scrape(layers: Layers, *, interval: float) -> ScrapeConfig:
         client_key_file=key,
         server_name=got['server_name'],
         allow_http_credentials=allow,
+        **{cap: got[cap] or getattr(defaults, cap) for cap in _CAPS},
     )
+
+
+_CAPS = (
+    'max_line_length',
+    'max_labels',
+    'max_series_per_page',
+    'max_series_per_pod',
+    'max_series_chars_per_pod',
+)
+"""The scrape settings that cap one page or one pod (`scrape_` + the `ScrapeConfig` field)."""
 
 
 _APART = frozenset(

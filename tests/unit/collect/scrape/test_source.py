@@ -730,6 +730,13 @@ def test_defaults() -> None:
         'http',
         False,
     )
+    assert (
+        config.max_line_length,
+        config.max_labels,
+        config.max_series_per_page,
+        config.max_series_per_pod,
+        config.max_series_chars_per_pod,
+    ) == (65536, 128, 10_000, 20_000, 4 * 1024 * 1024)
 
 
 @pytest.mark.parametrize(
@@ -740,6 +747,11 @@ def test_defaults() -> None:
         ('max_page_bytes', 0, 'max_page_bytes must be a whole number of bytes of at least 1'),
         ('vllm_scheme', 'ftp', "vllm_scheme must be http or https, not 'ftp'"),
         ('epp_scheme', 'HTTPS', "epp_scheme must be http or https, not 'HTTPS'"),
+        ('max_line_length', 0, 'max_line_length must be a whole number of at least 1, not 0'),
+        ('max_labels', -1, 'max_labels must be a whole number of at least 1, not -1'),
+        ('max_series_per_page', 1.5, 'max_series_per_page must be a whole number of at least 1'),
+        ('max_series_per_pod', 0, 'max_series_per_pod must be a whole number of at least 1'),
+        ('max_series_chars_per_pod', True, 'max_series_chars_per_pod must be a whole number'),
     ],
 )
 def test_invalid_settings_are_refused(field: str, value: object, message: str) -> None:
@@ -756,3 +768,181 @@ async def test_empty_scope_and_no_targets() -> None:
         assert await as_source.read(scope=SCOPE, now=1.0) == Reading()
     finally:
         await source.aclose()
+
+
+# --- caps ---------------------------------------------------------------------------------------
+
+
+def waiting_page(count: int, *, start: int = 0, pad: str = '') -> bytes:
+    """A page of `count` queue-length series with distinct `engine` labels."""
+    return ''.join(
+        f'vllm:num_requests_waiting{{engine="{i}{pad}",model_name="{MODEL}"}} 1\n'
+        for i in range(start, start + count)
+    ).encode()
+
+
+def refusals(errors: list[SourceError]) -> list[SourceError]:
+    """The errors of pages refused for a cap (a page of queue lengths alone is partial too)."""
+    return [error for error in errors if ' refused: ' in error.message]
+
+
+PAGE_CAPS = [
+    pytest.param(
+        {'max_line_length': 1000},
+        'vllm:num_requests_waiting{a="' + 'x' * 1000 + '"} 1\n',
+        'a line over 1000 characters (max_line_length)',
+        id='line',
+    ),
+    pytest.param(
+        {'max_labels': 40},
+        'vllm:num_requests_waiting{' + ','.join(['a="b"'] * 41) + '} 1\n',
+        'a sample with 41 labels, over 40 (max_labels)',
+        id='labels',
+    ),
+    pytest.param(
+        {'max_series_per_page': 125},
+        waiting_page(10).decode(),
+        'more than 125 series (max_series_per_page)',
+        id='series',
+    ),
+    pytest.param(
+        {'max_series_chars_per_pod': 15_000},
+        waiting_page(40, pad='x' * 40).decode(),
+        'characters (max_series_chars)',
+        id='page characters',
+    ),
+]
+
+
+@pytest.mark.parametrize(('caps', 'hostile', 'message'), PAGE_CAPS)
+async def test_a_page_over_a_cap_is_refused_naming_the_pod_and_its_readings_go(
+    fleet: tuple[Fleet, TestServer], caps: dict[str, int], hostile: str, message: str
+) -> None:
+    pods, server = fleet
+    good = example_page({'vllm:kv_cache_usage_perc': 0.5})
+    # The example page (401 lines of at most 632 characters, 118 series of at most 24 labels,
+    # 13,065 characters of series) is within every cap under test.
+    source = source_for([target(server, 'bad'), target(server, 'good')], **caps)
+    try:
+        pods.replies = {'bad': Reply(body=good), 'good': Reply(body=good)}
+        assert await source.scrape(now=1000.0) == []
+        assert len((await source.read(scope=SCOPE, now=1000.0)).pods) == 2
+        pods.replies['bad'] = Reply(body=good + hostile.encode())
+        (error,) = await source.scrape(now=1015.0)
+        assert error.target == target(server, 'bad').url
+        assert error.reason is ErrorReason.BAD_RESPONSE
+        assert error.message.startswith(f'page of pod {NS}/bad refused: line '), error.message
+        assert message in error.message
+        reading = await source.read(scope=SCOPE, now=1015.0)
+        # Missing at once, not the minute's leftovers of the earlier page.
+        assert [p.pod for p in reading.pods] == ['good']
+        assert reading.pods[0].kv_usage == 0.5
+        # Within the caps again: read as usual.
+        pods.replies['bad'] = Reply(body=good)
+        assert await source.scrape(now=1030.0) == []
+        assert len((await source.read(scope=SCOPE, now=1030.0)).pods) == 2
+    finally:
+        await source.aclose()
+
+
+async def test_series_over_the_pods_cap_across_pages_are_refused(
+    fleet: tuple[Fleet, TestServer],
+) -> None:
+    pods, server = fleet
+    source = source_for([target(server, 'p1')], max_series_per_pod=10)
+    try:
+        pods.replies['p1'] = Reply(body=waiting_page(6))
+        assert not refusals(await source.scrape(now=1000.0))
+        assert not refusals(await source.scrape(now=1015.0))  # the same series again: no new ones
+        assert source.series_count == 6
+        pods.replies['p1'] = Reply(body=waiting_page(6, start=6))  # churn: six new series
+        (error,) = refusals(await source.scrape(now=1030.0))
+        assert error.message == (
+            f'page of pod {NS}/p1 refused: 6 series kept and 6 new, over 10 (max_series_per_pod)'
+        )
+        assert source.series_count == 0
+        assert (await source.read(scope=SCOPE, now=1030.0)).pods == ()
+        # Dropped with the refusal, so the next page starts afresh.
+        assert not refusals(await source.scrape(now=1045.0))
+        assert source.series_count == 6
+    finally:
+        await source.aclose()
+
+
+async def test_series_characters_over_the_pods_cap_across_pages_are_refused(
+    fleet: tuple[Fleet, TestServer],
+) -> None:
+    pods, server = fleet
+    one = len(waiting_page(1, pad='x' * 50))  # a page of one series: its text and ` 1\n`
+    source = source_for([target(server, 'p1')], max_series_chars_per_pod=(one - 3) * 5)
+    try:
+        pods.replies['p1'] = Reply(body=waiting_page(3, pad='x' * 50))
+        assert not refusals(await source.scrape(now=1000.0))
+        pods.replies['p1'] = Reply(body=waiting_page(2, start=3, pad='x' * 50))
+        assert not refusals(await source.scrape(now=1015.0))  # exactly at the cap
+        pods.replies['p1'] = Reply(body=waiting_page(1, start=5, pad='x' * 50))
+        (error,) = refusals(await source.scrape(now=1030.0))
+        assert error.message.endswith(
+            f'series of {(one - 3) * 6} characters, over {(one - 3) * 5} (max_series_chars_per_pod)'
+        ), error.message
+        assert source.series_count == 0
+    finally:
+        await source.aclose()
+
+
+async def test_forgotten_series_leave_room_under_the_pods_caps(
+    fleet: tuple[Fleet, TestServer],
+) -> None:
+    pods, server = fleet
+    source = source_for([target(server, 'p1')], max_series_per_pod=8, horizon=60.0)
+    try:
+        pods.replies['p1'] = Reply(body=waiting_page(6))
+        assert not refusals(await source.scrape(now=1000.0))
+        pods.replies['p1'] = Reply(body=waiting_page(6, start=6))
+        # The first six are past their horizon by now: forgotten before the page is counted.
+        pods.replies['p1'] = Reply(body=waiting_page(6, start=6))
+        assert not refusals(await source.scrape(now=1100.0))
+        assert source.series_count == 6
+    finally:
+        await source.aclose()
+
+
+async def test_a_large_page_is_parsed_without_holding_the_event_loop(
+    fleet: tuple[Fleet, TestServer],
+) -> None:
+    # 100,000 series, every cap lifted: seconds of parsing and window updates, done in a thread.
+    pods, server = fleet
+    pods.replies['p1'] = Reply(body=waiting_page(100_000))
+    source = source_for(
+        [target(server, 'p1')],
+        max_series_per_page=10**6,
+        max_series_per_pod=10**6,
+        max_series_chars_per_pod=10**9,
+        timeout=30.0,
+    )
+    gaps: list[float] = []
+
+    async def ticker() -> None:
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(0.005)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    ticking = asyncio.create_task(ticker())
+    try:
+        while not gaps:  # ticking
+            await asyncio.sleep(0.005)
+        started = time.perf_counter()
+        assert not refusals(await source.scrape(now=1000.0))
+        took = time.perf_counter() - started
+        assert source.series_count == 100_000
+        await asyncio.sleep(0.05)  # the ticker's turn: a gap is counted when it ends
+    finally:
+        ticking.cancel()
+        await source.aclose()
+    # Held for the whole parse, the loop would not tick for the whole scrape. What remains is
+    # the collector's one walk over the new windows once it resumes (collect.collector).
+    assert took > 0.8, took
+    assert max(gaps) < min(0.4, took / 2), (max(gaps), took)

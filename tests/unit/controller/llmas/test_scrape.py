@@ -1,13 +1,18 @@
-"""The LLMAutoScaler loop's pure pieces: the target's pods and its /scale selector."""
+"""The LLMAutoScaler loop's pieces: the target's pods, its /scale selector, and a page over a cap
+(against a loopback server)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 from lightkube.core.selector import build_selector
 
-from llmscaler.controller.llmas.scrape import TargetPod, selector_terms, target_pods
+from llmscaler.collect.scrape.source import ScrapeConfig
+from llmscaler.controller.llmas.scrape import TargetPod, read_pods, selector_terms, target_pods
+from llmscaler.kube.llmautoscaler import Metric
+from tests.support.raw_http import RawServer, serve
 
 
 @pytest.mark.parametrize(
@@ -56,3 +61,23 @@ def test_target_pods_are_the_live_ones() -> None:
         TargetPod(name='c', ip='10.0.0.3'),
         TargetPod(name='e', ip=''),
     )
+
+
+async def test_a_page_over_a_cap_is_a_problem_and_its_metrics_are_missing() -> None:
+    page = b'vllm:num_requests_waiting{' + b','.join([b'a="b"'] * 200) + b'} 3\n'
+    async with RawServer(serve(page)) as server:
+        metric = Metric.model_validate(
+            {'source': {'port': str(server.port)}, 'threshold': {'high': 10, 'low': 1}}
+        )
+        async with httpx.AsyncClient() as client:
+            found = await read_pods(
+                client=client,
+                config=ScrapeConfig(),
+                namespace='llm',
+                pods=(TargetPod(name='phi-0', ip='127.0.0.1'),),
+                metrics=(metric,),
+            )
+    assert found.values == {metric.key: (None,)}
+    (problem,) = found.problems
+    assert problem.startswith('phi-0 http://127.0.0.1:'), problem
+    assert problem.endswith('page refused: line 1: a sample with 200 labels, over 128 (max_labels)')

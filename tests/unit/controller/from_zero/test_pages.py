@@ -1,0 +1,63 @@
+"""Tests of `controller.from_zero.pages`: the EPP pages scale-from-zero reads, against a real
+loopback server, within the scrape configuration's page caps."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmscaler.clock import LoopClock
+from llmscaler.collect.readings import ErrorReason, SourceError
+from llmscaler.collect.scrape.source import ScrapeConfig, ScrapeTarget
+from llmscaler.controller.from_zero.pages import EppPages
+from tests.support.raw_http import RawServer, serve
+
+QUEUE = 'inference_extension_flow_control_queue_size'
+
+
+def queue_page(*labels: str) -> bytes:
+    return ''.join(f'{QUEUE}{{{text}}} 3\n' for text in labels).encode()
+
+
+async def read(
+    body: bytes, config: ScrapeConfig
+) -> tuple[dict[tuple[str, str], float], list[SourceError]]:
+    async with RawServer(serve(body)) as server:
+        pages = EppPages(clock=LoopClock(), scrape=config, timeout=2.0, concurrency=2, client=None)
+        target = ScrapeTarget(namespace='llm', pod='epp-0', url=f'{server.url}/metrics', kind='epp')
+        try:
+            sizes, _, errors = await pages.read([target], token=pages.token(), end=pages.end())
+        finally:
+            await pages.aclose()
+    return sizes, errors
+
+
+async def test_a_page_within_the_caps_gives_its_queues() -> None:
+    sizes, errors = await read(queue_page('target_model_name="m"'), ScrapeConfig(max_labels=1))
+    assert (sizes, errors) == ({('m', 'llm'): 3.0}, [])
+
+
+@pytest.mark.parametrize(
+    ('config', 'body', 'cap'),
+    [
+        (ScrapeConfig(max_labels=1), queue_page('a="1",target_model_name="m"'), 'max_labels'),
+        (
+            ScrapeConfig(max_line_length=100),
+            queue_page('target_model_name="' + 'm' * 100 + '"'),
+            'max_line_length',
+        ),
+        (
+            ScrapeConfig(max_series_per_page=2),
+            queue_page(*(f'target_model_name="m{i}"' for i in range(3))),
+            'max_series_per_page',
+        ),
+    ],
+)
+async def test_a_page_over_a_cap_is_refused_naming_the_epp_pod(
+    config: ScrapeConfig, body: bytes, cap: str
+) -> None:
+    sizes, errors = await read(body, config)
+    assert sizes == {}  # unread, not an empty queue
+    (error,) = errors
+    assert error.reason is ErrorReason.BAD_RESPONSE
+    assert error.message.startswith('page of EPP pod llm/epp-0 refused: line '), error.message
+    assert f'({cap})' in error.message
