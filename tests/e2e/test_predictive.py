@@ -276,7 +276,11 @@ async def test_a_burst_between_cycles_is_raised_before_the_next_cycle(
                 assert to > before, why
                 assert why.startswith('burst: '), why
                 assert mix(why)[va] == to, why
-            notes = [e.get('note', '') for e in events(cluster, 'ScaledUp')]
-            assert any('burst: ' in note for note in notes), notes
+            # The Event follows the write it reports.
+            await cluster.wait_for(
+                lambda: any('burst: ' in e.get('note', '') for e in events(cluster, 'ScaledUp')),
+                timeout=10,
+                what='a ScaledUp Event of the burst',
+            )
             print(f'burst raised {seconds:.1f} s after the step')
             assert main_resource_writes(cluster) == []
