@@ -157,7 +157,8 @@ def feed(
         horizon = HISTORY if name == REQUEST_SUCCESS else 360.0
         if name in histograms.FIELDS:
             horizon = histograms.HORIZON
-        series.series.setdefault(key, SeriesWindow(horizon=horizon)).add(t=now, value=sample.value)
+        record = series.series.setdefault(key, SeriesWindow(horizon=horizon).record)
+        SeriesWindow.of(record).add(t=now, value=sample.value)
         present.add(key)
     series.present = frozenset(present)
 

@@ -1,4 +1,5 @@
-"""`collector.paused`: the cyclic collector off for a block; decisions leave no cycles."""
+"""`gc_pause`: the cyclic collector off for overlapping blocks, start-up set aside; decisions leave
+no cycles."""
 
 from __future__ import annotations
 
@@ -54,6 +55,45 @@ def test_a_collector_that_was_off_stays_off() -> None:
     with gc_pause.paused():
         assert not gc.isenabled()
     assert not gc.isenabled()
+
+
+def test_overlapping_blocks_resume_the_collector_after_the_last() -> None:
+    gc.enable()
+    first = gc_pause.paused()
+    second = gc_pause.paused()
+    first.__enter__()
+    second.__enter__()
+    assert not gc.isenabled()
+    first.__exit__(None, None, None)
+    assert not gc.isenabled()  # the second block still runs
+    second.__exit__(None, None, None)
+    assert gc.isenabled()
+
+
+def test_a_block_begun_inside_another_does_not_keep_the_collector_off() -> None:
+    # The decision core's pause begins while a worker's is on: the collector resumes once both
+    # have ended, not never (it was on before the first).
+    gc.enable()
+    outer = gc_pause.paused()
+    outer.__enter__()
+    with gc_pause.paused():
+        pass
+    assert not gc.isenabled()
+    outer.__exit__(None, None, None)
+    assert gc.isenabled()
+
+
+def test_start_up_objects_are_set_aside_and_later_ones_are_not() -> None:
+    before = [object()]
+    try:
+        assert gc_pause.set_aside_start_up() >= 1
+        after = [object()]
+        walked = {id(o) for o in gc.get_objects()}
+        # A full pass walks the later list, not the one alive when start-up was set aside.
+        assert id(after) in walked
+        assert id(before) not in walked
+    finally:
+        gc.unfreeze()
 
 
 SLO = QueueingModelConfig(target_ttft=1500.0, target_itl=60.0)

@@ -34,83 +34,122 @@ is bounded; a query longer than the horizon therefore sees only the horizon.
 from __future__ import annotations
 
 import math
-from array import array
+import struct
 from bisect import bisect_right
-from collections.abc import Hashable
-from dataclasses import dataclass, field
 
 DEFAULT_MAX_SAMPLES = 2048
 """Enough for a 10-minute horizon at one scrape every 0.3 s."""
+
+_HEAD = struct.Struct('=4d')
+"""A record's header: horizon, max samples, pairs dropped (the start), newest time seen."""
+_PAIR = struct.Struct('=2d')
+_DOUBLE = struct.Struct('=d')
+_HEAD_PAIRS = _HEAD.size // _PAIR.size
+_START = 2 * _DOUBLE.size
+_LAST_SEEN = 3 * _DOUBLE.size
+
+
+def _at(index: int) -> int:
+    """The offset in a record of the time of its pair `index`."""
+    return _HEAD.size + index * _PAIR.size
 
 
 class SeriesWindow:
     """The recent (t, value) samples of one series, for `horizon` seconds back from the newest.
 
-    The samples are kept in two arrays of floats (times, values) from index `_start` on, not in a
-    container of tuples: a scraper keeps a window per series of every pod (tens of thousands), and
-    the garbage collector's full passes visit every element of every container they walk, while
-    an array of floats is no container to them. Dropping the oldest samples moves `_start`; the
-    arrays are compacted once the dropped part is as long as the kept one (amortized O(1)).
+    A window is a view over its record, a `bytearray` of doubles: a header (horizon, max samples,
+    how many of the oldest pairs are dropped, the newest time seen), then the (t, value) pairs. A
+    scraper keeps a window per series of every pod (tens of thousands), and the garbage
+    collector's full passes walk every container it tracks while holding the interpreter lock,
+    the event loop's turn included: a `bytearray` is no container to it, nor is a dict that holds
+    only records under keys of strings, so the store keeps the records (`record`) and makes a
+    view (`of`) when it reads or adds. Dropping the oldest samples moves the header's start; the
+    record is compacted once the dropped part is as long as the kept one (amortized O(1)).
+
+    A view must not outlive the call that reads through it: a `memoryview` of the record open
+    elsewhere would stop `add` from growing it (`BufferError`).
     """
 
-    __slots__ = ('_max', '_start', '_times', '_values', 'horizon', 'last_seen')
+    __slots__ = ('record',)
 
     def __init__(self, *, horizon: float, max_samples: int = DEFAULT_MAX_SAMPLES) -> None:
-        self.horizon = horizon
-        self._max = max(2, max_samples)
-        self._times = array('d')
-        self._values = array('d')
-        self._start = 0
-        self.last_seen = -math.inf
+        self.record = bytearray(_HEAD.pack(horizon, max(2, max_samples), 0, -math.inf))
+
+    @classmethod
+    def of(cls, record: bytearray) -> SeriesWindow:
+        """The window whose record is `record` (as made by `SeriesWindow(...).record`)."""
+        window = cls.__new__(cls)
+        window.record = record
+        return window
+
+    @property
+    def horizon(self) -> float:
+        horizon: float = _DOUBLE.unpack_from(self.record, 0)[0]
+        return horizon
+
+    @property
+    def last_seen(self) -> float:
         """The newest time `add` was called with, even for a value that was ignored."""
+        seen: float = _DOUBLE.unpack_from(self.record, _LAST_SEEN)[0]
+        return seen
 
     def __len__(self) -> int:
-        return len(self._times) - self._start
+        start = int(_DOUBLE.unpack_from(self.record, _START)[0])
+        return len(self.record) // _PAIR.size - _HEAD_PAIRS - start
 
     def add(self, *, t: float, value: float) -> None:
         """Record one sample; NaN/±Inf values and times not after the newest are ignored."""
         if not math.isfinite(t):
             return
-        self.last_seen = max(self.last_seen, t)
-        times = self._times
-        start = self._start
-        if not math.isfinite(value) or (len(times) > start and t <= times[-1]):
+        record = self.record
+        horizon, cap, dropped, last_seen = _HEAD.unpack_from(record, 0)
+        start = int(dropped)
+        end = len(record) // _PAIR.size - _HEAD_PAIRS
+        newest = _DOUBLE.unpack_from(record, _at(end - 1))[0] if end > start else -math.inf
+        if not math.isfinite(value) or t <= newest:
+            _DOUBLE.pack_into(record, _LAST_SEEN, max(last_seen, t))
             return
-        times.append(t)
-        self._values.append(value)
-        end = len(times)
-        start = max(start, end - self._max)
-        oldest_kept = t - self.horizon
-        while start < end and times[start] <= oldest_kept:
+        record += _PAIR.pack(t, value)
+        end += 1
+        start = max(start, end - int(cap))
+        oldest_kept = t - horizon
+        while start < end and _DOUBLE.unpack_from(record, _at(start))[0] <= oldest_kept:
             start += 1
         if start >= 32 and 2 * start >= end:
-            del times[:start]
-            del self._values[:start]
+            del record[_at(0) : _at(start)]
             start = 0
-        self._start = start
+        _HEAD.pack_into(record, 0, horizon, cap, start, max(last_seen, t))
 
-    def _span(self, now: float, seconds: float) -> tuple[int, int]:
-        """The indexes [lo, hi) of the samples with now − seconds < t ≤ now."""
+    def _columns(self) -> tuple[memoryview[float], memoryview[float]]:
+        """The kept times and values, oldest first (views of the record: see the class)."""
+        doubles = memoryview(self.record).cast('d')
+        first = 2 * (_HEAD_PAIRS + int(doubles[_START // _DOUBLE.size]))
+        return doubles[first::2], doubles[first + 1 :: 2]
+
+    def _span(self, times: memoryview[float], now: float, seconds: float) -> tuple[int, int]:
+        """The indexes [lo, hi) in `times` of the samples with now − seconds < t ≤ now."""
         if not (math.isfinite(now) and math.isfinite(seconds)) or seconds <= 0:
             return 0, 0
-        times = self._times
-        lo = bisect_right(times, now - seconds, self._start)
+        lo = bisect_right(times, now - seconds)
         return lo, bisect_right(times, now, lo)
 
     def in_range(self, *, now: float, seconds: float) -> list[tuple[float, float]]:
         """The samples with now − seconds < t ≤ now, oldest first."""
-        lo, hi = self._span(now, seconds)
-        return list(zip(self._times[lo:hi], self._values[lo:hi], strict=True))
+        times, values = self._columns()
+        lo, hi = self._span(times, now, seconds)
+        return list(zip(times[lo:hi], values[lo:hi], strict=True))
 
     def max_over(self, *, now: float, seconds: float) -> float | None:
         """`max_over_time(series[seconds])` at `now`; None when no sample is in range."""
-        lo, hi = self._span(now, seconds)
-        return max(self._values[lo:hi]) if hi > lo else None
+        times, values = self._columns()
+        lo, hi = self._span(times, now, seconds)
+        return max(values[lo:hi]) if hi > lo else None
 
     def latest(self, *, now: float, seconds: float) -> tuple[float, float] | None:
         """The newest (t, value) in range, as an instant query with `seconds` of lookback."""
-        lo, hi = self._span(now, seconds)
-        return (self._times[hi - 1], self._values[hi - 1]) if hi > lo else None
+        times, values = self._columns()
+        lo, hi = self._span(times, now, seconds)
+        return (times[hi - 1], values[hi - 1]) if hi > lo else None
 
     def increase(self, *, now: float, seconds: float) -> float | None:
         """`increase(series[seconds])` at `now` for a counter; None with fewer than 2 samples."""
@@ -163,47 +202,6 @@ class SeriesWindow:
         """`rate(series[seconds])` at `now`: the increase per second of the whole range."""
         increase = self.increase(now=now, seconds=seconds)
         return None if increase is None else increase / seconds
-
-
-@dataclass(slots=True)
-class WindowStore:
-    """Windows of many series, keyed by whatever identifies a series to the caller.
-
-    A key is typically (pod, sample name, labels). Series of pods that went away stop being
-    updated; `forget_older_than` drops them so the store does not grow with pod churn.
-    """
-
-    horizon: float
-    max_samples: int = DEFAULT_MAX_SAMPLES
-    _series: dict[Hashable, SeriesWindow] = field(default_factory=dict, init=False, repr=False)
-
-    def __len__(self) -> int:
-        return len(self._series)
-
-    def __contains__(self, key: Hashable) -> bool:
-        return key in self._series
-
-    def add(self, *, key: Hashable, t: float, value: float) -> SeriesWindow:
-        window = self._series.get(key)
-        if window is None:
-            window = SeriesWindow(horizon=self.horizon, max_samples=self.max_samples)
-            self._series[key] = window
-        window.add(t=t, value=value)
-        return window
-
-    def get(self, *, key: Hashable) -> SeriesWindow | None:
-        return self._series.get(key)
-
-    def forget_older_than(self, *, now: float, seconds: float | None = None) -> int:
-        """Drop the series not updated in the last `seconds` (default: the horizon); how many.
-
-        "Updated" counts every `add`, even of a NaN, because a pod that answers is still there.
-        """
-        cutoff = now - (self.horizon if seconds is None else seconds)
-        stale = [key for key, window in self._series.items() if window.last_seen <= cutoff]
-        for key in stale:
-            del self._series[key]
-        return len(stale)
 
 
 def ratio_of_rates(

@@ -30,6 +30,10 @@ sends nothing when it resumes. A loop that dies of an unexpected error also exit
 anything starts, with one line per problem on stderr and no traceback; so does a kubeconfig
 that cannot be used (or none at all) and a TLS file that cannot be loaded.
 
+Once the parts are made, the objects of start-up are set aside from the cyclic garbage
+collector (`gc_pause.set_aside_start_up`): its full passes would otherwise walk them again and
+again, holding the loop each time.
+
 Logs: `controller.logs` (level, format, the HTTP libraries kept at WARNING); the settings are
 logged once at start, without secrets (`startup.settings_line`).
 """
@@ -44,6 +48,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from llmscaler import gc_pause
 from llmscaler.clock import Clock, LoopClock
 from llmscaler.collect.prometheus.peer import PeerDesired
 from llmscaler.collect.prometheus.source import PrometheusSource
@@ -467,4 +472,5 @@ async def _serve(options: RunOptions) -> int:
         print(f'llmscaler run: {exc}', file=sys.stderr)
         return EXIT_CONFIG
     log.info('starting: %s', settings_line(options))
+    log.debug('start-up objects set aside from the collector: %d', gc_pause.set_aside_start_up())
     return await controller.run(stop=stop)

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmscaler.collect.collector import collector_paused
 from llmscaler.collect.prometheus.answers import release
 from llmscaler.collect.sliced_json import loads
+from llmscaler.gc_pause import paused
 
 VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -80,8 +80,8 @@ def test_a_large_document_lets_other_threads_run() -> None:
     watcher = threading.Thread(target=watch)
     interval = sys.getswitchinterval()
     # As it is used: with the collector off, whose passes over the new objects hold the lock
-    # too (`collect.collector`); they come after, and are not this module's.
-    with collector_paused():
+    # too (`gc_pause`); they come after, and are not this module's.
+    with paused():
         watcher.start()
         try:
             started = time.perf_counter()

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmscaler.collect.windows import SeriesWindow, WindowStore, ratio_of_rates
+from llmscaler.collect.windows import SeriesWindow, ratio_of_rates
 
 
 def window(samples: list[tuple[float, float]], *, horizon: float = 600.0) -> SeriesWindow:
@@ -199,31 +199,6 @@ def test_ratio_of_rates_none_when_nothing_happened_or_missing() -> None:
     assert ratio_of_rates(numerator=flat, denominator=moving, now=45, seconds=60) == 0.0
 
 
-# --- WindowStore ------------------------------------------------------------------------------
-
-
-def test_store_keeps_one_window_per_key_and_forgets_gone_pods() -> None:
-    store = WindowStore(horizon=60)
-    store.add(key=('pod-a', 'vllm:num_requests_waiting'), t=0, value=1.0)
-    store.add(key=('pod-b', 'vllm:num_requests_waiting'), t=0, value=2.0)
-    store.add(key=('pod-a', 'vllm:num_requests_waiting'), t=50, value=3.0)
-    # pod-b answers with NaN at 55: it is alive, even though the value is ignored.
-    store.add(key=('pod-b', 'vllm:num_requests_waiting'), t=55, value=math.nan)
-    store.add(key=('pod-c', 'vllm:num_requests_waiting'), t=10, value=5.0)
-    assert len(store) == 3
-    a = store.get(key=('pod-a', 'vllm:num_requests_waiting'))
-    assert a is not None
-    assert a.max_over(now=50, seconds=60) == 3.0
-    assert store.get(key=('pod-x', 'x')) is None
-    # At 80 with the 60 s horizon: pod-c was last seen at 10 ≤ 20 → forgotten.
-    assert store.forget_older_than(now=80) == 1
-    assert ('pod-c', 'vllm:num_requests_waiting') not in store
-    assert ('pod-b', 'vllm:num_requests_waiting') in store
-    # An explicit staleness: last seen 50 and 55 are both ≤ 80 − 20.
-    assert store.forget_older_than(now=80, seconds=20) == 2
-    assert len(store) == 0
-
-
 # --- properties --------------------------------------------------------------------------------
 
 values = st.floats(min_value=0, max_value=1e9, allow_nan=False, allow_infinity=False)
@@ -284,12 +259,28 @@ def test_the_samples_kept_are_those_a_bounded_queue_would_keep(
         assert series.max_over(now=2000.0, seconds=5000.0) == max(v for _, v in kept)
 
 
-def test_the_garbage_collector_walks_no_sample_of_a_window() -> None:
+def test_the_garbage_collector_walks_no_window_kept_by_its_record() -> None:
     series = SeriesWindow(horizon=1e9)
     for t in range(1000):
         series.add(t=float(t), value=1.0)
-    # Its samples are arrays of floats: the collector's passes visit the window and its two
-    # arrays (each naming only its type), not 1,000 samples.
-    held = gc.get_referents(series)
-    assert sum(1 for o in held if gc.is_tracked(o) and not isinstance(o, type)) == 2
-    assert all(len(gc.get_referents(o)) <= 1 for o in held if not isinstance(o, type))
+    # A record is no container to the collector, nor is a dict of records under keys of
+    # strings: a thousand pods' windows add nothing to its full passes.
+    kept = {('vllm:num_requests_waiting', (('pod', 'a'),)): series.record}
+    gc.collect()
+    assert not gc.is_tracked(series.record)
+    assert not gc.is_tracked(kept)
+    assert SeriesWindow.of(kept[next(iter(kept))]).latest(now=999.0, seconds=1.0) == (999.0, 1.0)
+
+
+def test_a_view_reads_and_grows_the_record_it_was_made_of() -> None:
+    made = SeriesWindow(horizon=60.0, max_samples=5)
+    view = SeriesWindow.of(made.record)
+    for t in range(40):
+        view.add(t=float(t), value=float(t % 7))
+    # Both see the same samples: the record is the window's only state.
+    assert made.in_range(now=39.0, seconds=100.0) == [
+        (float(t), float(t % 7)) for t in range(35, 40)
+    ]
+    assert (made.horizon, made.last_seen, len(made)) == (60.0, 39.0, 5)
+    view.add(t=41.0, value=math.nan)
+    assert (made.last_seen, len(made)) == (41.0, 5)

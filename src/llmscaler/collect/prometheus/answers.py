@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmscaler.collect import http, sliced_json
-from llmscaler.collect.collector import collector_paused
 from llmscaler.collect.prometheus.queries import Query
 from llmscaler.collect.readings import ErrorReason, SourceError
+from llmscaler.gc_pause import paused
 
 _JSON_NUMBERS = (int, float)
 SLICED_BYTES = 4 * 1024 * 1024
@@ -81,7 +81,7 @@ def outcome(*, query: Query, answer: http.Answer) -> Outcome:
         detail = _error_detail(answer.body)
         return failed(query, reason, f'{message}: {detail}' if detail else message)
     try:
-        with collector_paused():
+        with paused():
             series, dropped, warnings = _parse(_decoded(answer.body))
     except (ValueError, BadResponse) as exc:
         # json.JSONDecodeError and UnicodeDecodeError are ValueErrors.

@@ -65,13 +65,13 @@ from pathlib import Path
 import httpx
 
 from llmscaler.collect import http
-from llmscaler.collect.collector import collector_paused
 from llmscaler.collect.prometheus import queries as q
 from llmscaler.collect.prometheus.answers import Outcome, failed, outcome, release
 from llmscaler.collect.prometheus.fold import assemble
 from llmscaler.collect.prometheus.queries import Query
 from llmscaler.collect.readings import ModelScope, Reading, SourceError
 from llmscaler.collect.worker import Worker
+from llmscaler.gc_pause import paused
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +149,7 @@ class PrometheusSource:
         outcomes = tuple(result for result, _ in results)
 
         def fold() -> Reading:
-            with collector_paused():
+            with paused():
                 reading = assemble(queries=batch, outcomes=outcomes, now=now)
                 # Freed here, in slices, rather than all at once on the loop when read returns.
                 for found in outcomes:

@@ -93,13 +93,15 @@ REQUEST_SUCCESS = 'vllm:request_success_total'
 class PodSeries:
     """What is kept of one scraped pod: a window per series, and the series of its last page.
 
-    `hint` is the target's model name, for series without a `model_name` label; `present` is
-    empty after a failed scrape (Prometheus marks a failed target's series stale).
+    The windows are kept as their records (`SeriesWindow.record`), so that the garbage collector
+    walks none of them. `hint` is the target's model name, for series without a `model_name`
+    label; `present` is empty after a failed scrape (Prometheus marks a failed target's series
+    stale).
     """
 
     kind: Kind
     hint: str
-    series: dict[SeriesKey, SeriesWindow] = field(default_factory=dict)
+    series: dict[SeriesKey, bytearray] = field(default_factory=dict)
     present: frozenset[SeriesKey] = frozenset()
     chars: int = 0
     """Characters of the kept series' `name{labels}` texts (the scraper's per-pod cap)."""
@@ -127,7 +129,8 @@ def compute_reading(
     counters: dict[tuple[str, str], list[SeriesWindow]] = {}
     for key in sorted(pods):
         pod = pods[key]
-        for (name, labels), window in sorted(pod.series.items()):
+        for (name, labels), record in sorted(pod.series.items()):
+            window = SeriesWindow.of(record)
             model = dict(labels).get('model_name', pod.hint)
             if name == REQUEST_SUCCESS and pod.kind == 'vllm':
                 counters.setdefault((key[0], model), []).append(window)

@@ -72,7 +72,6 @@ from typing import Literal
 import httpx
 
 from llmscaler.collect import histograms, http
-from llmscaler.collect.collector import collector_paused
 from llmscaler.collect.exposition import (
     EPP_FAMILIES,
     VLLM_FAMILIES,
@@ -91,6 +90,7 @@ from llmscaler.collect.scrape.reading import (
 )
 from llmscaler.collect.windows import SeriesWindow
 from llmscaler.collect.worker import Worker
+from llmscaler.gc_pause import paused
 
 ACCEPT = 'text/plain;version=0.0.4'
 """The 0.0.4 text format keeps the colons of vLLM names; prometheus-client 0.26 answers an
@@ -348,7 +348,7 @@ class PodScrapeSource:
         return await self._worker.run(lambda: self._reading(scope=scope, now=now))
 
     def _reading(self, *, scope: tuple[ModelScope, ...], now: float) -> Reading:
-        with collector_paused():
+        with paused():
             return compute_reading(
                 pods=self._pods,
                 scope=scope,
@@ -406,7 +406,7 @@ class PodScrapeSource:
 
     def _absorb_page(self, *, target: ScrapeTarget, body: bytes, now: float) -> _Absorbed:
         """Parse the page and add it to the pod's windows (in a worker thread)."""
-        with collector_paused():
+        with paused():
             parser = self._parsers[target.kind]
             fetched = parse_page(target=target, body=body, parser=parser)
             return self._absorb(target=target, now=now, fetched=fetched)
@@ -438,12 +438,11 @@ class PodScrapeSource:
             if name in _UNUSED or (name.endswith(_UNUSED_SUFFIXES) and name not in _KEPT_BUCKETS):
                 continue
             key = (name, sample.labels)
-            window = pod.series.get(key)
-            if window is None:
-                window = self._window(name)
-                pod.series[key] = window
+            record = pod.series.get(key)
+            if record is None:
+                record = pod.series[key] = self._window(name).record
                 pod.chars += series_chars(key)
-            window.add(t=now, value=sample.value)
+            SeriesWindow.of(record).add(t=now, value=sample.value)
             present.add(key)
         pod.present = frozenset(present)
         return _Absorbed(error=fetched.error, dropped=page.dropped_non_finite)
@@ -475,7 +474,8 @@ class PodScrapeSource:
 
 def _forget_stale(*, pod: PodSeries, now: float) -> None:
     """Drop the pod's series not seen for their horizon."""
-    for key, window in list(pod.series.items()):
+    for key, record in list(pod.series.items()):
+        window = SeriesWindow.of(record)
         if window.last_seen <= now - window.horizon:
             del pod.series[key]
             pod.chars -= series_chars(key)

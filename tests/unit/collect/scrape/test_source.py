@@ -943,6 +943,6 @@ async def test_a_large_page_is_parsed_without_holding_the_event_loop(
         ticking.cancel()
         await source.aclose()
     # Held for the whole parse, the loop would not tick for the whole scrape. What remains is
-    # the collector's one walk over the new windows once it resumes (collect.collector).
+    # the collector's one walk over the new windows once it resumes (gc_pause.paused).
     assert took > 0.8, took
     assert max(gaps) < min(0.4, took / 2), (max(gaps), took)
