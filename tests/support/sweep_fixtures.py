@@ -1,0 +1,68 @@
+"""Small sweeps for the runner's tests (tests/unit/sim/sweep): real simulated runs, seconds each.
+
+- `small_sweep(policies, duration)`: a `RunSpec` per policy on the `on-off` case (warm start off,
+  the built-in fleet), cut to `duration` seconds.
+- `Square`: a task that is not a simulation (its result is its input squared), to check the
+  runner's order, caching and errors cheaply; `Fails` raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from llmscaler.sim.scenario import cases, loader
+from llmscaler.sim.scenario.setup import build_policies
+from llmscaler.sim.scenario.workloads import build_workloads, model_slos
+from llmscaler.sim.sweep.tasks import RunSpec
+
+POLICIES = ('default', 'predictive', 'keda-queue', 'hpa-kv', 'kaito-realtime')
+
+
+def small_sweep(
+    *, policies: Sequence[str] = POLICIES, duration: float = 300.0, seed: int = 1
+) -> list[RunSpec]:
+    document = cases.case(name='on-off', policies=list(policies), duration=duration, seed=seed)
+    document['warm_start'] = False
+    setup = loader.from_document(document=document, where='on-off')
+    workloads = build_workloads(scenario=setup)
+    slos = model_slos(scenario=setup, workloads=workloads)
+    return [
+        RunSpec(
+            traces=workloads.traces,
+            variants=setup.variants,
+            policy=policy,
+            settings=setup.settings,
+            slos=next(iter(slos.values())),
+        )
+        for policy in build_policies(scenario=setup, workloads=workloads, slos=slos)
+    ]
+
+
+@dataclass(frozen=True)
+class Square:
+    value: int
+    extra: frozenset[str] = frozenset()
+
+    @property
+    def label(self) -> str:
+        return f'square {self.value}'
+
+    def identity(self) -> object:
+        return ('square', self.value, self.extra)
+
+    def __call__(self) -> int:
+        return self.value * self.value
+
+
+@dataclass(frozen=True)
+class Fails:
+    @property
+    def label(self) -> str:
+        return 'fails'
+
+    def identity(self) -> object:
+        return 'fails'
+
+    def __call__(self) -> int:
+        raise RuntimeError('this task fails')
