@@ -3,7 +3,7 @@
 - `small_sweep(policies, duration)`: a `RunSpec` per policy on the `on-off` case (warm start off,
   the built-in fleet), cut to `duration` seconds.
 - `Square`: a task that is not a simulation (its result is its input squared), to check the
-  runner's order, caching and errors cheaply; `Fails` raises.
+  runner's order, caching and errors cheaply; `Fails` raises; `mixed` lists both kinds.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from llmscaler.sim.scenario import cases, loader
 from llmscaler.sim.scenario.setup import build_policies
 from llmscaler.sim.scenario.workloads import build_workloads, model_slos
-from llmscaler.sim.sweep.tasks import RunSpec
+from llmscaler.sim.sweep.tasks import RunSpec, Task
 
 POLICIES = ('default', 'predictive', 'keda-queue', 'hpa-kv', 'kaito-realtime')
 
@@ -66,3 +66,8 @@ class Fails:
 
     def __call__(self) -> int:
         raise RuntimeError('this task fails')
+
+
+def mixed(*tasks: Square | Fails) -> list[Task[int]]:
+    """Tasks of both kinds in one list (a sweep of int results)."""
+    return list(tasks)

@@ -11,7 +11,7 @@ import pytest
 from llmscaler.sim import runner
 from llmscaler.sim.sweep.cache import RunCache
 from llmscaler.sim.sweep.sweep import Sweep
-from tests.support.sweep_fixtures import Fails, Square, small_sweep
+from tests.support.sweep_fixtures import Fails, Square, mixed, small_sweep
 
 
 def test_one_worker_and_two_give_the_same_summaries_in_the_same_order() -> None:
@@ -72,7 +72,7 @@ def test_a_second_sweep_on_the_same_inputs_simulates_nothing(
 def test_an_interrupted_sweep_resumes_from_the_runs_it_finished(tmp_path: Path) -> None:
     cache = RunCache(directory=tmp_path)
     with Sweep(jobs=1, cache=cache) as sweep, pytest.raises(RuntimeError, match='fails'):
-        sweep.run(tasks=[Square(2), Square(3), Fails(), Square(4)])
+        sweep.run(tasks=mixed(Square(2), Square(3), Fails(), Square(4)))
     assert sweep.executed == 2  # one after another: 2 and 3 finished before the failure
     with Sweep(jobs=1, cache=cache) as again:
         assert again.run(tasks=[Square(2), Square(3), Square(4)]) == [4, 9, 16]
@@ -95,7 +95,7 @@ def test_a_changed_input_misses_the_cache(tmp_path: Path) -> None:
 
 def test_a_task_that_fails_in_a_worker_fails_the_sweep() -> None:
     with Sweep(jobs=2) as sweep, pytest.raises(RuntimeError, match='this task fails'):
-        sweep.run(tasks=[Square(1), Fails(), Square(3)])
+        sweep.run(tasks=mixed(Square(1), Fails(), Square(3)))
 
 
 def test_no_bar_is_drawn_unless_asked_when_stderr_is_not_a_terminal(
