@@ -9,12 +9,16 @@ must not depend on anything outside itself that its `identity` does not name (a 
 patched by a benchmark is named by that benchmark's task), or the cache would hand back a run
 of other inputs.
 
+`SimResult.wall_seconds` is the seconds the run took where it ran (the one clock read here, for
+the report; a result from the cache keeps the time it took then).
+
 What fails: whatever `runner.run` raises for the spec (bad settings, a bad fleet, a policy
 returning an unknown variant) is raised by the call, in the worker, and re-raised by the sweep.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -84,6 +88,7 @@ class RunSpec:
         )
 
     def __call__(self) -> Finished:
+        began = time.perf_counter()
         result = runner.run(
             trace=self.traces,
             variants=self.variants,
@@ -94,5 +99,6 @@ class RunSpec:
         notes = getattr(self.policy, 'notes', None)
         if callable(notes):  # what the policy learnt about its own run (the clairvoyant's)
             result.notes.extend(notes())
+        result.wall_seconds = time.perf_counter() - began
         summary = metrics.summarize(result=result, slo=self.slos)
         return Finished(summary=summary, result=result if self.keep else None)
