@@ -4,18 +4,22 @@
   the built-in fleet), cut to `duration` seconds.
 - `Square`: a task that is not a simulation (its result is its input squared), to check the
   runner's order, caching and errors cheaply; `Fails` raises; `mixed` lists both kinds.
+- `Wide(jobs)`: an executor that claims `jobs` workers and runs everything here (the searches'
+  rounds as N workers would see them, at no cost).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from llmscaler.sim.scenario import cases, loader
 from llmscaler.sim.scenario.setup import build_policies
 from llmscaler.sim.scenario.workloads import build_workloads, model_slos
 from llmscaler.sim.sweep.tasks import RunSpec, Task
 
+R = TypeVar('R')
 POLICIES = ('default', 'predictive', 'keda-queue', 'hpa-kv', 'kaito-realtime')
 
 
@@ -71,3 +75,18 @@ class Fails:
 def mixed(*tasks: Square | Fails) -> list[Task[int]]:
     """Tasks of both kinds in one list (a sweep of int results)."""
     return list(tasks)
+
+
+class Wide:
+    """An executor that says it has `jobs` workers and runs every task here, in order: what a
+    search does with N workers, without starting any."""
+
+    def __init__(self, *, jobs: int) -> None:
+        self.jobs = jobs
+
+    def start(self, *, tasks: Sequence[Task[R]]) -> Iterator[tuple[int, R]]:
+        for index, task in enumerate(tasks):
+            yield index, task()
+
+    def close(self) -> None:
+        pass
