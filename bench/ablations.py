@@ -170,7 +170,8 @@ def main() -> int:
     with policy.sweep_for(
         jobs=args.jobs, cache=not args.no_cache, label='bench/ablations.py'
     ) as sweep:
-        summaries = sweep.run(tasks=tasks)
+        weights = [policy.Case(name=t.case, names=(POLICY,)).weight() for t in tasks]
+        summaries = sweep.run(tasks=tasks, weights=weights)
     results = {(t.case, t.ablation): row for t, row in zip(tasks, summaries, strict=True)}
     text = block(results, names=names)
     doc_blocks.emit(DOC, markers=MARKERS, body=text, write_docs=args.write_docs)

@@ -52,6 +52,7 @@ from llmscaler.sim import simulate
 from llmscaler.sim.report.summary import PolicySummary
 from llmscaler.sim.scenario import cases, loader
 from llmscaler.sim.scenario.setup import FIXED_POLICIES, SEARCHED_POLICIES
+from llmscaler.sim.scenario.workloads import build_workloads
 from llmscaler.sim.sweep import cache as run_cache
 from llmscaler.sim.sweep.executors import default_jobs
 from llmscaler.sim.sweep.sweep import Sweep
@@ -164,6 +165,11 @@ def file_digests(document: object) -> list[tuple[str, str]]:
     return [(p, hashlib.sha256(Path(p).read_bytes()).hexdigest()) for p in sorted(found)]
 
 
+PREFIX_COST = 6.0
+"""A run with prefix caching on costs about this many runs without (docs/performance.md,
+bench/simulate.py's case (c))."""
+
+
 @dataclass(frozen=True)
 class Case:
     """One case of the benchmark with these policies and seed, as a task of a sweep
@@ -196,6 +202,14 @@ class Case:
     def identity(self) -> object:
         document = self.document()
         return ('bench/policy.py case', document, file_digests(document))
+
+    def weight(self) -> float:
+        """An estimate of the case's cost, for the sweep to start the heaviest first: its
+        requests × policies, × `PREFIX_COST` with prefix caching on."""
+        setup = loader.from_document(document=self.document(), where=self.name)
+        requests = sum(len(t) for t in build_workloads(scenario=setup).traces.values())
+        caching = PREFIX_COST if setup.settings.prefix_caching else 1.0
+        return requests * len(self.names) * caching
 
     def __call__(self) -> tuple[list[PolicySummary], float]:
         started = time.perf_counter()
@@ -469,7 +483,7 @@ def main() -> int:
             Case(name=case, names=pair, seed=seed, jobs=inner) for case in chosen for seed in SEEDS
         ]
     with sweep_for(jobs=args.jobs, cache=not args.no_cache, label='bench/policy.py') as sweep:
-        done = sweep.run(tasks=tasks)
+        done = sweep.run(tasks=tasks, weights=[t.weight() for t in tasks])
     results: dict[str, list[PolicySummary]] = {}
     seeded: dict[tuple[str, int], list[PolicySummary]] = {}
     for task, (rows, seconds) in zip(tasks, done, strict=True):

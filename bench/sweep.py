@@ -9,7 +9,7 @@ whose answer depends on the number of workers is wrong, however fast):
 (a) bench/policy.py's sweep: every benchmark case with every policy bench/policy.py runs (the
     clairvoyant bound's and `static-best`'s searches included), each case one task, cut to
     `--duration` seconds (default 600; bench/policy.py runs 1,800) so that both passes take a
-    few minutes;
+    few minutes; the cases start heaviest first, as bench/policy.py starts them (`Case.weight`);
 (b) `llmscaler simulate` on the built-in scenario (what `make run` runs, without writing the
     report): its calibration, the bound's searches and its six policies, the runs of the
     searches in rounds (`sim.policies.bound`).
@@ -69,7 +69,8 @@ def policy_sweep(*, duration: float) -> bool:
 
     def run(jobs: int) -> list[list[object]]:
         with Sweep(jobs=jobs, progress=False) as sweep:
-            return [list(rows) for rows, _ in sweep.run(tasks=tasks)]
+            done = sweep.run(tasks=tasks, weights=[t.weight() for t in tasks])
+            return [list(rows) for rows, _ in done]
 
     seconds, results = timed(run)
     same = repr(results[1]) == repr(results[2])  # NaN != NaN; their reprs are equal

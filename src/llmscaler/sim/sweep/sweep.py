@@ -10,6 +10,11 @@ what a caller does with them does not depend on which finished first. A round of
 in this process (nothing to share, and no pickling). The executor's workers live as long as the
 sweep (`close`, or a `with` block).
 
+Order: results always come back in the tasks' order; `weights` (an estimate of each task's cost,
+any unit) only changes the order in which they start, heaviest first (ties: input order), so
+that a long task does not start last and run alone while the other workers idle (longest
+processing time first).
+
 `executed` and `reused` count the tasks run and the tasks found in the cache over the sweep's
 life (what the tests and the benchmarks report).
 
@@ -54,8 +59,11 @@ class Sweep:
     def jobs(self) -> int:
         return self.executor.jobs
 
-    def run(self, *, tasks: Sequence[Task[R]]) -> list[R]:
-        """The results of `tasks`, in their order (cached ones reused, the others run)."""
+    def run(self, *, tasks: Sequence[Task[R]], weights: Sequence[float] | None = None) -> list[R]:
+        """The results of `tasks`, in their order (cached ones reused, the others run, the
+        heaviest of `weights` first)."""
+        if weights is not None and len(weights) != len(tasks):
+            raise ValueError(f'{len(weights)} weights for {len(tasks)} tasks')
         results: list[R | None] = [None] * len(tasks)
         done = [False] * len(tasks)
         keys: list[str | None] = [None] * len(tasks)
@@ -69,6 +77,8 @@ class Sweep:
                     self.reused += 1
                     self.bar.advance()
         todo = [index for index in range(len(tasks)) if not done[index]]
+        if weights is not None:
+            todo.sort(key=lambda index: (-weights[index], index))
         chosen: Executor = self.executor if len(todo) > 1 else executor_for(jobs=1)
         for position, value in chosen.start(tasks=[tasks[index] for index in todo]):
             index = todo[position]

@@ -4,14 +4,19 @@ cache without simulating again."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from llmscaler.sim import runner
 from llmscaler.sim.sweep.cache import RunCache
 from llmscaler.sim.sweep.sweep import Sweep
-from tests.support.sweep_fixtures import Fails, Square, mixed, small_sweep
+from llmscaler.sim.sweep.tasks import Task
+from tests.support.sweep_fixtures import Fails, Square, Wide, mixed, small_sweep
+
+R = TypeVar('R')
 
 
 def test_one_worker_and_two_give_the_same_summaries_in_the_same_order() -> None:
@@ -110,3 +115,20 @@ def test_no_bar_is_drawn_unless_asked_when_stderr_is_not_a_terminal(
 def test_jobs_below_one_are_refused() -> None:
     with pytest.raises(ValueError, match='at least 1'):
         Sweep(jobs=0)
+
+
+def test_weights_start_the_heaviest_first_and_keep_the_order_of_results() -> None:
+    started: list[int] = []
+
+    class Recording(Wide):
+        def start(self, *, tasks: Sequence[Task[R]]) -> Iterator[tuple[int, R]]:
+            for index, task in enumerate(tasks):
+                started.append(task.value)  # type: ignore[attr-defined]
+                yield index, task()
+
+    with Sweep(executor=Recording(jobs=2)) as sweep:
+        found = sweep.run(tasks=[Square(1), Square(2), Square(3), Square(4)], weights=[1, 5, 1, 9])
+    assert found == [1, 4, 9, 16]
+    assert started == [4, 2, 1, 3]
+    with pytest.raises(ValueError, match='2 weights for 1 tasks'):
+        sweep.run(tasks=[Square(1)], weights=[1, 2])
