@@ -15,7 +15,10 @@ and the searches' included, drawn when stderr is a terminal); without it (`progr
 line when the calibration is done and one per policy once the policies have run, in their order
 (cost, SLO attainment, wall time). Every run (the calibration's, the searches', the policies')
 goes through the sweep given (`--jobs` worker processes, the run cache), so the report is the
-same whichever the number of workers; without one, they run here, one after another.
+same whichever the number of workers; without one, they run here, one after another. With more
+than one worker and no warm start, the calibration's search and the search of the best fixed
+fleet (`static-best`, the bound's) run side by side, in two threads sharing the workers: the
+fixed fleet's search starts from the scenario's own fleet, so neither waits for the other.
 
 What fails: bad scenario or trace input raises `ScenarioError` / `TraceError` (one line each) before
 anything runs; the caller turns them into an exit status. Wall-clock time is read here (for the
@@ -27,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -34,14 +38,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from llmscaler.sim.policies.bound import Fleet
 from llmscaler.sim.report import summary as metrics
 from llmscaler.sim.report import writer as report
 from llmscaler.sim.report.table import slo_text
 from llmscaler.sim.report.writer import RequestsCsv
 from llmscaler.sim.scenario.setup import (
+    best_fleet,
     build_policies,
     calibrate_capacities,
     needs_capacities,
+    needs_fleet,
     warm_start_fleet,
     with_start_fleet,
 )
@@ -156,11 +163,24 @@ def run(
     console.print(_header(setup, workloads, slos))
     capacities: dict[str, float] | None = None
     calibration_seconds: float | None = None
+    fleet: Fleet | None = None
     if needs_capacities(scenario=setup):
         calibrating = time.perf_counter()
-        capacities = calibrate_capacities(
-            scenario=setup, workloads=workloads, slos=slos, sweep=sweep
-        )
+        if not setup.warm_start and needs_fleet(scenario=setup) and sweep.jobs > 1:
+            # The two searches are independent when the start fleet is the scenario's own:
+            # their rounds share the workers (each reads only its own runs: the same answers).
+            with ThreadPoolExecutor(max_workers=1) as other:
+                searching = other.submit(
+                    best_fleet, scenario=setup, workloads=workloads, slos=slos, sweep=sweep
+                )
+                capacities = calibrate_capacities(
+                    scenario=setup, workloads=workloads, slos=slos, sweep=sweep
+                )
+                fleet = searching.result()
+        else:
+            capacities = calibrate_capacities(
+                scenario=setup, workloads=workloads, slos=slos, sweep=sweep
+            )
         calibration_seconds = time.perf_counter() - calibrating
         if not progress:
             console.print(
@@ -174,7 +194,12 @@ def run(
         setup = with_start_fleet(scenario=setup, initial=initial)
         console.print(f'warm start: {escape(_fleet(setup))}')
     policies = build_policies(
-        scenario=setup, workloads=workloads, slos=slos, capacities=capacities, sweep=sweep
+        scenario=setup,
+        workloads=workloads,
+        slos=slos,
+        capacities=capacities,
+        sweep=sweep,
+        fleet=fleet,
     )
     runs = [
         RunSpec(

@@ -359,9 +359,16 @@ def _mean_mix(workload: Trace) -> tuple[float, float]:
     return float(np.mean(workload.input_tokens)), float(np.mean(workload.output_tokens))
 
 
-def _best_fleet(
+def needs_fleet(*, scenario: Scenario) -> bool:
+    """Whether running `scenario` searches the best fixed fleet (`static-best`, clairvoyant)."""
+    return 'static-best' in scenario.policies or 'clairvoyant' in scenario.policies
+
+
+def best_fleet(
     *, scenario: Scenario, workloads: Workloads, slos: Mapping[str, SLO], sweep: Sweep | None
 ) -> bound.Fleet:
+    """The best fixed fleet of `scenario` as it starts (`bound.best_static`); `ScenarioError`
+    when its count space is too large to search."""
     try:
         return bound.best_static(
             setting=_setting(scenario=scenario, workloads=workloads, slos=slos, sweep=sweep)
@@ -377,16 +384,18 @@ def build_policies(
     slos: Mapping[str, SLO],
     capacities: Mapping[str, float] | None = None,
     sweep: Sweep | None = None,
+    fleet: bound.Fleet | None = None,
 ) -> list[Policy]:
     """Instantiate the scenario's policies in the order given. The clairvoyant policy uses
     `capacities` when given, else calibrates them (`calibrate_capacities`), and keeps the best
     fixed fleet instead when that is cheaper (`bound.clairvoyant_bound`); `static-best` and the
-    clairvoyant policy share one search of fixed fleets (`bound.best_static`). The searches'
-    runs go through `sweep` (None: here, one after another)."""
+    clairvoyant policy share one search of fixed fleets (`bound.best_static`), or `fleet` when
+    the caller searched it (`best_fleet`, on this scenario as it starts). The searches' runs go
+    through `sweep` (None: here, one after another)."""
     names = [v.name for v in scenario.variants]
     first = scenario.first_variants
     built: list[Policy] = []
-    fleet: bound.Fleet | None = None  # the best fixed fleet, searched once for both uses
+    # `fleet`: the best fixed fleet, searched once for both uses
     for name in scenario.policies:
         if name == DEFAULT or registry.by_name(name) is not None:
             stated = intents(scenario=scenario, workloads=workloads, slos=slos)
@@ -424,7 +433,7 @@ def build_policies(
             except ValueError as exc:
                 raise ScenarioError(f'policies: {exc}') from None
         elif name == 'static-best':
-            fleet = fleet or _best_fleet(
+            fleet = fleet or best_fleet(
                 scenario=scenario, workloads=workloads, slos=slos, sweep=sweep
             )
             built.append(fleet.policy())
@@ -433,7 +442,7 @@ def build_policies(
                 capacities = calibrate_capacities(
                     scenario=scenario, workloads=workloads, slos=slos, sweep=sweep
                 )
-            fleet = fleet or _best_fleet(
+            fleet = fleet or best_fleet(
                 scenario=scenario, workloads=workloads, slos=slos, sweep=sweep
             )
             built.append(

@@ -6,9 +6,10 @@ gets the same parallelism (`--jobs`), the same progress bar and the same resume.
 takes the tasks of one round (a search asks for the next round once it has read this one's
 results), looks each up in the run cache (`cache`), runs the others on the executor
 (`executors`), stores each result as it finishes, and returns them all in the tasks' order, so
-what a caller does with them does not depend on which finished first. A round of one task runs
-in this process (nothing to share, and no pickling). The executor's workers live as long as the
-sweep (`close`, or a `with` block).
+what a caller does with them does not depend on which finished first. With one job a round runs
+in this process. The executor's workers live as long as the sweep (`close`, or a `with` block).
+Several threads may call `run` at once (two independent searches, each waiting for its rounds):
+their tasks share the workers.
 
 Order: results always come back in the tasks' order; `weights` (an estimate of each task's cost,
 any unit) only changes the order in which they start, heaviest first (ties: input order), so
@@ -25,6 +26,7 @@ same whenever and wherever it was computed.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from types import TracebackType
 from typing import TypeVar, cast
@@ -54,6 +56,7 @@ class Sweep:
         self.bar = Bar(label=label, show=progress)
         self.executed = 0
         self.reused = 0
+        self._lock = threading.Lock()
 
     @property
     def jobs(self) -> int:
@@ -67,26 +70,28 @@ class Sweep:
         results: list[R | None] = [None] * len(tasks)
         done = [False] * len(tasks)
         keys: list[str | None] = [None] * len(tasks)
-        self.bar.add(len(tasks))
+        with self._lock:
+            self.bar.add(len(tasks))
         if self.cache is not None:
             for index, task in enumerate(tasks):
                 keys[index] = run_cache.key(identity=task.identity())
                 found, value = self.cache.get(key=cast(str, keys[index]))
                 if found:
                     results[index], done[index] = cast(R, value), True
-                    self.reused += 1
-                    self.bar.advance()
+                    with self._lock:
+                        self.reused += 1
+                        self.bar.advance()
         todo = [index for index in range(len(tasks)) if not done[index]]
         if weights is not None:
             todo.sort(key=lambda index: (-weights[index], index))
-        chosen: Executor = self.executor if len(todo) > 1 else executor_for(jobs=1)
-        for position, value in chosen.start(tasks=[tasks[index] for index in todo]):
+        for position, value in self.executor.start(tasks=[tasks[index] for index in todo]):
             index = todo[position]
             results[index] = value
-            self.executed += 1
             if self.cache is not None:
                 self.cache.put(key=cast(str, keys[index]), value=value)
-            self.bar.advance()
+            with self._lock:
+                self.executed += 1
+                self.bar.advance()
         return cast(list[R], results)
 
     def close(self) -> None:
