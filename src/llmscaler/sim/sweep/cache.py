@@ -48,8 +48,9 @@ def default_directory() -> Path:
     return Path(base) / 'llmscaler' / 'runs'
 
 
-class _Canonical(pickle.Pickler):
-    """A pickler that writes sets in a fixed order, so equal values pickle to equal bytes."""
+class _Canonical(pickle._Pickler):
+    """A pickler that writes sets in a fixed order, so equal values pickle to equal bytes. The
+    pure-Python pickler: the C one does not consult `reducer_override` for sets."""
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, set | frozenset):
