@@ -55,9 +55,7 @@ def fleet(*, maxima: dict[str, int]) -> tuple[VariantSpec, ...]:
     )
 
 
-def formula(
-    *, maxima: dict[str, int], demand: float, jobs: int, crowd: int = 1000
-) -> Formula:
+def formula(*, maxima: dict[str, int], demand: float, jobs: int, crowd: int = 1000) -> Formula:
     (run,) = small_sweep(policies=('default',), duration=60.0)
     assert isinstance(run.traces, Mapping)
     return Formula(
