@@ -131,19 +131,7 @@ def run_case(
     jobs: int = 1,
 ) -> list[PolicySummary]:
     """The summaries of `names` on case `name`; the case's own runs on `jobs` workers."""
-    document = cases.case(
-        name=name, policies=list(names), traces=TRACES, seed=seed, duration=duration
-    )
-    setup = loader.from_document(document=document, where=name)
-    with Sweep(jobs=jobs, progress=False) as sweep:
-        outcome = simulate.run(
-            setup=setup,
-            out=None,
-            console=Console(stderr=True, quiet=True),
-            progress=False,
-            sweep=sweep,
-        )
-    return outcome.summaries
+    return Case(name=name, names=tuple(names), seed=seed, duration=duration, jobs=jobs).summaries()
 
 
 def file_digests(document: object) -> list[tuple[str, str]]:
@@ -211,15 +199,22 @@ class Case:
         caching = PREFIX_COST if setup.settings.prefix_caching else 1.0
         return requests * len(self.names) * caching
 
+    def summaries(self) -> list[PolicySummary]:
+        """`llmscaler simulate` on the case, in this process (its runs on `jobs` workers)."""
+        setup = loader.from_document(document=self.document(), where=self.name)
+        with Sweep(jobs=self.jobs, progress=False) as sweep:
+            outcome = simulate.run(
+                setup=setup,
+                out=None,
+                console=Console(stderr=True, quiet=True),
+                progress=False,
+                sweep=sweep,
+            )
+        return outcome.summaries
+
     def __call__(self) -> tuple[list[PolicySummary], float]:
         started = time.perf_counter()
-        rows = run_case(
-            name=self.name,
-            names=self.names,
-            seed=self.seed,
-            duration=self.duration,
-            jobs=self.jobs,
-        )
+        rows = self.summaries()
         return rows, time.perf_counter() - started
 
 

@@ -134,6 +134,24 @@ class Setting:
             )
         return measured
 
+    def plan(
+        self,
+        *,
+        capacities: Mapping[str, float],
+        cycle: float,
+        fixed: Mapping[str, int] | None = None,
+    ) -> ClairvoyantPolicy:
+        """The clairvoyant plan of this setting on `capacities` (with `fixed`: that fleet)."""
+        return ClairvoyantPolicy(
+            trace=self.traces,
+            variants=self.variants,
+            slo=self.slos,
+            cycle=cycle,
+            capacities=capacities,
+            inventory=self.inventory,
+            fixed=fixed,
+        )
+
     def measure(self, *, policy: Policy, variants: Sequence[VariantSpec] | None = None) -> Measured:
         (measured,) = self.measure_all(candidates=[(policy, variants)])
         return measured
@@ -216,15 +234,7 @@ def bound_capacities(
         runs_asked = []
         for names, factor in candidates:
             caps = capacities(names, factor)
-            policy = ClairvoyantPolicy(
-                trace=setting.traces,
-                variants=setting.variants,
-                slo=setting.slos,
-                cycle=cycle,
-                capacities=caps,
-                inventory=setting.inventory,
-            )
-            runs_asked.append((policy, start(caps)))
+            runs_asked.append((setting.plan(capacities=caps, cycle=cycle), start(caps)))
         measured = setting.measure_all(candidates=runs_asked)
         runs += len(candidates)
         if progress is not None:
@@ -323,15 +333,7 @@ def clairvoyant_bound(
     a fixed fleet is a plan too, and the bound is the cheapest of those found."""
 
     def plan(fixed: Mapping[str, int] | None = None) -> ClairvoyantPolicy:
-        return ClairvoyantPolicy(
-            trace=setting.traces,
-            variants=setting.variants,
-            slo=setting.slos,
-            cycle=cycle,
-            capacities=capacities,
-            inventory=setting.inventory,
-            fixed=fixed,
-        )
+        return setting.plan(capacities=capacities, cycle=cycle, fixed=fixed)
 
     measured = setting.measure(policy=plan())
     if fleet.measured is not None and _better(fleet.measured, measured, target=target):
