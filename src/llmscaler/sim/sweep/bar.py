@@ -25,7 +25,7 @@ from rich.progress import (
 
 
 class Bar:
-    """A bar labelled `label`; `add(n)` more runs asked for, `advance()` one finished."""
+    """A bar labelled `label`; `add(count=n)` more runs asked for, `advance()` one finished."""
 
     def __init__(self, *, label: str, show: bool | None) -> None:
         self.shown = sys.stderr.isatty() if show is None else show
@@ -47,7 +47,7 @@ class Bar:
             self._task = self._progress.add_task(self._label, total=0)
         return self._progress
 
-    def add(self, count: int) -> None:
+    def add(self, *, count: int) -> None:
         if self.shown and count:
             progress = self._started()
             assert self._task is not None
@@ -56,6 +56,13 @@ class Bar:
     def advance(self) -> None:
         if self.shown and self._progress is not None and self._task is not None:
             self._progress.advance(self._task)
+
+    def counts(self) -> tuple[int, int]:
+        """(finished, asked for) so far; (0, 0) for a bar not shown or not started."""
+        if self._progress is None:
+            return 0, 0
+        task = self._progress.tasks[0]
+        return int(task.completed), int(task.total or 0)
 
     def close(self) -> None:
         if self._progress is not None:

@@ -71,7 +71,7 @@ class Sweep:
         done = [False] * len(tasks)
         keys: list[str | None] = [None] * len(tasks)
         with self._lock:
-            self.bar.add(len(tasks))
+            self.bar.add(count=len(tasks))
         if self.cache is not None:
             for index, task in enumerate(tasks):
                 keys[index] = run_cache.key(identity=task.identity())

@@ -112,6 +112,13 @@ def test_no_bar_is_drawn_unless_asked_when_stderr_is_not_a_terminal(
     assert capsys.readouterr().err == ''
 
 
+def test_one_bar_counts_every_round_of_a_sweep_when_asked() -> None:
+    with Sweep(jobs=1, progress=True) as sweep:
+        sweep.run(tasks=[Square(1), Square(2)])
+        sweep.run(tasks=[Square(3)])
+        assert sweep.bar.counts() == (3, 3)
+
+
 def test_jobs_below_one_are_refused() -> None:
     with pytest.raises(ValueError, match='at least 1'):
         Sweep(jobs=0)
