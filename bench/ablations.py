@@ -11,21 +11,22 @@ docs/policies.md between `<!-- ablations:begin -->` and `<!-- ablations:end -->`
 (run by tests/unit/bench/test_ablations.py) says when that table was made with other
 ablations or other cases than these.
 
-The constants are patched in worker processes (one case at a time, restored after it), never
-in the process that writes the page; the core reads them at call time, so a patched module
-behaves as if it had been written with that value.
+Each (case, ablation) is one task of one sweep (`sim.sweep`, `AblationRun`): `--jobs N` worker
+processes (default: one per core), and the run cache unless `--no-cache` (the task names the
+ablation's module, constant and value, so a cached run is never another ablation's). The
+constants are patched in worker processes (one case at a time, restored after it), never in the
+process that writes the page (with `--jobs 1`, in it, and restored all the same); the core reads
+them at call time, so a patched module behaves as if it had been written with that value.
 
-Run: `.venv/bin/python bench/ablations.py [--write-docs] [--case NAME] [--workers N]` (about
-ten minutes on two cores).
+Run: `.venv/bin/python bench/ablations.py [--write-docs] [--case NAME] [--jobs N] [--no-cache]`
+(about ten minutes on two cores).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import os
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +78,29 @@ def run_case(case: str, ablation: int | None) -> PolicySummary:
     finally:
         setattr(module, patch.name, before)
     return summary
+
+
+@dataclass(frozen=True)
+class AblationRun:
+    """`run_case(case, ablation)` as a task of a sweep (`sim.sweep.tasks.Task`)."""
+
+    case: str
+    ablation: int | None
+
+    @property
+    def label(self) -> str:
+        return f'{self.case} {self.ablation}'
+
+    def identity(self) -> object:
+        patch = ABLATIONS[self.ablation] if self.ablation is not None else None
+        return (
+            'bench/ablations.py',
+            patch,
+            policy.Case(name=self.case, names=(POLICY,)).identity(),
+        )
+
+    def __call__(self) -> PolicySummary:
+        return run_case(self.case, self.ablation)
 
 
 Results = Mapping[tuple[str, int | None], PolicySummary]
@@ -136,17 +160,19 @@ def main() -> int:
     parser.add_argument(
         '--case', action='append', choices=(*cases.NAMES, *cases.HELD_OUT), help='only these'
     )
-    parser.add_argument('--workers', type=int, default=os.cpu_count() or 1)
+    policy.jobs_argument(parser)
     args = parser.parse_args()
-    if args.workers < 1:
-        parser.error(f'--workers must be at least 1, got {args.workers}')
+    policy.check_jobs(parser, args.jobs)
     if args.write_docs and args.case:
         parser.error('--write-docs runs every case; leave out --case')
     names = list(args.case or (*cases.NAMES, *cases.HELD_OUT))
-    jobs = [(case, index) for case in names for index in (None, *range(len(ABLATIONS)))]
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        summaries = list(pool.map(run_case, *zip(*jobs, strict=True)))
-    results = dict(zip(jobs, summaries, strict=True))
+    tasks = [AblationRun(case, index) for case in names for index in (None, *range(len(ABLATIONS)))]
+    with policy.sweep_for(
+        jobs=args.jobs, cache=not args.no_cache, label='bench/ablations.py'
+    ) as sweep:
+        weights = [policy.Case(name=t.case, names=(POLICY,)).weight() for t in tasks]
+        summaries = sweep.run(tasks=tasks, weights=weights)
+    results = {(t.case, t.ablation): row for t, row in zip(tasks, summaries, strict=True)}
     text = block(results, names=names)
     doc_blocks.emit(DOC, markers=MARKERS, body=text, write_docs=args.write_docs)
     return 0

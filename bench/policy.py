@@ -19,18 +19,26 @@ also run on every case of the run (the benchmark's and, with them, the held-out 
 `SEEDS` more, and a table shows how each seed stands against the goal's attainment and cost
 terms.
 
+Every case (and every other seed's run) is one task of one sweep (`sim.sweep`): `--jobs N`
+worker processes (default: one per core), and finished cases come from the run cache
+(`$LLMSCALER_RUN_CACHE`, default ~/.cache/llmscaler/runs) unless `--no-cache`, so a run cut short
+resumes from the cases it finished. The tables are the same whatever `--jobs`.
+
 Run: `.venv/bin/python bench/policy.py [--write-docs] [--held-out] [--seeds] [--case NAME]
-[--policy NAME]` (about four minutes on one core for the benchmark's cases, three more for the
-held-out ones, ten for the other seeds; the searches take most of it).
+[--policy NAME] [--jobs N] [--no-cache]` (about four minutes on one core for the benchmark's
+cases, three more for the held-out ones, ten for the other seeds; the searches take most of it).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib as mpl
 
@@ -44,6 +52,10 @@ from llmscaler.sim import simulate
 from llmscaler.sim.report.summary import PolicySummary
 from llmscaler.sim.scenario import cases, loader
 from llmscaler.sim.scenario.setup import FIXED_POLICIES, SEARCHED_POLICIES
+from llmscaler.sim.scenario.workloads import build_workloads
+from llmscaler.sim.sweep import cache as run_cache
+from llmscaler.sim.sweep.executors import default_jobs
+from llmscaler.sim.sweep.sweep import Sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT.parent / 'shared' / 'traces'
@@ -110,13 +122,121 @@ def policies() -> list[str]:
     return [*FIXED_POLICIES[:-1], 'kaito-realtime', *SEARCHED_POLICIES, 'clairvoyant']
 
 
-def run_case(*, name: str, names: Sequence[str], seed: int = 1) -> list[PolicySummary]:
-    document = cases.case(name=name, policies=list(names), traces=TRACES, seed=seed)
-    setup = loader.from_document(document=document, where=name)
-    outcome = simulate.run(
-        setup=setup, out=None, console=Console(stderr=True, quiet=True), progress=False
+def run_case(
+    *,
+    name: str,
+    names: Sequence[str],
+    seed: int = 1,
+    duration: float | None = None,
+    jobs: int = 1,
+) -> list[PolicySummary]:
+    """The summaries of `names` on case `name`; the case's own runs on `jobs` workers."""
+    return Case(name=name, names=tuple(names), seed=seed, duration=duration, jobs=jobs).summaries()
+
+
+def file_digests(document: object) -> list[tuple[str, str]]:
+    """(path, SHA-256) of every file a scenario document names (its traces), in path order:
+    what a case's result depends on besides the document."""
+    found: set[str] = set()
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, str) and len(value) < 4096 and Path(value).is_file():
+            found.add(value)
+
+    walk(document)
+    return [(p, hashlib.sha256(Path(p).read_bytes()).hexdigest()) for p in sorted(found)]
+
+
+PREFIX_COST = 6.0
+"""A run with prefix caching on costs about this many runs without (docs/performance.md,
+bench/simulate.py's case (c))."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case of the benchmark with these policies and seed, as a task of a sweep
+    (`sim.sweep.tasks.Task`): its result is `(summaries, seconds it took)`.
+
+    `jobs` > 1 runs the case's own runs (its searches' rounds, its policies) on that many
+    workers of its own: while the sweep's last cases run, the cores the finished ones left are
+    not idle (more processes than cores for a while; the results do not depend on it, and
+    `identity` leaves it out)."""
+
+    name: str
+    names: tuple[str, ...]
+    seed: int = 1
+    duration: float | None = None
+    jobs: int = 1
+
+    @property
+    def label(self) -> str:
+        return f'{self.name} (seed {self.seed})'
+
+    def document(self) -> dict[str, Any]:
+        return cases.case(
+            name=self.name,
+            policies=list(self.names),
+            traces=TRACES,
+            seed=self.seed,
+            duration=self.duration,
+        )
+
+    def identity(self) -> object:
+        document = self.document()
+        return ('bench/policy.py case', document, file_digests(document))
+
+    def weight(self) -> float:
+        """An estimate of the case's cost, for the sweep to start the heaviest first: its
+        requests × policies, × `PREFIX_COST` with prefix caching on."""
+        setup = loader.from_document(document=self.document(), where=self.name)
+        requests = sum(len(t) for t in build_workloads(scenario=setup).traces.values())
+        caching = PREFIX_COST if setup.settings.prefix_caching else 1.0
+        return requests * len(self.names) * caching
+
+    def summaries(self) -> list[PolicySummary]:
+        """`llmscaler simulate` on the case, in this process (its runs on `jobs` workers)."""
+        setup = loader.from_document(document=self.document(), where=self.name)
+        with Sweep(jobs=self.jobs, progress=False) as sweep:
+            outcome = simulate.run(
+                setup=setup,
+                out=None,
+                console=Console(stderr=True, quiet=True),
+                progress=False,
+                sweep=sweep,
+            )
+        return outcome.summaries
+
+    def __call__(self) -> tuple[list[PolicySummary], float]:
+        started = time.perf_counter()
+        rows = self.summaries()
+        return rows, time.perf_counter() - started
+
+
+def sweep_for(*, jobs: int, cache: bool, label: str) -> Sweep:
+    """The sweep a benchmark script runs its cases on: `jobs` workers, the run cache or none."""
+    store = run_cache.RunCache(directory=run_cache.default_directory()) if cache else None
+    return Sweep(jobs=jobs, cache=store, label=label)
+
+
+def jobs_argument(parser: argparse.ArgumentParser) -> None:
+    """`--jobs N` and `--no-cache`, as every sweeping script of bench/ takes them."""
+    parser.add_argument(
+        '--jobs', type=int, default=default_jobs(), help='worker processes (default: cores)'
     )
-    return outcome.summaries
+    parser.add_argument(
+        '--no-cache', action='store_true', help='run every case, even those the cache holds'
+    )
+
+
+def check_jobs(parser: argparse.ArgumentParser, jobs: int) -> None:
+    if jobs < 1:
+        parser.error(f'--jobs must be at least 1, got {jobs}')
 
 
 def _by(rows: Sequence[PolicySummary], policy: str) -> PolicySummary | None:
@@ -343,25 +463,40 @@ def main() -> int:
         '--seeds', action='store_true', help='also predictive and the bound on other seeds'
     )
     parser.add_argument('--policy', action='append', help='only these policies (repeatable)')
+    jobs_argument(parser)
     args = parser.parse_args()
-    names = args.policy or policies()
+    check_jobs(parser, args.jobs)
+    names = tuple(args.policy or policies())
     held_out = cases.HELD_OUT if args.held_out or args.write_docs else ()
+    chosen = list(args.case or (*cases.NAMES, *held_out))
+    pair = ('predictive', 'clairvoyant')
+    seeding = args.seeds or args.write_docs
+    inner = min(2, args.jobs)
+    tasks = [Case(name=case, names=names, jobs=inner) for case in chosen]
+    if seeding:
+        tasks += [
+            Case(name=case, names=pair, seed=seed, jobs=inner) for case in chosen for seed in SEEDS
+        ]
+    with sweep_for(jobs=args.jobs, cache=not args.no_cache, label='bench/policy.py') as sweep:
+        done = sweep.run(tasks=tasks, weights=[t.weight() for t in tasks])
     results: dict[str, list[PolicySummary]] = {}
-    for case in args.case or (*cases.NAMES, *held_out):
-        started = time.perf_counter()
-        results[case] = run_case(name=case, names=names)
-        print(f'{case}: {time.perf_counter() - started:.0f} s')
-        print('\n'.join(table(label=case, rows=results[case])) + '\n', flush=True)
-    benchmark = {case: rows for case, rows in results.items() if case in cases.NAMES}
     seeded: dict[tuple[str, int], list[PolicySummary]] = {}
-    if args.seeds or args.write_docs:
-        pair = ['predictive', 'clairvoyant']
+    for task, (rows, seconds) in zip(tasks, done, strict=True):
+        if task.seed == 1:
+            results[task.name] = rows
+            print(f'{task.name}: {seconds:.0f} s')
+            print('\n'.join(table(label=task.name, rows=rows)) + '\n', flush=True)
+        else:
+            seeded[task.name, task.seed] = rows
+            print(f'{task.name}, seed {task.seed}: {seconds:.0f} s', flush=True)
+    benchmark = {case: rows for case, rows in results.items() if case in cases.NAMES}
+    if seeding:
+        ordered: dict[tuple[str, int], list[PolicySummary]] = {}
         for case in results:
-            seeded[case, 1] = [r for r in results[case] if r.policy in pair]
+            ordered[case, 1] = [r for r in results[case] if r.policy in pair]
             for seed in SEEDS:
-                started = time.perf_counter()
-                seeded[case, seed] = run_case(name=case, names=pair, seed=seed)
-                print(f'{case}, seed {seed}: {time.perf_counter() - started:.0f} s', flush=True)
+                ordered[case, seed] = seeded[case, seed]
+        seeded = ordered
         print('\n'.join(seed_rows(seeded)))
     others = {case: rows for case, rows in results.items() if case in cases.HELD_OUT}
     for part in (benchmark, others):

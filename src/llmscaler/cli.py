@@ -146,6 +146,18 @@ def _parser() -> argparse.ArgumentParser:
         help='per-request CSV files: gzip-compressed (default), plain, or none',
     )
     simulate.add_argument('--out', type=Path, default=Path('out'), help='report directory')
+    # Read as text and checked in `_simulate`: one line and exit status 2 for a bad value.
+    simulate.add_argument(
+        '--jobs',
+        metavar='N',
+        help='worker processes for the runs (default: one per core; 1: every run in this process)',
+    )
+    simulate.add_argument(
+        '--cache',
+        action='store_true',
+        help='reuse finished runs from the run cache and store new ones '
+        '($LLMSCALER_RUN_CACHE, default ~/.cache/llmscaler/runs)',
+    )
     simulate.add_argument(
         '--no-progress',
         action='store_true',
@@ -227,11 +239,17 @@ def _simulate(args: argparse.Namespace) -> int:
     from llmscaler.sim.report.table import print_table
     from llmscaler.sim.scenario import document as scenario_document
     from llmscaler.sim.scenario import loader
+    from llmscaler.sim.sweep import cache as run_cache
+    from llmscaler.sim.sweep.executors import default_jobs
+    from llmscaler.sim.sweep.sweep import Sweep
     from llmscaler.sim.workload.formats import TraceError
 
     problem = _output_problem(args.out, what='--out', directory=True)
     if problem:
         return _bad(problem)
+    jobs = default_jobs() if args.jobs is None else _count(args.jobs)
+    if jobs is None:
+        return _bad(f'--jobs: must be a whole number ≥ 1, got {args.jobs[:40]!r}')
     request_timeout = None
     if args.request_timeout is not None:
         request_timeout = _positive_duration(args.request_timeout)
@@ -265,13 +283,21 @@ def _simulate(args: argparse.Namespace) -> int:
         )
         where = str(args.scenario) if args.scenario is not None else 'scenario'
         setup = loader.from_document(document=document, where=where)
-        outcome = simulate.run(
-            setup=setup,
-            out=args.out,
-            console=console,
-            progress=not args.no_progress,
-            requests_csv=args.requests_csv,
-        )
+        store = run_cache.RunCache(directory=run_cache.default_directory()) if args.cache else None
+        with Sweep(
+            jobs=jobs,
+            cache=store,
+            progress=None if not args.no_progress else False,
+            label='simulate',
+        ) as sweep:
+            outcome = simulate.run(
+                setup=setup,
+                out=args.out,
+                console=console,
+                progress=not args.no_progress,
+                requests_csv=args.requests_csv,
+                sweep=sweep,
+            )
     except (scenario_document.ScenarioError, TraceError) as exc:
         print(f'llmscaler: {exc}', file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -309,6 +335,15 @@ def _finite_seconds(text: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+def _count(text: str) -> int | None:
+    """A whole number ≥ 1 in `text` (`--jobs`), else None."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        return None
+    return value if value >= 1 else None
 
 
 def _positive_duration(text: str) -> float | None:

@@ -398,6 +398,18 @@ def test_simulate_out_on_an_existing_file_fails_before_the_run(
     assert existing.read_text() == 'keep me'
 
 
+@pytest.mark.parametrize('value', ['0', '-2', 'two', '1.5', '', 'nan'])
+def test_simulate_refuses_a_jobs_that_is_not_a_whole_number_of_one_or_more_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, value: str
+) -> None:
+    code, out, err = run(
+        capsys, 'simulate', f'--jobs={value}', '--out', str(tmp_path / 'o'), '--no-progress'
+    )
+    assert (code, out) == (2, '')
+    assert err == f'llmscaler: --jobs: must be a whole number ≥ 1, got {value!r}\n'
+    assert not (tmp_path / 'o').exists()
+
+
 def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> None:
     # Output larger than a pipe buffer, so the write meets the closed pipe.
     document = json.loads(TWO.read_text())

@@ -10,9 +10,15 @@ them (once for both); with a warm start the start fleet is chosen
 (`scenario.warm_start_fleet`); then every policy runs, on every model at once (the fleet of
 several models shares the scenario's GPU inventory). With several models the report has a row
 per model and policy besides the totals. The console gets a header naming the scenario and its
-workload, and a progress bar over the calibration and each policy; without the bar
-(`progress=False`), one line when the calibration is done and one per policy as it finishes
-(cost, SLO attainment, wall time).
+workload, and the sweep's progress bar (`sim.sweep`: one bar over every run, the calibration's
+and the searches' included, drawn when stderr is a terminal); without it (`progress=False`), one
+line when the calibration is done and one per policy once the policies have run, in their order
+(cost, SLO attainment, wall time). Every run (the calibration's, the searches', the policies')
+goes through the sweep given (`--jobs` worker processes, the run cache), so the report is the
+same whichever the number of workers; without one, they run here, one after another. With more
+than one worker and no warm start, the calibration's search and the search of the best fixed
+fleet (`static-best`, the bound's) run side by side, in two threads sharing the workers: the
+fixed fleet's search starts from the scenario's own fleet, so neither waits for the other.
 
 What fails: bad scenario or trace input raises `ScenarioError` / `TraceError` (one line each) before
 anything runs; the caller turns them into an exit status. Wall-clock time is read here (for the
@@ -24,29 +30,32 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from llmscaler.sim import runner
-from llmscaler.sim.policies.clairvoyant import ClairvoyantPolicy
+from llmscaler.sim.policies.bound import Fleet
 from llmscaler.sim.report import summary as metrics
 from llmscaler.sim.report import writer as report
 from llmscaler.sim.report.table import slo_text
 from llmscaler.sim.report.writer import RequestsCsv
 from llmscaler.sim.scenario.setup import (
+    best_fleet,
     build_policies,
     calibrate_capacities,
     needs_capacities,
+    needs_fleet,
     warm_start_fleet,
     with_start_fleet,
 )
 from llmscaler.sim.scenario.validated import Scenario
 from llmscaler.sim.scenario.workloads import Workloads, build_workloads, model_slos
+from llmscaler.sim.sweep.sweep import Sweep
+from llmscaler.sim.sweep.tasks import RunSpec
 from llmscaler.sim.vocabulary import SLO, SimResult, Trace, VariantSpec
 
 
@@ -129,9 +138,22 @@ def run(
     console: Console | None = None,
     progress: bool = True,
     requests_csv: RequestsCsv = 'gz',
+    sweep: Sweep | None = None,
 ) -> Outcome:
     """Simulate every policy of `setup`; write the report into `out` when given (the
-    per-request CSVs as `requests_csv` says: 'gz', 'plain' or 'none')."""
+    per-request CSVs as `requests_csv` says: 'gz', 'plain' or 'none'). The runs go through
+    `sweep` (None: a sweep of one job here, its bar drawn when `progress` and stderr is a
+    terminal)."""
+    if sweep is None:
+        with Sweep(jobs=1, progress=None if progress else False, label='simulate') as own:
+            return run(
+                setup=setup,
+                out=out,
+                console=console,
+                progress=progress,
+                requests_csv=requests_csv,
+                sweep=own,
+            )
     started = time.perf_counter()
     console = console if console is not None else Console(stderr=True)
     workloads = build_workloads(scenario=setup)
@@ -139,72 +161,69 @@ def run(
     # One model: one SLO, as it always was; several: each request by its model's.
     judged: metrics.SLOs = slos if setup.several_models else next(iter(slos.values()))
     console.print(_header(setup, workloads, slos))
-    results: list[SimResult] = []
     capacities: dict[str, float] | None = None
     calibration_seconds: float | None = None
-    with Progress(
-        TextColumn('{task.description:24}'),
-        BarColumn(),
-        TextColumn('{task.percentage:>3.0f}%'),
-        TimeElapsedColumn(),
-        console=console,
-        disable=not progress,
-        transient=True,
-    ) as bar:
-        if needs_capacities(scenario=setup):
-            task = bar.add_task('calibration', total=1.0)
-            calibrating = time.perf_counter()
-
-            def calibrated(done: float, task: TaskID = task) -> None:
-                bar.update(task, completed=done)
-
+    fleet: Fleet | None = None
+    if needs_capacities(scenario=setup):
+        calibrating = time.perf_counter()
+        if not setup.warm_start and needs_fleet(scenario=setup) and sweep.jobs > 1:
+            # The two searches are independent when the start fleet is the scenario's own:
+            # their rounds share the workers (each reads only its own runs: the same answers).
+            with ThreadPoolExecutor(max_workers=1) as other:
+                searching = other.submit(
+                    best_fleet, scenario=setup, workloads=workloads, slos=slos, sweep=sweep
+                )
+                capacities = calibrate_capacities(
+                    scenario=setup, workloads=workloads, slos=slos, sweep=sweep
+                )
+                fleet = searching.result()
+        else:
             capacities = calibrate_capacities(
-                scenario=setup, workloads=workloads, slos=slos, progress=calibrated
+                scenario=setup, workloads=workloads, slos=slos, sweep=sweep
             )
-            calibration_seconds = time.perf_counter() - calibrating
-            bar.update(task, completed=1.0)
-            if not progress:
-                console.print(
-                    'calibration: '
-                    + ', '.join(f'{escape(n)} {c:.3g} req/s' for n, c in capacities.items())
-                    + f' per replica ({calibration_seconds:.1f} s)'
-                )
-        if setup.warm_start:
-            assert capacities is not None  # needs_capacities
-            initial = warm_start_fleet(scenario=setup, workloads=workloads, capacities=capacities)
-            setup = with_start_fleet(scenario=setup, initial=initial)
-            console.print(f'warm start: {escape(_fleet(setup))}')
-        policies = build_policies(
-            scenario=setup, workloads=workloads, slos=slos, capacities=capacities
+        calibration_seconds = time.perf_counter() - calibrating
+        if not progress:
+            console.print(
+                'calibration: '
+                + ', '.join(f'{escape(n)} {c:.3g} req/s' for n, c in capacities.items())
+                + f' per replica ({calibration_seconds:.1f} s)'
+            )
+    if setup.warm_start:
+        assert capacities is not None  # needs_capacities
+        initial = warm_start_fleet(scenario=setup, workloads=workloads, capacities=capacities)
+        setup = with_start_fleet(scenario=setup, initial=initial)
+        console.print(f'warm start: {escape(_fleet(setup))}')
+    policies = build_policies(
+        scenario=setup,
+        workloads=workloads,
+        slos=slos,
+        capacities=capacities,
+        sweep=sweep,
+        fleet=fleet,
+    )
+    runs = [
+        RunSpec(
+            traces=workloads.traces,
+            variants=setup.variants,
+            policy=policy,
+            settings=setup.settings,
+            slos=judged,
+            inventory=setup.inventory,
+            keep=True,
         )
-        for policy in policies:
-            task = bar.add_task(policy.name, total=1.0)
-
-            def update(done: float, task: TaskID = task) -> None:
-                bar.update(task, completed=done)
-
-            began = time.perf_counter()
-            result = runner.run(
-                trace=workloads.traces,
-                variants=setup.variants,
-                policy=policy,
-                settings=setup.settings,
-                inventory=setup.inventory,
-                progress=update,
+        for policy in policies
+    ]
+    results: list[SimResult] = []
+    for finished in sweep.run(tasks=runs):
+        assert finished.result is not None  # keep=True
+        results.append(finished.result)
+        if not progress:
+            attained = finished.summary.slo_attainment
+            console.print(
+                f'{escape(finished.result.policy)}: ${finished.summary.cost_usd:,.2f}, SLO '
+                + ('n/a' if math.isnan(attained) else f'{attained * 100:.1f} %')
+                + f', {finished.result.wall_seconds:.1f} s'
             )
-            result.wall_seconds = time.perf_counter() - began
-            if isinstance(policy, ClairvoyantPolicy):
-                result.notes.extend(policy.notes())
-            bar.update(task, completed=1.0)
-            results.append(result)
-            if not progress:
-                summary = metrics.summarize(result=result, slo=judged)
-                attained = summary.slo_attainment
-                console.print(
-                    f'{escape(policy.name)}: ${summary.cost_usd:,.2f}, SLO '
-                    + ('n/a' if math.isnan(attained) else f'{attained * 100:.1f} %')
-                    + f', {result.wall_seconds:.1f} s'
-                )
     wall_seconds = time.perf_counter() - started
     summaries = metrics.summarize_all(results=results, slo=judged)
     by_model = metrics.summarize_models(results=results, slo=slos) if setup.several_models else None

@@ -35,6 +35,15 @@ candidate is a whole simulated run of the scenario, with its router, start fleet
 Both assume attainment is monotone in capacity, which a simulated fleet only nearly is; a
 candidate the search skipped on that assumption is not measured. The target is TARGET (99 %).
 
+The runs go through the setting's sweep (`sim.sweep`: local worker processes, a run cache), in
+rounds: the clairvoyant search advances every variant set's search by one run per round, the
+static search every variant's bisection, then its mixes `jobs` at a time, cheapest first. The
+answer is the one the searches give run after run, whatever the number of workers: the runs a
+set or a variant would have made are the same (each search reads only its own runs), the best is
+chosen in the order the searches would have made them, and a mix run ahead of its turn whose
+result the search, at its turn, would have skipped (a cheaper mix met the target, or a larger
+one missed) or not reached (MAX_STATIC_RUNS) is dropped, as if never run.
+
 What fails: `best_static` raises `ValueError` when the variants' count space exceeds
 MAX_COMBINATIONS (say so rather than search a sample of it); nothing else raises beyond what a
 simulated run raises.
@@ -42,15 +51,20 @@ simulated run raises.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from llmscaler.sim import runner
 from llmscaler.sim.policies.clairvoyant import ClairvoyantPolicy
 from llmscaler.sim.policies.core import StaticPolicy
 from llmscaler.sim.report import summary as metrics
+from llmscaler.sim.sweep.sweep import Sweep, in_process
+from llmscaler.sim.sweep.tasks import RunSpec
 from llmscaler.sim.vocabulary import Policy, Trace, VariantSpec
 
 TARGET = 0.99
@@ -64,6 +78,9 @@ MAX_STATIC_RUNS = 16
 MAX_COMBINATIONS = 200_000
 
 Progress = Callable[[float], None]
+C = TypeVar('C')
+Search = Generator[C, 'Measured', None]
+"""A search that yields the candidate it wants measured and is sent its `Measured`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,18 +100,85 @@ class Setting:
     settings: runner.SimSettings
     slos: metrics.SLOs
     inventory: Mapping[str, int] | None = None
+    sweep: Sweep | None = dataclasses.field(default=None, compare=False)
+    """Where the runs go (`sim.sweep`); None: one after another in this process."""
+
+    @property
+    def jobs(self) -> int:
+        return self.sweep.jobs if self.sweep is not None else 1
+
+    def measure_all(
+        self, *, candidates: Sequence[tuple[Policy, Sequence[VariantSpec] | None]]
+    ) -> list[Measured]:
+        """Each (policy, start fleet or None for the setting's) run, in order."""
+        tasks = [
+            RunSpec(
+                traces=self.traces,
+                variants=tuple(variants if variants is not None else self.variants),
+                policy=policy,
+                settings=self.settings,
+                slos=self.slos,
+                inventory=self.inventory,
+            )
+            for policy, variants in candidates
+        ]
+        sweep = self.sweep if self.sweep is not None else in_process()
+        measured = []
+        for finished in sweep.run(tasks=tasks):
+            attained = finished.summary.slo_attainment
+            measured.append(
+                Measured(
+                    attainment=1.0 if math.isnan(attained) else attained,
+                    cost=finished.summary.cost_usd,
+                )
+            )
+        return measured
+
+    def plan(
+        self,
+        *,
+        capacities: Mapping[str, float],
+        cycle: float,
+        fixed: Mapping[str, int] | None = None,
+    ) -> ClairvoyantPolicy:
+        """The clairvoyant plan of this setting on `capacities` (with `fixed`: that fleet)."""
+        return ClairvoyantPolicy(
+            trace=self.traces,
+            variants=self.variants,
+            slo=self.slos,
+            cycle=cycle,
+            capacities=capacities,
+            inventory=self.inventory,
+            fixed=fixed,
+        )
 
     def measure(self, *, policy: Policy, variants: Sequence[VariantSpec] | None = None) -> Measured:
-        result = runner.run(
-            trace=self.traces,
-            variants=variants if variants is not None else self.variants,
-            policy=policy,
-            settings=self.settings,
-            inventory=self.inventory,
-        )
-        summary = metrics.summarize(result=result, slo=self.slos)
-        attained = summary.slo_attainment
-        return Measured(attainment=1.0 if math.isnan(attained) else attained, cost=summary.cost_usd)
+        (measured,) = self.measure_all(candidates=[(policy, variants)])
+        return measured
+
+
+def _in_rounds(
+    *,
+    searches: Sequence[Search[C]],
+    measure: Callable[[list[C]], list[Measured]],
+) -> list[list[tuple[C, Measured]]]:
+    """Drive independent searches together: each round measures the next candidate of every
+    search still going, in one call; per search, its (candidate, measured) in its order."""
+    made: list[list[tuple[C, Measured]]] = [[] for _ in searches]
+    wanted: dict[int, C] = {}
+    for index, search in enumerate(searches):
+        first = next(search, None)
+        if first is not None:
+            wanted[index] = first
+    while wanted:
+        order = sorted(wanted)
+        results = measure([wanted[index] for index in order])
+        asked, wanted = wanted, {}
+        for index, result in zip(order, results, strict=True):
+            made[index].append((asked[index], result))
+            with contextlib.suppress(StopIteration):
+                wanted[index] = searches[index].send(result)
+    return made
 
 
 def _better(a: Measured, b: Measured | None, *, target: float) -> bool:
@@ -133,62 +217,73 @@ def bound_capacities(
     `base` are the one-replica capacities; `start(capacities)` the start fleet a run with those
     capacities begins from (the warm fleet they need, or the scenario's own).
     """
-    sets = variant_sets(variants=setting.variants)
+    sets = [
+        names
+        for names in variant_sets(variants=setting.variants)
+        if any(base.get(n, 0.0) > 0 for n in names)
+    ]
     halvings = round(math.log2(1 / LOWEST_FACTOR))
-    most = len(sets) * (halvings + 1 + BISECTIONS)
+    most = len(variant_sets(variants=setting.variants)) * (halvings + 1 + BISECTIONS)
     runs = 0
-    best: tuple[Measured, dict[str, float]] | None = None
 
-    def trial(names: tuple[str, ...], factor: float) -> Measured:
-        nonlocal runs, best
-        capacities = {v: (base[v] * factor if v in names else 0.0) for v in sorted(base)}
-        policy = ClairvoyantPolicy(
-            trace=setting.traces,
-            variants=setting.variants,
-            slo=setting.slos,
-            cycle=cycle,
-            capacities=capacities,
-            inventory=setting.inventory,
-        )
-        measured = setting.measure(policy=policy, variants=start(capacities))
-        runs += 1
+    def capacities(names: tuple[str, ...], factor: float) -> dict[str, float]:
+        return {v: (base[v] * factor if v in names else 0.0) for v in sorted(base)}
+
+    def measure(candidates: list[tuple[tuple[str, ...], float]]) -> list[Measured]:
+        nonlocal runs
+        runs_asked = []
+        for names, factor in candidates:
+            caps = capacities(names, factor)
+            runs_asked.append((setting.plan(capacities=caps, cycle=cycle), start(caps)))
+        measured = setting.measure_all(candidates=runs_asked)
+        runs += len(candidates)
         if progress is not None:
             progress(min(1.0, runs / most))
-        if _better(measured, best[0] if best is not None else None, target=target):
-            best = (measured, capacities)
         return measured
 
-    for names in sets:
-        if not any(base.get(n, 0.0) > 0 for n in names):
-            continue
-        met: float | None
-        missed: float | None
-        if trial(names, 1.0).attainment >= target:
-            met, missed = 1.0, None
-            while met < HIGHEST_FACTOR:
-                if trial(names, met * 2).attainment >= target:
-                    met *= 2
-                else:
-                    missed = met * 2
-                    break
-        else:
-            met, missed = None, 1.0
-            while missed > LOWEST_FACTOR:
-                if trial(names, missed / 2).attainment >= target:
-                    met = missed / 2
-                    break
-                missed /= 2
-        if met is None or missed is None:
-            continue  # met with the least room tried, or missed with the most
-        for _ in range(BISECTIONS):
-            middle = (missed + met) / 2.0
-            if trial(names, middle).attainment >= target:
-                met = middle
-            else:
-                missed = middle
+    made = _in_rounds(
+        searches=[_factor_search(names=names, target=target) for names in sets],
+        measure=measure,
+    )
+    best: tuple[Measured, dict[str, float]] | None = None
+    for runs_of_set in made:  # the order of the runs one after another: set by set
+        for (names, factor), measured in runs_of_set:
+            if _better(measured, best[0] if best is not None else None, target=target):
+                best = (measured, capacities(names, factor))
     if progress is not None:
         progress(1.0)
     return dict(best[1]) if best is not None else dict(base)
+
+
+def _factor_search(
+    *, names: tuple[str, ...], target: float
+) -> Search[tuple[tuple[str, ...], float]]:
+    """One variant set's search for its headroom factor (module docstring)."""
+    met: float | None
+    missed: float | None
+    if (yield names, 1.0).attainment >= target:
+        met, missed = 1.0, None
+        while met < HIGHEST_FACTOR:
+            if (yield names, met * 2).attainment >= target:
+                met *= 2
+            else:
+                missed = met * 2
+                break
+    else:
+        met, missed = None, 1.0
+        while missed > LOWEST_FACTOR:
+            if (yield names, missed / 2).attainment >= target:
+                met = missed / 2
+                break
+            missed /= 2
+    if met is None or missed is None:
+        return  # met with the least room tried, or missed with the most
+    for _ in range(BISECTIONS):
+        middle = (missed + met) / 2.0
+        if (yield names, middle).attainment >= target:
+            met = middle
+        else:
+            missed = middle
 
 
 def _cost_rate(counts: Sequence[int], variants: Sequence[VariantSpec]) -> float:
@@ -206,6 +301,25 @@ class Fleet:
         return StaticPolicy(targets=self.counts, name=name)
 
 
+def _alone_search(*, index: int, size: int, bound: int, target: float) -> Search[tuple[int, ...]]:
+    """Variant `index` alone: the fewest replicas in [1, `bound`] that meet the target."""
+
+    def alone(n: int) -> tuple[int, ...]:
+        return tuple(n if i == index else 0 for i in range(size))
+
+    if bound == 0:
+        return
+    low, high = 0, bound  # low: known to miss (0 replicas serve nothing)
+    if (yield alone(high)).attainment < target:
+        return
+    while high - low > 1:
+        middle = (low + high) // 2
+        if (yield alone(middle)).attainment >= target:
+            high = middle
+        else:
+            low = middle
+
+
 def clairvoyant_bound(
     *,
     setting: Setting,
@@ -219,15 +333,7 @@ def clairvoyant_bound(
     a fixed fleet is a plan too, and the bound is the cheapest of those found."""
 
     def plan(fixed: Mapping[str, int] | None = None) -> ClairvoyantPolicy:
-        return ClairvoyantPolicy(
-            trace=setting.traces,
-            variants=setting.variants,
-            slo=setting.slos,
-            cycle=cycle,
-            capacities=capacities,
-            inventory=setting.inventory,
-            fixed=fixed,
-        )
+        return setting.plan(capacities=capacities, cycle=cycle, fixed=fixed)
 
     measured = setting.measure(policy=plan())
     if fleet.measured is not None and _better(fleet.measured, measured, target=target):
@@ -254,34 +360,41 @@ def best_static(
     measured: dict[tuple[int, ...], Measured] = {}
     best: tuple[Measured, tuple[int, ...]] | None = None
 
-    def trial(counts: tuple[int, ...]) -> Measured:
-        nonlocal best
-        targets = {v.name: n for v, n in zip(variants, counts, strict=True)}
-        result = setting.measure(policy=StaticPolicy(targets=targets, name=name), variants=variants)
-        measured[counts] = result
+    def measure(candidates: list[tuple[int, ...]]) -> list[Measured]:
+        runs = [
+            (
+                StaticPolicy(
+                    targets={v.name: n for v, n in zip(variants, counts, strict=True)}, name=name
+                ),
+                variants,
+            )
+            for counts in candidates
+        ]
+        found = setting.measure_all(candidates=runs)
         if progress is not None:
-            progress(min(1.0, len(measured) / MAX_STATIC_RUNS))
+            progress(min(1.0, (len(measured) + len(candidates)) / MAX_STATIC_RUNS))
+        return found
+
+    def record(counts: tuple[int, ...], result: Measured) -> None:
+        nonlocal best
+        measured[counts] = result
         if _better(result, best[0] if best is not None else None, target=target):
             best = (result, counts)
-        return result
 
-    # Each variant alone: the fewest replicas that meet the target (bisection over [1, max]).
-    for index, bound in enumerate(bounds):
-        low, high = 0, bound  # low: known to miss (0 replicas serve nothing)
-
-        def alone(n: int, index: int = index) -> tuple[int, ...]:
-            return tuple(n if i == index else 0 for i in range(len(variants)))
-
-        if bound == 0 or len(measured) >= MAX_STATIC_RUNS:
-            continue
-        if trial(alone(high)).attainment < target:
-            continue
-        while high - low > 1 and len(measured) < MAX_STATIC_RUNS:
-            middle = (low + high) // 2
-            if trial(alone(middle)).attainment >= target:
-                high = middle
-            else:
-                low = middle
+    # Each variant alone: the fewest replicas that meet the target (bisection over [1, max]),
+    # every variant's bisection in the same rounds, kept in the order of one after another.
+    alone = _in_rounds(
+        searches=[
+            _alone_search(index=index, size=len(variants), bound=bound, target=target)
+            for index, bound in enumerate(bounds)
+        ],
+        measure=measure,
+    )
+    for runs_of_variant in alone:
+        for counts, result in runs_of_variant:
+            if len(measured) >= MAX_STATIC_RUNS:
+                break
+            record(counts, result)
     # Mixes, cheapest first, that could beat the best so far.
     ceiling = math.inf
     if best is not None and best[0].attainment >= target:
@@ -294,23 +407,55 @@ def best_static(
         ),
         key=lambda c: (_cost_rate(c, variants), sum(c), c),
     )
-    for counts in mixes:
+
+    def verdict(counts: tuple[int, ...]) -> str:
+        """'stop', 'skip' or 'run': what the search does with `counts` given what it knows."""
         if len(measured) >= MAX_STATIC_RUNS:
-            break
-        met = best is not None and best[0].attainment >= target
+            return 'stop'
         if (
-            met
-            and best is not None
+            best is not None
+            and best[0].attainment >= target
             and _cost_rate(counts, variants) >= _cost_rate(best[1], variants)
         ):
-            break
+            return 'stop'
         missed = any(
             m.attainment < target and all(a >= b for a, b in zip(other, counts, strict=True))
             for other, m in measured.items()
         )
-        if missed or counts in measured:
-            continue
-        trial(counts)
+        return 'skip' if missed or counts in measured else 'run'
+
+    position = 0
+    while position < len(mixes):
+        # The next mixes the search would run as it stands, up to one per job; then each
+        # result kept only if the search, at that mix's turn, would still run it.
+        batch: list[int] = []
+        room = MAX_STATIC_RUNS - len(measured)
+        scan = position
+        while scan < len(mixes) and len(batch) < min(setting.jobs, room):
+            state = verdict(mixes[scan])
+            if state == 'stop':
+                break
+            if state == 'run':
+                batch.append(scan)
+            scan += 1
+        if not batch:
+            break
+        results = measure([mixes[i] for i in batch])
+        stopped = False
+        for i, result in zip(batch, results, strict=True):
+            state = 'skip'
+            for earlier in range(position, i + 1):  # the mixes between, as the search meets them
+                state = verdict(mixes[earlier])
+                if state == 'stop' or earlier == i:
+                    break
+            if state == 'stop':
+                stopped = True
+                break
+            if state == 'run':
+                record(mixes[i], result)
+            position = i + 1
+        if stopped:
+            break
     if progress is not None:
         progress(1.0)
     chosen = best[1] if best is not None else tuple(0 for _ in variants)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,6 +41,7 @@ from llmscaler.sim.hardware import perf_seed
 from llmscaler.sim.policies import bound, clairvoyant, core, floors, kaito, peers
 from llmscaler.sim.scenario.document import ScenarioError
 from llmscaler.sim.scenario.workloads import Workloads
+from llmscaler.sim.sweep.sweep import Sweep, in_process
 from llmscaler.sim.vocabulary import SLO, Policy, Trace, VariantSpec
 
 if TYPE_CHECKING:
@@ -213,35 +214,54 @@ def _model_of(scenario: Scenario) -> dict[str, ModelSetup]:
     return {v.name: m for m in scenario.models for v in m.variants}
 
 
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """One variant's one-replica calibration (`clairvoyant.calibrate`) as a sweep's task."""
+
+    spec: VariantSpec
+    trace: Trace
+    slo: SLO
+    seed: int
+
+    @property
+    def label(self) -> str:
+        return f'calibration {self.spec.name}'
+
+    def identity(self) -> object:
+        return ('calibration', self.spec, self.trace, self.slo, self.seed)
+
+    def __call__(self) -> float:
+        return clairvoyant.calibrate(spec=self.spec, trace=self.trace, slo=self.slo, seed=self.seed)
+
+
 def calibrate_capacities(
     *,
     scenario: Scenario,
     workloads: Workloads,
     slos: Mapping[str, SLO],
     progress: Callable[[float], None] | None = None,
+    sweep: Sweep | None = None,
 ) -> dict[str, float]:
     """Each variant's clairvoyant capacity on its model's workload and SLO, in req/s: one
     replica's (`clairvoyant.calibrate`), then the headroom and variant set with which the
     clairvoyant plan, run on the scenario itself, meets the SLO (`bound.bound_capacities`; a
-    variant the plan leaves out has 0). `progress(fraction_done)` is called now and then."""
-    count = len(scenario.variants) * 2  # the search after the calibration weighs as much
+    variant the plan leaves out has 0). `progress(fraction_done)` is called now and then; the
+    calibrations and the search's runs go through `sweep` (None: here, one after another)."""
     model_of = _model_of(scenario)
-    capacities: dict[str, float] = {}
-    for index, spec in enumerate(scenario.variants):
-
-        def update(done: float, index: int = index) -> None:
-            if progress is not None:
-                progress((index + done) / count)
-
-        model = model_of[spec.name].name
-        capacities[spec.name] = clairvoyant.calibrate(
+    calibrations = [
+        Calibration(
             spec=spec,
-            trace=workloads.traces[model],
-            slo=slos[model],
+            trace=workloads.traces[model_of[spec.name].name],
+            slo=slos[model_of[spec.name].name],
             seed=scenario.seed,
-            progress=update,
         )
-    setting = _setting(scenario=scenario, workloads=workloads, slos=slos)
+        for spec in scenario.variants
+    ]
+    found = (sweep if sweep is not None else in_process()).run(tasks=calibrations)
+    capacities = {c.spec.name: capacity for c, capacity in zip(calibrations, found, strict=True)}
+    if progress is not None:
+        progress(0.5)  # the search after the calibration weighs as much
+    setting = _setting(scenario=scenario, workloads=workloads, slos=slos, sweep=sweep)
 
     def start(caps: Mapping[str, float]) -> tuple[VariantSpec, ...]:
         if not scenario.warm_start:
@@ -262,7 +282,13 @@ def calibrate_capacities(
     )
 
 
-def _setting(*, scenario: Scenario, workloads: Workloads, slos: Mapping[str, SLO]) -> bound.Setting:
+def _setting(
+    *,
+    scenario: Scenario,
+    workloads: Workloads,
+    slos: Mapping[str, SLO],
+    sweep: Sweep | None = None,
+) -> bound.Setting:
     """What the searches' runs share (`sim.policies.bound`), as `simulate.run` runs the policies."""
     judged: Mapping[str, SLO] | SLO = slos if scenario.several_models else next(iter(slos.values()))
     return bound.Setting(
@@ -271,6 +297,7 @@ def _setting(*, scenario: Scenario, workloads: Workloads, slos: Mapping[str, SLO
         settings=scenario.settings,
         slos=judged,
         inventory=scenario.inventory,
+        sweep=sweep,
     )
 
 
@@ -332,12 +359,19 @@ def _mean_mix(workload: Trace) -> tuple[float, float]:
     return float(np.mean(workload.input_tokens)), float(np.mean(workload.output_tokens))
 
 
-def _best_fleet(
-    *, scenario: Scenario, workloads: Workloads, slos: Mapping[str, SLO]
+def needs_fleet(*, scenario: Scenario) -> bool:
+    """Whether running `scenario` searches the best fixed fleet (`static-best`, clairvoyant)."""
+    return 'static-best' in scenario.policies or 'clairvoyant' in scenario.policies
+
+
+def best_fleet(
+    *, scenario: Scenario, workloads: Workloads, slos: Mapping[str, SLO], sweep: Sweep | None
 ) -> bound.Fleet:
+    """The best fixed fleet of `scenario` as it starts (`bound.best_static`); `ScenarioError`
+    when its count space is too large to search."""
     try:
         return bound.best_static(
-            setting=_setting(scenario=scenario, workloads=workloads, slos=slos)
+            setting=_setting(scenario=scenario, workloads=workloads, slos=slos, sweep=sweep)
         )
     except ValueError as exc:
         raise ScenarioError(f'policies: {exc}') from None
@@ -349,15 +383,19 @@ def build_policies(
     workloads: Workloads,
     slos: Mapping[str, SLO],
     capacities: Mapping[str, float] | None = None,
+    sweep: Sweep | None = None,
+    fleet: bound.Fleet | None = None,
 ) -> list[Policy]:
     """Instantiate the scenario's policies in the order given. The clairvoyant policy uses
     `capacities` when given, else calibrates them (`calibrate_capacities`), and keeps the best
     fixed fleet instead when that is cheaper (`bound.clairvoyant_bound`); `static-best` and the
-    clairvoyant policy share one search of fixed fleets (`bound.best_static`)."""
+    clairvoyant policy share one search of fixed fleets (`bound.best_static`), or `fleet` when
+    the caller searched it (`best_fleet`, on this scenario as it starts). The searches' runs go
+    through `sweep` (None: here, one after another)."""
     names = [v.name for v in scenario.variants]
     first = scenario.first_variants
     built: list[Policy] = []
-    fleet: bound.Fleet | None = None  # the best fixed fleet, searched once for both uses
+    # `fleet`: the best fixed fleet, searched once for both uses
     for name in scenario.policies:
         if name == DEFAULT or registry.by_name(name) is not None:
             stated = intents(scenario=scenario, workloads=workloads, slos=slos)
@@ -395,15 +433,23 @@ def build_policies(
             except ValueError as exc:
                 raise ScenarioError(f'policies: {exc}') from None
         elif name == 'static-best':
-            fleet = fleet or _best_fleet(scenario=scenario, workloads=workloads, slos=slos)
+            fleet = fleet or best_fleet(
+                scenario=scenario, workloads=workloads, slos=slos, sweep=sweep
+            )
             built.append(fleet.policy())
         elif name == 'clairvoyant':
             if capacities is None:
-                capacities = calibrate_capacities(scenario=scenario, workloads=workloads, slos=slos)
-            fleet = fleet or _best_fleet(scenario=scenario, workloads=workloads, slos=slos)
+                capacities = calibrate_capacities(
+                    scenario=scenario, workloads=workloads, slos=slos, sweep=sweep
+                )
+            fleet = fleet or best_fleet(
+                scenario=scenario, workloads=workloads, slos=slos, sweep=sweep
+            )
             built.append(
                 bound.clairvoyant_bound(
-                    setting=_setting(scenario=scenario, workloads=workloads, slos=slos),
+                    setting=_setting(
+                        scenario=scenario, workloads=workloads, slos=slos, sweep=sweep
+                    ),
                     capacities=capacities,
                     cycle=scenario.settings.cycle,
                     fleet=fleet,

@@ -1,0 +1,104 @@
+"""What a sweep runs: tasks, and the one every search needs, a simulated run (`RunSpec`).
+
+Why: the runner (`sweep.Sweep`) knows nothing of simulations; it runs `Task`s, each a picklable
+value that can name its inputs (`identity`, hashed for the run cache) and compute its result
+(`__call__`) wherever it is sent. `RunSpec` is a run of the simulator: (workload, fleet, policy
+with its settings, loop settings, SLO) → `Finished` (the run's summary, and the whole
+`SimResult` when asked for); the workload's seed is in its trace, drawn before the run. A task
+must not depend on anything outside itself that its `identity` does not name (a module constant
+patched by a benchmark is named by that benchmark's task), or the cache would hand back a run
+of other inputs.
+
+`SimResult.wall_seconds` is the seconds the run took where it ran (the one clock read here, for
+the report; a result from the cache keeps the time it took then).
+
+What fails: whatever `runner.run` raises for the spec (bad settings, a bad fleet, a policy
+returning an unknown variant) is raised by the call, in the worker, and re-raised by the sweep.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from llmscaler.sim import runner
+from llmscaler.sim.report import summary as metrics
+from llmscaler.sim.vocabulary import Policy, SimResult, Trace, VariantSpec
+
+R_co = TypeVar('R_co', covariant=True)
+
+
+class Task(Protocol[R_co]):
+    """A unit of a sweep: picklable, and pure in what `identity` names."""
+
+    @property
+    def label(self) -> str:
+        """A short name for error messages."""
+        ...
+
+    def identity(self) -> object:
+        """Everything the result depends on, picklable (the run cache hashes it)."""
+        ...
+
+    def __call__(self) -> R_co:
+        """Compute the result (in whatever process the executor chose)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A simulated run's outcome: its summary, and the whole result when it was kept."""
+
+    summary: metrics.PolicySummary
+    result: SimResult | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """One simulated run: `runner.run` on these inputs, summarized against `slos`.
+
+    `policy` is sent as it is before the run (a fresh policy: its memory is built by the run);
+    `keep` keeps the whole `SimResult` (timelines, every request) in the outcome, for a report.
+    """
+
+    traces: Trace | Mapping[str, Trace]
+    variants: Sequence[VariantSpec]
+    policy: Policy
+    settings: runner.SimSettings
+    slos: metrics.SLOs
+    inventory: Mapping[str, int] | None = None
+    keep: bool = False
+
+    @property
+    def label(self) -> str:
+        return self.policy.name
+
+    def identity(self) -> object:
+        return (
+            'run',
+            self.traces,
+            tuple(self.variants),
+            self.policy,
+            self.settings,
+            self.slos,
+            self.inventory,
+            self.keep,
+        )
+
+    def __call__(self) -> Finished:
+        began = time.perf_counter()
+        result = runner.run(
+            trace=self.traces,
+            variants=self.variants,
+            policy=self.policy,
+            settings=self.settings,
+            inventory=self.inventory,
+        )
+        notes = getattr(self.policy, 'notes', None)
+        if callable(notes):  # what the policy learnt about its own run (the clairvoyant's)
+            result.notes.extend(notes())
+        result.wall_seconds = time.perf_counter() - began
+        summary = metrics.summarize(result=result, slo=self.slos)
+        return Finished(summary=summary, result=result if self.keep else None)

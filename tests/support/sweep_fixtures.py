@@ -1,0 +1,92 @@
+"""Small sweeps for the runner's tests (tests/unit/sim/sweep): real simulated runs, seconds each.
+
+- `small_sweep(policies, duration)`: a `RunSpec` per policy on the `on-off` case (warm start off,
+  the built-in fleet), cut to `duration` seconds.
+- `Square`: a task that is not a simulation (its result is its input squared), to check the
+  runner's order, caching and errors cheaply; `Fails` raises; `mixed` lists both kinds.
+- `Wide(jobs)`: an executor that claims `jobs` workers and runs everything here (the searches'
+  rounds as N workers would see them, at no cost).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from llmscaler.sim.scenario import cases, loader
+from llmscaler.sim.scenario.setup import build_policies
+from llmscaler.sim.scenario.workloads import build_workloads, model_slos
+from llmscaler.sim.sweep.tasks import RunSpec, Task
+
+R = TypeVar('R')
+POLICIES = ('default', 'predictive', 'keda-queue', 'hpa-kv', 'kaito-realtime')
+
+
+def small_sweep(
+    *, policies: Sequence[str] = POLICIES, duration: float = 300.0, seed: int = 1
+) -> list[RunSpec]:
+    document = cases.case(name='on-off', policies=list(policies), duration=duration, seed=seed)
+    document['warm_start'] = False
+    setup = loader.from_document(document=document, where='on-off')
+    workloads = build_workloads(scenario=setup)
+    slos = model_slos(scenario=setup, workloads=workloads)
+    return [
+        RunSpec(
+            traces=workloads.traces,
+            variants=setup.variants,
+            policy=policy,
+            settings=setup.settings,
+            slos=next(iter(slos.values())),
+        )
+        for policy in build_policies(scenario=setup, workloads=workloads, slos=slos)
+    ]
+
+
+@dataclass(frozen=True)
+class Square:
+    value: int
+    extra: frozenset[str] = frozenset()
+
+    @property
+    def label(self) -> str:
+        return f'square {self.value}'
+
+    def identity(self) -> object:
+        return ('square', self.value, self.extra)
+
+    def __call__(self) -> int:
+        return self.value * self.value
+
+
+@dataclass(frozen=True)
+class Fails:
+    @property
+    def label(self) -> str:
+        return 'fails'
+
+    def identity(self) -> object:
+        return 'fails'
+
+    def __call__(self) -> int:
+        raise RuntimeError('this task fails')
+
+
+def mixed(*tasks: Square | Fails) -> list[Task[int]]:
+    """Tasks of both kinds in one list (a sweep of int results)."""
+    return list(tasks)
+
+
+class Wide:
+    """An executor that says it has `jobs` workers and runs every task here, in order: what a
+    search does with N workers, without starting any."""
+
+    def __init__(self, *, jobs: int) -> None:
+        self.jobs = jobs
+
+    def start(self, *, tasks: Sequence[Task[R]]) -> Iterator[tuple[int, R]]:
+        for index, task in enumerate(tasks):
+            yield index, task()
+
+    def close(self) -> None:
+        pass
