@@ -12,9 +12,11 @@ included, even when the work that set the pass off runs in a worker thread.
   collections; with the collector held off, what a step drops is freed by reference counting
   before any collection sees it, so it is never promoted to an older generation nor walked by a
   full pass: the work is saved, not only moved. What the step keeps is walked by the next
-  collection after it, once. For decoding 10,000 pods' answer the collections cost more than the
-  decoding itself (about 70% of `json.loads`' time); inside `decide()` at 1,000 models, about
-  30 ms of a 500 ms call (docs/performance.md).
+  collection after it, once, so a step drops what it does not keep inside its block: a page's
+  samples still held by a local when the block ends were walked by the first collection after
+  it, 20 to 80 ms for a page at the label cap. For decoding 10,000 pods' answer the collections
+  cost more than the decoding itself (about 70% of `json.loads`' time); inside `decide()` at
+  1,000 models, about 30 ms of a 500 ms call (docs/performance.md).
 - `set_aside_start_up()`: the modules, classes and functions loaded at start-up (some 70,000
   containers with the HTTP and Kubernetes clients) live as long as the process, yet every full
   pass walked them again: 40 to 60 ms on the machines of docs/reliability.md, the largest stall

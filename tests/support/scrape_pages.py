@@ -145,7 +145,6 @@ def feed(
 ) -> None:
     """Add one successful scrape of `page` at `now` (collect.scrape.source does the same)."""
     series = pods.setdefault((namespace, pod), PodSeries(kind, hint))
-    present = set()
     families = EPP_FAMILIES if kind == 'epp' else VLLM_FAMILIES
     for sample in parse(page=page, families=families).samples:
         name = sample.name
@@ -159,8 +158,7 @@ def feed(
             horizon = histograms.HORIZON
         record = series.series.setdefault(key, SeriesWindow(horizon=horizon).record)
         SeriesWindow.of(record).add(t=now, value=sample.value)
-        present.add(key)
-    series.present = frozenset(present)
+    series.present_at = now
 
 
 def scraped(

@@ -95,16 +95,24 @@ class PodSeries:
 
     The windows are kept as their records (`SeriesWindow.record`), so that the garbage collector
     walks none of them. `hint` is the target's model name, for series without a `model_name`
-    label; `present` is empty after a failed scrape (Prometheus marks a failed target's series
-    stale).
+    label. `present_at` is the time of the pod's last successful page, None after a failed
+    scrape (Prometheus marks a failed target's series stale): a series is on that page when its
+    window was last seen then (`presents`). A time rather than the set of the page's series,
+    because such a set would hold a copy of every key each scrape (the page's own, equal to the
+    kept ones) for the garbage collector to walk: at 128 labels a series, a third of a million
+    containers a page.
     """
 
     kind: Kind
     hint: str
     series: dict[SeriesKey, bytearray] = field(default_factory=dict)
-    present: frozenset[SeriesKey] = frozenset()
+    present_at: float | None = None
     chars: int = 0
     """Characters of the kept series' `name{labels}` texts (the scraper's per-pod cap)."""
+
+    def presents(self, window: SeriesWindow) -> bool:
+        """Whether the series of `window` (one of this pod's) was on the last successful page."""
+        return self.present_at is not None and window.last_seen == self.present_at
 
 
 def compute_reading(
@@ -135,7 +143,7 @@ def compute_reading(
             if name == REQUEST_SUCCESS and pod.kind == 'vllm':
                 counters.setdefault((key[0], model), []).append(window)
                 continue
-            present = (name, labels) in pod.present
+            present = pod.presents(window)
             views[pod.kind].append(SeriesView(*key, model, name, labels, window, present))
     attempts = attempt_rates(views=views['epp'], in_scope=in_scope, now=now)
     found_errors = list(errors)

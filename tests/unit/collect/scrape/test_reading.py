@@ -97,7 +97,7 @@ def test_instant_figures_need_the_last_page_and_the_lookback() -> None:
     assert read(pods, now=1000.0 + LOOKBACK).models == ()
 
     pods = scraped(lambda i: {'p1': example_page(scrape_values(i))})
-    pods[(NS, 'p1')].present = frozenset()  # what a failed scrape leaves
+    pods[(NS, 'p1')].present_at = None  # what a failed scrape leaves
     (pod,) = read(pods, now=1045.0).pods
     assert pod.kv_usage == 0.9  # the window still holds its samples
     assert (pod.running_requests, pod.num_gpu_blocks, pod.block_size) == (None, None, None)

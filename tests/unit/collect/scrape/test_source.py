@@ -9,7 +9,9 @@ forgotten, with the HTTP client, TLS and tokens.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
+import gc
 import math
 import socket
 import ssl
@@ -24,6 +26,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from llmscaler import gc_pause
 from llmscaler.analyze.validity import histogram_violation
 from llmscaler.collect.readings import ErrorReason, MetricsSource, ModelScope, Reading, SourceError
 from llmscaler.collect.scrape.reading import Kind
@@ -946,3 +949,33 @@ async def test_a_large_page_is_parsed_without_holding_the_event_loop(
     # the collector's one walk over the new windows once it resumes (gc_pause.paused).
     assert took > 0.8, took
     assert max(gaps) < min(0.4, took / 2), (max(gaps), took)
+
+
+async def test_a_page_scraped_again_leaves_nothing_for_the_collector_to_walk(
+    fleet: tuple[Fleet, TestServer],
+) -> None:
+    # 2,000 series of 40 labels: each scrape builds 82,000 label tuples, equal to the kept ones.
+    pods, server = fleet
+    labels = ','.join(f'l{j:02d}="v"' for j in range(39))
+    page = ''.join(
+        f'vllm:num_requests_waiting{{engine="{i}",{labels}}} 1\n' for i in range(2000)
+    ).encode()
+    pods.replies['p1'] = Reply(body=page)
+    source = source_for([target(server, 'p1', model_name=MODEL)])
+    try:
+        assert not refusals(await source.scrape(now=1000.0))
+        gc.collect()
+        # Held off, so that what the next scrape leaves is still counted as it left it.
+        with gc_pause.paused():
+            before = {id(o) for o in gc.get_objects()}
+            assert not refusals(await source.scrape(now=1015.0))
+            left = [o for o in gc.get_objects() if id(o) not in before]
+        assert source.series_count == 2000
+        # The page's samples went by reference counting; what stays is the loop's and the
+        # HTTP client's own (a few hundred), not one object per series or per label.
+        assert len(left) < 2000, collections.Counter(type(o).__name__ for o in left)
+        reading = await source.read(scope=SCOPE, now=1015.0)
+        (pod,) = reading.pods
+        assert pod.queue_length == 1.0
+    finally:
+        await source.aclose()
