@@ -21,7 +21,8 @@ pools' pages may still be on their way). Without pools, the pages of `epp_fn` (t
 The same tick runs the fast path for bursts (`controller.from_zero.bursts`, when `cycle`, the
 main cycle, is given): for the models above zero whose policy asks for it, the requests arrived
 and queued on the same EPP pages, and a raise written through the main cycle when they prove a
-burst. The two read their pages side by side; neither waits for the other's writes.
+burst. The two read their pages side by side, each page once per tick (`EppPages.one_tick`);
+neither waits for the other's writes.
 
 What it measures: the time from the EPP page that showed the queue to the `/scale` write that
 answered, into `ControllerMetrics.from_zero` (the `llmscaler_scale_from_zero_seconds` histogram).
@@ -188,7 +189,8 @@ class FromZero:
         # One world per tick: the write must carry the resourceVersion of the very copy that
         # showed the model at zero, not of a newer one read after the pages were fetched.
         world = self._world_fn()
-        woken, _ = await asyncio.gather(self._wake_idle(world), self._burst(world))
+        with self._pages.one_tick():
+            woken, _ = await asyncio.gather(self._wake_idle(world), self._burst(world))
         return woken
 
     async def _burst(self, world: World) -> None:

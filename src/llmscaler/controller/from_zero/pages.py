@@ -20,7 +20,10 @@ scale-from-zero; `EppPages.arrivals` the requests arrived so far (the successful
 `inference_extension_scheduler_attempts_total`, requests sent to a replica, plus those queued)
 and queued, for the fast path for bursts (`controller.from_zero.bursts`), which counts on the
 same pages every tick: a namespace with a page unread has no count that tick, as a sum without
-one page would read as a fall and then a burst.
+one page would read as a fall and then a burst. Within `EppPages.one_tick()`, the two readers
+share each page: a page is fetched and parsed once per tick, however many readers ask for it
+(a namespace with an idle model and a busy one was read twice, ten times a second); outside
+that block every read fetches afresh.
 
 What fails: a page that cannot be fetched (refused, too slow, over the cap, a bad status or
 content type, a token refused for plain http) or parsed is one `SourceError` in the result,
@@ -32,8 +35,9 @@ whole, a BAD_RESPONSE naming the EPP pod and the cap: its queues count as unread
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import httpx
 
@@ -84,6 +88,19 @@ class EppPages:
         self._tls = ssl_context(config=scrape) if client is None else None
         self._clients: dict[str, tuple[httpx.AsyncClient, float]] = {}
         self._parser = Parser(families=EPP_FAMILIES, limits=scrape.page_limits())
+        # The pages of the tick in progress (`one_tick`), by target; None outside a tick.
+        self._tick: dict[ScrapeTarget, asyncio.Future[tuple[float, Page] | SourceError]] | None
+        self._tick = None
+
+    @contextlib.contextmanager
+    def one_tick(self) -> Iterator[None]:
+        """Within the block, each page is read once, its first reader's fetch shared by the
+        others (they wait for it within their own deadline); pages are read afresh after."""
+        self._tick = {}
+        try:
+            yield
+        finally:
+            self._tick = None
 
     def end(self) -> float:
         """The loop time by which a read starting now must be done."""
@@ -176,11 +193,24 @@ class EppPages:
     async def _pages(
         self, targets: Sequence[ScrapeTarget], *, token: http.Token, end: float
     ) -> list[tuple[ScrapeTarget, tuple[float, Page] | SourceError]]:
-        pages = await asyncio.gather(*(self._fetch(t, token=token, end=end) for t in targets))
+        pages = await asyncio.gather(*(self._shared(t, token=token, end=end) for t in targets))
         for target, page in zip(targets, pages, strict=True):
             if isinstance(page, SourceError):
                 log.debug('EPP %s/%s unread: %s', target.namespace, target.pod, page.message)
         return list(zip(targets, pages, strict=True))
+
+    async def _shared(
+        self, target: ScrapeTarget, *, token: http.Token, end: float
+    ) -> tuple[float, Page] | SourceError:
+        """The page of `target`: this tick's when another reader has asked for it already."""
+        if self._tick is None:
+            return await self._fetch(target, token=token, end=end)
+        fetching = self._tick.get(target)
+        if fetching is None:
+            fetching = asyncio.ensure_future(self._fetch(target, token=token, end=end))
+            self._tick[target] = fetching
+        # Shielded: a reader given up on must not cancel the fetch another reader waits for.
+        return await asyncio.shield(fetching)
 
     async def _fetch(
         self, target: ScrapeTarget, *, token: http.Token, end: float

@@ -165,3 +165,18 @@ async def test_before_the_first_cycle_nothing_is_raised(h: Harness) -> None:
     cycle = MainCycle(config=PREDICTIVE, last_snapshot=None)
     await run_counts(h, cycle, per_second=[2.0] * 10 + [40.0] * 3)
     assert cycle.raised == []
+
+
+async def test_a_page_both_readers_want_is_read_once_a_tick() -> None:
+    # An idle model (scale-from-zero's) beside a busy one (the fast path's), one EPP page.
+    async with harness(
+        h100('busy', replicas=1), va('busy', cost='5'), deployment('idle'), va('idle', model='n')
+    ) as h:
+        cycle = MainCycle(config=PREDICTIVE, last_snapshot=last_cycle(h, rate=2.0))
+        loop = h.loop(cycle=cycle)
+        h.epp.body = counted(10.0)
+        # Once a tick, and afresh at the next.
+        for tick in range(1, 4):
+            await loop.tick()
+            assert h.epp.hits == tick
+            await h.clock.advance(0.5)
