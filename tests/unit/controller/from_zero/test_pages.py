@@ -3,13 +3,15 @@ loopback server, within the scrape configuration's page caps."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from llmscaler.clock import LoopClock
 from llmscaler.collect.readings import ErrorReason, SourceError
 from llmscaler.collect.scrape.source import ScrapeConfig, ScrapeTarget
 from llmscaler.controller.from_zero.pages import EppPages
-from tests.support.raw_http import RawServer, serve
+from tests.support.raw_http import Behaviour, RawServer, serve
 
 QUEUE = 'inference_extension_flow_control_queue_size'
 
@@ -61,3 +63,43 @@ async def test_a_page_over_a_cap_is_refused_naming_the_epp_pod(
     assert error.reason is ErrorReason.BAD_RESPONSE
     assert error.message.startswith('page of EPP pod llm/epp-0 refused: line '), error.message
     assert f'({cap})' in error.message
+
+
+def slowly(body: bytes, *, after: float) -> Behaviour:
+    """The whole answer, `after` seconds late."""
+    answer = serve(body)
+
+    async def behave(writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(after)
+        await answer(writer)
+
+    return behave
+
+
+async def test_within_a_tick_readers_share_a_page_and_one_giving_up_leaves_the_other_it() -> None:
+    body = queue_page('target_model_name="m"')
+    async with RawServer(slowly(body, after=0.3)) as server:
+        pages = EppPages(
+            clock=LoopClock(), scrape=ScrapeConfig(), timeout=2.0, concurrency=2, client=None
+        )
+        target = ScrapeTarget(namespace='llm', pod='epp-0', url=f'{server.url}/metrics', kind='epp')
+
+        async def sizes() -> dict[tuple[str, str], float]:
+            found, _, errors = await pages.read([target], token=pages.token(), end=pages.end())
+            assert errors == []
+            return found
+
+        try:
+            with pages.one_tick():
+                given_up = asyncio.create_task(sizes())
+                waiting = asyncio.create_task(sizes())
+                await asyncio.sleep(0.1)
+                given_up.cancel()
+                assert await waiting == {('m', 'llm'): 3.0}
+                assert await sizes() == {('m', 'llm'): 3.0}  # a third reader, same page
+            assert len(server.seen) == 1
+            # After the tick, the page is read afresh.
+            assert await sizes() == {('m', 'llm'): 3.0}
+            assert len(server.seen) == 2
+        finally:
+            await pages.aclose()
