@@ -48,15 +48,18 @@ def default_directory() -> Path:
     return Path(base) / 'llmscaler' / 'runs'
 
 
-class _Canonical(pickle._Pickler):
-    """A pickler that writes sets in a fixed order, so equal values pickle to equal bytes. The
-    pure-Python pickler: the C one does not consult `reducer_override` for sets."""
+class _Canonical(pickle.Pickler):
+    """A pickler that writes sets in a fixed order, so equal values pickle to equal bytes.
 
-    def reducer_override(self, obj: Any) -> Any:
+    A set is written as a persistent reference to its kind and its members in order: the
+    pickler asks `persistent_id` of every object before anything else, where it writes sets
+    itself before consulting `reducer_override` or a dispatch table. The bytes are for hashing
+    only; nothing loads them back."""
+
+    def persistent_id(self, obj: Any) -> Any:
         if isinstance(obj, set | frozenset):
-            members = sorted(obj, key=_canonical_bytes)
-            return type(obj), (members,)
-        return NotImplemented
+            return type(obj).__name__, sorted(obj, key=_canonical_bytes)
+        return None
 
 
 def _canonical_bytes(value: object) -> bytes:
