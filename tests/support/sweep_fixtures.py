@@ -4,12 +4,16 @@
   the built-in fleet), cut to `duration` seconds.
 - `Square`: a task that is not a simulation (its result is its input squared), to check the
   runner's order, caching and errors cheaply; `Fails` raises; `mixed` lists both kinds.
+- `Reads(name)`: a task whose result is the environment variable `name` where it ran, and
+  whether the module of that name in `imports` imports there (what a worker was given).
 - `Wide(jobs)`: an executor that claims `jobs` workers and runs everything here (the searches'
   rounds as N workers would see them, at no cost).
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -70,6 +74,22 @@ class Fails:
 
     def __call__(self) -> int:
         raise RuntimeError('this task fails')
+
+
+@dataclass(frozen=True)
+class Reads:
+    variable: str
+    imports: str
+
+    @property
+    def label(self) -> str:
+        return f'reads {self.variable}'
+
+    def identity(self) -> object:
+        return ('reads', self.variable, self.imports)
+
+    def __call__(self) -> tuple[str, str]:
+        return os.environ.get(self.variable, ''), importlib.import_module(self.imports).__name__
 
 
 def mixed(*tasks: Square | Fails) -> list[Task[int]]:

@@ -30,14 +30,13 @@ import logging
 import os
 import socket
 import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from llmscaler.sim.sweep.tasks import Splittable, Task
 
 R = TypeVar('R')
-DEADLINE = 30.0
+DEADLINE = 10.0
 """Seconds `OnRay` waits for the cluster's address to accept a connection."""
 
 
@@ -69,23 +68,19 @@ def address_from(*, given: str | None) -> str:
 
 def _reachable(*, address: str, deadline: float) -> None:
     """Raise `RayUnavailable` unless `address`, when it names a host and port, accepts a TCP
-    connection before `deadline` seconds have passed (`ray.init` would retry far longer)."""
+    connection within `deadline` seconds (`ray.init` would retry for far longer). One attempt:
+    a refused port is a typo or a stopped cluster, and says so at once."""
     rest = address.removeprefix('ray://')
     host, colon, port = rest.rpartition(':')
     if not colon or not port.isdigit():
         return  # `auto`, or a form Ray resolves itself
-    ends = time.monotonic() + deadline
-    while True:
-        left = ends - time.monotonic()
-        try:
-            with socket.create_connection((host.strip('[]'), int(port)), timeout=max(left, 0.1)):
-                return
-        except OSError as exc:
-            if time.monotonic() + 0.5 >= ends:
-                raise RayUnavailable(
-                    f'--ray {address}: no Ray cluster answers there within {deadline:g} s ({exc})'
-                ) from None
-            time.sleep(0.5)  # a head still starting
+    try:
+        with socket.create_connection((host.strip('[]'), int(port)), timeout=deadline):
+            return
+    except OSError as exc:
+        raise RayUnavailable(
+            f'--ray {address}: no Ray cluster answers there within {deadline:g} s ({exc})'
+        ) from None
 
 
 def _call(task: Task[R]) -> R:
@@ -114,7 +109,6 @@ class OnRay:
             try:
                 ray.init(
                     address=address,
-                    runtime_env=dict(runtime_env) if runtime_env is not None else None,
                     logging_level=logging.WARNING,
                     # The workers' output stays in the cluster's logs: a task's failure comes
                     # back as its exception, and the command's own output stays readable.
@@ -126,8 +120,11 @@ class OnRay:
             self._connected = True
         self._ray = ray
         self._jobs = max(1, int(ray.cluster_resources().get('CPU', 1)))
-        self._run = ray.remote(_call)
-        self._run_with = ray.remote(_call_with)
+        # Per task, not per connection (`ray.init`): an executor made while this process is
+        # already connected still gets its environment.
+        options = {'runtime_env': dict(runtime_env)} if runtime_env is not None else {}
+        self._run = ray.remote(_call).options(**options)
+        self._run_with = ray.remote(_call_with).options(**options)
         self._shared: dict[int, tuple[object, Any]] = {}
         self._lock = threading.Lock()
 

@@ -18,8 +18,9 @@ import pytest
 from llmscaler.sim.sweep import on_ray
 from llmscaler.sim.sweep.executors import InProcess, executor_for
 from llmscaler.sim.sweep.sweep import Sweep
+from tests.support.bench_scripts import BENCH, load
 from tests.support.ray_cluster import Cluster, cluster, free_port, ray_program
-from tests.support.sweep_fixtures import Fails, Square, mixed, small_sweep
+from tests.support.sweep_fixtures import Fails, Reads, Square, mixed, small_sweep
 
 POLICIES = ('default', 'hpa-kv', 'keda-queue')
 
@@ -95,6 +96,18 @@ def test_results_come_in_input_order_on_ray(executor: on_ray.OnRay) -> None:
 def test_a_task_s_exception_is_raised_in_the_caller(executor: on_ray.OnRay) -> None:
     with pytest.raises(RuntimeError, match='this task fails'):
         Sweep(executor=executor).run(tasks=mixed(Square(2), Fails(), Square(3)))
+
+
+def test_a_benchmark_s_ray_sweep_gives_its_workers_the_scripts_folder(
+    ray_cluster: Cluster, executor: on_ray.OnRay
+) -> None:
+    policy = load('policy')
+    task = Reads(variable='PYTHONPATH', imports='doc_blocks')
+    with policy.sweep_for(jobs=1, cache=False, label='t', ray=ray_cluster.address) as sweep:
+        assert sweep.jobs == 2
+        [(path, imported)] = sweep.run(tasks=[task])
+    assert path.split(':')[0] == str(BENCH)
+    assert imported == 'doc_blocks'
 
 
 def test_an_address_nobody_answers_is_one_clear_line_within_the_deadline() -> None:
