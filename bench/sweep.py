@@ -18,14 +18,16 @@ whose answer depends on the number of workers is wrong, however fast):
     workers, on the same small sweep: `RUNS` short runs (the `on-off` case, five policies, four
     seeds, `--ray-duration` seconds each, default 300), so that what it costs to send a run
     and its result shows; each pass after a warm-up sweep (the workers started), the faster of
-    `REPEATS`. It prints the seconds per run of each, the difference (Ray's overhead per run),
-    and the peak resident memory (RSS) of each worker process, as the workers report it. The
-    Ray cluster is one node started here, in this process (two CPUs, 200 MB of object store),
-    or the cluster at `--ray ADDRESS`.
+    `REPEATS`, the two executors' passes alternating (a neighbour's load weighs on both). It
+    prints the seconds per run of each, the difference (Ray's overhead per run, negative when
+    Ray is faster), how many workloads went to the object store (one per sweep's workload:
+    each pass builds its own), and the peak resident memory (RSS) of each worker process, as the
+    workers report it. The Ray cluster is one node started here (two CPUs, 200 MB of object
+    store), or the cluster at `--ray ADDRESS`. The local workers are forked before Ray starts.
 
 The ratio is wall time with one job over wall time with two; another program busy on the same
-cores lowers it. What fails: results that differ between the two passes stop the benchmark with
-status 1 (and the runs that differ).
+cores lowers it. What fails: results that differ between the two passes (of any case) stop the
+benchmark with status 1.
 
 Run: `.venv/bin/python bench/sweep.py [--case a|b|c|all] [--duration S] [--ray ADDRESS]` (about
 seven minutes on two cores; `bench/perfdocs.py --only sweep --write-docs` puts its output in
@@ -40,7 +42,7 @@ import math
 import os
 import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -164,30 +166,35 @@ def small_runs(*, duration: float) -> list[RunSpec]:
     return runs
 
 
-def per_run(executor: Executor, *, duration: float) -> tuple[float, list[object], list[int]]:
-    """Seconds per run on `executor` (the fastest of `REPEATS` passes, after a warm-up), the
+def passes(
+    executors: Sequence[Executor], *, duration: float
+) -> list[tuple[float, list[object], list[int]]]:
+    """Per executor: seconds per run (the fastest of `REPEATS` passes, after a warm-up; the
+    executors' passes alternate, so that a neighbour's load weighs on both alike), the
     summaries, and the peak RSS of each worker seen."""
-    sweep = Sweep(executor=executor, progress=False)
-    sweep.run(tasks=small_runs(duration=duration)[: executor.jobs])
-    best = math.inf
-    summaries: list[object] = []
+    sweeps = [Sweep(executor=executor, progress=False) for executor in executors]
+    for sweep in sweeps:
+        sweep.run(tasks=small_runs(duration=duration)[: sweep.jobs])
+    best = [math.inf] * len(sweeps)
+    summaries: list[list[object]] = [[] for _ in sweeps]
     for _ in range(REPEATS):
-        tasks = small_runs(duration=duration)  # fresh policies: a run changes its policy object
-        started = time.perf_counter()
-        summaries = [f.summary for f in sweep.run(tasks=tasks)]
-        best = min(best, (time.perf_counter() - started) / len(tasks))
-    peaks = dict(sweep.run(tasks=[Resident(turn) for turn in range(4 * executor.jobs)]))
-    return best, summaries, sorted(peaks.values())
+        for index, sweep in enumerate(sweeps):
+            tasks = small_runs(duration=duration)  # fresh policies: a run changes its policy
+            started = time.perf_counter()
+            summaries[index] = [f.summary for f in sweep.run(tasks=tasks)]
+            best[index] = min(best[index], (time.perf_counter() - started) / len(tasks))
+    peaks = [
+        sorted(dict(sweep.run(tasks=[Resident(turn) for turn in range(4 * sweep.jobs)])).values())
+        for sweep in sweeps
+    ]
+    return list(zip(best, summaries, peaks, strict=True))
 
 
 def ray_sweep(*, duration: float, address: str | None) -> bool:
     import ray
 
+    # Forked before Ray starts any thread in this process (`executors.LocalProcesses`).
     processes = LocalProcesses(jobs=2)
-    try:
-        local_seconds, local, local_peaks = per_run(processes, duration=duration)
-    finally:
-        processes.close()
     if address is None:
         # A loopback node of this machine: token authentication off, ~/.ray left alone.
         os.environ.setdefault('RAY_AUTH_MODE', 'disabled')
@@ -202,9 +209,12 @@ def ray_sweep(*, duration: float, address: str | None) -> bool:
     assert address is not None
     executor = on_ray.OnRay(address=address)
     try:
-        ray_seconds, remote, ray_peaks = per_run(executor, duration=duration)
+        [(local_seconds, local, local_peaks), (ray_seconds, remote, ray_peaks)] = passes(
+            [processes, executor], duration=duration
+        )
         shared = executor.shared
     finally:
+        processes.close()
         executor.close()
         ray.shutdown()
     same = repr(local) == repr(remote)  # NaN != NaN; their reprs are equal

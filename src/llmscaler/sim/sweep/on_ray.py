@@ -7,8 +7,11 @@ as a Ray remote function and yields each result as it finishes; `jobs` is the cl
 when it connected (the searches size their rounds by it). What many tasks share travels once: a
 `Splittable` task (a `RunSpec`: the workload, megabytes of arrays, is the same object in every
 run of a sweep) is sent without its shared part, which is put in the object store once
-(`ray.put`) for the executor's life and handed to each task by reference; the workers read its
-arrays from shared memory without copying them. Other tasks are sent whole.
+(`ray.put`) and handed to each task by reference; the workers read its arrays from shared
+memory without copying them. Other tasks are sent whole. What was put stays there until `close`
+(a search's later rounds reuse it), so one executor serves sweeps of a few workloads, not of
+thousands. In a process already connected to Ray (a driver that called `ray.init`, a test)
+the executor uses that connection, and leaves it open when it closes.
 
 Ray is the optional extra `ray` (`pip install 'llmscaler[sim,ray]'`); nothing here imports it
 until an executor is made, so the package works without it. The workers must import the tasks'
