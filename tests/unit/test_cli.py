@@ -33,7 +33,7 @@ import pytest
 from llmscaler import io
 from llmscaler.cli import main
 from tests.support.paths import ROOT
-from tests.support.ray_cluster import free_port
+from tests.support.ray_cluster import free_port, ray_program
 
 TWO = ROOT / 'examples' / 'snapshot-two-variants.json'
 PD = ROOT / 'examples' / 'snapshot-pd.json'
@@ -414,6 +414,7 @@ def test_simulate_refuses_a_jobs_that_is_not_a_whole_number_of_one_or_more_in_on
 def test_simulate_on_a_ray_address_nobody_answers_fails_in_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    ray_program()  # Ray installed: the address is what is missing
     port = free_port()  # nothing listens on it
     code, out, err = run(
         capsys, 'simulate', '--ray', f'127.0.0.1:{port}', '--out', str(tmp_path / 'o')

@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from tests.support.bench_scripts import load
-from tests.support.ray_cluster import free_port
+from tests.support.ray_cluster import free_port, ray_program
 
 policy = load('policy')
 
@@ -32,6 +32,7 @@ def test_a_ratio_next_to_the_goal_shows_which_side_it_is(cost: float, shown: str
 def test_a_ray_address_nobody_answers_stops_the_script_in_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    ray_program()  # Ray installed: the address is what is missing
     parser = argparse.ArgumentParser(prog='policy.py')
     policy.jobs_argument(parser)
     address = f'127.0.0.1:{free_port()}'

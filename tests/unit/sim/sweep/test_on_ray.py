@@ -111,6 +111,7 @@ def test_a_benchmark_s_ray_sweep_gives_its_workers_the_scripts_folder(
 
 
 def test_an_address_nobody_answers_is_one_clear_line_within_the_deadline() -> None:
+    ray_program()  # Ray installed: the address is what is missing
     address = f'127.0.0.1:{free_port()}'
     with pytest.raises(on_ray.RayUnavailable) as caught:
         on_ray.OnRay(address=address, deadline=1.0)
