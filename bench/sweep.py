@@ -52,8 +52,6 @@ import policy
 from llmscaler.sim import simulate
 from llmscaler.sim.scenario import cases, loader
 from llmscaler.sim.scenario.document import DEFAULT_DOCUMENT
-from llmscaler.sim.scenario.setup import build_policies
-from llmscaler.sim.scenario.workloads import build_workloads, model_slos
 from llmscaler.sim.sweep import on_ray
 from llmscaler.sim.sweep.executors import Executor, LocalProcesses
 from llmscaler.sim.sweep.sweep import Sweep
@@ -144,26 +142,13 @@ class Resident:
 
 def small_runs(*, duration: float) -> list[RunSpec]:
     """`RUNS` short runs: the `on-off` case's policies on each of its seeds (warm start off)."""
-    runs = []
-    for seed in range(1, RUNS // len(SMALL_POLICIES) + 1):
-        document = cases.case(
+    return [
+        run
+        for seed in range(1, RUNS // len(SMALL_POLICIES) + 1)
+        for run in cases.runs(
             name='on-off', policies=list(SMALL_POLICIES), duration=duration, seed=seed
         )
-        document['warm_start'] = False
-        setup = loader.from_document(document=document, where='on-off')
-        workloads = build_workloads(scenario=setup)
-        slos = model_slos(scenario=setup, workloads=workloads)
-        for run in build_policies(scenario=setup, workloads=workloads, slos=slos):
-            runs.append(
-                RunSpec(
-                    traces=workloads.traces,
-                    variants=setup.variants,
-                    policy=run,
-                    settings=setup.settings,
-                    slos=next(iter(slos.values())),
-                )
-            )
-    return runs
+    ]
 
 
 def passes(

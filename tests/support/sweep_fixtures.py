@@ -18,9 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from llmscaler.sim.scenario import cases, loader
-from llmscaler.sim.scenario.setup import build_policies
-from llmscaler.sim.scenario.workloads import build_workloads, model_slos
+from llmscaler.sim.scenario import cases
 from llmscaler.sim.sweep.tasks import RunSpec, Task
 
 R = TypeVar('R')
@@ -30,21 +28,7 @@ POLICIES = ('default', 'predictive', 'keda-queue', 'hpa-kv', 'kaito-realtime')
 def small_sweep(
     *, policies: Sequence[str] = POLICIES, duration: float = 300.0, seed: int = 1
 ) -> list[RunSpec]:
-    document = cases.case(name='on-off', policies=list(policies), duration=duration, seed=seed)
-    document['warm_start'] = False
-    setup = loader.from_document(document=document, where='on-off')
-    workloads = build_workloads(scenario=setup)
-    slos = model_slos(scenario=setup, workloads=workloads)
-    return [
-        RunSpec(
-            traces=workloads.traces,
-            variants=setup.variants,
-            policy=policy,
-            settings=setup.settings,
-            slos=next(iter(slos.values())),
-        )
-        for policy in build_policies(scenario=setup, workloads=workloads, slos=slos)
-    ]
+    return cases.runs(name='on-off', policies=list(policies), duration=duration, seed=seed)
 
 
 @dataclass(frozen=True)
