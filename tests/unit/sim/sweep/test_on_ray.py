@@ -7,14 +7,17 @@ The cluster (tests/support/ray_cluster.py: a head and a worker node, one CPU eac
 
 from __future__ import annotations
 
+import json
 import pickle
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from llmscaler.cli import main
 from llmscaler.sim.sweep import on_ray
 from llmscaler.sim.sweep.executors import InProcess, executor_for
 from llmscaler.sim.sweep.sweep import Sweep
@@ -108,6 +111,28 @@ def test_a_benchmark_s_ray_sweep_gives_its_workers_the_scripts_folder(
         [(path, imported)] = sweep.run(tasks=[task])
     assert path.split(':')[0] == str(BENCH)
     assert imported == 'doc_blocks'
+
+
+def test_simulate_on_the_cluster_sends_its_workload_once_and_reports(
+    ray_cluster: Cluster,
+    executor: on_ray.OnRay,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import ray
+
+    puts = counting(monkeypatch, ray, 'put')
+    argv = ['--policy', 'default', '--policy', 'hpa-kv', '--duration', '120', '--no-progress']
+    argv += ['--requests-csv', 'none']
+    there = main(['simulate', '--ray', ray_cluster.address, *argv, '--out', str(tmp_path / 'r')])
+    assert there == 0
+    assert len(puts) == 1  # the workload, for both policies
+    assert main(['simulate', '--jobs', '1', *argv, '--out', str(tmp_path / 'h')]) == 0
+    capsys.readouterr()
+    remote = json.loads((tmp_path / 'r' / 'summary.json').read_text())
+    here = json.loads((tmp_path / 'h' / 'summary.json').read_text())
+    assert remote['policies'] == here['policies']
 
 
 def test_an_address_nobody_answers_is_one_clear_line_within_the_deadline() -> None:
