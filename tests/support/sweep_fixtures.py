@@ -4,8 +4,8 @@
   the built-in fleet), cut to `duration` seconds.
 - `Square`: a task that is not a simulation (its result is its input squared), to check the
   runner's order, caching and errors cheaply; `Fails` raises; `mixed` lists both kinds.
-- `Reads(name)`: a task whose result is the environment variable `name` where it ran, and
-  whether the module of that name in `imports` imports there (what a worker was given).
+- `Reads(variable, imports)`: a task whose result is the environment variable `variable`
+  where it ran and the name of the module `imports`, imported there (what a worker was given).
 - `Wide(jobs)`: an executor that claims `jobs` workers and runs everything here (the searches'
   rounds as N workers would see them, at no cost).
 """

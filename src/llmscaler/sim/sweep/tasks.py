@@ -108,8 +108,8 @@ class RunSpec:
         )
 
     def split(self) -> tuple[object, RunSpec]:
-        # An empty mapping holds the place: the task stays a valid `RunSpec` without its
-        # workload, and runs nothing until rejoined.
+        # An empty mapping holds the place, so that the rest is still a `RunSpec` (pickled by
+        # the same code, typed alike); it is only ever run rejoined.
         return self.traces, dataclasses.replace(self, traces={})
 
     def rejoined(self, *, shared: object) -> RunSpec:

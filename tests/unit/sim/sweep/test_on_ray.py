@@ -1,6 +1,6 @@
 """`sim.sweep.on_ray`: a sweep on a real two-node Ray cluster gives what it gives in this
 process, sends the workload through the object store once, and fails in one line without a
-cluster.
+cluster; `llmscaler simulate --ray` and the benchmarks' Ray sweeps run on it.
 
 The cluster (tests/support/ray_cluster.py: a head and a worker node, one CPU each, separate
 `ray start` processes) starts once for the module."""
