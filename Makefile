@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[sim]' --group dev
+	$(BIN)/pip install --quiet -e '.[sim,ray]' --group dev
 	touch $(STAMP)
 
 run: $(STAMP)

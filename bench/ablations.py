@@ -12,13 +12,15 @@ docs/policies.md between `<!-- ablations:begin -->` and `<!-- ablations:end -->`
 ablations or other cases than these.
 
 Each (case, ablation) is one task of one sweep (`sim.sweep`, `AblationRun`): `--jobs N` worker
-processes (default: one per core), and the run cache unless `--no-cache` (the task names the
+processes (default: one per core) or a Ray cluster's (`--ray [ADDRESS]`, as bench/policy.py
+takes it), and the run cache unless `--no-cache` (the task names the
 ablation's module, constant and value, so a cached run is never another ablation's). The
 constants are patched in worker processes (one case at a time, restored after it), never in the
 process that writes the page (with `--jobs 1`, in it, and restored all the same); the core reads
 them at call time, so a patched module behaves as if it had been written with that value.
 
-Run: `.venv/bin/python bench/ablations.py [--write-docs] [--case NAME] [--jobs N] [--no-cache]`
+Run: `.venv/bin/python bench/ablations.py [--write-docs] [--case NAME] [--jobs N | --ray [ADDRESS]]
+[--no-cache]`
 (about ten minutes on two cores).
 """
 
@@ -162,14 +164,12 @@ def main() -> int:
     )
     policy.jobs_argument(parser)
     args = parser.parse_args()
-    policy.check_jobs(parser, args.jobs)
+    policy.check_jobs(parser, args)
     if args.write_docs and args.case:
         parser.error('--write-docs runs every case; leave out --case')
     names = list(args.case or (*cases.NAMES, *cases.HELD_OUT))
     tasks = [AblationRun(case, index) for case in names for index in (None, *range(len(ABLATIONS)))]
-    with policy.sweep_for(
-        jobs=args.jobs, cache=not args.no_cache, label='bench/ablations.py'
-    ) as sweep:
+    with policy.sweep_of(parser, args, label='bench/ablations.py') as sweep:
         weights = [policy.Case(name=t.case, names=(POLICY,)).weight() for t in tasks]
         summaries = sweep.run(tasks=tasks, weights=weights)
     results = {(t.case, t.ablation): row for t, row in zip(tasks, summaries, strict=True)}

@@ -22,11 +22,16 @@ terms.
 Every case (and every other seed's run) is one task of one sweep (`sim.sweep`): `--jobs N`
 worker processes (default: one per core), and finished cases come from the run cache
 (`$LLMSCALER_RUN_CACHE`, default ~/.cache/llmscaler/runs) unless `--no-cache`, so a run cut short
-resumes from the cases it finished. The tables are the same whatever `--jobs`.
+resumes from the cases it finished. The tables are the same whatever `--jobs`. `--ray ADDRESS`
+(alone: $RAY_ADDRESS) runs the cases on a Ray cluster instead (`sim.sweep.on_ray`; the `ray`
+extra): each node needs llmscaler, and the traces and this directory at the paths they have
+here (the workers import these scripts from there); an unreachable cluster is one line and
+status 2.
 
 Run: `.venv/bin/python bench/policy.py [--write-docs] [--held-out] [--seeds] [--case NAME]
-[--policy NAME] [--jobs N] [--no-cache]` (about four minutes on one core for the benchmark's
-cases, three more for the held-out ones, ten for the other seeds; the searches take most of it).
+[--policy NAME] [--jobs N | --ray [ADDRESS]] [--no-cache]` (about four minutes on one core for
+the benchmark's cases, three more for the held-out ones, ten for the other seeds; the searches
+take most of it).
 """
 
 from __future__ import annotations
@@ -54,10 +59,12 @@ from llmscaler.sim.scenario import cases, loader
 from llmscaler.sim.scenario.setup import FIXED_POLICIES, SEARCHED_POLICIES
 from llmscaler.sim.scenario.workloads import build_workloads
 from llmscaler.sim.sweep import cache as run_cache
+from llmscaler.sim.sweep import on_ray
 from llmscaler.sim.sweep.executors import default_jobs
 from llmscaler.sim.sweep.sweep import Sweep
 
 ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / 'bench'
 TRACES = ROOT.parent / 'shared' / 'traces'
 DOC = ROOT / 'docs' / 'policies.md'
 PLOT = ROOT / 'docs' / 'img' / 'policies.png'
@@ -218,25 +225,54 @@ class Case:
         return rows, time.perf_counter() - started
 
 
-def sweep_for(*, jobs: int, cache: bool, label: str) -> Sweep:
-    """The sweep a benchmark script runs its cases on: `jobs` workers, the run cache or none."""
+def sweep_for(*, jobs: int, cache: bool, label: str, ray: str | None = None) -> Sweep:
+    """The sweep a benchmark script runs its cases on: `jobs` workers, or the Ray cluster at
+    `ray` ('' for $RAY_ADDRESS), the run cache or none; `on_ray.RayUnavailable` when there is
+    no cluster there."""
     store = run_cache.RunCache(directory=run_cache.default_directory()) if cache else None
-    return Sweep(jobs=jobs, cache=store, label=label)
+    if ray is None:
+        return Sweep(jobs=jobs, cache=store, label=label)
+    executor = on_ray.OnRay(
+        address=on_ray.address_from(given=ray),
+        # The workers unpickle these scripts' tasks by module name (`policy.Case`).
+        runtime_env={'env_vars': {'PYTHONPATH': f'{BENCH}:${{PYTHONPATH}}'}},
+    )
+    return Sweep(executor=executor, cache=store, label=label)
+
+
+def sweep_of(parser: argparse.ArgumentParser, args: argparse.Namespace, *, label: str) -> Sweep:
+    """`sweep_for` the options of `jobs_argument`; no cluster at `--ray`: one line, status 2."""
+    try:
+        return sweep_for(jobs=args.jobs, cache=not args.no_cache, label=label, ray=args.ray)
+    except on_ray.RayUnavailable as exc:
+        parser.exit(2, f'{parser.prog}: {exc}\n')
 
 
 def jobs_argument(parser: argparse.ArgumentParser) -> None:
-    """`--jobs N` and `--no-cache`, as every sweeping script of bench/ takes them."""
-    parser.add_argument(
-        '--jobs', type=int, default=default_jobs(), help='worker processes (default: cores)'
+    """`--jobs N` or `--ray [ADDRESS]`, and `--no-cache`, as every sweeping script of bench/
+    takes them."""
+    where = parser.add_mutually_exclusive_group()
+    # No default here: argparse takes a value equal to the default (`--jobs 2` on two cores)
+    # for no value, and would let `--ray` through with it (`check_jobs` fills it in).
+    where.add_argument('--jobs', type=int, help='worker processes (default: cores)')
+    where.add_argument(
+        '--ray',
+        metavar='ADDRESS',
+        nargs='?',
+        const='',
+        help='run on the Ray cluster at ADDRESS (alone: $RAY_ADDRESS)',
     )
     parser.add_argument(
         '--no-cache', action='store_true', help='run every case, even those the cache holds'
     )
 
 
-def check_jobs(parser: argparse.ArgumentParser, jobs: int) -> None:
-    if jobs < 1:
-        parser.error(f'--jobs must be at least 1, got {jobs}')
+def check_jobs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """`--jobs` checked, and one per core when not given."""
+    if args.jobs is None:
+        args.jobs = default_jobs()
+    if args.jobs < 1:
+        parser.error(f'--jobs must be at least 1, got {args.jobs}')
 
 
 def _by(rows: Sequence[PolicySummary], policy: str) -> PolicySummary | None:
@@ -465,19 +501,20 @@ def main() -> int:
     parser.add_argument('--policy', action='append', help='only these policies (repeatable)')
     jobs_argument(parser)
     args = parser.parse_args()
-    check_jobs(parser, args.jobs)
+    check_jobs(parser, args)
     names = tuple(args.policy or policies())
     held_out = cases.HELD_OUT if args.held_out or args.write_docs else ()
     chosen = list(args.case or (*cases.NAMES, *held_out))
     pair = ('predictive', 'clairvoyant')
     seeding = args.seeds or args.write_docs
-    inner = min(2, args.jobs)
+    # On Ray a case's own runs stay in its worker: forking a Ray worker copies its threads' locks.
+    inner = min(2, args.jobs) if args.ray is None else 1
     tasks = [Case(name=case, names=names, jobs=inner) for case in chosen]
     if seeding:
         tasks += [
             Case(name=case, names=pair, seed=seed, jobs=inner) for case in chosen for seed in SEEDS
         ]
-    with sweep_for(jobs=args.jobs, cache=not args.no_cache, label='bench/policy.py') as sweep:
+    with sweep_of(parser, args, label='bench/policy.py') as sweep:
         done = sweep.run(tasks=tasks, weights=[t.weight() for t in tasks])
     results: dict[str, list[PolicySummary]] = {}
     seeded: dict[tuple[str, int], list[PolicySummary]] = {}

@@ -14,20 +14,36 @@ whose answer depends on the number of workers is wrong, however fast):
     report): its calibration, the bound's searches and its six policies, the runs of the
     searches in rounds (`sim.policies.bound`).
 
-The ratio is wall time with one job over wall time with two; another program busy on the same
-cores lowers it. What fails: results that differ between the two passes stop the benchmark with
-status 1 (and the runs that differ).
+(c) the Ray executor (`--ray`, `sim.sweep.on_ray`) against local processes, both with two
+    workers, on the same small sweep: `RUNS` short runs (the `on-off` case, five policies, four
+    seeds, `--ray-duration` seconds each, default 300), so that what it costs to send a run
+    and its result shows; each pass after a warm-up sweep (the workers started), the faster of
+    `REPEATS`, the two executors' passes alternating (a neighbour's load weighs on both). It
+    prints the seconds per run of each, the difference (Ray's overhead per run, negative when
+    Ray is faster), how many workloads went to the object store (one per sweep's workload:
+    each pass builds its own), and the peak resident memory (RSS) of each worker process, as the
+    workers report it. The Ray cluster is one node started here (two CPUs, 200 MB of object
+    store), or the cluster at `--ray ADDRESS`. The local workers are forked before Ray starts.
 
-Run: `.venv/bin/python bench/sweep.py [--case a|b|all] [--duration S]` (about six minutes on
-two cores; `bench/perfdocs.py --only sweep --write-docs` puts its output in
+The ratio is wall time with one job over wall time with two; another program busy on the same
+cores lowers it. What fails: results that differ between the two passes (of any case) stop the
+benchmark with status 1.
+
+Run: `.venv/bin/python bench/sweep.py [--case a|b|c|all] [--duration S] [--ray ADDRESS]` (about
+seven minutes on two cores; `bench/perfdocs.py --only sweep --write-docs` puts its output in
 docs/performance.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import math
+import os
+import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from rich.console import Console
@@ -36,10 +52,16 @@ import policy
 from llmscaler.sim import simulate
 from llmscaler.sim.scenario import cases, loader
 from llmscaler.sim.scenario.document import DEFAULT_DOCUMENT
+from llmscaler.sim.sweep import on_ray
+from llmscaler.sim.sweep.executors import Executor, LocalProcesses
 from llmscaler.sim.sweep.sweep import Sweep
+from llmscaler.sim.sweep.tasks import RunSpec
 
 T = TypeVar('T')
 JOBS = (1, 2)
+SMALL_POLICIES = ('default', 'predictive', 'keda-queue', 'hpa-kv', 'kaito-realtime')
+RUNS = 20
+REPEATS = 3
 
 
 def timed(run: Callable[[int], T]) -> tuple[dict[int, float], dict[int, T]]:
@@ -100,16 +122,125 @@ def simulate_sweep() -> bool:
     return same
 
 
+@dataclass(frozen=True)
+class Resident:
+    """A task that reports the worker it ran on: its process id and peak RSS in bytes."""
+
+    turn: int
+
+    @property
+    def label(self) -> str:
+        return f'resident {self.turn}'
+
+    def identity(self) -> object:
+        return ('resident', self.turn)
+
+    def __call__(self) -> tuple[int, int]:
+        time.sleep(0.05)  # long enough for the other workers to take the next ones
+        return os.getpid(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def small_runs(*, duration: float) -> list[RunSpec]:
+    """`RUNS` short runs: the `on-off` case's policies on each of its seeds (warm start off)."""
+    return [
+        run
+        for seed in range(1, RUNS // len(SMALL_POLICIES) + 1)
+        for run in cases.runs(
+            name='on-off', policies=list(SMALL_POLICIES), duration=duration, seed=seed
+        )
+    ]
+
+
+def passes(
+    executors: Sequence[Executor], *, duration: float
+) -> list[tuple[float, list[object], list[int]]]:
+    """Per executor: seconds per run (the fastest of `REPEATS` passes, after a warm-up; the
+    executors' passes alternate, so that a neighbour's load weighs on both alike), the
+    summaries, and the peak RSS of each worker seen."""
+    sweeps = [Sweep(executor=executor, progress=False) for executor in executors]
+    for sweep in sweeps:
+        sweep.run(tasks=small_runs(duration=duration)[: sweep.jobs])
+    best = [math.inf] * len(sweeps)
+    summaries: list[list[object]] = [[] for _ in sweeps]
+    for _ in range(REPEATS):
+        for index, sweep in enumerate(sweeps):
+            tasks = small_runs(duration=duration)  # fresh policies: a run changes its policy
+            started = time.perf_counter()
+            summaries[index] = [f.summary for f in sweep.run(tasks=tasks)]
+            best[index] = min(best[index], (time.perf_counter() - started) / len(tasks))
+    peaks = [
+        sorted(dict(sweep.run(tasks=[Resident(turn) for turn in range(4 * sweep.jobs)])).values())
+        for sweep in sweeps
+    ]
+    return list(zip(best, summaries, peaks, strict=True))
+
+
+def ray_sweep(*, duration: float, address: str | None) -> bool:
+    import ray
+
+    # Forked before Ray starts any thread in this process (`executors.LocalProcesses`).
+    processes = LocalProcesses(jobs=2)
+    if address is None:
+        # A loopback node of this machine: token authentication off, ~/.ray left alone.
+        os.environ.setdefault('RAY_AUTH_MODE', 'disabled')
+        ray.init(
+            num_cpus=2,
+            object_store_memory=200 * 1024 * 1024,
+            include_dashboard=False,
+            logging_level=logging.ERROR,
+            log_to_driver=False,
+        )
+        address = ray.get_runtime_context().gcs_address
+    assert address is not None
+    executor = on_ray.OnRay(address=address)
+    try:
+        [(local_seconds, local, local_peaks), (ray_seconds, remote, ray_peaks)] = passes(
+            [processes, executor], duration=duration
+        )
+        shared = executor.shared
+    finally:
+        processes.close()
+        executor.close()
+        ray.shutdown()
+    same = repr(local) == repr(remote)  # NaN != NaN; their reprs are equal
+    mib = 1024 * 1024
+    print(
+        f'(c) the Ray executor against local processes, 2 workers each: {RUNS} runs '
+        f'({", ".join(SMALL_POLICIES)} on on-off x {RUNS // len(SMALL_POLICIES)} seeds), '
+        f'{duration:g} s each'
+    )
+    print(f'  local processes : {1000 * local_seconds:7.1f} ms a run')
+    print(
+        f'  Ray             : {1000 * ray_seconds:7.1f} ms a run '
+        f'({1000 * (ray_seconds - local_seconds):+.1f} ms a run), '
+        f'workloads put: {shared}, same results: {"yes" if same else "NO"}'
+    )
+    print(
+        '  peak RSS a worker: local '
+        + ', '.join(f'{p / mib:.0f}' for p in local_peaks)
+        + ' MiB; Ray '
+        + ', '.join(f'{p / mib:.0f}' for p in ray_peaks)
+        + ' MiB'
+    )
+    return same
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or '').splitlines()[0])
-    parser.add_argument('--case', choices=('a', 'b', 'all'), default='all')
+    parser.add_argument('--case', choices=('a', 'b', 'c', 'all'), default='all')
     parser.add_argument('--duration', type=float, default=600.0, help='seconds per case of (a)')
+    parser.add_argument('--ray-duration', type=float, default=300.0, help='seconds per run of (c)')
+    parser.add_argument(
+        '--ray', metavar='ADDRESS', help='(c) on this Ray cluster (default: one started here)'
+    )
     args = parser.parse_args()
     same = True
     if args.case in ('a', 'all'):
         same = policy_sweep(duration=args.duration) and same
     if args.case in ('b', 'all'):
         same = simulate_sweep() and same
+    if args.case in ('c', 'all'):
+        same = ray_sweep(duration=args.ray_duration, address=args.ray) and same
     return 0 if same else 1
 
 

@@ -153,6 +153,14 @@ def _parser() -> argparse.ArgumentParser:
         help='worker processes for the runs (default: one per core; 1: every run in this process)',
     )
     simulate.add_argument(
+        '--ray',
+        metavar='ADDRESS',
+        nargs='?',
+        const='',
+        help='run the runs on the Ray cluster at ADDRESS (host:port, ray://host:port, auto; '
+        "alone: $RAY_ADDRESS); needs the ray extra, pip install 'llmscaler[sim,ray]'",
+    )
+    simulate.add_argument(
         '--cache',
         action='store_true',
         help='reuse finished runs from the run cache and store new ones '
@@ -240,7 +248,8 @@ def _simulate(args: argparse.Namespace) -> int:
     from llmscaler.sim.scenario import document as scenario_document
     from llmscaler.sim.scenario import loader
     from llmscaler.sim.sweep import cache as run_cache
-    from llmscaler.sim.sweep.executors import default_jobs
+    from llmscaler.sim.sweep.executors import default_jobs, executor_for
+    from llmscaler.sim.sweep.on_ray import RayUnavailable
     from llmscaler.sim.sweep.sweep import Sweep
     from llmscaler.sim.workload.formats import TraceError
 
@@ -250,6 +259,8 @@ def _simulate(args: argparse.Namespace) -> int:
     jobs = default_jobs() if args.jobs is None else _count(args.jobs)
     if jobs is None:
         return _bad(f'--jobs: must be a whole number ≥ 1, got {args.jobs[:40]!r}')
+    if args.ray is not None and args.jobs is not None:
+        return _bad("--jobs and --ray: one or the other (on Ray, the cluster's CPUs are the jobs)")
     request_timeout = None
     if args.request_timeout is not None:
         request_timeout = _positive_duration(args.request_timeout)
@@ -285,7 +296,7 @@ def _simulate(args: argparse.Namespace) -> int:
         setup = loader.from_document(document=document, where=where)
         store = run_cache.RunCache(directory=run_cache.default_directory()) if args.cache else None
         with Sweep(
-            jobs=jobs,
+            executor=executor_for(jobs=jobs, ray=args.ray),
             cache=store,
             progress=None if not args.no_progress else False,
             label='simulate',
@@ -298,7 +309,7 @@ def _simulate(args: argparse.Namespace) -> int:
                 requests_csv=args.requests_csv,
                 sweep=sweep,
             )
-    except (scenario_document.ScenarioError, TraceError) as exc:
+    except (scenario_document.ScenarioError, TraceError, RayUnavailable) as exc:
         print(f'llmscaler: {exc}', file=sys.stderr)
         return EXIT_BAD_INPUT
     skipped = outcome.workloads.skipped_rows if outcome.workloads is not None else 0

@@ -4,19 +4,21 @@
   the built-in fleet), cut to `duration` seconds.
 - `Square`: a task that is not a simulation (its result is its input squared), to check the
   runner's order, caching and errors cheaply; `Fails` raises; `mixed` lists both kinds.
+- `Reads(variable, imports)`: a task whose result is the environment variable `variable`
+  where it ran and the name of the module `imports`, imported there (what a worker was given).
 - `Wide(jobs)`: an executor that claims `jobs` workers and runs everything here (the searches'
   rounds as N workers would see them, at no cost).
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from llmscaler.sim.scenario import cases, loader
-from llmscaler.sim.scenario.setup import build_policies
-from llmscaler.sim.scenario.workloads import build_workloads, model_slos
+from llmscaler.sim.scenario import cases
 from llmscaler.sim.sweep.tasks import RunSpec, Task
 
 R = TypeVar('R')
@@ -26,21 +28,7 @@ POLICIES = ('default', 'predictive', 'keda-queue', 'hpa-kv', 'kaito-realtime')
 def small_sweep(
     *, policies: Sequence[str] = POLICIES, duration: float = 300.0, seed: int = 1
 ) -> list[RunSpec]:
-    document = cases.case(name='on-off', policies=list(policies), duration=duration, seed=seed)
-    document['warm_start'] = False
-    setup = loader.from_document(document=document, where='on-off')
-    workloads = build_workloads(scenario=setup)
-    slos = model_slos(scenario=setup, workloads=workloads)
-    return [
-        RunSpec(
-            traces=workloads.traces,
-            variants=setup.variants,
-            policy=policy,
-            settings=setup.settings,
-            slos=next(iter(slos.values())),
-        )
-        for policy in build_policies(scenario=setup, workloads=workloads, slos=slos)
-    ]
+    return cases.runs(name='on-off', policies=list(policies), duration=duration, seed=seed)
 
 
 @dataclass(frozen=True)
@@ -70,6 +58,22 @@ class Fails:
 
     def __call__(self) -> int:
         raise RuntimeError('this task fails')
+
+
+@dataclass(frozen=True)
+class Reads:
+    variable: str
+    imports: str
+
+    @property
+    def label(self) -> str:
+        return f'reads {self.variable}'
+
+    def identity(self) -> object:
+        return ('reads', self.variable, self.imports)
+
+    def __call__(self) -> tuple[str, str]:
+        return os.environ.get(self.variable, ''), importlib.import_module(self.imports).__name__
 
 
 def mixed(*tasks: Square | Fails) -> list[Task[int]]:

@@ -33,6 +33,7 @@ import pytest
 from llmscaler import io
 from llmscaler.cli import main
 from tests.support.paths import ROOT
+from tests.support.ray_cluster import free_port, ray_program
 
 TWO = ROOT / 'examples' / 'snapshot-two-variants.json'
 PD = ROOT / 'examples' / 'snapshot-pd.json'
@@ -408,6 +409,38 @@ def test_simulate_refuses_a_jobs_that_is_not_a_whole_number_of_one_or_more_in_on
     assert (code, out) == (2, '')
     assert err == f'llmscaler: --jobs: must be a whole number ≥ 1, got {value!r}\n'
     assert not (tmp_path / 'o').exists()
+
+
+def test_simulate_on_a_ray_address_nobody_answers_fails_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    ray_program()  # Ray installed: the address is what is missing
+    port = free_port()  # nothing listens on it
+    code, out, err = run(
+        capsys, 'simulate', '--ray', f'127.0.0.1:{port}', '--out', str(tmp_path / 'o')
+    )
+    assert (code, out) == (2, '')
+    assert err.startswith(f'llmscaler: --ray 127.0.0.1:{port}: no Ray cluster answers there')
+    assert err.count('\n') == 1
+
+
+def test_simulate_with_ray_but_without_the_extra_says_what_to_install(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, 'ray', None)  # what `import ray` finds absent
+    code, out, err = run(capsys, 'simulate', '--ray', 'auto', '--out', str(tmp_path / 'o'))
+    assert (code, out) == (2, '')
+    assert err == "llmscaler: --ray needs Ray: pip install 'llmscaler[sim,ray]' (ray>=2.9)\n"
+
+
+def test_simulate_takes_jobs_or_ray_not_both(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, err = run(
+        capsys, 'simulate', '--jobs', '2', '--ray', 'auto', '--out', str(tmp_path / 'o')
+    )
+    assert (code, out) == (2, '')
+    assert err.startswith('llmscaler: --jobs and --ray: one or the other')
 
 
 def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> None:

@@ -42,8 +42,11 @@ load they were not tuned on:
   (longer than a scale-down delay and a start-up together), three bursts in 45 minutes: each
   returning burst meets the fleet the silence left.
 
-What fails: `case` raises `KeyError` naming the cases for an unknown name and `ValueError` for a
-non-positive duration.
+`runs` turns a case into the runs of a sweep, one per policy (the sweep runner's tests and
+bench/sweep.py use it).
+
+What fails: `case` (and so `runs`) raises `KeyError` naming the cases for an unknown name and
+`ValueError` for a non-positive duration.
 """
 
 from __future__ import annotations
@@ -52,6 +55,11 @@ import copy
 import math
 from pathlib import Path
 from typing import Any
+
+from llmscaler.sim.scenario import loader
+from llmscaler.sim.scenario.setup import build_policies
+from llmscaler.sim.scenario.workloads import build_workloads, model_slos
+from llmscaler.sim.sweep.tasks import RunSpec
 
 DURATION = 1800.0
 """Seconds of every case but those of `SHORT`."""
@@ -201,3 +209,27 @@ def case(
         'warm_start': True,
         'seed': seed,
     }
+
+
+def runs(
+    *, name: str, policies: list[str], duration: float | None = None, seed: int = 1
+) -> list[RunSpec]:
+    """Each of `policies` on synthetic case `name` as a run of a sweep (`sweep.tasks.RunSpec`),
+    cold (warm start off), all on one workload object: what the sweep runner's tests and
+    bench/sweep.py send to executors. Policies that search (the bound, `static-best`) search
+    here, one run after another."""
+    document = case(name=name, policies=policies, duration=duration, seed=seed)
+    document['warm_start'] = False
+    setup = loader.from_document(document=document, where=name)
+    workloads = build_workloads(scenario=setup)
+    slos = model_slos(scenario=setup, workloads=workloads)
+    return [
+        RunSpec(
+            traces=workloads.traces,
+            variants=setup.variants,
+            policy=policy,
+            settings=setup.settings,
+            slos=next(iter(slos.values())),  # the cases serve one model
+        )
+        for policy in build_policies(scenario=setup, workloads=workloads, slos=slos)
+    ]

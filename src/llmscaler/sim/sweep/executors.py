@@ -1,10 +1,11 @@
-"""Where a sweep's tasks run: in this process, or on local worker processes.
+"""Where a sweep's tasks run: in this process, on local worker processes, or on a Ray cluster.
 
 Why: the runner (`sweep.Sweep`) asks an executor for one thing, `start(tasks)`: run these and
 yield each (index, result) as it finishes, in any order; the runner puts them back in input
-order. So an executor is small and interchangeable, and a Ray executor (tasks on a cluster, the
-trace sent once through the object store) needs only that method. Results do not depend on the
-executor: a task is pure (`tasks.Task`), and the tests compare one worker with two.
+order. So an executor is small and interchangeable: the Ray executor (`on_ray.OnRay`: tasks on
+a cluster, the workload sent once through the object store) has only that method too. Results
+do not depend on the executor: a task is pure (`tasks.Task`), and the tests compare one worker
+with two, and this process with a Ray cluster.
 
 - `InProcess`: one task after another, here (`--jobs 1`; also what debuggers and profilers
   want).
@@ -27,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Protocol, TypeVar
 
+from llmscaler.sim.sweep import on_ray
 from llmscaler.sim.sweep.tasks import Task
 
 R = TypeVar('R')
@@ -116,8 +118,12 @@ class LocalProcesses:
             self._pool = None
 
 
-def executor_for(*, jobs: int) -> Executor:
-    """`InProcess` for one job, `LocalProcesses` for more; `ValueError` below 1."""
+def executor_for(*, jobs: int, ray: str | None = None) -> Executor:
+    """`OnRay` when `ray` is given (an address; '' for $RAY_ADDRESS; `jobs` is then the
+    cluster's), else `InProcess` for one job, `LocalProcesses` for more; `ValueError` below 1,
+    `on_ray.RayUnavailable` when there is no cluster there."""
+    if ray is not None:
+        return on_ray.OnRay(address=on_ray.address_from(given=ray))
     if jobs < 1:
         raise ValueError(f'jobs must be at least 1, got {jobs}')
     return InProcess() if jobs == 1 else LocalProcesses(jobs=jobs)

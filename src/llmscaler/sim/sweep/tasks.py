@@ -9,6 +9,11 @@ must not depend on anything outside itself that its `identity` does not name (a 
 patched by a benchmark is named by that benchmark's task), or the cache would hand back a run
 of other inputs.
 
+A task may also be `Splittable`: `split` parts it into what many tasks of a sweep hold (the
+same object: a `RunSpec`'s workload, its largest input by far) and the rest, and `rejoined` puts
+them back. An executor that sends tasks over a network (`on_ray`) sends the shared part once
+and each task without it; the others ignore it.
+
 `SimResult.wall_seconds` is the seconds the run took where it ran (the one clock read here, for
 the report; a result from the cache keeps the time it took then).
 
@@ -18,10 +23,11 @@ returning an unknown variant) is raised by the call, in the worker, and re-raise
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol, Self, TypeVar, cast, runtime_checkable
 
 from llmscaler.sim import runner
 from llmscaler.sim.report import summary as metrics
@@ -44,6 +50,20 @@ class Task(Protocol[R_co]):
 
     def __call__(self) -> R_co:
         """Compute the result (in whatever process the executor chose)."""
+        ...
+
+
+@runtime_checkable
+class Splittable(Protocol):
+    """A task whose largest input is shared by many tasks of a sweep (module docstring)."""
+
+    def split(self) -> tuple[object, Self]:
+        """(the shared input, this task without it): `rejoined` of the one on the other is
+        this task again."""
+        ...
+
+    def rejoined(self, *, shared: object) -> Self:
+        """This task with `shared` in place of what `split` took out."""
         ...
 
 
@@ -86,6 +106,14 @@ class RunSpec:
             self.inventory,
             self.keep,
         )
+
+    def split(self) -> tuple[object, RunSpec]:
+        # An empty mapping holds the place, so that the rest is still a `RunSpec` (pickled by
+        # the same code, typed alike); it is only ever run rejoined.
+        return self.traces, dataclasses.replace(self, traces={})
+
+    def rejoined(self, *, shared: object) -> RunSpec:
+        return dataclasses.replace(self, traces=cast(Trace | Mapping[str, Trace], shared))
 
     def __call__(self) -> Finished:
         began = time.perf_counter()
