@@ -23,6 +23,7 @@ returning an unknown variant) is raised by the call, in the worker, and re-raise
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from collections.abc import Mapping, Sequence
@@ -79,7 +80,8 @@ class Finished:
 class RunSpec:
     """One simulated run: `runner.run` on these inputs, summarized against `slos`.
 
-    `policy` is sent as it is before the run (a fresh policy: its memory is built by the run);
+    `policy` is sent as it is before the run (a fresh policy: its memory is built by the run,
+    in a copy, so that the task gives the same result however often it runs);
     `keep` keeps the whole `SimResult` (timelines, every request) in the outcome, for a report.
     """
 
@@ -117,14 +119,17 @@ class RunSpec:
 
     def __call__(self) -> Finished:
         began = time.perf_counter()
+        # A copy runs: policies keep what they learn in themselves, and this task may run
+        # again in this process (an in-process sweep, a cache miss) or be hashed after.
+        policy = copy.deepcopy(self.policy)
         result = runner.run(
             trace=self.traces,
             variants=self.variants,
-            policy=self.policy,
+            policy=policy,
             settings=self.settings,
             inventory=self.inventory,
         )
-        notes = getattr(self.policy, 'notes', None)
+        notes = getattr(policy, 'notes', None)
         if callable(notes):  # what the policy learnt about its own run (the clairvoyant's)
             result.notes.extend(notes())
         result.wall_seconds = time.perf_counter() - began
