@@ -192,3 +192,21 @@ def markdown(*, tuned: Tuned) -> str:
             f'{_share(trial.attainment)} | {"yes" if trial.meets(goal) else "no"} |'
         )
     return '\n'.join(lines) + '\n'
+
+
+def summary_lines(*, tuned: Tuned) -> list[str]:
+    """A few lines for the terminal: the spending, the choice, the held-back figures."""
+    goal = tuned.options.goal
+    chosen, default = tuned.held_back[0], tuned.held_back[1]
+    peer = cheapest_peer(rows=tuned.held_back, goal=goal)
+    met = '' if tuned.outcome.best.meets(goal) else ' (no configuration tried met the goal)'
+    return [
+        f'search: {tuned.outcome.runs} simulations (budget {tuned.options.budget}), '
+        f'calibration {tuned.problem.calibration_runs}, held-back comparison '
+        f'{tuned.held_back_runs}; {tuned.wall_seconds:.0f} s',
+        f'chosen: {tuned.chosen.name}{met}',
+        f'held-back part: chosen ${chosen.cost:,.2f} at {_share(chosen.attainment)}, defaults '
+        f'${default.cost:,.2f} at {_share(default.attainment)}; cheapest peer meeting '
+        f'{goal * 100:g} %: '
+        + (f'{peer.name} ${peer.cost:,.2f} at {_share(peer.attainment)}' if peer else 'none'),
+    ]

@@ -115,8 +115,10 @@ def resolve(*, candidate: Candidate, base: PredictiveConfig) -> PredictiveConfig
     ):
         if value is not None and not (low < value <= DURATION_MAX):
             raise ValueError(f'{name} {value:g} is outside the ConfigMap range')
+    # The default target's own sizing is the defaults' (not a float's width from it).
+    target = None if candidate.target == base.attainment else candidate.target
     overrides = PredictiveOverrides(
-        attainment_target=candidate.target,
+        attainment_target=target,
         scale_down_delay=delay,
         startup_seconds=startup if candidate.horizon != 1.0 else None,
     )
