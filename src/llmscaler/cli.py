@@ -387,7 +387,7 @@ def _tune(args: argparse.Namespace) -> int:
     from llmscaler.sim.sweep import cache as run_cache
     from llmscaler.sim.sweep.executors import default_jobs
     from llmscaler.sim.sweep.sweep import Sweep
-    from llmscaler.sim.tune import inputs, report, run
+    from llmscaler.sim.tune import inputs, report, run, tuned
     from llmscaler.sim.workload.formats import TraceError
 
     problem = _output_problem(args.out, what='--out', directory=True)
@@ -396,17 +396,17 @@ def _tune(args: argparse.Namespace) -> int:
     counts: dict[str, int] = {}
     for flag, text, default in (
         ('--jobs', args.jobs, default_jobs()),
-        ('--budget', args.budget, run.DEFAULT_BUDGET),
-        ('--seeds', args.seeds, run.DEFAULT_SEEDS),
+        ('--budget', args.budget, tuned.DEFAULT_BUDGET),
+        ('--seeds', args.seeds, tuned.DEFAULT_SEEDS),
     ):
         count = default if text is None else _count(text)
         if count is None:
             return _bad(f'{flag}: must be a whole number ≥ 1, got {text[:40]!r}')
         counts[flag] = count
-    goal = _fraction(args.target, low=0.5, default=run.DEFAULT_GOAL)
+    goal = _fraction(args.target, low=0.5, default=tuned.DEFAULT_GOAL)
     if goal is None:
         return _bad(f'--target: must be a number in (0.5, 1), got {args.target[:40]!r}')
-    holdout = _fraction(args.holdout, low=0.0, default=run.DEFAULT_HOLDOUT)
+    holdout = _fraction(args.holdout, low=0.0, default=tuned.DEFAULT_HOLDOUT)
     if holdout is None:
         return _bad(f'--holdout: must be a number in (0, 1), got {args.holdout[:40]!r}')
     if (args.ttft is None) != (args.itl is None):
@@ -437,7 +437,7 @@ def _tune(args: argparse.Namespace) -> int:
         if slo:
             document['slo'] = slo
         setup = loader.from_document(document=document, where=where)
-        options = run.Options(
+        options = tuned.Options(
             goal=goal, budget=counts['--budget'], seeds=counts['--seeds'], holdout=holdout
         )
         store = run_cache.RunCache(directory=run_cache.default_directory()) if args.cache else None
@@ -447,13 +447,13 @@ def _tune(args: argparse.Namespace) -> int:
             progress=False if args.no_progress else None,
             label='tune',
         ) as sweep:
-            tuned = run.tune(scenario=setup, options=options, sweep=sweep)
-        written = run.write(tuned=tuned, out=args.out)
+            found = run.tune(scenario=setup, options=options, sweep=sweep)
+        written = run.write(tuned=found, out=args.out)
     except (scenario_document.ScenarioError, TraceError) as exc:
         return _bad(str(exc))
     except OSError as exc:
         return _bad(f'--out {args.out}: cannot write: {exc.strerror}')
-    for line in report.summary_lines(tuned=tuned):
+    for line in report.summary_lines(tuned=found):
         print(line)
     print('wrote ' + ', '.join(str(path) for path in written))
     return 0

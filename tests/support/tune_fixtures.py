@@ -15,8 +15,9 @@ from typing import Any
 from llmscaler.sim.scenario import loader
 from llmscaler.sim.scenario.validated import Scenario
 from llmscaler.sim.sweep.sweep import Sweep
-from llmscaler.sim.tune.run import Options, Tuned, tune
+from llmscaler.sim.tune.run import tune
 from llmscaler.sim.tune.space import Space
+from llmscaler.sim.tune.tuned import Options, Tuned
 
 SMALL_SPACE = Space(margins=(1.0, 0.5), delays=(120.0, 300.0), horizons=(1.0,))
 

@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llmscaler.sim.tune.output import entry
 from llmscaler.sim.tune.problem import Row
 from llmscaler.sim.tune.search import Trial
 from llmscaler.sim.tune.space import Candidate
-
-if TYPE_CHECKING:
-    from llmscaler.sim.tune.run import Tuned
+from llmscaler.sim.tune.tuned import Tuned
 
 
 def on_front(trials: Sequence[Trial[Candidate]]) -> set[str]:
