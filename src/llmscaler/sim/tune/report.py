@@ -208,3 +208,22 @@ def summary_lines(*, tuned: Tuned) -> list[str]:
         f'{goal * 100:g} %: '
         + (f'{peer.name} ${peer.cost:,.2f} at {_share(peer.attainment)}' if peer else 'none'),
     ]
+
+
+def changed_settings(*, tuned: Tuned) -> list[str]:
+    """The keys (and the variants) where the chosen configuration differs from the defaults,
+    as `key default → chosen`."""
+    problem = tuned.problem
+    model = problem.model.model_id
+    chosen = entry(settings=tuned.settings, model_id=model, namespace='')
+    default = entry(settings=problem.settings(tuned.defaults), model_id=model, namespace='')
+    found = [
+        f'{key} {_cell(default.get(key))} → {_cell(value)}'
+        for key, value in chosen.items()
+        if value != default.get(key)
+    ]
+    if set(tuned.chosen.offered) != set(problem.variant_names):
+        found.append(
+            f'variants {"+".join(sorted(problem.variant_names))} → {"+".join(tuned.chosen.offered)}'
+        )
+    return found
