@@ -382,17 +382,17 @@ def _tune(args: argparse.Namespace) -> int:
     missing = _without_sim('tune')
     if missing is not None:
         return missing
-    from llmscaler.sim.scenario import document as scenario_document
-    from llmscaler.sim.scenario import loader
+    # Imported here, as for simulate: the simulator pulls numpy, which `decide` does not need.
+    from llmscaler.sim.scenario.document import ScenarioError
     from llmscaler.sim.sweep import cache as run_cache
     from llmscaler.sim.sweep.executors import default_jobs
     from llmscaler.sim.sweep.sweep import Sweep
     from llmscaler.sim.tune import inputs, report, run, tuned
     from llmscaler.sim.workload.formats import TraceError
 
-    problem = _output_problem(args.out, what='--out', directory=True)
-    if problem:
-        return _bad(problem)
+    unwritable = _output_problem(args.out, what='--out', directory=True)
+    if unwritable:
+        return _bad(unwritable)
     counts: dict[str, int] = {}
     for flag, text, default in (
         ('--jobs', args.jobs, default_jobs()),
@@ -422,21 +422,20 @@ def _tune(args: argparse.Namespace) -> int:
                 )
             slo[flag.removeprefix('--')] = seconds
     try:
-        document, where = inputs.read(scenario=args.scenario)
-        document = scenario_document.with_overrides(
-            document=document,
-            trace_path=args.trace,
-            trace_format=args.trace_format,
-            policies=args.policy,
-            rate_scale=args.rate_scale,
-            start=args.start,
-            duration=args.duration,
-            seed=args.seed,
-            warm_start=args.warm_start,
+        setup = inputs.load(
+            scenario=args.scenario,
+            overrides={
+                'trace_path': args.trace,
+                'trace_format': args.trace_format,
+                'rate_scale': args.rate_scale,
+                'start': args.start,
+                'duration': args.duration,
+                'seed': args.seed,
+                'warm_start': args.warm_start,
+            },
+            peers=args.policy,
+            slo=slo,
         )
-        if slo:
-            document['slo'] = slo
-        setup = loader.from_document(document=document, where=where)
         options = tuned.Options(
             goal=goal, budget=counts['--budget'], seeds=counts['--seeds'], holdout=holdout
         )
@@ -448,9 +447,10 @@ def _tune(args: argparse.Namespace) -> int:
             label='tune',
         ) as sweep:
             found = run.tune(scenario=setup, options=options, sweep=sweep)
-        written = run.write(tuned=found, out=args.out)
-    except (scenario_document.ScenarioError, TraceError) as exc:
+    except (ScenarioError, TraceError) as exc:
         return _bad(str(exc))
+    try:
+        written = run.write(tuned=found, out=args.out)
     except OSError as exc:
         return _bad(f'--out {args.out}: cannot write: {exc.strerror}')
     for line in report.summary_lines(tuned=found):
