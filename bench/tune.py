@@ -12,16 +12,18 @@ simulate` compares (the bound, `clairvoyant`, aside: it is no autoscaler one can
 
 Every run goes through one sweep (`--jobs`, default 2; the run cache off unless `--cache`), so
 the wall time is that of this machine with its neighbours. What fails: a case or trace folder
-that does not exist stops the benchmark with one line; nothing is written unless `--write-docs`
-(docs/performance.md's `tune` block, also `bench/perfdocs.py --only tune --write-docs`).
+that does not exist stops the benchmark with one line. `bench/perfdocs.py --only tune
+--write-docs` puts what it prints into docs/performance.md.
 
 Run: `.venv/bin/python bench/tune.py [--case NAME] [--duration S] [--budget N] [--seeds N]
-[--holdout F] [--jobs N] [--traces DIR] [--out DIR] [--cache]`.
+[--holdout F] [--jobs N] [--traces DIR] [--out DIR] [--cache]` (the traces' folder also from
+$LLMSCALER_TRACES).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -30,10 +32,12 @@ from llmscaler.sim.sweep import cache as run_cache
 from llmscaler.sim.sweep.sweep import Sweep
 from llmscaler.sim.tune import report
 from llmscaler.sim.tune.run import tune, write
-from llmscaler.sim.tune.tuned import Options, Tuned
+from llmscaler.sim.tune.tuned import DEFAULT_BUDGET, Options, Tuned
 
 ROOT = Path(__file__).resolve().parent.parent
-TRACES = ROOT.parent / 'shared' / 'traces'
+TRACES = Path(os.environ.get('LLMSCALER_TRACES') or ROOT.parent / 'shared' / 'traces')
+"""The folder of the Azure trace files: $LLMSCALER_TRACES, else `shared/traces` beside the
+repository."""
 PEERS = ('default', 'predictive', 'keda-queue', 'hpa-kv', 'kaito-realtime')
 
 
@@ -76,14 +80,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or '').splitlines()[0])
     parser.add_argument('--case', default='azure-conv')
     parser.add_argument('--duration', type=float, default=3600.0)
-    parser.add_argument('--budget', type=int, default=24)
+    parser.add_argument('--budget', type=int, default=DEFAULT_BUDGET)
     parser.add_argument('--seeds', type=int, default=2)
     parser.add_argument('--holdout', type=float, default=0.25)
     parser.add_argument('--jobs', type=int, default=2)
     parser.add_argument('--traces', type=Path, default=TRACES)
     parser.add_argument('--out', type=Path, help='also write the files tune writes here')
     parser.add_argument('--cache', action='store_true', help='use the run cache')
-    parser.add_argument('--write-docs', action='store_true')
     args = parser.parse_args()
     try:
         document = cases.case(

@@ -4,7 +4,8 @@
   minutes of conversation traffic at 4 req/s, the `default` and `keda-queue` peers; a few
   seconds to tune with a budget of a handful of runs.
 - `SMALL_SPACE`: two targets, two delays, one horizon, the variant subsets: 13 candidates.
-- `tiny_tune(jobs=, budget=)`: the tuning of that scenario, with the sweep's counts.
+- `tiny_tune(jobs=, budget=, seeds=, warm_start=)`: the tuning of that scenario, with the
+  number of runs its sweep executed.
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ from llmscaler.sim.tune.tuned import Options, Tuned
 SMALL_SPACE = Space(margins=(1.0, 0.5), delays=(120.0, 300.0), horizons=(1.0,))
 
 
-def tiny_document(*, duration: float = 600.0, rate: float = 4.0) -> dict[str, Any]:
+def tiny_document(
+    *, duration: float = 600.0, rate: float = 4.0, warm_start: bool = False
+) -> dict[str, Any]:
     return {
+        'warm_start': warm_start,
         'name': 'tiny',
         'variants': [
             {'name': 'h100', 'preset': 'llama-3.1-8b-h100', 'max_replicas': 4},
@@ -35,7 +39,7 @@ def tiny_document(*, duration: float = 600.0, rate: float = 4.0) -> dict[str, An
     }
 
 
-def tiny_scenario(**overrides: float) -> Scenario:
+def tiny_scenario(**overrides: Any) -> Scenario:
     return loader.from_document(document=tiny_document(**overrides), where='tiny')
 
 
@@ -47,8 +51,11 @@ class Counted:
     executed: int
 
 
-def tiny_tune(*, jobs: int = 1, budget: int = 6, seeds: int = 2) -> Counted:
+def tiny_tune(
+    *, jobs: int = 1, budget: int = 6, seeds: int = 2, warm_start: bool = False
+) -> Counted:
     options = Options(budget=budget, seeds=seeds, holdout=0.3, space=SMALL_SPACE)
     with Sweep(jobs=jobs, progress=False) as sweep:
-        tuned = tune(scenario=tiny_scenario(), options=options, sweep=sweep)
+        scenario = tiny_scenario(warm_start=warm_start)
+        tuned = tune(scenario=scenario, options=options, sweep=sweep)
         return Counted(tuned=tuned, executed=sweep.executed)

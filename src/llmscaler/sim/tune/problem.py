@@ -15,7 +15,8 @@ what that means for a scenario, and runs everything through the sweep it is give
 - A candidate runs as the core policy with the candidate's `PredictiveConfig` (`space.resolve`)
   on the variants it offers. With a warm start, each run starts at the fleet its part's first
   minutes need on the offered variants (`setup.warm_fleet`), the capacities calibrated once on
-  the first draw's search part (`setup.calibrate_capacities`: those runs are counted apart).
+  the first draw's search part (`setup.calibrate_capacities`: those runs are counted apart;
+  the held-back part's own calibration counts with the comparison).
 - The held-back comparison runs the chosen candidate, the defaults and the scenario's policies
   (the peers, as `llmscaler simulate` builds them, on the held-back part as their workload) in
   one round of the sweep, on the first draw's held-back part.
@@ -127,7 +128,9 @@ class Problem:
         self.capacities: dict[str, float] | None = None
         self.calibration_runs = 0
         if scenario.warm_start:
+            before = self._runs()
             self.capacities = self._calibrate(search)
+            self.calibration_runs = self._runs() - before
 
     @property
     def namespace(self) -> str:
@@ -145,12 +148,12 @@ class Problem:
         return Workloads(traces={self.model.name: trace})
 
     def _calibrate(self, workloads: Workloads) -> dict[str, float]:
-        before = self.sweep.executed + self.sweep.reused
-        found = calibrate_capacities(
+        return calibrate_capacities(
             scenario=self.scenario, workloads=workloads, slos=self.slos, sweep=self.sweep
         )
-        self.calibration_runs += self.sweep.executed + self.sweep.reused - before
-        return found
+
+    def _runs(self) -> int:
+        return self.sweep.executed + self.sweep.reused
 
     def settings(self, candidate: Candidate) -> PredictiveConfig:
         return resolve(candidate=candidate, base=self.base)
@@ -209,8 +212,8 @@ class Problem:
         self, *, chosen: Candidate, defaults: Candidate, peers: Sequence[str]
     ) -> tuple[list[Row], int]:
         """The chosen candidate, the defaults and `peers` on the held-back part, and how many
-        runs that took (the peers' own searches and calibrations included)."""
-        before = self.sweep.executed + self.sweep.reused
+        runs that took (the held-back part's calibration and the peers' searches included)."""
+        before = self._runs()
         trace = self.draws[0].held_back
         workloads = self._workloads(trace)
         scenario = replace(self.scenario, policies=tuple(peers))
@@ -251,7 +254,7 @@ class Problem:
             Row(name=n, role=r, cost=f.summary.cost_usd, attainment=_attained(f), finished=f)
             for n, r, f in zip(names, roles, finished, strict=True)
         ]
-        return rows, self.sweep.executed + self.sweep.reused - before
+        return rows, self._runs() - before
 
 
 def _attained(finished: Finished) -> float:

@@ -84,3 +84,26 @@ def test_the_files_apply(counted: Counted, tmp_path: Path) -> None:
         '## Every configuration',
     ):
         assert heading in report
+
+
+def test_a_warm_start_calibrates_apart_and_starts_each_run_warm() -> None:
+    counted = tiny_tune(budget=3, seeds=1, warm_start=True)
+    tuned = counted.tuned
+    assert tuned.problem.calibration_runs > 0
+    assert tuned.outcome.runs <= 3
+    assert counted.executed == tuned.simulations
+    capacities = tuned.problem.capacities
+    assert capacities is not None
+    for spec in tuned.problem.variants(
+        candidate=tuned.chosen, trace=tuned.problem.draws[0].search, capacities=capacities
+    ):
+        assert spec.min_replicas <= spec.initial_replicas <= spec.max_replicas
+    assert (
+        sum(
+            v.initial_replicas
+            for v in tuned.problem.variants(
+                candidate=tuned.chosen, trace=tuned.problem.draws[0].search, capacities=capacities
+            )
+        )
+        >= 1
+    )
