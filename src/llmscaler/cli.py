@@ -194,8 +194,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _tune_parser(commands: Any) -> None:
-    """`llmscaler tune`'s options (docs/tune.md); values read as text and checked in `_tune`."""
+def _tune_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`llmscaler tune`'s options (docs/tune.md); numbers are read as text and checked in `_tune`
+    (one line and exit status 2 for a bad value; argparse's float() takes "nan")."""
     tune = commands.add_parser(
         'tune',
         help="search the predictive policy's settings for the cheapest that meet an SLO target",
