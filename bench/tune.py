@@ -44,7 +44,7 @@ repository."""
 PEERS = ('default', 'predictive', 'keda-queue', 'hpa-kv', 'kaito-realtime')
 TWO_DAYS = 2 * 86400.0
 DIURNAL = 'diurnal-days'
-"""Two days of conversation traffic on a daily cycle (6 req/s on average, the synthetic
+"""Two days of conversation traffic on a daily cycle (24 req/s on average, the synthetic
 preset's diurnal shape: peak/trough 3), the built-in fleet, no warm start; the second day is
 held back (`--holdout 0.5`)."""
 
@@ -62,7 +62,7 @@ def document(*, case: str, duration: float | None, traces: Path) -> dict[str, An
         'workload': {
             'synthetic': {
                 'preset': 'azure-conv',
-                'rate': 6.0,
+                'rate': 24.0,
                 'diurnal': True,
                 'duration': duration or TWO_DAYS,
             }
