@@ -11,7 +11,11 @@ not, the highest worst-draw attainment. Ties break by name, so the result is the
 order the runs finished in (`evaluate` returns results in the order asked).
 
 When the pool is smaller than the grid it is spread over the grid's order (the defaults always
-in it): evenly spaced positions, so every variant subset and every setting is represented.
+in it) by the golden-ratio sequence: position ⌊frac(k·φ)·n⌋ for k = 1, 2, ... until the pool is
+full. Evenly spaced positions alias with the grid's period (on a grid of 81 in name order every
+tenth position was the same variant subset and horizon); the golden-ratio sequence does not, and
+a larger pool holds every smaller one, so a larger budget tries more configurations, never
+other ones.
 
 What fails: `plan` and `search` raise `ValueError` for a budget or number of draws below 1.
 Nothing else: `evaluate` (the simulations) raises what the runs raise.
@@ -97,13 +101,20 @@ def plan(*, budget: int, draws: int, candidates: int) -> tuple[int, int]:
     return pool, draws
 
 
+GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+
 def spread(*, count: int, total: int) -> list[int]:
-    """`count` positions of `range(total)`, 0 among them, evenly spaced, increasing."""
+    """`count` positions of `range(total)`, 0 among them, by the golden-ratio sequence (module
+    docstring), increasing; the positions for `count` hold those for any smaller count."""
     if count >= total:
         return list(range(total))
-    if count == 1:
-        return [0]
-    return sorted({round(i * (total - 1) / (count - 1)) for i in range(count)})
+    chosen, step = {0}, 1
+    while len(chosen) < count:
+        # Equidistributed: every position comes up, so the loop ends.
+        chosen.add(min(total - 1, int((step * GOLDEN) % 1.0 * total)))
+        step += 1
+    return sorted(chosen)
 
 
 def search(

@@ -3,6 +3,7 @@ ties break by name, and the same inputs give the same result."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import pytest
@@ -82,7 +83,19 @@ def test_plan_and_spread() -> None:
     assert plan(budget=100, draws=2, candidates=10) == (10, 2)
     assert plan(budget=15, draws=2, candidates=50) == (10, 2)  # 10 + 5
     assert plan(budget=1, draws=3, candidates=50) == (1, 1)
-    assert spread(count=3, total=9) == [0, 4, 8]
     assert spread(count=20, total=5) == [0, 1, 2, 3, 4]
+    pools = [set(spread(count=n, total=81)) for n in range(1, 82)]
+    assert all(len(pool) == n for n, pool in enumerate(pools, start=1))
+    assert all(0 in pool for pool in pools)
+    assert all(a < b for a, b in itertools.pairwise(pools))  # each holds the last
+
+
+def test_the_pool_does_not_alias_with_the_grid() -> None:
+    # A grid of 81 in name order, 3 x 3 x 3 x 3: the last digit (base 3) is the fastest
+    # dimension; evenly spaced positions (0, 9, 18, ...) would all share it.
+    pool = spread(count=10, total=81)[1:]
+    for digit in range(4):
+        values = {position // 3**digit % 3 for position in pool}
+        assert values == {0, 1, 2}, (digit, pool)
     with pytest.raises(ValueError, match='budget'):
         plan(budget=0, draws=1, candidates=1)
