@@ -19,7 +19,8 @@ what that means for a scenario, and runs everything through the sweep it is give
   the held-back part's own calibration counts with the comparison).
 - The held-back comparison runs the chosen candidate, the defaults and the scenario's policies
   (the peers, as `llmscaler simulate` builds them, on the held-back part as their workload) in
-  one round of the sweep, on the first draw's held-back part.
+  one round of the sweep, on the first draw's held-back part; `clairvoyant` and `static-best`
+  are reported as bounds, not peers (they know the workload in hindsight).
 
 What fails: `ScenarioError` for a scenario of several models (one model is tuned at a time) and
 for a trace too short to cut; `TraceError` for a trace that cannot be read.
@@ -38,6 +39,7 @@ from llmscaler.sim.policies.core import CorePolicy
 from llmscaler.sim.scenario.document import ScenarioError
 from llmscaler.sim.scenario.setup import (
     PREDICTIVE,
+    SEARCHED_POLICIES,
     build_policies,
     calibrate_capacities,
     core_config,
@@ -56,6 +58,9 @@ from llmscaler.sim.tune.search import Measure
 from llmscaler.sim.tune.space import Candidate, resolve
 from llmscaler.sim.vocabulary import SLO, Trace, VariantSpec
 
+BOUNDS = ('clairvoyant', *SEARCHED_POLICIES)
+"""Policies that know the workload in hindsight: reported, but no peer one could run."""
+
 
 @dataclass(frozen=True, slots=True)
 class Row:
@@ -63,7 +68,7 @@ class Row:
 
     name: str
     role: str
-    """'chosen', 'defaults' or 'peer'."""
+    """'chosen', 'defaults', 'peer' or 'bound' (`BOUNDS`)."""
     cost: float
     attainment: float
     finished: Finished
@@ -248,7 +253,11 @@ class Problem:
             for policy in policies
         ]
         finished = self.sweep.run(tasks=tasks)
-        roles = ['chosen', 'defaults', *('peer' for _ in policies)]
+        roles = [
+            'chosen',
+            'defaults',
+            *('bound' if p.name in BOUNDS else 'peer' for p in policies),
+        ]
         names = [chosen.name, defaults.name, *(p.name for p in policies)]
         rows = [
             Row(name=n, role=r, cost=f.summary.cost_usd, attainment=_attained(f), finished=f)

@@ -44,3 +44,10 @@ def test_the_cheapest_peer_meeting_the_goal() -> None:
     assert found is not None
     assert found.name == 'a'
     assert cheapest_peer(rows=rows, goal=0.999) is None
+
+
+def test_a_bound_is_no_peer() -> None:
+    rows = [_row('clairvoyant', 'bound', 0.1, 1.0), _row('a', 'peer', 2.0, 0.995)]
+    found = cheapest_peer(rows=rows, goal=0.99)
+    assert found is not None
+    assert found.name == 'a'
