@@ -71,6 +71,7 @@ BENCHES = (
     Bench('limited', ('bench/limited.py',)),
     Bench('simulate', ('bench/simulate.py', '--case', 'all')),
     Bench('sweep', ('bench/sweep.py',)),
+    Bench('tune', ('bench/tune.py',)),
     Bench('metrics', ('bench/metrics.py',)),
     Bench('cycle', ('bench/cycle.py',)),
     Bench('cycle-real', ('bench/cycle.py', '--backend', 'real'), control_plane=True),

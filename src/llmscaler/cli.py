@@ -8,6 +8,9 @@ Subcommands:
 - `schema`: print the JSON Schema of the snapshot file.
 - `simulate [--scenario FILE] [--trace FILE] [--policy NAME ...] [--out DIR] ...`: replay a
   workload against a simulated vLLM fleet under each policy and report cost and SLO attainment.
+- `tune [--scenario FILE|CASE] [--trace FILE] [--budget N] [--seeds N] [--holdout F] ...`: search
+  the predictive policy's settings for the cheapest that meet an attainment target, and write
+  the ConfigMap and VariantAutoscaling fields to apply with a report (docs/tune.md).
 - `run [--leader-elect] [--watch-namespace NS] [--actuation direct|metrics|both] ...`: the
   Kubernetes controller (see `llmscaler run --help` and docs/controller.md).
 - `emulate [--preset P] [--replicas N] [--base-port PORT] [--epp-port PORT] [--rate R] ...`:
@@ -23,8 +26,8 @@ line per problem, naming the file or option, the path to the field and why, and 
 is 2; output paths are checked before any work is done. No traceback reaches the user for bad
 input. Output is always valid JSON (no NaN). A reader that stops early (`llmscaler decide ... |
 head`) ends the command quietly. `llmscaler --version` prints the package version.
-`simulate`, `emulate` and `demo` need the `sim` extra (numpy, matplotlib, rich, and aiohttp for
-the servers of `emulate` and `demo`); without it they say so in one line (`pip install
+`simulate`, `tune`, `emulate` and `demo` need the `sim` extra (numpy, matplotlib, rich, and
+aiohttp for the servers of `emulate` and `demo`); without it they say so in one line (`pip install
 'llmscaler[sim]'`) and exit 2.
 """
 
@@ -172,6 +175,8 @@ def _parser() -> argparse.ArgumentParser:
         help='no progress bar: one line per policy as it finishes',
     )
 
+    _tune_parser(commands)
+
     emulate = commands.add_parser(
         'emulate',
         help='serve emulated vLLM pods (/metrics, /v1/completions) and an EPP metrics endpoint',
@@ -195,6 +200,53 @@ def _parser() -> argparse.ArgumentParser:
     )
     manifests.add_argument('arguments', nargs='*', help='see `llmscaler manifests --help`')
     return parser
+
+
+def _tune_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`llmscaler tune`'s options (docs/tune.md); numbers are read as text and checked in `_tune`
+    (one line and exit status 2 for a bad value; argparse's float() takes "nan")."""
+    tune = commands.add_parser(
+        'tune',
+        help="search the predictive policy's settings for the cheapest that meet an SLO target",
+        description='Simulate a workload under many settings of the predictive policy (search '
+        'part of the trace, several seeds), keep the cheapest that meets the attainment target, '
+        'compare it with the defaults and the peers on the held-back part, and write the '
+        'ConfigMap and VariantAutoscaling fields to apply with a report.',
+    )
+    tune.add_argument('--scenario', help='scenario YAML file, or a benchmark case name')
+    tune.add_argument('--trace', help='request trace: Azure CSV, generic CSV or JSONL')
+    tune.add_argument(
+        '--trace-format', choices=('auto', 'azure', 'csv', 'jsonl'), help='trace format'
+    )
+    tune.add_argument('--rate-scale', type=float, help='multiply the request rate')
+    tune.add_argument('--start', type=float, help='start of the trace window (s)')
+    tune.add_argument('--duration', type=float, help='length of the workload (s)')
+    tune.add_argument('--seed', type=int, help='first random seed of the workload')
+    tune.add_argument(
+        '--warm-start', action='store_true', help='every run starts at the fleet it first needs'
+    )
+    tune.add_argument(
+        '--policy',
+        action='append',
+        default=[],
+        metavar='NAME',
+        help='peer to compare on the held-back part (repeatable; names as for simulate; '
+        "default: the scenario's policies)",
+    )
+    tune.add_argument('--ttft', metavar='DURATION', help='SLO: time to first token (e.g. 2s)')
+    tune.add_argument('--itl', metavar='DURATION', help='SLO: mean inter-token latency (0.05)')
+    tune.add_argument(
+        '--target', metavar='FRACTION', help='attainment goal in (0.5, 1) (default 0.99)'
+    )
+    tune.add_argument('--budget', metavar='N', help='simulations the search may run (default 40)')
+    tune.add_argument('--seeds', metavar='N', help='draws of the workload searched (default 2)')
+    tune.add_argument(
+        '--holdout', metavar='FRACTION', help='share of the trace held back, in (0, 1) (0.25)'
+    )
+    tune.add_argument('--out', type=Path, default=Path('out-tune'), help='output directory')
+    tune.add_argument('--jobs', metavar='N', help='worker processes (default: one per core)')
+    tune.add_argument('--cache', action='store_true', help='use the run cache (as simulate)')
+    tune.add_argument('--no-progress', action='store_true', help='no progress bar')
 
 
 def _bad(message: str) -> int:
@@ -330,6 +382,95 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fraction(text: str | None, *, low: float, default: float) -> float | None:
+    """A number in (`low`, 1) in `text` (`default` when absent), else None."""
+    if text is None:
+        return default
+    value = _finite_seconds(text)
+    return value if value is not None and low < value < 1 else None
+
+
+def _tune(args: argparse.Namespace) -> int:
+    missing = _without_sim('tune')
+    if missing is not None:
+        return missing
+    # Imported here, as for simulate: the simulator pulls numpy, which `decide` does not need.
+    from llmscaler.sim.scenario.document import ScenarioError
+    from llmscaler.sim.sweep import cache as run_cache
+    from llmscaler.sim.sweep.executors import default_jobs
+    from llmscaler.sim.sweep.sweep import Sweep
+    from llmscaler.sim.tune import inputs, report, run, tuned
+    from llmscaler.sim.workload.formats import TraceError
+
+    unwritable = _output_problem(args.out, what='--out', directory=True)
+    if unwritable:
+        return _bad(unwritable)
+    counts: dict[str, int] = {}
+    for flag, text, default in (
+        ('--jobs', args.jobs, default_jobs()),
+        ('--budget', args.budget, tuned.DEFAULT_BUDGET),
+        ('--seeds', args.seeds, tuned.DEFAULT_SEEDS),
+    ):
+        count = default if text is None else _count(text)
+        if count is None:
+            return _bad(f'{flag}: must be a whole number ≥ 1, got {text[:40]!r}')
+        counts[flag] = count
+    goal = _fraction(args.target, low=0.5, default=tuned.DEFAULT_GOAL)
+    if goal is None:
+        return _bad(f'--target: must be a number in (0.5, 1), got {args.target[:40]!r}')
+    holdout = _fraction(args.holdout, low=0.0, default=tuned.DEFAULT_HOLDOUT)
+    if holdout is None:
+        return _bad(f'--holdout: must be a number in (0, 1), got {args.holdout[:40]!r}')
+    if (args.ttft is None) != (args.itl is None):
+        return _bad('--ttft and --itl: give both or neither')
+    slo: dict[str, float] = {}
+    for flag, text in (('--ttft', args.ttft), ('--itl', args.itl)):
+        if text is not None:
+            seconds = _positive_duration(text)
+            if seconds is None:
+                return _bad(
+                    f'{flag}: must be a positive, finite duration such as 2, 0.05 or 2s, '
+                    f'got {text[:40]!r}'
+                )
+            slo[flag.removeprefix('--')] = seconds
+    try:
+        setup = inputs.load(
+            scenario=args.scenario,
+            overrides={
+                'trace_path': args.trace,
+                'trace_format': args.trace_format,
+                'rate_scale': args.rate_scale,
+                'start': args.start,
+                'duration': args.duration,
+                'seed': args.seed,
+                'warm_start': args.warm_start,
+            },
+            peers=args.policy,
+            slo=slo,
+        )
+        options = tuned.Options(
+            goal=goal, budget=counts['--budget'], seeds=counts['--seeds'], holdout=holdout
+        )
+        store = run_cache.RunCache(directory=run_cache.default_directory()) if args.cache else None
+        with Sweep(
+            jobs=counts['--jobs'],
+            cache=store,
+            progress=False if args.no_progress else None,
+            label='tune',
+        ) as sweep:
+            found = run.tune(scenario=setup, options=options, sweep=sweep)
+    except (ScenarioError, TraceError) as exc:
+        return _bad(str(exc))
+    try:
+        written = run.write(tuned=found, out=args.out)
+    except OSError as exc:
+        return _bad(f'--out {args.out}: cannot write: {exc.strerror}')
+    for line in report.summary_lines(tuned=found):
+        print(line)
+    print('wrote ' + ', '.join(str(path) for path in written))
+    return 0
+
+
 def _load_config(path: Path | None) -> tuple[Config, list[str]]:
     """The configuration and its fatal problems; warnings are printed and do not stop the run."""
     if path is None:
@@ -455,6 +596,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _decide(args)
         if args.command == 'simulate':
             return _simulate(args)
+        if args.command == 'tune':
+            return _tune(args)
         if args.command == 'schema':
             _print(_dumps(io.snapshot_schema()))
             return 0

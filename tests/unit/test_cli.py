@@ -9,8 +9,8 @@ range, min above max, duplicate variants, 5,000-digit numbers, 100,000 nested br
 files, the same for state files, and `--now nan`: one line naming the field, exit 2. Output is
 strict JSON; a missing KV usage holds and says so; the schema publishes the ranges. Output paths
 are checked before any work (`--state-out` into a missing directory, `simulate --out` on a file);
-a reader that closes the pipe early gets no traceback; `--version`; `simulate`, `emulate` and
-`demo` without a package of the `sim` extra (`emulate` and `demo`: aiohttp too) say what to
+a reader that closes the pipe early gets no traceback; `--version`; `simulate`, `tune`, `emulate`
+and `demo` without a package of the `sim` extra (`emulate` and `demo`: aiohttp too) say what to
 install, in one line. `simulate`'s options: a request time-out that is not a positive finite
 duration, or a start fleet naming no variant, outside the bounds or with `--warm-start`, gives one
 line and exit 2 before any work; a run names its trace in the header and the report, prints a
@@ -483,7 +483,7 @@ def test_version_is_the_package_version_and_the_cores_build() -> None:
     [
         *(
             (command, package)
-            for command in ('simulate', 'emulate', 'demo')
+            for command in ('simulate', 'tune', 'emulate', 'demo')
             for package in ('numpy', 'matplotlib', 'rich')
         ),
         # The servers of the emulated pods and of the development cluster.

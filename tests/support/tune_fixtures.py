@@ -1,0 +1,61 @@
+"""Small tuning problems for tests/unit/sim/tune: real simulations of a few minutes of load.
+
+- `tiny_document()`: one model on an H100 and an L40S (one replica each at the start), ten
+  minutes of conversation traffic at 4 req/s, the `default` and `keda-queue` peers; a few
+  seconds to tune with a budget of a handful of runs.
+- `SMALL_SPACE`: two targets, two delays, one horizon, the variant subsets: 13 candidates.
+- `tiny_tune(jobs=, budget=, seeds=, warm_start=)`: the tuning of that scenario, with the
+  number of runs its sweep executed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from llmscaler.sim.scenario import loader
+from llmscaler.sim.scenario.validated import Scenario
+from llmscaler.sim.sweep.sweep import Sweep
+from llmscaler.sim.tune.run import tune
+from llmscaler.sim.tune.space import Space
+from llmscaler.sim.tune.tuned import Options, Tuned
+
+SMALL_SPACE = Space(margins=(1.0, 0.5), delays=(120.0, 300.0), horizons=(1.0,))
+
+
+def tiny_document(
+    *, duration: float = 600.0, rate: float = 4.0, warm_start: bool = False
+) -> dict[str, Any]:
+    return {
+        'warm_start': warm_start,
+        'name': 'tiny',
+        'variants': [
+            {'name': 'h100', 'preset': 'llama-3.1-8b-h100', 'max_replicas': 4},
+            {'name': 'l40s', 'preset': 'llama-3.1-8b-l40s', 'max_replicas': 4},
+        ],
+        'workload': {'synthetic': {'preset': 'azure-conv', 'duration': duration, 'rate': rate}},
+        'policies': ['default', 'keda-queue'],
+        'seed': 1,
+    }
+
+
+def tiny_scenario(**overrides: Any) -> Scenario:
+    return loader.from_document(document=tiny_document(**overrides), where='tiny')
+
+
+@dataclass(frozen=True)
+class Counted:
+    """A tuning and what its sweep ran."""
+
+    tuned: Tuned
+    executed: int
+
+
+def tiny_tune(
+    *, jobs: int = 1, budget: int = 6, seeds: int = 2, warm_start: bool = False
+) -> Counted:
+    options = Options(budget=budget, seeds=seeds, holdout=0.3, space=SMALL_SPACE)
+    with Sweep(jobs=jobs, progress=False) as sweep:
+        scenario = tiny_scenario(warm_start=warm_start)
+        tuned = tune(scenario=scenario, options=options, sweep=sweep)
+        return Counted(tuned=tuned, executed=sweep.executed)
