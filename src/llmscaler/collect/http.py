@@ -15,6 +15,11 @@ What it provides:
   Prometheus source's and the scraper's carry the same four fields).
 - `OwnedClient`: the caller's client, or one made here and closed by `aclose`; a lent client is
   never closed, it belongs to its owner.
+- `OriginClients`: for readers of many endpoints every cycle (the pods' pages, the EPPs'), a client
+  per origin, kept alive between cycles and closed once unread for `ORIGIN_IDLE` seconds (an
+  endpoint gone), or the caller's one client for every URL. One pool holding the connections of
+  a thousand pods scans them all, socket by socket, each time a request starts or ends
+  (httpcore 1.0's `AsyncConnectionPool`): millions of checks a cycle, on the event loop.
 - `read_token`: the bearer token, from `token_file` (re-read on every call so rotated tokens work;
   surrounding whitespace stripped) else `bearer_token`. Never raises: an unreadable, non-UTF-8 or
   empty file gives no token and a message saying nothing was sent, so that a cycle never sends an
@@ -156,6 +161,58 @@ class OwnedClient:
         """Close the client if it was built here."""
         if self._owned:
             await self.client.aclose()
+
+
+ORIGIN_IDLE = 60.0
+"""Seconds after which an origin's client unread is closed."""
+
+
+class OriginClients:
+    """A client per origin (`scheme://host:port`), or the lent `client` for every URL (module
+    docstring). Times are the caller's (`now`, any clock that does not go back)."""
+
+    def __init__(
+        self,
+        *,
+        client: httpx.AsyncClient | None,
+        verify: Callable[[], ssl.SSLContext],
+        timeout: float,
+    ) -> None:
+        # The lent client, or the TLS context of the clients built here (`verify` is only called
+        # then: a lent client keeps its own TLS).
+        self._source: httpx.AsyncClient | ssl.SSLContext = (
+            client if client is not None else verify()
+        )
+        self._timeout = timeout
+        self._clients: dict[str, tuple[httpx.AsyncClient, float]] = {}
+
+    def client_for(self, *, url: str, now: float) -> httpx.AsyncClient:
+        """The client of `url`'s origin, made on its first use."""
+        tls = self._source
+        if isinstance(tls, httpx.AsyncClient):
+            return tls
+        origin = '/'.join(url.split('/', 3)[:3])
+        found = self._clients.get(origin)
+        client = (
+            found[0] if found is not None else httpx.AsyncClient(verify=tls, timeout=self._timeout)
+        )
+        self._clients[origin] = (client, now)
+        return client
+
+    async def forget_idle(self, *, now: float) -> None:
+        """Close the clients of origins not read for `ORIGIN_IDLE` seconds."""
+        idle = [k for k, (_, used) in sorted(self._clients.items()) if now - used > ORIGIN_IDLE]
+        closing = [self._clients.pop(k)[0] for k in idle]
+        await asyncio.gather(*(c.aclose() for c in closing))
+
+    async def aclose(self) -> None:
+        """Close the clients built here (never the lent one)."""
+        closing = [c for c, _ in self._clients.values()]
+        self._clients.clear()
+        await asyncio.gather(*(c.aclose() for c in closing))
+
+    def __len__(self) -> int:
+        return len(self._clients)
 
 
 @dataclass(frozen=True, slots=True)

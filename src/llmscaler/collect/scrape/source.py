@@ -32,6 +32,10 @@ naming the pod and the cap ("page of pod llm/a-0 refused: line 1: a line over 65
 at once (the core holds its model) rather than a minute's leftovers; the next page within the
 caps starts its windows afresh.
 
+Connections: each pod is read by an HTTP client of its own (`http.OriginClients`), which keeps
+its connection alive between scrapes and is closed once the pod has gone unread for a minute;
+in one client shared by a thousand pods, every request scanned the whole pool on the loop.
+
 Bounds: every page is one `fetch_page` (`http.fetch`): a total deadline of `timeout` seconds
 (connecting, TLS, the headers and the whole body: a pod that drips a byte at a time cannot hold it
 longer) and a cap of `max_page_bytes` (a larger Content-Length is refused before reading;
@@ -285,7 +289,8 @@ class PodScrapeSource:
     ) -> None:
         self._config = config
         self._targets_fn = targets_fn
-        self._http = http.OwnedClient(
+        # A client per pod (`http.OriginClients`), each keeping its connection between scrapes.
+        self._clients = http.OriginClients(
             client=client, verify=lambda: http.ssl_context(config=config), timeout=config.timeout
         )
         # One Parser per family set: the label sets of a kind's pages come back on every scrape.
@@ -303,7 +308,7 @@ class PodScrapeSource:
     async def aclose(self) -> None:
         """Close the HTTP client if this source created it, and end its worker thread."""
         self._worker.close()
-        await self._http.aclose()
+        await self._clients.aclose()
 
     @property
     def series_count(self) -> int:
@@ -323,6 +328,7 @@ class PodScrapeSource:
         token = http.read_token(
             token_file=self._config.token_file, bearer_token=self._config.bearer_token
         )
+        await self._clients.forget_idle(now=now)
         gate = asyncio.Semaphore(max(1, self._config.concurrency))
         ordered = [targets[key] for key in sorted(targets)]
         end = asyncio.get_running_loop().time() + self._config.scrape_deadline
@@ -383,7 +389,7 @@ class PodScrapeSource:
     ) -> _Absorbed:
         async def get(deadline: float) -> bytes | http.Failure:
             return await fetch_page(
-                client=self._http.client,
+                client=self._clients.client_for(url=target.url, now=now),
                 target=target,
                 config=self._config,
                 token=token,

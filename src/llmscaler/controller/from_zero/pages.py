@@ -52,7 +52,6 @@ from llmscaler.collect.scrape.source import ScrapeConfig, ScrapeTarget, fetch_pa
 log = logging.getLogger('llmscaler.controller.from_zero.loop')
 
 QUEUE_SIZE = 'inference_extension_flow_control_queue_size'
-_CLIENT_IDLE = 60.0
 TARGET_MODEL = 'target_model_name'
 
 
@@ -81,12 +80,10 @@ class EppPages:
         self._timeout = timeout
         self._scrape = scrape
         # Every EPP is read every tick, so each keeps its connection alive, in a client of its
-        # own: one pool holding hundreds of connections scans them all on every request.
-        self._http = http.OwnedClient(
+        # own (`http.OriginClients`).
+        self._clients = http.OriginClients(
             client=client, verify=lambda: ssl_context(config=scrape), timeout=timeout
         )
-        self._tls = ssl_context(config=scrape) if client is None else None
-        self._clients: dict[str, tuple[httpx.AsyncClient, float]] = {}
         self._parser = Parser(families=EPP_FAMILIES, limits=scrape.page_limits())
         # The pages of the tick in progress (`one_tick`), by target; None outside a tick.
         self._tick: dict[ScrapeTarget, asyncio.Future[tuple[float, Page] | SourceError]] | None
@@ -108,29 +105,11 @@ class EppPages:
 
     async def aclose(self) -> None:
         """Close the HTTP clients built here."""
-        clients = [c for c, _ in self._clients.values()]
-        self._clients.clear()
-        await asyncio.gather(*(c.aclose() for c in clients), self._http.aclose())
-
-    def client_for(self, url: str) -> httpx.AsyncClient:
-        """The client of the page's origin (the lent client for every page, when one was lent)."""
-        if self._tls is None:
-            return self._http.client
-        origin = url.split('/', 3)[2]
-        now = self._clock.monotonic()
-        found = self._clients.get(origin)
-        client = found[0] if found is not None else None
-        if client is None:
-            client = httpx.AsyncClient(verify=self._tls, timeout=self._timeout)
-        self._clients[origin] = (client, now)
-        return client
+        await self._clients.aclose()
 
     async def forget_idle(self) -> None:
-        """Close the clients of origins not read for `_CLIENT_IDLE` seconds (EPPs gone)."""
-        now = self._clock.monotonic()
-        idle = [k for k, (_, used) in self._clients.items() if now - used > _CLIENT_IDLE]
-        closing = [self._clients.pop(k)[0] for k in idle]
-        await asyncio.gather(*(c.aclose() for c in closing))
+        """Close the clients of EPPs not read for a minute (EPPs gone)."""
+        await self._clients.forget_idle(now=self._clock.monotonic())
 
     def token(self) -> http.Token:
         return http.read_token(
@@ -217,7 +196,7 @@ class EppPages:
     ) -> tuple[float, Page] | SourceError:
         async def get(deadline: float) -> bytes | http.Failure:
             return await fetch_page(
-                client=self.client_for(target.url),
+                client=self._clients.client_for(url=target.url, now=self._clock.monotonic()),
                 target=target,
                 config=self._scrape,
                 token=token,
