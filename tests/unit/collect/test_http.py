@@ -617,17 +617,21 @@ async def test_a_client_per_origin_kept_while_read_and_closed_once_idle() -> Non
         assert clients.client_for(url='http://10.0.0.1:8000/other', now=30.0) is a
         b = clients.client_for(url='http://10.0.0.2:8000/metrics', now=30.0)
         tls = clients.client_for(url='https://10.0.0.1:8000/metrics', now=30.0)
-        assert len({id(a), id(b), id(tls)}) == 3 and len(clients) == 3
+        assert len({id(a), id(b), id(tls)}) == 3
+        assert len(clients) == 3
         await clients.forget_idle(now=30.0 + ORIGIN_IDLE)  # each read at 30 s: none idle
         assert len(clients) == 3
         clients.client_for(url='http://10.0.0.2:8000/metrics', now=60.0)
         await clients.forget_idle(now=30.0 + ORIGIN_IDLE + 1)
         assert len(clients) == 1  # the two origins last read at 30 s are closed
-        assert a.is_closed and tls.is_closed and not b.is_closed
+        assert a.is_closed
+        assert tls.is_closed
+        assert not b.is_closed
         assert clients.client_for(url='http://10.0.0.1:8000/metrics', now=100.0) is not a
     finally:
         await clients.aclose()
-    assert b.is_closed and len(clients) == 0
+    assert b.is_closed
+    assert len(clients) == 0
 
 
 async def test_a_lent_client_serves_every_origin_and_is_never_closed() -> None:
@@ -643,4 +647,5 @@ async def test_a_lent_client_serves_every_origin_and_is_never_closed() -> None:
         assert clients.client_for(url='https://10.0.0.2:9000/m', now=0.0) is lent
         await clients.forget_idle(now=1e6)
         await clients.aclose()
-        assert not lent.is_closed and called == []
+        assert not lent.is_closed
+        assert called == []
