@@ -1,7 +1,8 @@
 """Benchmark: the event loop and the leader's Lease while a cycle scrapes 1,000 pods, 10 hostile.
 
-What is measured: 1,000 emulated vLLM pods are served over loopback HTTP by a separate process
-(every pod the emulator's own page, 41 KiB; each tenth pod of a hundred a hostile page of
+What is measured: 1,000 emulated vLLM pods are served over loopback HTTP by a separate process,
+each on a port of its own as pods have addresses of their own (every pod the emulator's own
+page, 41 KiB; each tenth pod of a hundred a hostile page of
 `llmscaler.emulate.hostile` in the hostile scenarios, the shapes taken in turn). In a fresh
 process per scenario, the pod-scraping source runs cycles as the controller does (`scrape` of every
 pod, then `read`, one cycle every 2 s) while, on the same event loop, a `LeaderElector` holds a
@@ -77,15 +78,16 @@ def serve(scenario: str, ready: Any) -> None:
         app.router.add_get('/pod/{pod}/metrics', page)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, '127.0.0.1', 0, backlog=2048)
-        await site.start()
-        ready.send(runner.addresses[0][1])
+        # A port per pod: pods have addresses of their own, and the scraper a client per origin.
+        for _ in range(PODS):
+            await web.TCPSite(runner, '127.0.0.1', 0, backlog=64).start()
+        ready.send([address[1] for address in runner.addresses])
         await asyncio.Event().wait()
 
     asyncio.run(run())
 
 
-async def cycles(port: int) -> dict[str, Any]:
+async def cycles(ports: list[int]) -> dict[str, Any]:
     """In the scenario's process: the cycles, the loop's lag and the Lease's renewals."""
     from llmscaler import gc_pause
     from llmscaler.clock import LoopClock
@@ -102,7 +104,7 @@ async def cycles(port: int) -> dict[str, Any]:
             url=f'http://127.0.0.1:{port}/pod/{i}/metrics',
             model_name=MODEL,
         )
-        for i in range(PODS)
+        for i, port in enumerate(ports)
     ]
     source = PodScrapeSource(config=ScrapeConfig(), targets_fn=lambda: targets)
     scope = (ModelScope(model_id=MODEL, namespace='llm'),)
@@ -184,8 +186,8 @@ def scenario(name: str) -> dict[str, Any]:
     server = context.Process(target=serve, args=(name, ours), daemon=True)
     server.start()
     try:
-        port = theirs.recv()
-        return asyncio.run(cycles(port))
+        ports = theirs.recv()
+        return asyncio.run(cycles(ports))
     finally:
         server.terminate()
         server.join()
