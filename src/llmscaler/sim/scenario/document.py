@@ -125,7 +125,7 @@ class ScenarioModel(_Strict):
     initial: dict[str, pydantic.NonNegativeInt] | None = None
     warm_start: bool = False
     inventory: dict[str, pydantic.NonNegativeInt] | None = None
-    seed: int = 1
+    seed: pydantic.NonNegativeInt = 1
 
 
 # The default load: about 2.4x the Azure conversation rate with a 20-minute step to 2x that and a

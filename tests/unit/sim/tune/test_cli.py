@@ -35,6 +35,8 @@ def scenario(tmp_path: Path) -> Path:
         (['--ttft', '2', '--itl', 'inf'], '--itl'),
         (['--policy', 'nobody'], 'unknown policy'),
         (['--scenario', 'no-such-case'], 'no such file'),
+        (['--seed', '-1'], 'seed: Input should be greater than or equal to 0'),
+        (['--rate-scale', 'nan'], 'rate'),
     ],
 )
 def test_bad_values_exit_2_in_one_line(
