@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from llmscaler.collect.exposition import VLLM_FAMILIES, Parser
-from llmscaler.collect.scrape.source import ScrapeConfig, series_chars
+from llmscaler.collect.scrape.source import ScrapeConfig
+from llmscaler.collect.scrape.store import series_chars
 from llmscaler.emulate import hostile
 
 MODEL = 'meta-llama/Llama-3.1-8B-Instruct'

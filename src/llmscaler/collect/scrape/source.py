@@ -7,30 +7,18 @@ computes with WVA's queries (`collect.scrape.reading` has the computations and t
 with the queries), so attribution and the core cannot tell the sources apart.
 
 The controller calls `scrape(now=...)` every scrape interval and `read(scope=..., now=...)` every
-cycle; `read` never fetches. Windows are keyed by (namespace, pod, series); `_created` series,
-and histogram buckets other than the two latency histograms' (`collect.histograms`), are not kept
-(no query reads them); a series not updated for its horizon is forgotten, and so is an untargeted
-pod with no series left. The request counters are kept for `request_count_horizon`, the latency
-buckets for two minutes (at most `histograms.MAX_SAMPLES` samples each), the others for
-`horizon`. Pages are parsed by one `exposition.Parser` per family set (vLLM, EPP) that remembers
-the label sets of earlier pages.
+cycle; `read` never fetches. What is kept of the pages, how long, and the caps a page or a pod's
+series must stay within, are `collect.scrape.store`'s.
 
-Off the event loop: the loop also renews the leader's Lease, and a page of hundreds of thousands
-of series once held it for seconds. So each pod's page is parsed, checked against the caps and
-added to the pod's windows in the source's worker thread (`collect.worker`: one per source, so
-that it adds one thread competing with the loop), and `read` computes the reading there too;
-the loop only fetches and gathers. The threads run Python code, which gives
-the loop its turn every few milliseconds (the interpreter's switch interval), and no single step
-of theirs is longer than one capped line.
-
-Caps (`ScrapeConfig`): a page is refused, whole, when a line of a wanted family is longer than
-`max_line_length`, a sample has more than `max_labels` labels, the page has more than
-`max_series_per_page` series, or its series would take the pod's kept series over
-`max_series_per_pod` or `max_series_chars_per_pod` characters. The refusal is a BAD_RESPONSE
-naming the pod and the cap ("page of pod llm/a-0 refused: line 1: a line over 65536 characters
-(max_line_length)"), and the pod's kept series are dropped with it, so its readings are missing
-at once (the core holds its model) rather than a minute's leftovers; the next page within the
-caps starts its windows afresh.
+Off the event loop, and off its interpreter: the loop also renews the leader's Lease, and a page
+of hundreds of thousands of series once held it for seconds; parsed in a thread beside it, ten
+pages at every cap still held it 80 to 190 ms at a time, as the thread holds the interpreter lock
+the loop waits for. So the store (the windows, the parsers, the reading computed from them)
+lives in a child process of the source's own (`collect.in_process`), started at the first
+scrape: the loop fetches the pages, hands their bodies over, and gathers what comes back. Should
+the child end (killed for its memory, a crash), the pods whose pages were on their way get a
+BAD_RESPONSE saying so, the next call starts a new child whose windows start afresh, and the
+readings are missing meanwhile (the core holds their models) rather than made up.
 
 Connections: each pod is read by an HTTP client of its own (`http.OriginClients`), which keeps
 its connection alive between scrapes and is closed once the pod has gone unread for a minute;
@@ -68,54 +56,27 @@ pods whose certificates name a service rather than the pod IP), `insecure_skip_v
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import httpx
 
-from llmscaler.collect import histograms, http
-from llmscaler.collect.exposition import (
-    EPP_FAMILIES,
-    VLLM_FAMILIES,
-    Page,
-    PageLimits,
-    Parser,
-    check_counts,
-)
+from llmscaler.collect import http
+from llmscaler.collect.exposition import PageLimits, check_counts
+from llmscaler.collect.in_process import Ended, InProcess
 from llmscaler.collect.readings import ErrorReason, ModelScope, Reading, SourceError
-from llmscaler.collect.scrape.reading import (
-    REQUEST_SUCCESS,
-    Kind,
-    PodSeries,
-    SeriesKey,
-    compute_reading,
-)
-from llmscaler.collect.windows import SeriesWindow
-from llmscaler.collect.worker import Worker
-from llmscaler.gc_pause import paused
+from llmscaler.collect.scrape.reading import Kind, compute_reading
+from llmscaler.collect.scrape.store import Absorbed, PodKey, PodStore, Scraped
+from llmscaler.collect.worker import InThread
 
 ACCEPT = 'text/plain;version=0.0.4'
 """The 0.0.4 text format keeps the colons of vLLM names; prometheus-client 0.26 answers an
 OpenMetrics Accept header without `escaping=` with underscores instead (`_get_escaping` in
 prometheus_client/exposition.py)."""
 _TEXT_TYPES = ('text/plain', 'application/openmetrics-text')
-_UNUSED_SUFFIXES = ('_bucket', '_created')
-_KEPT_BUCKETS = frozenset(histograms.FIELDS)
-# The TPOT family is read for its buckets only.
-_UNUSED = frozenset(
-    {
-        'vllm:request_time_per_output_token_seconds_sum',
-        'vllm:request_time_per_output_token_seconds_count',
-    }
-)
-_VLLM_ALWAYS = (
-    (('vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'), 'KV usage'),
-    (('vllm:num_requests_waiting',), 'queue length'),
-    (('vllm:num_requests_running',), 'running'),
-    (('vllm:cache_config_info',), 'cache_config_info'),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,25 +221,13 @@ async def fetch_page(
     return answer.body
 
 
-@dataclass(frozen=True, slots=True)
-class _Fetched:
-    """A page read (or not) and parsed: its samples, its error, or the cap it crossed."""
-
-    error: SourceError | None = None
-    page: Page | None = None
-    refusal: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Absorbed:
-    """What one pod's page left: its error, and how many non-finite samples it dropped."""
-
-    error: SourceError | None = None
-    dropped: int = 0
-
-
 class PodScrapeSource:
-    """`MetricsSource` that scrapes the pods itself (see the module docstring)."""
+    """`MetricsSource` that scrapes the pods itself (see the module docstring).
+
+    `in_process` (default): the store in a child process of its own; else in a worker thread
+    (`collect.worker.InThread`), for a source of few small pages that is not worth a process
+    (an InferencePool's EPP pages, one source per pool).
+    """
 
     def __init__(
         self,
@@ -286,6 +235,7 @@ class PodScrapeSource:
         config: ScrapeConfig,
         targets_fn: Callable[[], Sequence[ScrapeTarget]],
         client: httpx.AsyncClient | None = None,
+        in_process: bool = True,
     ) -> None:
         self._config = config
         self._targets_fn = targets_fn
@@ -293,36 +243,33 @@ class PodScrapeSource:
         self._clients = http.OriginClients(
             client=client, verify=lambda: http.ssl_context(config=config), timeout=config.timeout
         )
-        # One Parser per family set: the label sets of a kind's pages come back on every scrape.
-        limits = config.page_limits()
-        self._parsers: dict[Kind, Parser] = {
-            'vllm': Parser(families=VLLM_FAMILIES, limits=limits),
-            'epp': Parser(families=EPP_FAMILIES, limits=limits),
-        }
-        self._pods: dict[tuple[str, str], PodSeries] = {}
-        self._worker = Worker(name='scrape')
-        self._errors: tuple[SourceError, ...] = ()
-        self._dropped = 0
-        self._first_scrape: float | None = None
+        store = functools.partial(
+            PodStore,
+            limits=config.page_limits(),
+            horizon=config.horizon,
+            request_count_horizon=config.request_count_horizon,
+            max_series_per_pod=config.max_series_per_pod,
+            max_series_chars_per_pod=config.max_series_chars_per_pod,
+        )
+        self._store: InProcess[PodStore] | InThread[PodStore] = (
+            InProcess(factory=store) if in_process else InThread(factory=store, name='scrape')
+        )
+        self._series_count = 0
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this source created it, and end its worker thread."""
-        self._worker.close()
+        """Close the HTTP client if this source created it, and end the store's process."""
+        self._store.close()
         await self._clients.aclose()
 
     @property
     def series_count(self) -> int:
-        """How many series windows are held (for the controller's own metrics)."""
-        return sum(len(pod.series) for pod in self._pods.values())
+        """How many series windows were held at the end of the last scrape."""
+        return self._series_count
 
     async def scrape(self, *, now: float) -> list[SourceError]:
-        """Fetch every target's page once and add its samples to the windows.
-
-        Each pod's page is parsed and added to its windows in a worker thread (its stale series
-        forgotten there too), so that no page, however large or hostile, holds the event loop:
-        the loop only fetches, and gathers what the threads found.
-        """
-        targets: dict[tuple[str, str], ScrapeTarget] = {}
+        """Fetch every target's page once and hand it to the store, which adds its samples to
+        the windows (and forgets the stale series) in its own process."""
+        targets: dict[PodKey, ScrapeTarget] = {}
         for target in sorted(self._targets_fn(), key=lambda t: (t.namespace, t.pod, t.url)):
             targets.setdefault((target.namespace, target.pod), target)
         token = http.read_token(
@@ -332,51 +279,33 @@ class PodScrapeSource:
         gate = asyncio.Semaphore(max(1, self._config.concurrency))
         ordered = [targets[key] for key in sorted(targets)]
         end = asyncio.get_running_loop().time() + self._config.scrape_deadline
-        for target in ordered:
-            pod = self._pods.setdefault((target.namespace, target.pod), PodSeries(target.kind, ''))
-            pod.kind, pod.hint = target.kind, target.model_name
         absorbed = await asyncio.gather(
             *(self._scrape_pod(target=t, token=token, gate=gate, end=end, now=now) for t in ordered)
         )
+        finish = functools.partial(PodStore.finish, now=now, targeted=sorted(targets))
+        self._series_count = 0
+        # Twice at most: should the child have ended with the pages, a new one holds nothing
+        # yet and is told of the scrape's errors.
+        for _ in range(2):
+            try:
+                self._series_count = await self._store.call(finish, absorbed=absorbed)
+                break
+            except Ended:
+                continue
         errors = [result.error for result in absorbed if result.error is not None]
-        gone = [key for key in self._pods if key not in targets]
-        if gone:
-            await self._worker.run(lambda: self._forget(now=now, keys=gone))
-        if self._first_scrape is None and targets:
-            self._first_scrape = now
-        self._errors = tuple(sorted(errors, key=lambda e: (e.target, e.reason)))
-        self._dropped = sum(result.dropped for result in absorbed)
-        return list(self._errors)
+        return sorted(errors, key=lambda e: (e.target, e.reason))
 
     async def read(self, *, scope: tuple[ModelScope, ...], now: float) -> Reading:
-        """The figures of the models in `scope` at `now`, from the kept windows (computed in a
-        worker thread: a thousand pods' windows take a while)."""
-        return await self._worker.run(lambda: self._reading(scope=scope, now=now))
-
-    def _reading(self, *, scope: tuple[ModelScope, ...], now: float) -> Reading:
-        with paused():
+        """The figures of the models in `scope` at `now`, from the kept windows (computed in the
+        store's process: a thousand pods' windows take a while)."""
+        try:
+            return await self._store.call(PodStore.reading, scope=scope, now=now)
+        except Ended as ended:
+            # Nothing is kept any more: every reading is missing, and the reading says why.
+            error = SourceError('pod scraping', ErrorReason.BAD_RESPONSE, _ended(ended))
             return compute_reading(
-                pods=self._pods,
-                scope=scope,
-                now=now,
-                history=self._history,
-                scraping_since=self._first_scrape,
-                errors=self._errors,
-                dropped_non_finite=self._dropped,
+                pods={}, scope=scope, now=now, history=0.0, scraping_since=None, errors=(error,)
             )
-
-    @property
-    def _history(self) -> float:
-        """How long the request counters are kept."""
-        return max(self._config.horizon, self._config.request_count_horizon)
-
-    # --- scraping ------------------------------------------------------------------------------
-
-    def _window(self, name: str) -> SeriesWindow:
-        if name in _KEPT_BUCKETS:
-            return SeriesWindow(horizon=histograms.HORIZON, max_samples=histograms.MAX_SAMPLES)
-        horizon = self._history if name == REQUEST_SUCCESS else self._config.horizon
-        return SeriesWindow(horizon=horizon)
 
     async def _scrape_pod(
         self,
@@ -386,7 +315,7 @@ class PodScrapeSource:
         gate: asyncio.Semaphore,
         end: float,
         now: float,
-    ) -> _Absorbed:
+    ) -> Absorbed:
         async def get(deadline: float) -> bytes | http.Failure:
             return await fetch_page(
                 client=self._clients.client_for(url=target.url, now=now),
@@ -404,132 +333,23 @@ class PodScrapeSource:
             work=get,
         )
         if isinstance(body, http.Failure):
-            failed = _Fetched(SourceError(target.url, body.reason, body.message))
-            return await self._worker.run(
-                lambda: self._absorb(target=target, now=now, fetched=failed)
-            )
-        return await self._worker.run(lambda: self._absorb_page(target=target, body=body, now=now))
-
-    def _absorb_page(self, *, target: ScrapeTarget, body: bytes, now: float) -> _Absorbed:
-        """Parse the page and add it to the pod's windows (in a worker thread)."""
-        with paused():
-            parser = self._parsers[target.kind]
-            fetched = parse_page(target=target, body=body, parser=parser)
-            absorbed = self._absorb(target=target, now=now, fetched=fetched)
-            # Dropped before the collector resumes: the first collection after it would
-            # otherwise walk every sample of the page (a third of a million containers at the
-            # label cap, tens of milliseconds with the interpreter lock held).
-            del fetched
-        return absorbed
-
-    def _absorb(self, *, target: ScrapeTarget, now: float, fetched: _Fetched) -> _Absorbed:
-        """Add one pod's page to its windows, within the pod's caps (in a worker thread)."""
-        pod = self._pods[(target.namespace, target.pod)]
-        # First, so that series past their horizon leave room under the caps (all their
-        # samples are older than the horizon: nothing the page could add to is lost).
-        _forget_stale(pod=pod, now=now)
-        refusal = fetched.refusal
-        if fetched.page is not None and refusal is None:
-            refusal = self._over_pod_caps(pod=pod, page=fetched.page)
-        if refusal is not None:
-            # The pod's kept series go too: its readings are missing, not a minute's leftovers.
-            pod.series.clear()
-            pod.chars = 0
-            pod.present_at = None
-            message = f'page of pod {target.namespace}/{target.pod} refused: {refusal}'
-            error = SourceError(target.url, ErrorReason.BAD_RESPONSE, message)
-            return _Absorbed(error=error)
-        page = fetched.page
-        if page is None:
-            pod.present_at = None
-            return _Absorbed(error=fetched.error)
-        for sample in page.samples:
-            name = sample.name
-            if name in _UNUSED or (name.endswith(_UNUSED_SUFFIXES) and name not in _KEPT_BUCKETS):
-                continue
-            key = (name, sample.labels)
-            record = pod.series.get(key)
-            if record is None:
-                record = pod.series[key] = self._window(name).record
-                pod.chars += series_chars(key)
-            SeriesWindow.of(record).add(t=now, value=sample.value)
-        pod.present_at = now
-        return _Absorbed(error=fetched.error, dropped=page.dropped_non_finite)
-
-    def _over_pod_caps(self, *, pod: PodSeries, page: Page) -> str | None:
-        """Which per-pod cap the page would cross, counting its series not kept yet."""
-        series = pod.series
-        new = [(s.name, s.labels) for s in page.samples if (s.name, s.labels) not in series]
-        count_limit = self._config.max_series_per_pod
-        if len(series) + len(new) > count_limit:
-            return (
-                f'{len(series)} series kept and {len(new)} new, '
-                f'over {count_limit} (max_series_per_pod)'
-            )
-        chars_limit = self._config.max_series_chars_per_pod
-        chars = pod.chars + sum(series_chars(key) for key in new)
-        if chars > chars_limit:
-            return f'series of {chars} characters, over {chars_limit} (max_series_chars_per_pod)'
-        return None
-
-    def _forget(self, *, now: float, keys: Iterable[tuple[str, str]]) -> None:
-        """Drop the stale series of pods no longer targeted, then those left empty."""
-        for key in keys:
-            pod = self._pods[key]
-            _forget_stale(pod=pod, now=now)
-            if not pod.series:
-                del self._pods[key]
+            page, failure = None, SourceError(target.url, body.reason, body.message)
+        else:
+            page, failure = body, None
+        scraped = Scraped(
+            key=(target.namespace, target.pod),
+            url=target.url,
+            kind=target.kind,
+            hint=target.model_name,
+            body=page,
+            failure=failure,
+        )
+        try:
+            return await self._store.call(PodStore.absorb, scraped, now=now)
+        except Ended as ended:
+            message = f'page of pod {target.namespace}/{target.pod} lost: {_ended(ended)}'
+            return Absorbed(error=SourceError(target.url, ErrorReason.BAD_RESPONSE, message))
 
 
-def _forget_stale(*, pod: PodSeries, now: float) -> None:
-    """Drop the pod's series not seen for their horizon."""
-    for key, record in list(pod.series.items()):
-        window = SeriesWindow.of(record)
-        if window.last_seen <= now - window.horizon:
-            del pod.series[key]
-            pod.chars -= series_chars(key)
-
-
-def series_chars(key: SeriesKey) -> int:
-    """The characters of a series' `name{labels}` text as a page writes it (no escapes)."""
-    name, labels = key
-    if not labels:
-        return len(name)
-    # The braces, per label `="` and `"`, and the commas between labels.
-    return len(name) + 1 + sum(len(k) + len(v) + 4 for k, v in labels)
-
-
-def parse_page(*, target: ScrapeTarget, body: bytes, parser: Parser) -> _Fetched:
-    """The page parsed and judged: its samples, its error, or the page cap it crossed."""
-    text: bytes | str = body
-    utf8 = True
-    try:
-        text = body.decode('utf-8')
-    except UnicodeDecodeError:
-        utf8 = False
-    page = parser.parse(page=text)
-    if page.refused is not None:
-        return _Fetched(refusal=page.refused)
-
-    def error(reason: ErrorReason, message: str) -> SourceError:
-        return SourceError(target.url, reason, message)
-
-    if not page.samples:
-        if page.errors:
-            message = 'no usable sample: ' + '; '.join(page.errors[:3])
-            return _Fetched(error=error(ErrorReason.BAD_RESPONSE, message))
-        if not utf8:
-            return _Fetched(error=error(ErrorReason.BAD_RESPONSE, 'page is not UTF-8'))
-        if target.kind == 'vllm':
-            message = 'no vLLM series on the page (names escaped to underscores?)'
-            return _Fetched(error=error(ErrorReason.BAD_RESPONSE, message))
-        return _Fetched(page=page)
-    problems = list(page.errors[:3])
-    if target.kind == 'vllm':
-        names = {sample.name for sample in page.samples}
-        missing = [what for options, what in _VLLM_ALWAYS if names.isdisjoint(options)]
-        if missing:
-            problems.append('no ' + ', '.join(missing))
-    if problems:
-        return _Fetched(page=page, error=error(ErrorReason.PARTIAL_DATA, '; '.join(problems)))
-    return _Fetched(page=page)
+def _ended(ended: Ended) -> str:
+    return f'the scrape process ended ({ended}); its windows start afresh'

@@ -199,7 +199,10 @@ class PoolSources:
             held = self._sources.get(key)
             return held.targets if held is not None else ()
 
-        source = PodScrapeSource(config=self._config, targets_fn=current, client=self._http.client)
+        # A pool's EPP pages are few: a process per pool would cost more than it saves.
+        source = PodScrapeSource(
+            config=self._config, targets_fn=current, client=self._http.client, in_process=False
+        )
         return _Held(epp=epp, source=source, targets=targets)
 
 
