@@ -1,10 +1,12 @@
-"""What the hostile-page benchmarks share: the model, an emulated pod's own page, and one
-measurement in a fresh process.
+"""What the hostile-page benchmarks share: the model, an emulated pod's own page, the
+controller's memory, and one measurement in a fresh process.
 
 Why: `bench/hostile_pages.py` and `bench/hostile_scrape.py` measure memory and the event loop,
 which whatever ran before in the same process would skew; each measurement runs its script
 again in a subprocess that prints one line of JSON, and both compare hostile pages with the page
-an emulated vLLM pod serves.
+an emulated vLLM pod serves. The controller's memory is this process's and that of the process
+its pod-scraping source keeps its windows in (`llmscaler.collect.in_process`), both within the
+Deployment's limit; other children (a benchmark's pod server) are not counted.
 
 What fails: a subprocess that fails raises `subprocess.CalledProcessError` (its output is in it).
 """
@@ -12,6 +14,8 @@ What fails: a subprocess that fails raises `subprocess.CalledProcessError` (its 
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import time
@@ -38,6 +42,34 @@ def own_page() -> bytes:
     page = emulator.metrics_page(slot=0)
     assert page is not None
     return page.encode()
+
+
+def controller_pids() -> list[int]:
+    """This process and its children that hold a source's store."""
+    pids = [os.getpid()]
+    for task in Path('/proc/self/task').iterdir():
+        for child in (task / 'children').read_text().split():
+            command = Path(f'/proc/{child}/cmdline').read_bytes()
+            if b'llmscaler.collect.in_process' in command:
+                pids.append(int(child))
+    return pids
+
+
+def memory(field: str) -> int:
+    """`VmRSS` or `VmHWM` (each process's peak, summed) of the controller's processes, bytes."""
+    total = 0
+    for pid in controller_pids():
+        status = Path(f'/proc/{pid}/status').read_text()
+        found = re.search(rf'^{field}:\s+(\d+) kB$', status, re.MULTILINE)
+        assert found is not None
+        total += int(found.group(1)) * 1024
+    return total
+
+
+def reset_peak() -> None:
+    """Start the controller's processes' peaks (`VmHWM`) afresh from their present memory."""
+    for pid in controller_pids():
+        Path(f'/proc/{pid}/clear_refs').write_text('5')
 
 
 def in_subprocess(*, script: str, argv: list[str]) -> dict[str, Any]:

@@ -3,9 +3,10 @@
 What is measured: for each page of `llmscaler.emulate.hostile` (the shapes found, each over a cap,
 and pages just within every cap), a fresh subprocess builds the pod-scraping source as the
 controller does (default `ScrapeConfig`), scrapes an example vLLM page once (its idle state),
-builds the hostile page, resets its peak resident memory (`/proc/self/clear_refs`), then scrapes
-the hostile page three times and computes a reading. The figure is the peak resident memory
-above that idle state (`VmHWM` − `VmRSS`, MiB), with the time the three scrapes took; the page
+builds the hostile page, resets the peak resident memory of the controller's processes (its own
+and its store's, `hostile_common.memory`) with `/proc/<pid>/clear_refs`, then scrapes the
+hostile page three times and computes a reading. The figure is their peak resident memory above
+that idle state (`VmHWM` − `VmRSS`, summed, MiB), with the time the three scrapes took; the page
 is served in process by an httpx transport (`fuzz_pages_serve.InProcess`), so the source's own
 fetch code runs, its size cap included, without sockets, and the server's copy of the page is
 part of the idle state.
@@ -25,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -33,24 +33,13 @@ import time
 from pathlib import Path
 
 import doc_blocks
-from hostile_common import DOCS, MODEL, ROOT, in_subprocess, own_page
+from hostile_common import DOCS, MODEL, ROOT, in_subprocess, memory, own_page, reset_peak
 
 MARKERS = ('<!-- hostile-pages:begin -->', '<!-- hostile-pages:end -->')
 BASELINE = '2174a83'
 """The last commit whose exposition parser had no caps."""
 GOAL_MIB = 300
 MiB = 1024 * 1024
-
-
-def memory(field: str) -> int:
-    status = Path('/proc/self/status').read_text()
-    found = re.search(rf'^{field}:\s+(\d+) kB$', status, re.MULTILINE)
-    assert found is not None
-    return int(found.group(1)) * 1024
-
-
-def reset_peak() -> None:
-    Path('/proc/self/clear_refs').write_text('5')
 
 
 async def scrape_one(name: str) -> dict[str, object]:

@@ -13,8 +13,9 @@ first cycle (every series new) is reported apart from the next `CYCLES` (the ste
 
 Figures: cycle seconds (median of the steady cycles), loop lag p99 and max over the steady
 cycles and max over the first, Lease renewals made, those started over `LATE` seconds late, the
-latest, and the process's peak resident memory (`VmHWM`: the windows of 1,000 pods and what the
-hostile pods add). Named baseline: the same fleet without hostile pages (`healthy`).
+latest, and the peak resident memory of the controller's processes, its own and its store's
+(`VmHWM`, summed: the windows of 1,000 pods and what the hostile pods add). Named baseline:
+the same fleet without hostile pages (`healthy`).
 
 Goals: loop lag ≤ 100 ms during a cycle with 10 hostile pods; no renewal late.
 
@@ -28,14 +29,12 @@ import asyncio
 import json
 import multiprocessing
 import os
-import re
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import doc_blocks
-from hostile_common import DOCS, MODEL, in_subprocess, own_page
+from hostile_common import DOCS, MODEL, in_subprocess, memory, own_page
 
 MARKERS = ('<!-- hostile-scrape:begin -->', '<!-- hostile-scrape:end -->')
 PODS = 1000
@@ -162,10 +161,8 @@ async def cycles(ports: list[int]) -> dict[str, Any]:
             await client.aclose()
     lags.sort()
     late = [late for late, _ in renewals]
-    status = Path('/proc/self/status').read_text()
-    peak = re.search(r'^VmHWM:\s+(\d+) kB$', status, re.MULTILINE)
     return {
-        'peak': int(peak.group(1)) * 1024 if peak else 0,
+        'peak': memory('VmHWM'),
         'cycle': statistics.median(durations),
         'p99': lags[int(0.99 * (len(lags) - 1))],
         'max': lags[-1],

@@ -13,20 +13,11 @@ import pytest
 
 from llmscaler.collect.in_process import Ended, InProcess
 from tests.support.in_process_objects import Tally, spin
+from tests.support.processes import alive
 
 
 def tally(first: int = 0) -> InProcess[Tally]:
     return InProcess(factory=functools.partial(Tally, first=first))
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A child killed but not yet reaped is a zombie: ended all the same.
-    with open(f'/proc/{pid}/stat') as stat:
-        return stat.read().split(') ')[1][0] != 'Z'
 
 
 async def test_calls_run_in_one_other_process_which_keeps_the_object_between_them() -> None:

@@ -40,6 +40,7 @@ from llmscaler.collect.scrape.source import (
 from llmscaler.domain.snapshot import LatencyHistogram
 from tests.support.pki import Pki, make_pki
 from tests.support.prerequisites import need_program
+from tests.support.processes import alive, children
 from tests.support.raw_http import RawServer, claims, drip, endless
 from tests.support.scrape_pages import (
     MODEL,
@@ -957,11 +958,11 @@ async def test_a_store_process_that_ends_starts_afresh_and_nothing_raises(
 ) -> None:
     pods, server = fleet
     pods.replies['p1'] = Reply(body=waiting_page(6))
-    before = children()
+    before = children(os.getpid())
     source = source_for([target(server, 'p1', model_name=MODEL)])
     try:
         assert not refusals(await source.scrape(now=1000.0))
-        (child,) = children() - before
+        (child,) = children(os.getpid()) - before
         os.kill(child, signal.SIGKILL)
         await eventually(lambda: not alive(child), 'the store process ended')
         with caplog.at_level(logging.WARNING, logger='llmscaler.collect.in_process'):
@@ -971,20 +972,7 @@ async def test_a_store_process_that_ends_starts_afresh_and_nothing_raises(
         assert source.series_count == 6
         (pod,) = (await source.read(scope=SCOPE, now=1015.0)).pods
         assert pod.queue_length == 1.0
-        assert children() - before != {child}
+        assert children(os.getpid()) - before != {child}
     finally:
         await source.aclose()
-    assert not children() - before
-
-
-def children() -> set[int]:
-    """This process's children."""
-    found: set[int] = set()
-    for task in Path(f'/proc/{os.getpid()}/task').iterdir():
-        found.update(int(pid) for pid in (task / 'children').read_text().split())
-    return found
-
-
-def alive(pid: int) -> bool:
-    stat = Path(f'/proc/{pid}/stat')
-    return stat.exists() and stat.read_text().split(') ')[1][0] != 'Z'
+    assert not children(os.getpid()) - before
