@@ -62,21 +62,21 @@ class Ended(Exception):
     """The child process ended before the call was answered; its object is gone."""
 
 
-def _frame(payload: bytes) -> bytes:
-    if len(payload) > 0x7FFFFFFF:
-        return _SHORT.pack(-1) + _LONG.pack(len(payload)) + payload
-    return _SHORT.pack(len(payload)) + payload
-
-
-async def _read_frame(reader: asyncio.StreamReader) -> bytes:
-    (size,) = _SHORT.unpack(await reader.readexactly(_SHORT.size))
-    if size == -1:
-        (size,) = _LONG.unpack(await reader.readexactly(_LONG.size))
-    return await reader.readexactly(size)
+def _header(size: int) -> bytes:
+    if size > 0x7FFFFFFF:
+        return _SHORT.pack(-1) + _LONG.pack(size)
+    return _SHORT.pack(size)
 
 
 class _Child:
-    """One child process, its socket, and the calls it has not answered yet."""
+    """One child process, its socket, and the calls it has not answered yet.
+
+    The socket is read and written with the loop's own socket calls (`sock_sendall`,
+    `sock_recv_into`), which send from the payload itself: a stream's transport would copy a
+    page of megabytes into its buffer, and grow that buffer page by page, on the loop. One task
+    sends, in the order the calls were made, so that a call cancelled mid-send cannot leave half
+    a frame; another reads the answers, which come back in that order.
+    """
 
     def __init__(self, *, factory: Callable[[], object]) -> None:
         ours, theirs = socket.socketpair()
@@ -88,52 +88,77 @@ class _Child:
             env={**os.environ, 'PYTHONPATH': path},
         )
         theirs.close()
+        ours.setblocking(False)
         self._socket = ours
-        self._factory = factory
+        self._outbox: asyncio.Queue[tuple[bytes, asyncio.Future[Any] | None]] = asyncio.Queue()
+        self._outbox.put_nowait((pickle.dumps(factory, pickle.HIGHEST_PROTOCOL), None))
         self._waiting: deque[asyncio.Future[Any]] = deque()
-        self._writer: asyncio.StreamWriter | None = None
-        self._reading: asyncio.Task[None] | None = None
+        self._tasks = (asyncio.create_task(self._send()), asyncio.create_task(self._read()))
         self.ended = False
 
-    async def start(self) -> None:
-        reader, self._writer = await asyncio.open_unix_connection(sock=self._socket)
-        self._writer.write(_frame(pickle.dumps(self._factory, pickle.HIGHEST_PROTOCOL)))
-        self._reading = asyncio.create_task(self._read(reader))
-
     async def call(self, job: tuple[Any, ...]) -> Any:
-        if self.ended or self._writer is None:
+        if self.ended:
             raise Ended(self.why())
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        # Queued and written with no await between, so that answers come back in this order.
-        self._waiting.append(answer)
-        self._writer.write(_frame(pickle.dumps(job, pickle.HIGHEST_PROTOCOL)))
-        # Should the child be gone, the reading task answers every waiting call with Ended.
-        with contextlib.suppress(ConnectionError, OSError):
-            await self._writer.drain()
+        self._outbox.put_nowait((pickle.dumps(job, pickle.HIGHEST_PROTOCOL), answer))
         outcome, value = await answer
         if outcome == 'raised':
             raise value
         return value
 
-    async def _read(self, reader: asyncio.StreamReader) -> None:
+    async def _send(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
             while True:
-                payload = await _read_frame(reader)
+                payload, answer = await self._outbox.get()
+                if answer is not None:
+                    self._waiting.append(answer)
+                await loop.sock_sendall(self._socket, _header(len(payload)))
+                await loop.sock_sendall(self._socket, payload)
+        except OSError:
+            self._end()
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                (size,) = _SHORT.unpack(await self._receive(_SHORT.size))
+                if size == -1:
+                    (size,) = _LONG.unpack(await self._receive(_LONG.size))
+                payload = await self._receive(size)
                 answer = self._waiting.popleft()
                 if not answer.done():
                     answer.set_result(pickle.loads(payload))
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
-            pass
-        finally:
-            self.ended = True
-            # A moment for the exit status (a crash's only trace), once, on this failure path.
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=0.05)
-            why = self.why()
-            while self._waiting:
-                answer = self._waiting.popleft()
-                if not answer.done():
-                    answer.set_exception(Ended(why))
+        except (EOFError, OSError):
+            self._end()
+
+    async def _receive(self, size: int) -> bytearray:
+        loop = asyncio.get_running_loop()
+        data = bytearray(size)
+        view = memoryview(data)
+        got = 0
+        while got < size:
+            count = await loop.sock_recv_into(self._socket, view[got:])
+            if not count:
+                raise EOFError
+            got += count
+        return data
+
+    def _end(self) -> None:
+        """The child is gone: every call waiting on it, or yet to be sent, raises `Ended`."""
+        if self.ended:
+            return
+        self.ended = True
+        # A moment for the exit status (a crash's only trace), once, on this failure path.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=0.05)
+        why = self.why()
+        unsent = []
+        while not self._outbox.empty():
+            unsent.append(self._outbox.get_nowait()[1])
+        for answer in (*self._waiting, *unsent):
+            if answer is not None and not answer.done():
+                answer.set_exception(Ended(why))
+        self._waiting.clear()
 
     def why(self) -> str:
         """How the child ended, as far as is known yet."""
@@ -146,15 +171,12 @@ class _Child:
         return f'process {pid} ended with exit code {code}'
 
     def close(self) -> None:
-        self.ended = True
-        if self._reading is not None:
-            self._reading.cancel()
-        if self._writer is not None:
-            self._writer.close()
-        else:
-            self._socket.close()
         self.process.kill()
         self.process.wait()
+        self._end()
+        for task in self._tasks:
+            task.cancel()
+        self._socket.close()
 
 
 class InProcess(Generic[_S]):
@@ -163,29 +185,23 @@ class InProcess(Generic[_S]):
     def __init__(self, *, factory: Callable[[], _S]) -> None:
         self._factory = factory
         self._child: _Child | None = None
-        self._starting: asyncio.Lock | None = None
 
     async def call(
         self, fn: Callable[Concatenate[_S, _P], _T], /, *args: _P.args, **kwargs: _P.kwargs
     ) -> _T:
         """`fn(obj, *args, **kwargs)` in the child; `Ended` if the child ended meanwhile."""
-        child = await self._running()
+        child = self._running()
         result: _T = await child.call((fn, args, kwargs))
         return result
 
-    async def _running(self) -> _Child:
-        if self._starting is None:
-            self._starting = asyncio.Lock()
-        async with self._starting:
-            if self._child is not None and self._child.ended:
-                log.warning('%s; a new one starts, without what it held', self._child.why())
-                self._child.close()
-                self._child = None
-            if self._child is None:
-                child = _Child(factory=self._factory)
-                await child.start()
-                self._child = child
-            return self._child
+    def _running(self) -> _Child:
+        if self._child is not None and self._child.ended:
+            log.warning('%s; a new one starts, without what it held', self._child.why())
+            self._child.close()
+            self._child = None
+        if self._child is None:
+            self._child = _Child(factory=self._factory)
+        return self._child
 
     def close(self) -> None:
         """End the child now; calls waiting on it raise `Ended`."""

@@ -17,8 +17,11 @@ the loop waits for. So the store (the windows, the parsers, the reading computed
 lives in a child process of the source's own (`collect.in_process`), started at the first
 scrape: the loop fetches the pages, hands their bodies over, and gathers what comes back. Should
 the child end (killed for its memory, a crash), the pods whose pages were on their way get a
-BAD_RESPONSE saying so, the next call starts a new child whose windows start afresh, and the
-readings are missing meanwhile (the core holds their models) rather than made up.
+BAD_RESPONSE saying so, the next call starts a new child whose windows start afresh (a warning
+is logged), and the figures that need history (rates) are missing until the windows hold it
+again, so the core holds their models rather than decide on made-up figures. A source of few
+small pages (an InferencePool's EPPs) keeps its store in a worker thread instead
+(`in_process=False`).
 
 Connections: each pod is read by an HTTP client of its own (`http.OriginClients`), which keeps
 its connection alive between scrapes and is closed once the pod has gone unread for a minute;
