@@ -4,7 +4,10 @@ Two namespaces hold the same model with a cheap and a dear variant at zero repli
 pool `pool-a` (GA `inference.networking.k8s.io/v1`), `other` in pool `pool-b` (the older
 `inference.networking.x-k8s.io/v1alpha2`). Each pool's endpoint picker is an emulated EPP
 (`llmscaler.emulate`, `--pool`) reached only through its Service's EndpointSlice; neither EPP
-carries the `--epp-selector` label (there is no EPP pod at all).
+carries the `--epp-selector` label (there is no EPP pod at all). On the fake API and on the real
+control plane, where the InferencePool CRDs of the Gateway API Inference Extension (v1.2.0) are
+installed first. The EPPs listen on this machine's own address, which their EndpointSlices
+hold (the API server refuses loopback addresses there).
 
 | step | expectation |
 |---|---|
@@ -27,9 +30,11 @@ import pytest
 
 from llmscaler.devcluster import objects
 from llmscaler.devcluster.cluster import Cluster
+from llmscaler.devcluster.host import host_address
 from llmscaler.emulate.server import RunningEmulator, serve
 from llmscaler.sim.hardware.presets import MODEL_8B
 from tests.support.e2e_controller import SPEC, controller
+from tests.support.pool_objects import inference_pool_crds
 
 A, B = 'llm', 'other'
 GA = 'inference.networking.k8s.io/v1'
@@ -38,9 +43,18 @@ Obj = dict[str, Any]
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with Cluster(namespace=A, workdir=tmp_path) as c:
+async def cluster(backend: bool, tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with Cluster(namespace=A, workdir=tmp_path, control_plane=backend) as c:
+        if c.real:
+            await install_pools(c)
         yield c
+
+
+async def install_pools(cluster: Cluster) -> None:
+    """The second namespace and the InferencePool CRDs, on the real control plane (the fake API
+    serves InferencePools and every namespace of its own)."""
+    namespace = {'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': B}}
+    await asyncio.to_thread(cluster.install, [namespace, *inference_pool_crds()])
 
 
 def seed_model(cluster: Cluster, *, namespace: str, pool: str) -> None:
@@ -55,8 +69,8 @@ def seed_model(cluster: Cluster, *, namespace: str, pool: str) -> None:
             accelerator=SPEC.accelerator,
         )
         deploy['spec']['template']['metadata']['labels'][objects.POOL_LABEL] = pool
-        cluster.api.seed(deploy)
-        cluster.api.seed(
+        cluster.seed(deploy)
+        cluster.seed(
             objects.variant_autoscaling(
                 name=name,
                 namespace=namespace,
@@ -70,7 +84,8 @@ def seed_model(cluster: Cluster, *, namespace: str, pool: str) -> None:
 
 
 async def epp(cluster: Cluster, *, namespace: str, pool: str) -> RunningEmulator:
-    """An emulated EPP for `pool` (no replica: requests queue) behind its Service's slice."""
+    """An emulated EPP for `pool` (no replica: requests queue) behind its Service's slice, on
+    this machine's own address: an API server refuses loopback ones in an EndpointSlice."""
     running = await serve(
         base_port=0,
         epp_port=0,
@@ -79,13 +94,14 @@ async def epp(cluster: Cluster, *, namespace: str, pool: str) -> RunningEmulator
         model_name=MODEL_8B,
         namespace=namespace,
         pool=pool,
+        host=host_address(),
     )
-    cluster.api.seed(
+    cluster.seed(
         objects.endpoint_slice(
             service=f'{pool}-epp',
             namespace=namespace,
             pod=f'{pool}-epp-0',
-            ip='127.0.0.1',
+            ip=host_address(),
             metrics_port=running.epp_port,
         )
     )
@@ -93,9 +109,7 @@ async def epp(cluster: Cluster, *, namespace: str, pool: str) -> RunningEmulator
 
 
 def replicas(cluster: Cluster, namespace: str, name: str) -> int:
-    deploy = cluster.api.get(
-        api_version='apps/v1', kind='Deployment', namespace=namespace, name=name
-    )
+    deploy = cluster.get(api_version='apps/v1', kind='Deployment', namespace=namespace, name=name)
     value = deploy['spec']['replicas']
     assert isinstance(value, int)
     return value
@@ -105,13 +119,13 @@ def scale_writes(cluster: Cluster, namespace: str, name: str) -> list[int]:
     path = f'/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale'
     return [
         r.json()['spec']['replicas']
-        for r in cluster.api.requests
+        for r in cluster.requests
         if r.method == 'PATCH' and r.path == path
     ]
 
 
 def condition(cluster: Cluster, namespace: str, va: str, kind: str) -> Obj | None:
-    obj = cluster.api.get(
+    obj = cluster.get(
         api_version='llmd.ai/v1alpha1', kind='VariantAutoscaling', namespace=namespace, name=va
     )
     for cond in obj.get('status', {}).get('conditions', []):
@@ -122,15 +136,15 @@ def condition(cluster: Cluster, namespace: str, va: str, kind: str) -> Obj | Non
 
 
 def events(cluster: Cluster, namespace: str, reason: str) -> list[Obj]:
-    resource = cluster.api.store_resource({'apiVersion': 'events.k8s.io/v1', 'kind': 'Event'})
-    return [e for e in cluster.api.store.list(resource, namespace) if e.get('reason') == reason]
+    found = cluster.list(api_version='events.k8s.io/v1', kind='Event', namespace=namespace)
+    return [e for e in found if e.get('reason') == reason]
 
 
 @contextlib.asynccontextmanager
 async def queued_request(running: RunningEmulator) -> AsyncIterator[None]:
     """One completion waiting at the EPP (no replica serves it) while the block runs."""
     async with httpx.AsyncClient(timeout=60) as client:
-        url = f'http://127.0.0.1:{running.epp_port}/v1/completions'
+        url = f'http://{host_address()}:{running.epp_port}/v1/completions'
         body = {'model': MODEL_8B, 'prompt': 'hello', 'max_tokens': 4}
         task = asyncio.create_task(client.post(url, json=body))
         try:
@@ -148,7 +162,7 @@ async def test_each_pool_has_its_epp_source_and_wakes_only_its_own_variants(
     epp_a = await epp(cluster, namespace=A, pool='pool-a')
     epp_b = await epp(cluster, namespace=B, pool='pool-b')
     try:
-        cluster.api.seed(objects.inference_pool(name='pool-a', namespace=A, service='pool-a-epp'))
+        cluster.seed(objects.inference_pool(name='pool-a', namespace=A, service='pool-a-epp'))
         process = controller(
             cluster, '--metrics-source', 'pods', '--interval', '2s', '--scale-to-zero'
         )
@@ -159,7 +173,7 @@ async def test_each_pool_has_its_epp_source_and_wakes_only_its_own_variants(
                 what='the EPP source of pool-a',
             )
             # A pool created while the controller runs gets its source too.
-            cluster.api.seed(
+            cluster.seed(
                 objects.inference_pool(
                     name='pool-b', namespace=B, service='pool-b-epp', api_version=ALPHA
                 )
@@ -195,8 +209,7 @@ async def test_each_pool_has_its_epp_source_and_wakes_only_its_own_variants(
             # Same model, other namespace, other pool: the queue of pool-a is not its queue.
             assert scale_writes(cluster, B, 'cheap') == scale_writes(cluster, B, 'dear') == []
 
-            resource = cluster.api.store_resource({'apiVersion': GA, 'kind': 'InferencePool'})
-            cluster.api.store.delete(resource, A, 'pool-a')
+            cluster.delete(api_version=GA, kind='InferencePool', namespace=A, name='pool-a')
             await cluster.wait_for(
                 lambda: 'EPP source of InferencePool llm/pool-a removed' in process.log(),
                 timeout=5,

@@ -3,20 +3,34 @@
 `v1_pool()` is pool `llm/chat` of inference.networking.k8s.io/v1, selecting the pods labelled
 `pool=chat`, its picker the Service `chat-epp` at port 9002; `alpha_pool()` is the same pool in
 v1alpha2. `world((namespace, name, labels), ...)` is the World of one VA per Deployment, each
-Deployment's pod template carrying `labels`; every VA serves model `m`.
+Deployment's pod template carrying `labels`; every VA serves model `m`. `inference_pool_crds()`
+are the Gateway API Inference Extension's own CRDs of both versions (tests/support/data), which
+a real API server needs before it serves an InferencePool.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import yaml
+
 from llmscaler.config.resolved import Config
 from llmscaler.controller.cluster.world import World, build_world
 from llmscaler.controller.pools.datastore import V1, V1ALPHA2
+from tests.support.paths import DATA
 
 NS = 'llm'
 GA = '/'.join(V1)
 ALPHA = '/'.join(V1ALPHA2)
+CRDS = tuple(
+    DATA / f'gaie-v1.2.0-{group}_inferencepools.yaml'
+    for group in ('inference.networking.k8s.io', 'inference.networking.x-k8s.io')
+)
+
+
+def inference_pool_crds() -> list[dict[str, Any]]:
+    """The InferencePool CustomResourceDefinitions, GA `v1` and `v1alpha2`, as released."""
+    return [yaml.safe_load(path.read_text()) for path in CRDS]
 
 
 def v1_pool(

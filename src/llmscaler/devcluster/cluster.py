@@ -236,7 +236,6 @@ class Cluster:
         kubectl = binaries.find('kubectl')
         if kubectl is None:
             raise ControlPlaneMissing('kubectl is not built (make binaries)')
-        admin = self.control_plane.kubeconfig(self.workdir / 'admin.kubeconfig')
         rendered = subprocess.run(
             [str(kubectl), 'kustomize', str(_DEPLOY_BASE)],
             capture_output=True,
@@ -244,41 +243,9 @@ class Cluster:
             check=True,
         ).stdout
         wanted = [d for d in yaml.safe_load_all(rendered) if d and d['kind'] in _INSTALLED_KINDS]
-        for command in (
-            ['apply', '--server-side', '-f', '-'],
-            ['wait', '--for=condition=Established', '--timeout=60s', 'crd', '--all'],
-        ):
-            subprocess.run(
-                [str(kubectl), f'--kubeconfig={admin}', *command],
-                input=yaml.safe_dump_all(wanted),
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-        rest = self._client
-        with contextlib.suppress(ApiError):
-            rest.raw(
-                method='POST',
-                path='/api/v1/namespaces',
-                body={
-                    'apiVersion': 'v1',
-                    'kind': 'Namespace',
-                    'metadata': {'name': self.namespace},
-                },
-            )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                rest.raw(
-                    method='GET',
-                    path=f'/api/v1/namespaces/{self.namespace}/serviceaccounts/default',
-                )
-                break
-            except ApiError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-        answer = rest.raw(
+        self._apply(wanted)
+        self._add_namespace(self.namespace)
+        answer = self._client.raw(
             method='POST',
             path=f'/api/v1/namespaces/{CONTROLLER_NAMESPACE}/serviceaccounts/'
             f'{CONTROLLER_ACCOUNT}/token',
@@ -289,6 +256,54 @@ class Cluster:
             },
         )
         self._token = str(answer['status']['token'])
+
+    def install(self, docs: builtins.list[Obj]) -> None:
+        """Apply `docs` (CRDs, namespaces, ...) on the real control plane as `kubectl apply
+        --server-side` does, and wait until every CRD is established (at most a minute); the
+        fake API has its kinds and namespaces built in, and installs nothing (ValueError)."""
+        if self._fake is not None:
+            raise ValueError('the fake API has its kinds built in: install on the real one only')
+        self._apply(docs)
+        for doc in docs:
+            if doc['kind'] == 'Namespace':
+                self._add_namespace(doc['metadata']['name'])
+
+    def _apply(self, docs: builtins.list[Obj]) -> None:
+        kubectl = binaries.find('kubectl')
+        if kubectl is None:
+            raise ControlPlaneMissing('kubectl is not built (make binaries)')
+        admin = self.control_plane.kubeconfig(self.workdir / 'admin.kubeconfig')
+        for command in (
+            ['apply', '--server-side', '-f', '-'],
+            ['wait', '--for=condition=Established', '--timeout=60s', 'crd', '--all'],
+        ):
+            subprocess.run(
+                [str(kubectl), f'--kubeconfig={admin}', *command],
+                input=yaml.safe_dump_all(docs),
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+
+    def _add_namespace(self, name: str) -> None:
+        """Namespace `name` (kept if there), once its default ServiceAccount, which pods
+        need, is there too (at most a minute)."""
+        rest = self._client
+        with contextlib.suppress(ApiError):
+            rest.raw(
+                method='POST',
+                path='/api/v1/namespaces',
+                body={'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': name}},
+            )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                rest.raw(method='GET', path=f'/api/v1/namespaces/{name}/serviceaccounts/default')
+                return
+            except ApiError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
     async def _cancel_tasks(self) -> None:
         for task in self._tasks:
@@ -484,6 +499,14 @@ class Cluster:
             except ApiError as exc:
                 if exc.code != 409 or attempt == 4:
                     raise
+
+    def delete(self, *, api_version: str, kind: str, namespace: str | None, name: str) -> None:
+        """Delete an object as a person with kubectl would; its watchers see a DELETED."""
+        if self._fake is not None:
+            resource = self._fake.store_resource({'apiVersion': api_version, 'kind': kind})
+            self._fake.store.delete(resource, namespace or '', name)
+            return
+        self._client.delete(api_version=api_version, kind=kind, namespace=namespace, name=name)
 
     def report_status(self, obj: Obj) -> None:
         """Write `obj`'s status as the object's own controller would (a kubelet for a pod): its

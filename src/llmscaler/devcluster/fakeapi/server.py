@@ -48,7 +48,7 @@ from typing import Any
 from aiohttp import web
 
 from llmscaler.devcluster import loopback
-from llmscaler.devcluster.fakeapi import resources, table
+from llmscaler.devcluster.fakeapi import resources, table, validation
 from llmscaler.devcluster.fakeapi.resources import Resource
 from llmscaler.devcluster.fakeapi.semantics import ApiError, json_patch, merge_patch, status_body
 from llmscaler.devcluster.fakeapi.store import Obj, Store, from_scale, to_scale
@@ -310,9 +310,11 @@ class FakeAPI:
             if request.method == 'POST' and (
                 target.namespace is not None or not target.resource.namespaced
             ):
+                created = _load(body)
+                validation.check(target.resource, created)
                 return _json(
                     self.store.create(
-                        target.resource, target.namespace or '', _load(body), keep_status=False
+                        target.resource, target.namespace or '', created, keep_status=False
                     ),
                     201,
                 )
@@ -408,9 +410,12 @@ class FakeAPI:
         if method == 'GET':
             return store.get(r, ns, name)
         if method == 'PUT':
-            return store.update(r, ns, name, _load(body), part=part)
+            replaced = _load(body)
+            validation.check(r, replaced)
+            return store.update(r, ns, name, replaced, part=part)
         if method == 'PATCH':
             patched = self._patch(r, store.get(r, ns, name), body, content_type)
+            validation.check(r, patched)
             return store.update(r, ns, name, patched, part=part)
         if method == 'DELETE' and part == 'main':
             return store.delete(r, ns, name)

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from llmscaler.devcluster import objects
 from llmscaler.devcluster.fakeapi import table
 from llmscaler.devcluster.fakeapi.semantics import label_selector_matches
 from llmscaler.devcluster.fakeapi.server import FakeAPI
@@ -122,6 +123,48 @@ async def test_create_sets_metadata_and_rv_increments(http: httpx.AsyncClient) -
     assert listed['kind'] == 'DeploymentList'
     assert listed['metadata']['resourceVersion'] == '2'
     assert [o['metadata']['name'] for o in listed['items']] == ['a', 'b']
+
+
+async def test_an_endpoint_slice_may_not_hold_what_kube_apiserver_refuses(
+    api: FakeAPI, http: httpx.AsyncClient
+) -> None:
+    # kube-apiserver 1.34 refuses these (pkg/apis/core/validation ValidateEndpointIP), with
+    # the same messages; the real control plane refused 127.0.0.1 in tests/e2e/test_pools.py.
+    path = '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices'
+
+    def endpoint_slice(address: str, family: str = 'IPv4') -> dict[str, Any]:
+        return objects.endpoint_slice(
+            service='s', namespace='default', pod='p', ip=address, metrics_port=9090
+        ) | {'addressType': family}
+
+    refused = {
+        '127.0.0.1': 'may not be in the loopback range (127.0.0.0/8, ::1/128)',
+        '169.254.1.1': 'may not be in the link-local range (169.254.0.0/16, fe80::/10)',
+        '224.0.0.5': 'may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)',
+        '0.0.0.0': 'may not be unspecified (0.0.0.0)',
+        'fd00::2': 'must be a valid IPv4 address',
+        'pod-a': 'must be a valid IPv4 address',
+    }
+    for address, why in refused.items():
+        answer = await http.post(path, json=endpoint_slice(address))
+        assert answer.status_code == 422, address
+        assert answer.json()['reason'] == 'Invalid'
+        message = f'endpoints[0].addresses[0]: Invalid value: "{address}": {why}'
+        assert message in answer.json()['message']
+    assert (await http.post(path, json=endpoint_slice('::1', 'IPv6'))).status_code == 422
+    created = await http.post(path, json=endpoint_slice('192.0.2.7'))
+    assert created.status_code == 201
+    # A replace or a patch is checked as a create is; the harness's own seed is not.
+    name = created.json()['metadata']['name']
+    patch = {'endpoints': [{'addresses': ['127.0.0.1'], 'conditions': {'ready': True}}]}
+    patched = await http.patch(
+        f'{path}/{name}',
+        json=patch,
+        headers={'Content-Type': 'application/merge-patch+json'},
+    )
+    assert patched.status_code == 422
+    api.seed(endpoint_slice('127.0.0.1') | {'metadata': {'name': 'seeded', 'namespace': 'default'}})
+    assert (await http.get(f'{path}/seeded')).status_code == 200
 
 
 async def test_list_selectors(api: FakeAPI, http: httpx.AsyncClient) -> None:
