@@ -1,4 +1,4 @@
-"""kubectl, as the real control plane's admin, against a `Cluster(control_plane=True)`.
+"""kubectl against a `Cluster`: as the real control plane's admin, or as a client of the fake API.
 
 What fails: an assertion when kubectl is not built (a test that needs it checks the control
 plane's binaries first); kubectl's own failures are returned, not raised, so a test can assert on
@@ -16,12 +16,16 @@ from llmscaler.devcluster.cluster import Cluster
 def kubectl(
     cluster: Cluster, *args: str, namespace: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """kubectl as the cluster's admin in `namespace`; the result, whatever its exit code."""
+    """kubectl as the cluster's admin in `namespace` (on the fake API, which has no RBAC, a
+    client of its own); the result, whatever its exit code."""
     path = binaries.find('kubectl')
     assert path is not None
-    config = cluster.control_plane.kubeconfig(
-        cluster.workdir / 'admin-test.kubeconfig', namespace=namespace
-    )
+    if cluster.real:
+        config = cluster.control_plane.kubeconfig(
+            cluster.workdir / 'admin-test.kubeconfig', namespace=namespace
+        )
+    else:
+        config = cluster.kubeconfig(cluster.workdir / 'kubectl-test.kubeconfig', client='kubectl')
     return subprocess.run(
         [str(path), f'--kubeconfig={config}', *args],
         input=stdin,

@@ -310,8 +310,8 @@ class FakeAPI:
             if request.method == 'POST' and (
                 target.namespace is not None or not target.resource.namespaced
             ):
-                created = _load(body)
-                validation.check(target.resource, created)
+                strict = q.get('fieldValidation') == 'Strict'
+                created = validation.admit(target.resource, _load(body), strict=strict)
                 return _json(
                     self.store.create(
                         target.resource, target.namespace or '', created, keep_status=False
@@ -327,6 +327,7 @@ class FakeAPI:
             target.name,
             body,
             request.headers.get('Content-Type', ''),
+            strict=q.get('fieldValidation') == 'Strict',
         )
         if request.method == 'GET' and target.sub is None:
             accept = request.headers.get('Accept', '')
@@ -391,6 +392,8 @@ class FakeAPI:
         name: str,
         body: bytes,
         content_type: str,
+        *,
+        strict: bool,
     ) -> Obj:
         r, store = target.resource, self.store
         if target.sub == 'scale':
@@ -410,13 +413,14 @@ class FakeAPI:
         if method == 'GET':
             return store.get(r, ns, name)
         if method == 'PUT':
-            replaced = _load(body)
-            validation.check(r, replaced)
+            old = store.get(r, ns, name)
+            replaced = validation.admit(r, _load(body), old=old, part=part, strict=strict)
             return store.update(r, ns, name, replaced, part=part)
         if method == 'PATCH':
-            patched = self._patch(r, store.get(r, ns, name), body, content_type)
-            validation.check(r, patched)
-            return store.update(r, ns, name, patched, part=part)
+            old = store.get(r, ns, name)
+            patched = self._patch(r, old, body, content_type)
+            admitted = validation.admit(r, patched, old=old, part=part, strict=strict)
+            return store.update(r, ns, name, admitted, part=part)
         if method == 'DELETE' and part == 'main':
             return store.delete(r, ns, name)
         raise ApiError(405, f'{method} is not supported here')

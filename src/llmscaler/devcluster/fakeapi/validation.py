@@ -6,14 +6,17 @@ kube-apiserver rejects ("may not be in the loopback range"), let the pool tests 
 and fail on the real control plane. Where the two disagree the fake is wrong, so the checks
 found that way live here.
 
-What is checked: the addresses of an EndpointSlice's endpoints (discovery.k8s.io/v1, `IPv4` or
-`IPv6` address types): each must be an IP address of that family and not unspecified, loopback,
-link-local or link-local multicast, as kube-apiserver's endpoint IP validation has it
-(k8s.io/kubernetes pkg/apis/core/validation `ValidateEndpointIP`, v1.34).
+What is checked: the custom resources whose CRDs the project ships, against their structural
+schemas (`schemas`: pruned, defaulted, validated); and the addresses of an EndpointSlice's
+endpoints (discovery.k8s.io/v1, `IPv4` or `IPv6` address types): each must be an IP address of
+that family and not unspecified, loopback, link-local or link-local multicast, as
+kube-apiserver's endpoint IP validation has it (k8s.io/kubernetes pkg/apis/core/validation
+`ValidateEndpointIP`, v1.34).
 
-What fails: `check(resource, obj)` raises `ApiError` 422 (Invalid) naming the field and the
-value, as the real server's message does. Only client writes (create, replace, patch) are
-checked: the harness's own `FakeAPI.seed` stores as a kube controller would, unchecked.
+What fails: `admit(resource, obj)` raises `ApiError` 422 (Invalid) naming the field and the
+value, as the real server's message does; it returns the object as the server would store it.
+Only client writes (create, replace, patch) are admitted: the harness's own `FakeAPI.seed`
+stores as a kube controller would, unchecked.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from llmscaler.devcluster.fakeapi import schemas
 from llmscaler.devcluster.fakeapi.resources import Resource
 from llmscaler.devcluster.fakeapi.semantics import ApiError
 
@@ -28,10 +32,14 @@ _FAMILIES = {'IPv4': 4, 'IPv6': 6}
 _LINK_LOCAL_MULTICAST_V4 = ipaddress.IPv4Network('224.0.0.0/24')
 
 
-def check(resource: Resource, obj: Any) -> None:
-    """Raise `ApiError` 422 if the real server would refuse `obj` (see the module docstring)."""
+def admit(
+    resource: Resource, obj: Any, *, old: Any = None, part: str = 'main', strict: bool = False
+) -> Any:
+    """`obj` as the real server would store it, or `ApiError` 422 where it would refuse it
+    (see the module docstring); `old`, `part` and `strict` as `schemas.admit` takes them."""
     if (resource.group, resource.plural) == ('discovery.k8s.io', 'endpointslices'):
         _check_endpoint_slice(obj)
+    return schemas.admit(resource, obj, old=old, part=part, strict=strict)
 
 
 def _check_endpoint_slice(obj: Any) -> None:

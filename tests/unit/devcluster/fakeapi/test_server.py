@@ -167,6 +167,58 @@ async def test_an_endpoint_slice_may_not_hold_what_kube_apiserver_refuses(
     assert (await http.get(f'{path}/seeded')).status_code == 200
 
 
+async def test_a_custom_resource_is_pruned_defaulted_and_validated_by_its_crd(
+    api: FakeAPI, http: httpx.AsyncClient
+) -> None:
+    # What kube-apiserver does with deploy/base/crds (tests/e2e run the same writes there).
+    def valid(name: str, **spec: Any) -> dict[str, Any]:
+        target = {'apiVersion': 'apps/v1', 'kind': 'Deployment', 'name': 'x'}
+        return va(name) | {'spec': {**va(name)['spec'], 'scaleTargetRef': target, **spec}}
+
+    sent = valid('p', misspelt=1) | {'extra': {'a': 1}}
+    # kubectl's default: unknown fields refused, in kube-apiserver 1.34's words.
+    strict = await http.post(VA, json=sent, params={'fieldValidation': 'Strict'})
+    assert strict.status_code == 400
+    assert strict.json()['message'] == (
+        'VariantAutoscaling in version "v1alpha1" cannot be handled as a VariantAutoscaling: '
+        'strict decoding error: unknown field "spec.misspelt", unknown field "extra"'
+    )
+    created = await http.post(VA, json=sent)
+    assert created.status_code == 201, created.text
+    stored = created.json()
+    assert 'misspelt' not in stored['spec']
+    assert 'extra' not in stored
+    assert stored['spec']['modelID'] == sent['spec']['modelID']
+
+    bad = valid('q', minReplicas=-1)
+    refused = await http.post(VA, json=bad)
+    assert refused.status_code == 422
+    assert refused.json()['reason'] == 'Invalid'
+    assert (
+        'spec.minReplicas: Invalid value: -1: spec.minReplicas in body should be greater than '
+        'or equal to 0'
+    ) in refused.json()['message']
+    missing = valid('r')
+    del missing['spec']['modelID']
+    answer = await http.post(VA, json=missing)
+    assert answer.status_code == 422
+    assert 'spec.modelID: Required value' in answer.json()['message']
+
+    # A status write is checked in its status alone, and a value left as it was passes
+    # (the real server's ratcheting): the seed below is invalid, as an older CRD allowed.
+    api.seed(valid('s', minReplicas=-1))
+    status = {'status': {'currentAlloc': {'numReplicas': 1, 'unknown': 'x'}}}
+    written = await http.patch(f'{VA}/s/status', content=json.dumps(status), headers=MERGE)
+    assert written.status_code == 200, written.text
+    assert written.json()['status'] == {'currentAlloc': {'numReplicas': 1}}
+    negative = {'status': {'currentAlloc': {'numReplicas': -2}}}
+    answer = await http.patch(f'{VA}/s/status', content=json.dumps(negative), headers=MERGE)
+    assert answer.status_code == 422
+    relabel = {'metadata': {'labels': {'a': 'b'}}}
+    answer = await http.patch(f'{VA}/s', content=json.dumps(relabel), headers=MERGE)
+    assert answer.status_code == 200, answer.text
+
+
 async def test_list_selectors(api: FakeAPI, http: httpx.AsyncClient) -> None:
     api.seed(deployment('a'))
     api.seed(deployment('b'))
@@ -310,15 +362,16 @@ async def test_status_and_main_writes_are_separate(api: FakeAPI, http: httpx.Asy
     assert after_main['spec']['modelID'] == 'n'
     assert 'status' not in after_main
     assert after_main['metadata']['generation'] == 2
-    status = {'spec': {'modelID': 'ignored'}, 'status': {'desired': 2}}
+    status = {'spec': {'modelID': 'ignored'}, 'status': {'currentAlloc': {'numReplicas': 2}}}
     after = (await http.patch(f'{VA}/v/status', content=json.dumps(status), headers=MERGE)).json()
-    assert after['status'] == {'desired': 2}
+    assert after['status'] == {'currentAlloc': {'numReplicas': 2}}
     assert after['spec']['modelID'] == 'n'
     assert after['metadata']['generation'] == 2  # a status write is no spec change
-    put = dict(after, status={'desired': 3})
+    put = dict(after, status={'currentAlloc': {'numReplicas': 3}})
     put_status = (await http.put(f'{VA}/v/status', json=put)).json()
-    assert put_status['status'] == {'desired': 3}
-    assert (await http.get(f'{VA}/v/status')).json()['status'] == {'desired': 3}
+    assert put_status['status'] == {'currentAlloc': {'numReplicas': 3}}
+    read = (await http.get(f'{VA}/v/status')).json()
+    assert read['status'] == {'currentAlloc': {'numReplicas': 3}}
     assert (await http.get(f'{DEPLOY}/x/status')).status_code == 404
 
 
