@@ -9,17 +9,21 @@ the cost, whether the target was met, and whether the cost rises with the target
 puts the table into docs/policies.md between `<!-- attainment:begin -->` and
 `<!-- attainment:end -->`.
 
-Run: `.venv/bin/python bench/attainment.py [--write-docs] [--case NAME] [--workers N]` (about
-fifteen minutes on two cores).
+Each case is one task of one sweep (`sim.sweep`): bench/policy.py's own `Case` with the three
+targets as its policies, so `--jobs N` worker processes (default: one per core) or a Ray
+cluster's (`--ray [ADDRESS]`), and the run cache unless `--no-cache`, as bench/policy.py takes
+them (its docstring); a run cut short resumes from the cases it finished, and the table is the
+same whatever `--jobs`.
+
+Run: `.venv/bin/python bench/attainment.py [--write-docs] [--case NAME] [--jobs N | --ray
+[ADDRESS]] [--no-cache]` (about fifteen minutes on two cores).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
-import os
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import doc_blocks
@@ -38,8 +42,10 @@ def name(target: float) -> str:
     return 'predictive' if target == 0.99 else f'predictive:{target:g}'
 
 
-def run_case(case: str) -> tuple[str, list[PolicySummary]]:
-    return case, policy.run_case(name=case, names=[name(t) for t in TARGETS])
+def task(*, case: str) -> policy.Case:
+    """`predictive` at every target on `case` (seed 1), as a task of a sweep: its result is
+    `(summaries in the order of TARGETS, seconds it took)`."""
+    return policy.Case(name=case, names=tuple(name(t) for t in TARGETS))
 
 
 Results = Mapping[str, Sequence[PolicySummary]]
@@ -75,20 +81,24 @@ def block(results: Results, *, names: Sequence[str]) -> str:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or '').splitlines()[0])
     parser.add_argument('--write-docs', action='store_true')
     everything = (*cases.NAMES, *cases.HELD_OUT)
     parser.add_argument('--case', action='append', choices=everything, help='only these cases')
-    parser.add_argument('--workers', type=int, default=os.cpu_count() or 1)
-    args = parser.parse_args()
+    policy.jobs_argument(parser)
+    args = parser.parse_args(argv)
+    policy.check_jobs(parser, args)
     names = list(args.case or everything)
-    with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
-        results = dict(pool.map(run_case, names))
+    tasks = [task(case=case) for case in names]
+    with policy.sweep_of(parser, args, label='bench/attainment.py') as sweep:
+        done = sweep.run(tasks=tasks, weights=[t.weight() for t in tasks])
+    results = {t.name: rows for t, (rows, _) in zip(tasks, done, strict=True)}
     doc_blocks.emit(
         DOC, markers=MARKERS, body=block(results, names=names), write_docs=args.write_docs
     )
+    return 0
 
 
 if __name__ == '__main__':
-    main()
+    raise SystemExit(main())

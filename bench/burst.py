@@ -15,28 +15,39 @@ for every model), and prints:
 `--write-docs` puts both tables into docs/controller.md between `<!-- burst:begin -->` and
 `<!-- burst:end -->`.
 
-Run: `.venv/bin/python bench/burst.py [--write-docs] [--case NAME] [--workers N]` (about fifteen
-minutes on two cores for every case).
+Each (case, fast path or not) is one task of one sweep (`sim.sweep`, `BurstRun`): `--jobs N`
+worker processes (default: one per core) or a Ray cluster's (`--ray [ADDRESS]`), and the run
+cache unless `--no-cache`, as bench/policy.py takes them (its docstring); a run cut short
+resumes from the runs it finished, and the tables are the same whatever `--jobs`. The task
+names the emptied constant, so a cached run without the fast path is never one with it; its
+result is what the simulator made (the summary and the scale events), and the responses are
+measured from it here, so a cached run is never measured by an older copy of this script.
+`SPANS` is emptied in worker processes (one run at a time, restored after it), never in the
+process that writes the page (with `--jobs 1`, in it, and restored all the same).
+
+Run: `.venv/bin/python bench/burst.py [--write-docs] [--case NAME] [--jobs N | --ray [ADDRESS]]
+[--no-cache]` (about fifteen minutes on two cores for every case).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import os
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
 import doc_blocks
+import policy
 from llmscaler.sim import simulate
+from llmscaler.sim.report.summary import PolicySummary
 from llmscaler.sim.scenario import cases, loader
+from llmscaler.sim.vocabulary import ScaleEvent
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACES = ROOT.parent / 'shared' / 'traces'
 DOC = ROOT / 'docs' / 'controller.md'
 MARKERS = ('<!-- burst:begin -->', '<!-- burst:end -->')
 POLICY = 'predictive'
@@ -69,15 +80,25 @@ def rises(document: Mapping[str, object]) -> list[float]:
     return sorted(t for t in ends if t < duration)
 
 
-def run_case(case: str, fast: bool) -> Run:
+def document(*, case: str) -> dict[str, Any]:
+    """The scenario of `predictive` on `case` (seed 1), as bench/policy.py runs it."""
+    return policy.Case(name=case, names=(POLICY,)).document()
+
+
+Simulated = tuple[PolicySummary, tuple[ScaleEvent, ...], float, float]
+"""A run as the simulator left it: its summary, its scale events, the actuation delay and the
+run's length. Only the package's types, so that it pickles by reference wherever it was made
+(a worker, a Ray node) and into the run cache."""
+
+
+def simulated(*, case: str, fast: bool) -> Simulated:
     """`predictive` on `case` (seed 1), with the fast path as it is or emptied."""
     module = importlib.import_module('llmscaler.burst')
     before = getattr(module, 'SPANS')  # noqa: B009 - a constant patched for the run
     if not fast:
         setattr(module, 'SPANS', ())  # noqa: B010
     try:
-        document = cases.case(name=case, policies=[POLICY], traces=TRACES, seed=1)
-        setup = loader.from_document(document=document, where=case)
+        setup = loader.from_document(document=document(case=case), where=case)
         outcome = simulate.run(
             setup=setup, out=None, console=Console(stderr=True, quiet=True), progress=False
         )
@@ -85,12 +106,17 @@ def run_case(case: str, fast: bool) -> Run:
         setattr(module, 'SPANS', before)  # noqa: B010
     (result,) = outcome.results
     (summary,) = outcome.summaries
-    delay = setup.settings.actuation_delay
-    ups = sorted(e.time - delay for e in result.events if e.after > e.before)
-    times = rises(document)
+    return summary, tuple(result.events), setup.settings.actuation_delay, result.duration
+
+
+def measure(*, case: str, fast: bool, run: Simulated) -> Run:
+    """The attainment, the cost and the response to each returning burst of `run`."""
+    summary, events, delay, duration = run
+    ups = sorted(e.time - delay for e in events if e.after > e.before)
+    times = rises(document(case=case))
     responses: list[float | None] = []
     for index, rise in enumerate(times):
-        until = times[index + 1] if index + 1 < len(times) else result.duration
+        until = times[index + 1] if index + 1 < len(times) else duration
         first = next((t for t in ups if rise <= t < until), None)
         responses.append(None if first is None else first - rise)
     return Run(
@@ -100,6 +126,37 @@ def run_case(case: str, fast: bool) -> Run:
         cost=summary.cost_usd,
         responses=tuple(responses),
     )
+
+
+def run_case(case: str, fast: bool) -> Run:
+    """`predictive` on `case` (seed 1), with the fast path as it is or emptied, measured."""
+    return measure(case=case, fast=fast, run=simulated(case=case, fast=fast))
+
+
+@dataclass(frozen=True)
+class BurstRun:
+    """`simulated(case, fast)` as a task of a sweep (`sim.sweep.tasks.Task`)."""
+
+    case: str
+    fast: bool
+
+    @property
+    def label(self) -> str:
+        return f'{self.case} {"fast path" if self.fast else "without"}'
+
+    def identity(self) -> object:
+        emptied = None if self.fast else ('llmscaler.burst', 'SPANS', ())
+        return (
+            'bench/burst.py',
+            emptied,
+            policy.Case(name=self.case, names=(POLICY,)).identity(),
+        )
+
+    def weight(self) -> float:
+        return policy.Case(name=self.case, names=(POLICY,)).weight()
+
+    def __call__(self) -> Simulated:
+        return simulated(case=self.case, fast=self.fast)
 
 
 def _seconds(value: float | None) -> str:
@@ -151,23 +208,25 @@ def block(runs: Mapping[tuple[str, bool], Run], names: Sequence[str]) -> str:
     )
 
 
-def _one(job: tuple[str, bool]) -> Run:
-    return run_case(*job)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or '').splitlines()[0])
     parser.add_argument('--write-docs', action='store_true')
     everything = (*cases.NAMES, *cases.HELD_OUT, *cases.BURSTS)
     parser.add_argument('--case', action='append', choices=everything, help='only these cases')
-    parser.add_argument('--workers', type=int, default=os.cpu_count() or 1)
-    args = parser.parse_args()
+    policy.jobs_argument(parser)
+    args = parser.parse_args(argv)
+    policy.check_jobs(parser, args)
     names = list(args.case or everything)
-    jobs = [(case, fast) for case in names for fast in (True, False)]
-    with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
-        runs = {(r.case, r.fast): r for r in pool.map(_one, jobs)}
+    tasks = [BurstRun(case, fast) for case in names for fast in (True, False)]
+    with policy.sweep_of(parser, args, label='bench/burst.py') as sweep:
+        done = sweep.run(tasks=tasks, weights=[t.weight() for t in tasks])
+    runs = {
+        (t.case, t.fast): measure(case=t.case, fast=t.fast, run=run)
+        for t, run in zip(tasks, done, strict=True)
+    }
     doc_blocks.emit(DOC, markers=MARKERS, body=block(runs, names), write_docs=args.write_docs)
+    return 0
 
 
 if __name__ == '__main__':
-    main()
+    raise SystemExit(main())

@@ -1,7 +1,14 @@
-"""`bench/attainment.py`: the table of `predictive` at three attainment targets."""
+"""`bench/attainment.py`: the table of `predictive` at three attainment targets, and its cases
+run through the sweep runner (the same table on one worker as on two, and again from the run
+cache without simulating)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from llmscaler.sim.sweep import cache as run_cache
 from tests.support.bench_scripts import load, summary
 
 attainment = load('attainment')
@@ -25,3 +32,33 @@ def test_a_missed_target_and_a_cost_that_falls_are_shown() -> None:
     assert line == (
         '| `c` | 97.00 % · 5.00 $ | 98.50 % (missed) · 6.00 $ | 99.95 % · 5.50 $ | no |'
     )
+
+
+def test_a_case_s_task_names_every_target_so_the_cache_tells_them_apart() -> None:
+    task = attainment.task(case='conv-low')
+    assert task.names == tuple(attainment.name(t) for t in attainment.TARGETS)
+    alone = attainment.policy.Case(name='conv-low', names=('predictive',))
+    assert run_cache.key(identity=task.identity()) != run_cache.key(identity=alone.identity())
+    assert run_cache.key(identity=task.identity()) == run_cache.key(
+        identity=attainment.task(case='conv-low').identity()
+    )
+
+
+def test_one_job_and_two_print_the_same_table_and_a_rerun_comes_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(run_cache.ENV, str(tmp_path))
+    # conv-low: the lightest case (a few seconds a run).
+    assert attainment.main(['--case', 'conv-low', '--jobs', '2']) == 0
+    two = capsys.readouterr().out
+    assert attainment.main(['--case', 'conv-low', '--jobs', '1', '--no-cache']) == 0
+    one = capsys.readouterr().out
+    assert one == two
+    assert '| `conv-low` | ' in one
+
+    def simulates(_: object) -> None:
+        raise AssertionError('a cached case was simulated again')
+
+    monkeypatch.setattr(attainment.policy.Case, 'summaries', simulates)
+    assert attainment.main(['--case', 'conv-low', '--jobs', '1']) == 0
+    assert capsys.readouterr().out == one

@@ -1,8 +1,9 @@
 """The runner: a list of tasks in, their results out in input order, on the executor chosen.
 
 Why: every sweep of the project (the bound's searches, `static-best`, the policies of
-`llmscaler simulate`, bench/policy.py, bench/ablations.py) goes through this one class, so each
-gets the same parallelism (`--jobs`), the same progress bar and the same resume. `Sweep.run`
+`llmscaler simulate`, bench/policy.py, bench/ablations.py, bench/attainment.py, bench/burst.py)
+goes through this one class, so each gets the same parallelism (`--jobs`), the same progress
+bar and the same resume. `Sweep.run`
 takes the tasks of one round (a search asks for the next round once it has read this one's
 results), looks each up in the run cache (`cache`), runs the others on the executor
 (`executors`), stores each result as it finishes, and returns them all in the tasks' order, so
