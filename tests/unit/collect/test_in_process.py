@@ -13,6 +13,7 @@ import pytest
 
 from llmscaler.collect.in_process import Ended, InProcess
 from tests.support.in_process_objects import Tally, spin
+from tests.support.loop_gaps import gaps as loop_gaps
 from tests.support.processes import alive
 
 
@@ -95,21 +96,11 @@ async def test_close_ends_the_child_at_once_even_mid_call() -> None:
 async def test_the_loop_runs_on_while_the_child_works() -> None:
     held = tally()
     await held.call(Tally.pid)  # started
-    gaps: list[float] = []
-
-    async def ticker() -> None:
-        last = time.perf_counter()
-        while True:
-            await asyncio.sleep(0.002)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
-
-    ticking = asyncio.create_task(ticker())
     try:
-        assert await held.call(spin, seconds=1.0) == 1
+        async with loop_gaps(every=0.002) as gaps:
+            assert await held.call(spin, seconds=1.0) == 1
+            await asyncio.sleep(0.01)  # the probe's turn: a gap is counted when it ends
     finally:
-        ticking.cancel()
         held.close()
     # A worker thread would hold the lock for whole switch intervals; the child holds none.
     assert len(gaps) > 100

@@ -38,6 +38,7 @@ from llmscaler.collect.scrape.source import (
     pod_url,
 )
 from llmscaler.domain.snapshot import LatencyHistogram
+from tests.support.loop_gaps import gaps as loop_gaps
 from tests.support.pki import Pki, make_pki
 from tests.support.prerequisites import need_program
 from tests.support.processes import alive, children
@@ -925,27 +926,14 @@ async def test_a_large_page_is_parsed_without_holding_the_event_loop(
         max_series_chars_per_pod=10**9,
         timeout=30.0,
     )
-    gaps: list[float] = []
-
-    async def ticker() -> None:
-        last = time.perf_counter()
-        while True:
-            await asyncio.sleep(0.005)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
-
-    ticking = asyncio.create_task(ticker())
     try:
-        while not gaps:  # ticking
-            await asyncio.sleep(0.005)
-        started = time.perf_counter()
-        assert not refusals(await source.scrape(now=1000.0))
-        took = time.perf_counter() - started
-        assert source.series_count == 100_000
-        await asyncio.sleep(0.05)  # the ticker's turn: a gap is counted when it ends
+        async with loop_gaps(every=0.005) as gaps:
+            started = time.perf_counter()
+            assert not refusals(await source.scrape(now=1000.0))
+            took = time.perf_counter() - started
+            assert source.series_count == 100_000
+            await asyncio.sleep(0.05)  # the probe's turn: a gap is counted when it ends
     finally:
-        ticking.cancel()
         await source.aclose()
     # Held for the whole parse, the loop would not tick for the whole scrape; in a thread, it
     # would wait for the interpreter lock. What remains is the page's reading and sending.
