@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
 from types import ModuleType
+
+import pytest
 
 from llmscaler.sim.report.summary import PolicySummary
 from tests.support.paths import ROOT
@@ -44,3 +47,24 @@ def summary(*, slo: float, cost: float, policy: str = 'predictive') -> PolicySum
         scale_ups=0, scale_downs=0, replica_hours={}, mean_replicas=1.0, cost_vs_reference=None,
         throughput=1.0,
     )  # fmt: skip
+
+
+def same_with_any_jobs(
+    *,
+    main: Callable[[list[str]], int],
+    argv: list[str],
+    capsys: pytest.CaptureFixture[str],
+    forbid_simulating: Callable[[], None],
+) -> str:
+    """A sweeping script's output (`main(argv + ...)`): the same with `--jobs 2` and with
+    `--jobs 1 --no-cache`, and once more from the run cache after `forbid_simulating()` has
+    made every simulation fail. The caller points the run cache at a folder of its own."""
+    assert main([*argv, '--jobs', '2']) == 0
+    two = capsys.readouterr().out
+    assert main([*argv, '--jobs', '1', '--no-cache']) == 0
+    one = capsys.readouterr().out
+    assert one == two
+    forbid_simulating()
+    assert main([*argv, '--jobs', '1']) == 0
+    assert capsys.readouterr().out == one
+    return one

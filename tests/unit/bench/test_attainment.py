@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from llmscaler.sim.sweep import cache as run_cache
-from tests.support.bench_scripts import load, summary
+from tests.support.bench_scripts import load, same_with_any_jobs, summary
 
 attainment = load('attainment')
 
@@ -48,17 +48,17 @@ def test_one_job_and_two_print_the_same_table_and_a_rerun_comes_from_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv(run_cache.ENV, str(tmp_path))
-    # conv-low: the lightest case (a few seconds a run).
-    assert attainment.main(['--case', 'conv-low', '--jobs', '2']) == 0
-    two = capsys.readouterr().out
-    assert attainment.main(['--case', 'conv-low', '--jobs', '1', '--no-cache']) == 0
-    one = capsys.readouterr().out
-    assert one == two
-    assert '| `conv-low` | ' in one
 
     def simulates(_: object) -> None:
         raise AssertionError('a cached case was simulated again')
 
-    monkeypatch.setattr(attainment.policy.Case, 'summaries', simulates)
-    assert attainment.main(['--case', 'conv-low', '--jobs', '1']) == 0
-    assert capsys.readouterr().out == one
+    # conv-low: the lightest case (a few seconds a run).
+    out = same_with_any_jobs(
+        main=attainment.main,
+        argv=['--case', 'conv-low'],
+        capsys=capsys,
+        forbid_simulating=lambda: monkeypatch.setattr(
+            attainment.policy.Case, 'summaries', simulates
+        ),
+    )
+    assert '| `conv-low` | ' in out

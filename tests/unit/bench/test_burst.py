@@ -12,7 +12,7 @@ import pytest
 
 from llmscaler.sim.sweep import cache as run_cache
 from llmscaler.sim.vocabulary import ScaleEvent
-from tests.support.bench_scripts import load, summary
+from tests.support.bench_scripts import load, same_with_any_jobs, summary
 from tests.support.paths import ROOT
 
 burst = load('burst')
@@ -89,20 +89,18 @@ def test_one_job_and_two_print_the_same_tables_and_a_rerun_comes_from_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv(run_cache.ENV, str(tmp_path))
-    # conv-low: the lightest case (a few seconds a run); its two runs go to the two workers.
-    assert burst.main(['--case', 'conv-low', '--jobs', '2']) == 0
-    two = capsys.readouterr().out
-    assert burst.main(['--case', 'conv-low', '--jobs', '1', '--no-cache']) == 0
-    one = capsys.readouterr().out
-    assert one == two
-    assert '| `conv-low` | ' in one
 
     def simulates(**_: object) -> None:
         raise AssertionError('a cached run was simulated again')
 
-    monkeypatch.setattr(burst, 'simulated', simulates)
-    assert burst.main(['--case', 'conv-low', '--jobs', '1']) == 0
-    assert capsys.readouterr().out == one
+    # conv-low: the lightest case (a few seconds a run); its two runs go to the two workers.
+    out = same_with_any_jobs(
+        main=burst.main,
+        argv=['--case', 'conv-low'],
+        capsys=capsys,
+        forbid_simulating=lambda: monkeypatch.setattr(burst, 'simulated', simulates),
+    )
+    assert '| `conv-low` | ' in out
 
 
 def test_the_block_shows_each_case_once_with_both_runs() -> None:
