@@ -90,6 +90,7 @@ class _Child:
         theirs.close()
         ours.setblocking(False)
         self._socket = ours
+        self._loop = asyncio.get_running_loop()
         self._outbox: asyncio.Queue[tuple[bytes, asyncio.Future[Any] | None]] = asyncio.Queue()
         self._outbox.put_nowait((pickle.dumps(factory, pickle.HIGHEST_PROTOCOL), None))
         self._waiting: deque[asyncio.Future[Any]] = deque()
@@ -126,8 +127,13 @@ class _Child:
                     (size,) = _LONG.unpack(await self._receive(_LONG.size))
                 payload = await self._receive(size)
                 answer = self._waiting.popleft()
+                try:
+                    result = pickle.loads(payload)
+                except Exception as error:  # a class this process cannot import, say
+                    unreadable = RuntimeError(f'an answer that does not unpickle: {error!r}')
+                    result = ('raised', unreadable)
                 if not answer.done():
-                    answer.set_result(pickle.loads(payload))
+                    answer.set_result(result)
         except (EOFError, OSError):
             self._end()
 
@@ -176,6 +182,10 @@ class _Child:
         self._end()
         for task in self._tasks:
             task.cancel()
+        # Off the selector before the socket goes: its number may be a new child's next.
+        if not self._loop.is_closed():
+            self._loop.remove_reader(self._socket.fileno())
+            self._loop.remove_writer(self._socket.fileno())
         self._socket.close()
 
 
