@@ -30,6 +30,21 @@ class Tally:
         """A result that does not pickle."""
         return threading.Lock()
 
+    def dud(self) -> object:
+        """A result that pickles but does not unpickle."""
+        return Dud()
+
+
+def explode() -> None:
+    raise ValueError('this answer cannot be rebuilt')
+
+
+class Dud:
+    """Rebuilt by `explode`, which raises: what the parent makes of an unreadable answer."""
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return explode, ()
+
 
 def spin(tally: Tally, *, seconds: float) -> int:
     """Pure Python for `seconds`, as a page being parsed is (a module-level function)."""

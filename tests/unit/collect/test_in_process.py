@@ -50,6 +50,8 @@ async def test_what_the_call_raises_is_raised_and_the_child_goes_on() -> None:
             await held.call(Tally.fail, message='no such thing')
         with pytest.raises(RuntimeError, match=r'Tally\.lock: returned what does not pickle'):
             await held.call(Tally.lock)
+        with pytest.raises(RuntimeError, match=r'does not unpickle.*cannot be rebuilt'):
+            await held.call(Tally.dud)
         assert await held.call(Tally.add, 3) == [0, 3]
         assert await held.call(Tally.pid) == pid
     finally:
