@@ -261,6 +261,11 @@ class EngineBase:
         `memo` keeps the request's block keys by block size for the next engine asked."""
         if self._cache is None or request.prefix is None:
             return 0
+        if request.prefix_block == self._bs:
+            # The trace's ids are the keys (`block_keys`): the bisection probes a few of them
+            # where they are rather than copying them all.
+            count = min(len(request.prefix), request.input_tokens // self._bs)
+            return self._cache.holds(request.prefix, count=count) * self._bs
         keys = None if memo is None else memo.get(self._bs)
         if keys is None:
             keys = block_keys(

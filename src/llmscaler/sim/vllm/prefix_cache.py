@@ -203,14 +203,15 @@ class PrefixCache:
         a key already cached is left to its owner."""
         where = self.where
         chunk = keys[lo:hi]
-        if where.keys().isdisjoint(chunk):
-            run = _Run(keys, lo, hi, 1, 0)
-            size = len(where)
-            where.update(zip(chunk, repeat(run)))
-            if len(where) - size == hi - lo:
-                into.extend(chunk)
-                return
-            for key in chunk:  # keys repeat inside the chunk: one at a time
+        run = _Run(keys, lo, hi, 1, 0)
+        size = len(where)
+        # One probe per key: the chunk is usually all new, so insert first and undo otherwise.
+        found = list(map(where.setdefault, chunk, repeat(run)))
+        if len(where) - size == hi - lo:
+            into.extend(chunk)
+            return
+        for key, got in zip(chunk, found, strict=True):  # some cached or repeated: one by one
+            if got is run:
                 where.pop(key, None)
         current: _Run | None = None  # the run of uncached keys being extended
         for j in range(lo, hi):
@@ -282,13 +283,14 @@ class PrefixCache:
         self._heap.clear()
         self._free = self._extra = 0
 
-    def holds(self, keys: Sequence[int]) -> int:
-        """Leading keys cached (held or free), found by bisection: exact when the cached keys
-        of the prompt are a prefix of it, as they are unless eviction took a block out of the
-        middle of a chain (a prompt's tail is evicted before its head, so rarely). For the
-        router's score, which runs on every replica for every arrival."""
+    def holds(self, keys: Sequence[int], *, count: int | None = None) -> int:
+        """Leading keys cached (held or free) among the first `count` (all by default), found
+        by bisection: exact when the cached keys of the prompt are a prefix of it, as they are
+        unless eviction took a block out of the middle of a chain (a prompt's tail is evicted
+        before its head, so rarely). For the router's score, which runs on every replica for
+        every arrival: it probes a few keys, so it can take the trace's ids as they are."""
         where = self.where
-        lo, hi = 0, len(keys)  # keys[:lo] taken as cached; keys[hi:] not
+        lo, hi = 0, len(keys) if count is None else count  # keys[:lo] cached; keys[hi:] not
         while lo < hi:
             mid = (lo + hi) // 2
             if keys[mid] in where:
