@@ -60,19 +60,23 @@ cache did not hand out, raise (AssertionError, KeyError); the engines never do e
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from array import array
+from collections.abc import MutableSequence, Sequence
 from heapq import heappop, heappush
 from itertools import repeat
 
 
 def block_keys(
     *, prefix: Sequence[int], prefix_block: int, tokens: int, block_size: int
-) -> list[int]:
+) -> Sequence[int]:
     """The keys of the full engine blocks of a prompt of `tokens` tokens whose coarse blocks
     have the chained ids `prefix` (see the module docstring). Blocks of the engine's size are
-    their own keys: a chained id already stands for everything up to its block's end."""
+    their own keys: a chained id already stands for everything up to its block's end, and the
+    trace's 64-bit array of them is kept as an array (copied and compared as machine words,
+    where a list would hold an object per block)."""
     if prefix_block == block_size:
-        return list(prefix[: tokens // block_size])
+        head = prefix[: tokens // block_size]
+        return head if isinstance(head, array) else list(head)
     covered = min(len(prefix) * prefix_block, tokens)
     return [
         hash((prefix[((j + 1) * block_size - 1) // prefix_block], j))
@@ -83,16 +87,28 @@ def block_keys(
 class _Run:
     """Consecutive blocks `keys[lo:hi]` of one chain (block j at index j), cached, with one
     refcount; when free (`ref` 0), freed together: evicted from `hi - 1` down, after every block
-    freed before `seq`."""
+    freed before `seq`. `boxed[j - off]` is the object that keys block j in the cache's
+    dictionary: removing a key by that very object needs no comparison of values."""
 
-    __slots__ = ('hi', 'keys', 'lo', 'ref', 'seq')
+    __slots__ = ('boxed', 'hi', 'keys', 'lo', 'off', 'ref', 'seq')
 
-    def __init__(self, keys: Sequence[int], lo: int, hi: int, ref: int, seq: int) -> None:
+    def __init__(
+        self,
+        keys: Sequence[int],
+        lo: int,
+        hi: int,
+        ref: int,
+        seq: int,
+        boxed: list[int],
+        off: int,
+    ) -> None:
         self.keys = keys
         self.lo = lo
         self.hi = hi
         self.ref = ref
         self.seq = seq
+        self.boxed = boxed
+        self.off = off
 
 
 def _common(a: Sequence[int], i: int, b: Sequence[int], j: int, n: int) -> int:
@@ -143,15 +159,16 @@ class PrefixCache:
         """Cut `run` so that its blocks [a, b) are a run of their own (returned); the rest keep
         its refcount and, when free, its place in the eviction order."""
         lo, hi, keys, where = run.lo, run.hi, run.keys, self.where
+        boxed, off = run.boxed, run.off
         if a > lo:
-            low = _Run(keys, lo, a, run.ref, run.seq)
-            for key in keys[lo:a]:
+            low = _Run(keys, lo, a, run.ref, run.seq, boxed, off)
+            for key in boxed[lo - off : a - off]:
                 where[key] = low
             if not run.ref:
                 self._push(low)
         if b < hi:
-            high = _Run(keys, b, hi, run.ref, run.seq)
-            for key in keys[b:hi]:
+            high = _Run(keys, b, hi, run.ref, run.seq, boxed, off)
+            for key in boxed[b - off : hi - off]:
                 where[key] = high
             if not run.ref:
                 self._push(high)
@@ -181,7 +198,7 @@ class PrefixCache:
                 idle += m
         return hits, idle
 
-    def acquire(self, keys: Sequence[int], hits: int) -> list[int]:
+    def acquire(self, keys: Sequence[int], hits: int) -> MutableSequence[int]:
         """Take a ref on each of the first `hits` keys (all cached); the keys now held."""
         j = 0
         while j < hits:
@@ -196,21 +213,23 @@ class PrefixCache:
                 self._extra += m
             run.ref += 1
             j += m
-        return list(keys[:hits])
+        taken = keys[:hits]
+        return taken if isinstance(taken, array | list) else list(taken)
 
-    def register(self, keys: Sequence[int], lo: int, hi: int, into: list[int]) -> None:
+    def register(self, keys: Sequence[int], lo: int, hi: int, into: MutableSequence[int]) -> None:
         """Cache keys[lo:hi] (blocks just scheduled) under a new ref each, appended to `into`;
         a key already cached is left to its owner."""
         where = self.where
         chunk = keys[lo:hi]
-        run = _Run(keys, lo, hi, 1, 0)
+        boxed = chunk.tolist() if isinstance(chunk, array) else list(chunk)
+        run = _Run(keys, lo, hi, 1, 0, boxed, lo)
         size = len(where)
         # One probe per key: the chunk is usually all new, so insert first and undo otherwise.
-        found = list(map(where.setdefault, chunk, repeat(run)))
+        found = list(map(where.setdefault, boxed, repeat(run)))
         if len(where) - size == hi - lo:
             into.extend(chunk)
             return
-        for key, got in zip(chunk, found, strict=True):  # some cached or repeated: one by one
+        for key, got in zip(boxed, found, strict=True):  # some cached or repeated: one by one
             if got is run:
                 where.pop(key, None)
         current: _Run | None = None  # the run of uncached keys being extended
@@ -220,9 +239,10 @@ class PrefixCache:
                 current = None
                 continue
             if current is None:
-                current = _Run(keys, j, j + 1, 1, 0)
+                current = _Run(keys, j, j + 1, 1, 0, [key], j)
             else:
                 current.hi = j + 1
+                current.boxed.append(key)
             where[key] = current
             into.append(key)
 
@@ -267,7 +287,7 @@ class PrefixCache:
             if run.ref or run.seq != seq or run.hi != -top:
                 continue  # acquired, freed again, split or evicted since
             evict = min(self._free - free_blocks, run.hi - run.lo)
-            for key in run.keys[run.hi - evict : run.hi]:
+            for key in run.boxed[run.hi - evict - run.off : run.hi - run.off]:
                 del where[key]
             run.hi -= evict
             self._free -= evict

@@ -9,7 +9,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from array import array
 from collections import OrderedDict
+from collections.abc import MutableSequence, Sequence
 
 import numpy as np
 import pytest
@@ -72,7 +74,6 @@ def test_engine_blocks_take_the_id_of_the_coarse_block_holding_their_last_token(
 def test_cache_refcounts_and_evicts_the_least_recently_freed_block() -> None:
     cache = PrefixCache()
     a: list[int] = []
-    b: list[int] = []
     cache.register([1, 2, 3], 0, 3, a)
     assert cache.lookup([1, 2, 4], 3) == (2, 0)
     assert cache.holds([1, 2, 3, 5, 6]) == 3
@@ -97,7 +98,7 @@ class PerBlock:
         self.held: dict[int, int] = {}
         self.free: OrderedDict[int, None] = OrderedDict()
 
-    def lookup(self, keys: list[int], limit: int) -> tuple[int, int]:
+    def lookup(self, keys: Sequence[int], limit: int) -> tuple[int, int]:
         hits = idle = 0
         for key in keys[: max(0, limit)]:
             if key in self.held:
@@ -141,7 +142,7 @@ class PerBlock:
     def shared(self) -> int:
         return sum(self.held.values()) - len(self.held)
 
-    def holds(self, keys: list[int]) -> int:
+    def holds(self, keys: Sequence[int]) -> int:
         lo, hi = 0, len(keys)
         while lo < hi:
             mid = (lo + hi) // 2
@@ -175,24 +176,27 @@ def test_runs_do_what_blocks_one_at_a_time_do(seed: int) -> None:
     rng = random.Random(seed)
     pool = prompts(rng)
     runs, blocks = PrefixCache(), PerBlock()
-    holders: list[tuple[list[int], list[int]]] = []
+    holders: list[tuple[MutableSequence[int], list[int]]] = []
+    kinds = rng.choice((0.0, 0.95, 1.0))  # lists, mostly arrays, arrays
     for _ in range(60):
         op = rng.random()
         if op < 0.45:
-            keys = rng.choice(pool)
-            if not rng.random() < 0.1:  # a new list, as each request computes its own keys
+            keys: Sequence[int] = rng.choice(pool)
+            if rng.random() < kinds:  # the trace's arrays, or (rarely) a mix with lists
+                keys = array('q', keys)
+            elif rng.random() < 0.9:  # a new list, as each request computes its own keys
                 keys = list(keys)
             limit = rng.randint(0, len(keys))
             hits = runs.lookup(keys, limit)
             assert hits == blocks.lookup(keys, limit)
-            mine, theirs = runs.acquire(keys, hits[0]), blocks.acquire(keys, hits[0])
-            assert mine == theirs
+            mine, theirs = runs.acquire(keys, hits[0]), blocks.acquire(list(keys), hits[0])
+            assert list(mine) == theirs
             lo = hits[0]
             while lo < len(keys) and rng.random() < 0.8:  # prefill chunks
                 hi = rng.randint(lo, len(keys))
                 runs.register(keys, lo, hi, mine)
-                blocks.register(keys, lo, hi, theirs)
-                assert mine == theirs
+                blocks.register(list(keys), lo, hi, theirs)
+                assert list(mine) == theirs
                 lo = hi
             holders.append((mine, theirs))
         elif op < 0.75 and holders:
