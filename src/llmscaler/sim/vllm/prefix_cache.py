@@ -46,13 +46,16 @@ run of them and drops all its refs at once. So the cache keeps runs (`_Run`: con
 of one prompt's key list, with one refcount and, when free, one place in the eviction order;
 SGLang's radix cache counts its refs per node the same way) and does its bookkeeping per run:
 a release is one step per run (a request holds a handful, not hundreds of blocks), a lookup
-walks from run to run comparing key slices, and free runs wait in a heap by when they were
+walks from run to run comparing slices of keys, and free runs wait in a heap by when they were
 freed, evicted from their top block down (the order in which a release frees them). A run is
-cut where a request takes refs on part of it. Per block remain only what the dictionary of
-cached keys needs, each cached key's run, one entry in and one out (`where`: the router's
-bisection and the lookups start there), done by the interpreter's own loops over slices.
-Made-up keys that repeat inside or across prompts (tests) take a slower path, one block at a
-time, with the same results; `test_prefix_cache` checks the runs against a per-block model.
+cut where a request takes refs on part of it. Per block remain only the dictionary of cached
+keys (`where`, each key's run: the router's bisection probes any block, and a chunk's blocks
+already cached must be found), one entry in and one out per cached block, done by the
+interpreter's own loops; a run keeps the very objects it put there, so evicting finds them by
+identity. Keys are the trace's 64-bit id array when its blocks are the engine's (`block_keys`):
+sliced and compared as machine words, where lists would hold an object per block. Made-up
+keys that repeat inside or across prompts (tests) take a slower path, one block at a time,
+with the same results; `test_prefix_cache` checks the runs against a per-block model.
 
 What fails: `acquire` of keys that `lookup` did not find cached, or `release` of refs this
 cache did not hand out, raise (AssertionError, KeyError); the engines never do either.
@@ -261,6 +264,8 @@ class PrefixCache:
             if not (
                 run.keys[hi - 1] == key and size <= i and refs[i - size : i] == run.keys[lo:hi]
             ):
+                # Keys of two kinds (an array against a list never compares equal) or
+                # made-up ones: the key alone, as a run of its own.
                 p = self._locate(run, key, hi - 1)
                 run = self._split(run, p, p + 1)
                 size = 1
