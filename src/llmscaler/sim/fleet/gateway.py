@@ -258,7 +258,7 @@ def _best_scored(routable: Sequence[Replica], request: SimRequest | None) -> Rep
     queues = [e.waiting if e is not None else 0 for e in engines]
     low, high = min(queues), max(queues)
     best, best_score = routable[0], -math.inf
-    memo: dict[int, list[int]] = {}
+    memo: dict[int, Sequence[int]] = {}
     for replica, engine, queue in zip(routable, engines, queues, strict=True):
         assert engine is not None
         score = QUEUE_WEIGHT * ((high - queue) / (high - low) if high > low else 1.0)

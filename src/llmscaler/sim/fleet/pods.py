@@ -60,7 +60,9 @@ class Engine(Protocol):
         """Drop a request whose client gave up, freeing its blocks and batch slot."""
         ...
 
-    def cached_prefix(self, request: SimRequest, memo: dict[int, list[int]] | None = None) -> int:
+    def cached_prefix(
+        self, request: SimRequest, memo: dict[int, Sequence[int]] | None = None
+    ) -> int:
         """Prompt tokens of `request` its prefix cache holds (0 without one); `memo` keeps the
         request's block keys by block size across engines."""
         ...

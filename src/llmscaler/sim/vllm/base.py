@@ -47,6 +47,7 @@ import dataclasses
 import math
 from bisect import bisect_left
 from collections import deque
+from collections.abc import MutableSequence, Sequence
 
 from llmscaler.sim.vllm.latency_buckets import ITL_BUCKETS, TTFT_BUCKETS
 from llmscaler.sim.vllm.prefix_cache import PrefixCache, block_keys
@@ -129,8 +130,8 @@ class Entry:
         self.d_reg = 0
         self.c_reg = 0
         self.g_reg = 0
-        self.keys: list[int] | None = None
-        self.refs: list[int] = []
+        self.keys: Sequence[int] | None = None
+        self.refs: MutableSequence[int] = []
 
 
 def check_spec(spec: VariantSpec) -> None:
@@ -256,11 +257,18 @@ class EngineBase:
         """Blocks held by requests, recomputed from every request's state (O(n); for checks)."""
         return sum(e.blocks for e in self._running) - self._shared()
 
-    def cached_prefix(self, request: SimRequest, memo: dict[int, list[int]] | None = None) -> int:
+    def cached_prefix(
+        self, request: SimRequest, memo: dict[int, Sequence[int]] | None = None
+    ) -> int:
         """Prompt tokens of `request` this engine's prefix cache holds (0 without a cache).
         `memo` keeps the request's block keys by block size for the next engine asked."""
         if self._cache is None or request.prefix is None:
             return 0
+        if request.prefix_block == self._bs:
+            # The trace's ids are the keys (`block_keys`): the bisection probes a few of them
+            # where they are rather than copying them all.
+            count = min(len(request.prefix), request.input_tokens // self._bs)
+            return self._cache.holds(request.prefix, count=count) * self._bs
         keys = None if memo is None else memo.get(self._bs)
         if keys is None:
             keys = block_keys(
@@ -413,7 +421,7 @@ class EngineBase:
 
     # ---- the prefix cache (`sim.vllm.prefix_cache`) ----------------------------------------------
 
-    def _lookup(self, e: Entry, cache: PrefixCache) -> tuple[list[int], int, int]:
+    def _lookup(self, e: Entry, cache: PrefixCache) -> tuple[Sequence[int], int, int]:
         """(the prompt's block keys, leading blocks cached, how many of those are free)."""
         keys = e.keys
         if keys is None:

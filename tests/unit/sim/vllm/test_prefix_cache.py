@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
+from array import array
+from collections import OrderedDict
+from collections.abc import MutableSequence, Sequence
 
 import numpy as np
 import pytest
@@ -70,7 +74,6 @@ def test_engine_blocks_take_the_id_of_the_coarse_block_holding_their_last_token(
 def test_cache_refcounts_and_evicts_the_least_recently_freed_block() -> None:
     cache = PrefixCache()
     a: list[int] = []
-    b: list[int] = []
     cache.register([1, 2, 3], 0, 3, a)
     assert cache.lookup([1, 2, 4], 3) == (2, 0)
     assert cache.holds([1, 2, 3, 5, 6]) == 3
@@ -85,6 +88,131 @@ def test_cache_refcounts_and_evicts_the_least_recently_freed_block() -> None:
     cache.trim(1)
     assert cache.lookup([1], 1) == (1, 1)
     assert cache.holds([2]) == 0
+
+
+class PerBlock:
+    """The cache one block at a time (the runs' specification): refcounts in a dict, free
+    blocks in the order they were freed."""
+
+    def __init__(self) -> None:
+        self.held: dict[int, int] = {}
+        self.free: OrderedDict[int, None] = OrderedDict()
+
+    def lookup(self, keys: Sequence[int], limit: int) -> tuple[int, int]:
+        hits = idle = 0
+        for key in keys[: max(0, limit)]:
+            if key in self.held:
+                hits += 1
+            elif key in self.free:
+                hits += 1
+                idle += 1
+            else:
+                break
+        return hits, idle
+
+    def acquire(self, keys: list[int], hits: int) -> list[int]:
+        for key in keys[:hits]:
+            if key in self.held:
+                self.held[key] += 1
+            else:
+                del self.free[key]
+                self.held[key] = 1
+        return keys[:hits]
+
+    def register(self, keys: list[int], lo: int, hi: int, into: list[int]) -> None:
+        for key in keys[lo:hi]:
+            if key not in self.held and key not in self.free:
+                self.held[key] = 1
+                into.append(key)
+
+    def release(self, refs: list[int]) -> int:
+        freed = 0
+        for key in reversed(refs):
+            self.held[key] -= 1
+            if not self.held[key]:
+                del self.held[key]
+                self.free[key] = None
+                freed += 1
+        return freed
+
+    def trim(self, free_blocks: int) -> None:
+        while len(self.free) > free_blocks:
+            self.free.popitem(last=False)
+
+    def shared(self) -> int:
+        return sum(self.held.values()) - len(self.held)
+
+    def holds(self, keys: Sequence[int]) -> int:
+        lo, hi = 0, len(keys)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if keys[mid] in self.held or keys[mid] in self.free:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+
+def prompts(rng: random.Random) -> list[list[int]]:
+    """Chained prompts branching off each other (as traces give them) and, with made-up keys
+    that repeat inside and across prompts, the cases the runs fall back to one block for."""
+    out: list[list[int]] = []
+    for _ in range(12):
+        if out and rng.random() < 0.7:
+            base = rng.choice(out)
+            head = base[: rng.randint(0, len(base))]
+        else:
+            head = []
+        tail = [rng.getrandbits(40) for _ in range(rng.randint(1, 12))]
+        out.append(head + tail)
+    for _ in range(4):
+        out.append([rng.randint(1, 6) for _ in range(rng.randint(1, 10))])
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=2**32))
+def test_runs_do_what_blocks_one_at_a_time_do(seed: int) -> None:
+    rng = random.Random(seed)
+    pool = prompts(rng)
+    runs, blocks = PrefixCache(), PerBlock()
+    holders: list[tuple[MutableSequence[int], list[int]]] = []
+    kinds = rng.choice((0.0, 0.95, 1.0))  # lists, mostly arrays, arrays
+    for _ in range(60):
+        op = rng.random()
+        if op < 0.45:
+            keys: Sequence[int] = rng.choice(pool)
+            if rng.random() < kinds:  # the trace's arrays, or (rarely) a mix with lists
+                keys = array('q', keys)
+            elif rng.random() < 0.9:  # a new list, as each request computes its own keys
+                keys = list(keys)
+            limit = rng.randint(0, len(keys))
+            hits = runs.lookup(keys, limit)
+            assert hits == blocks.lookup(keys, limit)
+            mine, theirs = runs.acquire(keys, hits[0]), blocks.acquire(list(keys), hits[0])
+            assert list(mine) == theirs
+            lo = hits[0]
+            while lo < len(keys) and rng.random() < 0.8:  # prefill chunks
+                hi = rng.randint(lo, len(keys))
+                runs.register(keys, lo, hi, mine)
+                blocks.register(list(keys), lo, hi, theirs)
+                assert list(mine) == theirs
+                lo = hi
+            holders.append((mine, theirs))
+        elif op < 0.75 and holders:
+            mine, theirs = holders.pop(rng.randrange(len(holders)))
+            assert runs.release(mine) == blocks.release(theirs)
+        elif op < 0.9:
+            keep = rng.randint(0, len(blocks.free))
+            runs.trim(keep)
+            blocks.trim(keep)
+        else:
+            keys = rng.choice(pool)
+            assert runs.holds(keys) == blocks.holds(keys)
+        assert runs.shared() == blocks.shared()
+        assert sorted(runs.where) == sorted([*blocks.held, *blocks.free])
+    for keys in pool:
+        assert runs.lookup(keys, len(keys)) == blocks.lookup(keys, len(keys))
 
 
 # ---- worked numbers ----------------------------------------------------------------------------
