@@ -104,6 +104,6 @@ async def test_the_loop_runs_on_while_the_child_works() -> None:
             await asyncio.sleep(0.01)  # the probe's turn: a gap is counted when it ends
     finally:
         held.close()
-    # A worker thread would hold the lock for whole switch intervals; the child holds none.
+    # A call that ran on the loop, or held it while it waited, would leave a gap of a second.
     assert len(gaps) > 100
     assert sorted(gaps)[len(gaps) * 99 // 100] < 0.05, max(gaps)
