@@ -12,6 +12,9 @@ informers. Two modes:
 - `--mode selector`: no InferencePool; one EPP endpoint serves the queue of every model (the
   `--epp-selector` fallback).
 
+The EPP endpoints are served by a child process, as in a cluster they are pods of their own:
+the controller's event loop reads their pages but does not serve them.
+
 Two figures per wake, from 100 wakes of randomly chosen models, one every 300 ms:
 - *queue seen → /scale written*: from the EPP page that showed the queue to the answered `/scale`
   write (the issue's figure, goal p99 ≤ 150 ms);
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import random
 import statistics
 import sys
@@ -135,27 +139,83 @@ def _objects(
 
 
 class Epp:
-    """An EPP metrics endpoint whose queue sizes the benchmark sets."""
+    """The EPP metrics endpoints, served by a child process, whose queue sizes the benchmark
+    sets: in a cluster the EPPs are pods of their own, so serving their pages must not cost the
+    controller's event loop (with them on it, the loop served every page it read)."""
 
-    def __init__(self, *, models: int) -> None:
+    def __init__(self, *, models: int, pools: bool, host: str) -> None:
         self.models = models
-        self.queues: dict[str, float] = {}
         self.set_at: dict[str, float] = {}
-
-    def page(self, *models: str) -> str:
-        """The queue of `models` (default: every model)."""
-        lines = ['# TYPE inference_extension_flow_control_queue_size gauge']
-        for model in models or _names(self.models):
-            size = self.queues.get(model, 0.0)
-            lines.append(
-                'inference_extension_flow_control_queue_size'
-                f'{{fairness_id="default",priority="0",target_model_name="{model}"}} {size}'
-            )
-        return '\n'.join(lines) + '\n'
+        context = multiprocessing.get_context('spawn')
+        self._conn, theirs = context.Pipe()
+        self._server = context.Process(
+            target=_serve_epps, args=(theirs, models, pools, host), daemon=True
+        )
+        self._server.start()
+        self.ports: dict[str, int] = self._conn.recv()
+        """Model → port of its pool's EPP ('' → the one EPP of every model)."""
 
     def queue(self, model: str) -> None:
-        self.queues[model] = 1.0
+        """`model`'s EPP reports one request queued from now on."""
         self.set_at[model] = time.perf_counter()
+        self._conn.send((model, 1.0))
+
+    def clear(self, model: str) -> None:
+        self._conn.send((model, 0.0))
+
+    def close(self) -> None:
+        self._conn.send(None)
+        self._server.join(timeout=10)
+        if self._server.is_alive():
+            self._server.kill()
+
+
+def _page(queues: dict[str, float], models: Sequence[str]) -> str:
+    lines = ['# TYPE inference_extension_flow_control_queue_size gauge']
+    for model in models:
+        lines.append(
+            'inference_extension_flow_control_queue_size'
+            f'{{fairness_id="default",priority="0",target_model_name="{model}"}} '
+            f'{queues.get(model, 0.0)}'
+        )
+    return '\n'.join(lines) + '\n'
+
+
+def _serve_epps(conn: Any, models: int, pools: bool, host: str) -> None:
+    """In the child: one EPP per model (`pools`) or one for all, until told to stop."""
+
+    async def serve() -> None:
+        queues: dict[str, float] = {}
+        served: list[loopback.Served] = []
+        ports: dict[str, int] = {}
+        for model in _names(models) if pools else ['']:
+            shown = [model] if model else _names(models)
+            app = web.Application()
+
+            async def metrics(request: web.Request, shown: list[str] = shown) -> web.Response:
+                return web.Response(text=_page(queues, shown), content_type='text/plain')
+
+            app.router.add_get('/metrics', metrics)
+            running = await loopback.serve(app, host=host)
+            ports[model] = running.port
+            served.append(running)
+        conn.send(ports)
+        loop = asyncio.get_running_loop()
+        stopped = loop.create_future()
+
+        def command() -> None:
+            message = conn.recv()
+            if message is None:
+                stopped.set_result(None)
+            else:
+                queues[message[0]] = message[1]
+
+        loop.add_reader(conn.fileno(), command)
+        await stopped
+        for running in served:
+            await running.close()
+
+    asyncio.run(serve())
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -172,40 +232,26 @@ def _show(label: str, values: list[float]) -> None:
 
 
 async def main(*, mode: str, backend: str, models: int) -> None:
-    epp = Epp(models=models)
     # The real API server refuses an EndpointSlice address in the loopback range, so there each
     # pool's EPP listens on this machine's own address.
     address = host.host_address() if backend == 'real' and mode == 'pools' else loopback.HOST
-    served: list[loopback.Served] = []
-    ports: dict[str, int] = {}
-    for model in _names(models) if mode == 'pools' else ['']:
-        app = web.Application()
-
-        async def metrics(request: web.Request, model: str = model) -> web.Response:
-            page = epp.page(model) if model else epp.page()
-            return web.Response(text=page, content_type='text/plain')
-
-        app.router.add_get('/metrics', metrics)
-        running = await loopback.serve(app, host=address)
-        ports[model] = running.port
-        served.append(running)
-    epp_ports = ports if mode == 'pools' else None
+    epp = Epp(models=models, pools=mode == 'pools', host=address)
+    epp_ports = epp.ports if mode == 'pools' else None
     objects = _objects(models=models, epp_ports=epp_ports, epp_host=address)
     try:
         if backend == 'fake':
             with fake_api(objects) as url:
                 print(realproc.describe(backend))
-                await _measure(('--server', url), epp=epp, selector_port=ports.get(''))
+                await _measure(('--server', url), epp=epp, selector_port=epp.ports.get(''))
         else:
             pools = mode == 'pools'
             async with realproc.real_api(
                 objects, namespace=NAMESPACE, inference_pools=pools
             ) as real:
                 print(realproc.describe(backend, seeding=[real.seconds]))
-                await _measure(real.argv, epp=epp, selector_port=ports.get(''))
+                await _measure(real.argv, epp=epp, selector_port=epp.ports.get(''))
     finally:
-        for running in served:
-            await running.close()
+        epp.close()
 
 
 async def _measure(server: Sequence[str], *, epp: Epp, selector_port: int | None) -> None:
@@ -241,7 +287,7 @@ async def _measure(server: Sequence[str], *, epp: Epp, selector_port: int | None
             started = time.perf_counter()
             for wake in await loop.tick():
                 woken.append((wake, time.perf_counter()))
-                epp.queues.pop(wake.model_id, None)
+                epp.clear(wake.model_id)
             await asyncio.sleep(max(0.0, 0.1 - (time.perf_counter() - started)))
 
     poller = asyncio.create_task(poll())
