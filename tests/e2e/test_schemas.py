@@ -13,6 +13,9 @@ disagree, the fake is wrong).
 | a status patch with an unknown field | written, the field pruned |
 | a status patch with `numReplicas: -2` | refused, naming the field |
 | a label patch of a VA whose stored value breaks the schema | written (ratcheting) |
+| objects that break the CRDs' CEL rules, alone or with other errors | refused, the same causes |
+| a spec patch that breaks a CEL rule | refused, the stored object unchanged |
+| a label patch of a VA whose stored spec breaks a CEL rule | written (ratcheting) |
 """
 
 from __future__ import annotations
@@ -112,3 +115,104 @@ async def test_both_backends_let_an_unchanged_invalid_value_through(cluster: Clu
     code, err = await run(cluster, 'label', 'va/old', 'team=a')
     assert code == 0, err
     assert stored(cluster, 'old')['metadata']['labels'] == {'team': 'a'}
+    cluster.seed(va('crossed', minReplicas=3, maxReplicas=1))
+    code, err = await run(cluster, 'label', 'va/crossed', 'team=a')
+    assert code == 0, err
+    code, err = await run(
+        cluster, 'patch', 'va/crossed', '--type=merge', '-p', '{"spec":{"maxReplicas":2}}'
+    )
+    assert code != 0
+    assert 'minReplicas must be less than or equal to maxReplicas' in err, err
+
+
+def llmas(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    target = {'kind': 'Deployment', 'name': name}
+    return {
+        'apiVersion': 'kaito.sh/v1alpha1',
+        'kind': 'LLMAutoScaler',
+        'metadata': {'name': name, 'namespace': NS},
+        'spec': {'scaleTargetRef': target, 'maxReplicas': 2} | spec,
+    }
+
+
+def causes(err: str) -> tuple[str, set[str]]:
+    """kubectl's report of an Invalid answer: its first line, and the causes it lists (one on
+    that line, or one per `* ` line); the order of several is the server's map order."""
+    head, _, rest = err.strip().partition(' is invalid: ')
+    lines = rest.splitlines()
+    listed = {line.removeprefix('* ') for line in lines if line.startswith('* ')}
+    return head, listed or {rest}
+
+
+def threshold(low: int, high: int) -> dict[str, Any]:
+    return {'threshold': {'low': low, 'high': high}}
+
+
+UNCHECKED = (
+    '<nil>: Invalid value: null: some validation rules were not checked because the object was '
+    'invalid; correct the existing errors to complete validation'
+)
+RULE = 'minReplicas must be less than or equal to maxReplicas'
+REFUSED = [
+    (va('r1', minReplicas=3, maxReplicas=1), {f'spec: Invalid value: "object": {RULE}'}),
+    (
+        va('r2', minReplicas='abc', maxReplicas=1),
+        {
+            'spec.minReplicas: Invalid value: "string": spec.minReplicas in body must be of '
+            'type integer: "string"',
+            UNCHECKED,
+        },
+    ),
+    (
+        va('r3', minReplicas=-1, maxReplicas=-2),
+        {
+            'spec.maxReplicas: Invalid value: -2: spec.maxReplicas in body should be greater '
+            'than or equal to 1',
+            'spec.minReplicas: Invalid value: -1: spec.minReplicas in body should be greater '
+            'than or equal to 0',
+            f'spec: Invalid value: "object": {RULE}',
+        },
+    ),
+    (
+        llmas('r4', {'scaler': {}}),
+        {'spec.scaler: Invalid value: "object": set realtime, cron or both'},
+    ),
+    (
+        llmas('r5', {'scaler': {'realtime': {'metrics': [threshold(5, 1), threshold(2, 1)]}}}),
+        {
+            f'spec.scaler.realtime.metrics[{i}].threshold: Invalid value: "object": low must '
+            'be less than or equal to high'
+            for i in (0, 1)
+        },
+    ),
+    (
+        llmas('r6', {'scaler': {'realtime': {'metrics': [{'threshold': {'low': 1}}]}}}),
+        {'spec.scaler.realtime.metrics[0].threshold.high: Required value', UNCHECKED},
+    ),
+    (
+        llmas('r7', {'scaler': {'realtime': {'metrics': []}}}),
+        {
+            'spec.scaler.realtime.metrics: Invalid value: 0: spec.scaler.realtime.metrics in '
+            'body should have at least 1 items'
+        },
+    ),
+]
+
+
+async def test_both_backends_refuse_what_the_cel_rules_refuse(cluster: Cluster) -> None:
+    for obj, expected in REFUSED:
+        code, err = await create(cluster, obj)
+        assert code != 0, obj
+        name = obj['metadata']['name']
+        assert causes(err) == (f'The {obj["kind"]} "{name}"', expected), err
+
+    code, err = await create(cluster, va('ok', minReplicas=1, maxReplicas=2))
+    assert code == 0, err
+    patch = json.dumps({'spec': {'minReplicas': 3}})
+    code, err = await run(cluster, 'patch', 'va/ok', '--type=merge', '-p', patch)
+    assert code != 0
+    assert causes(err) == (
+        'The VariantAutoscaling "ok"',
+        {f'spec: Invalid value: "object": {RULE}'},
+    )
+    assert stored(cluster, 'ok')['spec']['minReplicas'] == 1

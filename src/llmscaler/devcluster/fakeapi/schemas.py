@@ -18,20 +18,26 @@ apiserver pkg/apiserver/schema: pruning, defaulting, and OpenAPI validation, v1.
   are missing;
 - validation: `type` (with `x-kubernetes-int-or-string`), `required`, `enum`, `minimum` /
   `maximum` (and their exclusive forms), `minLength` / `maxLength`, `pattern`, `minItems` /
-  `maxItems`. Not evaluated: `format`, and the CEL rules of `x-kubernetes-validations` (the
-  real control plane's tests cover those).
+  `maxItems`; not `format` (kube-apiserver 1.34 let a `maxReplicas` of 2⁴⁰ through an
+  `int32` field too);
+- then, unless one of those errors is of a kind that stops it (a wrong type, a missing or
+  unsupported value, too long, too many: `field_errors.BLOCKING`, in which case the answer says
+  that some rules were not checked), the CEL rules of `x-kubernetes-validations`
+  (`cel_rules`).
 
 What fails: `admit(resource, obj)` raises `ApiError` 422 (Invalid) listing every violation as the
 real server words it (`spec.minReplicas: Invalid value: -1: spec.minReplicas in body should be
-greater than or equal to 0`); it returns the pruned and defaulted copy otherwise. Only client
-writes are admitted: the harness's own `FakeAPI.seed` stores as sent, so that tests can plant
-what an older CRD (or none) let through.
+greater than or equal to 0`), with the causes kubectl prints (`field_errors.invalid`); it returns
+the pruned and defaulted copy otherwise. Only client writes are admitted: the harness's own
+`FakeAPI.seed` stores as sent, so that tests can plant what an older CRD (or none) let through.
+A CEL rule of the CRDs that does not compile raises `ValueError` when the schemas are read.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +45,8 @@ from typing import Any
 
 import yaml
 
+from llmscaler.devcluster.fakeapi import cel_rules
+from llmscaler.devcluster.fakeapi.field_errors import BLOCKING, FieldError, FieldType, invalid
 from llmscaler.devcluster.fakeapi.resources import Resource
 from llmscaler.devcluster.fakeapi.semantics import ApiError
 
@@ -46,15 +54,17 @@ CRDS = Path(__file__).resolve().parents[4] / 'deploy' / 'base' / 'crds'
 """The CRDs the project ships (absent when the package is installed without its repository)."""
 _ROOT_KEPT = ('apiVersion', 'kind', 'metadata')
 _MISSING = object()
-_Error = tuple[str, str]
-"""A violation: the path of the value (`spec.minReplicas`), and the message naming it."""
+_UNCHECKED = (
+    'some validation rules were not checked because the object was invalid; correct the '
+    'existing errors to complete validation'
+)
 
 
 @dataclass
 class _Walk:
     """What a walk of an object found: its violations, and the unknown fields it pruned."""
 
-    errors: list[_Error] = field(default_factory=list)
+    errors: list[FieldError] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
 
 
@@ -79,7 +89,9 @@ def _schemas() -> dict[tuple[str, str, str], dict[str, Any]]:
         spec = crd['spec']
         for version in spec['versions']:
             key = (spec['group'], version['name'], spec['names']['plural'])
-            found[key] = version['schema']['openAPIV3Schema']
+            schema = version['schema']['openAPIV3Schema']
+            cel_rules.compile_all(schema=schema)
+            found[key] = schema
     return found
 
 
@@ -108,13 +120,20 @@ def admit(
         )
     errors = walk.errors
     if part == 'status':
-        errors = [e for e in errors if e[0] == 'status' or e[0].startswith(('status.', 'status['))]
-    if old is not None:
-        errors = [e for e in errors if _at(admitted, e[0]) != _at(old, e[0])]
+        errors = [
+            e for e in errors if e.field == 'status' or e.field.startswith(('status.', 'status['))
+        ]
+    if isinstance(old, dict):
+        # Compared as the server reads it back: a stored object is defaulted on every read.
+        old = _admit(copy.deepcopy(old), schema, path='', walk=_Walk(), root=True)
+        errors = [e for e in errors if _at(admitted, e.field) != _at(old, e.field)]
+    if any(e.type in BLOCKING for e in errors):
+        errors.append(FieldError(FieldType.INVALID, cel_rules.ROOT, None, _UNCHECKED))
+    else:
+        errors += cel_rules.check(schema=schema, obj=admitted, old=old)
     if errors:
-        name = (obj.get('metadata') or {}).get('name', '')
-        listed = ', '.join(message for _, message in errors)
-        raise ApiError(422, f'{resource.kind}.{resource.group} "{name}" is invalid: {listed}')
+        name = str((obj.get('metadata') or {}).get('name', ''))
+        raise invalid(kind=resource.kind, group=resource.group, name=name, errors=errors)
     return admitted
 
 
@@ -137,18 +156,17 @@ def _admit(
     kind = schema.get('type')
     if schema.get('x-kubernetes-int-or-string'):
         if isinstance(value, bool) or not isinstance(value, (int, str)):
-            walk.errors.append(_invalid(path, value, 'must be an integer or a string'))
+            walk.errors.append(_wrong_type(path, value, 'integer,string'))
         return value
     if kind is not None and (
         not isinstance(value, _TYPES.get(kind, (object,)))
         or (kind in ('integer', 'number') and isinstance(value, bool))
         or (kind == 'integer' and isinstance(value, float))
     ):
-        walk.errors.append(_invalid(path, value, f'must be of type {kind}: {_type_name(value)}'))
+        walk.errors.append(_wrong_type(path, value, kind))
         return value
     if 'enum' in schema and value not in schema['enum']:
-        allowed = ', '.join(f'"{v}"' if isinstance(v, str) else str(v) for v in schema['enum'])
-        walk.errors.append(_unsupported(path, value, allowed))
+        walk.errors.append(_unsupported(path, value, schema['enum']))
     if isinstance(value, dict):
         return _admit_object(value, schema, path=path, walk=walk, root=root)
     if isinstance(value, list):
@@ -157,11 +175,9 @@ def _admit(
             value = [
                 _admit(item, items, path=f'{path}[{i}]', walk=walk) for i, item in enumerate(value)
             ]
-        keys = ('minItems', 'maxItems')
-        walk.errors += _bounds(len(value), schema, keys, path=path, value=value, unit='items')
+        walk.errors += _items(len(value), schema, path=path)
     elif isinstance(value, str):
-        keys = ('minLength', 'maxLength')
-        walk.errors += _bounds(len(value), schema, keys, path=path, value=value, unit='chars')
+        walk.errors += _length(value, schema, path=path)
         pattern = schema.get('pattern')
         if pattern is not None and re.search(pattern, value) is None:
             message = f"{_name(path)} in body should match '{pattern}'"
@@ -196,7 +212,7 @@ def _admit_object(
             out[key] = copy.deepcopy(properties[key]['default'])
     for key in schema.get('required') or ():
         if key not in out:
-            walk.errors.append((_join(path, key), f'{_join(path, key)}: Required value'))
+            walk.errors.append(FieldError(FieldType.REQUIRED, _join(path, key)))
     return out
 
 
@@ -218,33 +234,48 @@ def _numeric(value: float, schema: dict[str, Any], *, path: str, walk: _Walk) ->
             walk.errors.append(_invalid(path, value, message))
 
 
-def _bounds(
-    size: int, schema: dict[str, Any], keys: tuple[str, str], *, path: str, value: Any, unit: str
-) -> list[_Error]:
-    """The violations of a length's bounds (`keys`: the schema's lower and upper)."""
-    low, high = schema.get(keys[0]), schema.get(keys[1])
-    name, found = _name(path), list[_Error]()
+def _items(size: int, schema: dict[str, Any], *, path: str) -> list[FieldError]:
+    """The violations of a list's `minItems` and `maxItems`."""
+    low, high = schema.get('minItems'), schema.get('maxItems')
+    found: list[FieldError] = []
     if low is not None and size < low:
-        found.append(_invalid(path, value, f'{name} in body should have at least {low} {unit}'))
+        found.append(
+            _invalid(path, size, f'{_name(path)} in body should have at least {low} items')
+        )
     if high is not None and size > high:
-        found.append(_invalid(path, value, f'{name} in body should have at most {high} {unit}'))
+        detail = f'must have at most {high} {"item" if high == 1 else "items"}'
+        found.append(FieldError(FieldType.TOO_MANY, _name(path), size, detail))
     return found
 
 
-def _invalid(path: str, value: Any, message: str) -> _Error:
-    return path, f'{_name(path)}: Invalid value: {_shown(value)}: {message}'
+def _length(value: str, schema: dict[str, Any], *, path: str) -> list[FieldError]:
+    """The violations of a string's `minLength` and `maxLength`."""
+    low, high = schema.get('minLength'), schema.get('maxLength')
+    found: list[FieldError] = []
+    if low is not None and len(value) < low:
+        message = f'{_name(path)} in body should be at least {low} chars long'
+        found.append(_invalid(path, value, message))
+    if high is not None and len(value) > high:
+        detail = f'may not be more than {high} {"byte" if high == 1 else "bytes"}'
+        found.append(FieldError(FieldType.TOO_LONG, _name(path), None, detail))
+    return found
 
 
-def _unsupported(path: str, value: Any, allowed: str) -> _Error:
-    return path, f'{_name(path)}: Unsupported value: {_shown(value)}: supported values: {allowed}'
+def _invalid(path: str, value: Any, message: str) -> FieldError:
+    return FieldError(FieldType.INVALID, _name(path), value, message)
 
 
-def _shown(value: Any) -> str:
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, (dict, list)):
-        return f'"{_type_name(value)}"'
-    return str(value).lower() if isinstance(value, bool) else str(value)
+def _wrong_type(path: str, value: Any, kind: str) -> FieldError:
+    found = _type_name(value)
+    message = f'{_name(path)} in body must be of type {kind}: "{found}"'
+    return FieldError(FieldType.TYPE_INVALID, _name(path), found, message)
+
+
+def _unsupported(path: str, value: Any, allowed: list[Any]) -> FieldError:
+    # Values that are not strings are shown as JSON, and every one quoted (`"1"`).
+    shown = (v if isinstance(v, str) else json.dumps(v) for v in allowed)
+    detail = 'supported values: ' + ', '.join(json.dumps(v) for v in shown)
+    return FieldError(FieldType.NOT_SUPPORTED, _name(path), value, detail)
 
 
 def _type_name(value: Any) -> str:

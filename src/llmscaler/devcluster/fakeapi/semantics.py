@@ -36,15 +36,27 @@ REASONS = {
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, message: str, *, reason: str | None = None) -> None:
+    """An answer other than success; `details` is the Status's (kind, name, causes), if any."""
+
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        *,
+        reason: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.reason = reason or REASONS.get(code, 'Unknown')
+        self.details = details
 
 
-def status_body(*, code: int, reason: str, message: str) -> dict[str, Any]:
-    return {
+def status_body(
+    *, code: int, reason: str, message: str, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
         'kind': 'Status',
         'apiVersion': 'v1',
         'metadata': {},
@@ -53,6 +65,9 @@ def status_body(*, code: int, reason: str, message: str) -> dict[str, Any]:
         'reason': reason,
         'code': code,
     }
+    if details is not None:
+        body['details'] = details
+    return body
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

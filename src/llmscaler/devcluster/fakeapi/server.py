@@ -105,7 +105,7 @@ def _json(obj: Any, status: int = 200, headers: dict[str, str] | None = None) ->
 
 
 def _error(err: ApiError, headers: dict[str, str] | None = None) -> web.Response:
-    body = status_body(code=err.code, reason=err.reason, message=err.message)
+    body = status_body(code=err.code, reason=err.reason, message=err.message, details=err.details)
     return _json(body, err.code, headers)
 
 

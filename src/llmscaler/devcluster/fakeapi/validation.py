@@ -25,8 +25,8 @@ import ipaddress
 from typing import Any
 
 from llmscaler.devcluster.fakeapi import schemas
+from llmscaler.devcluster.fakeapi.field_errors import FieldError, FieldType, invalid
 from llmscaler.devcluster.fakeapi.resources import Resource
-from llmscaler.devcluster.fakeapi.semantics import ApiError
 
 _FAMILIES = {'IPv4': 4, 'IPv6': 6}
 _LINK_LOCAL_MULTICAST_V4 = ipaddress.IPv4Network('224.0.0.0/24')
@@ -46,12 +46,16 @@ def _check_endpoint_slice(obj: Any) -> None:
     family = _FAMILIES.get(str(obj.get('addressType'))) if isinstance(obj, dict) else None
     if family is None:
         return  # FQDN slices hold names, and a malformed slice is the store's to refuse
+    errors: list[FieldError] = []
     for i, endpoint in enumerate(obj.get('endpoints') or []):
         for j, address in enumerate((endpoint or {}).get('addresses') or []):
-            field = f'endpoints[{i}].addresses[{j}]'
             problem = _address_problem(address, family=family)
             if problem is not None:
-                raise ApiError(422, f'{field}: Invalid value: "{address}": {problem}')
+                field = f'endpoints[{i}].addresses[{j}]'
+                errors.append(FieldError(FieldType.INVALID, field, str(address), problem))
+    if errors:
+        name = str((obj.get('metadata') or {}).get('name', ''))
+        raise invalid(kind='EndpointSlice', group='discovery.k8s.io', name=name, errors=errors)
 
 
 def _address_problem(address: object, *, family: int) -> str | None:

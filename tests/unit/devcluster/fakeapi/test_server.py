@@ -150,7 +150,9 @@ async def test_an_endpoint_slice_may_not_hold_what_kube_apiserver_refuses(
         assert answer.status_code == 422, address
         assert answer.json()['reason'] == 'Invalid'
         message = f'endpoints[0].addresses[0]: Invalid value: "{address}": {why}'
-        assert message in answer.json()['message']
+        assert (
+            answer.json()['message'] == f'EndpointSlice.discovery.k8s.io "s-1" is invalid: {message}'
+        )
     assert (await http.post(path, json=endpoint_slice('::1', 'IPv6'))).status_code == 422
     created = await http.post(path, json=endpoint_slice('192.0.2.7'))
     assert created.status_code == 201
@@ -194,6 +196,8 @@ async def test_a_custom_resource_is_pruned_defaulted_and_validated_by_its_crd(
     refused = await http.post(VA, json=bad)
     assert refused.status_code == 422
     assert refused.json()['reason'] == 'Invalid'
+    # The causes kubectl prints, one per violation.
+    assert [c['field'] for c in refused.json()['details']['causes']] == ['spec.minReplicas']
     assert (
         'spec.minReplicas: Invalid value: -1: spec.minReplicas in body should be greater than '
         'or equal to 0'
