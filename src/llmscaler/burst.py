@@ -32,7 +32,10 @@ Bounds: it never lowers a target (only decisions above the current count are ret
 safety rule of `decide` holds, and a model whose readings are missing, stale or invalid
 (`MetricsAvailable` False on any of its decisions) raises nothing, as its hold is the cycle's;
 at most one raise per model per `QUIET` seconds (the caller passes when it last raised each
-model); counts that are not finite are ignored.
+model), and a model decided without a raise is not decided again for `RECHECK` seconds (the
+caller passes when it last decided each: `Outcome.decided`), so a burst the fleet already
+serves costs a `decide` per model twice a second, not on every 100 ms poll; counts that are not
+finite are ignored.
 
 What fails: nothing raises for odd counts; `decide`'s ValueError for a non-finite `now`. Pure: no
 clock, no I/O; the caller keeps the counts and the last raise times; models in name order.
@@ -63,6 +66,10 @@ MIN_EXCESS: Final = 0.5
 """...and this many req/s above it."""
 QUIET: Final = 5.0
 """Seconds after a raise before the same model may be raised again."""
+RECHECK: Final = 0.5
+"""Seconds after a model was decided before it is decided again: a poll's counts barely move
+the burst's rate, and a raise they prove waits at most this long. Below the simulator's wake
+period (1 s), so that each of its polls decides as before."""
 REASON: Final = 'burst'
 
 
@@ -83,6 +90,14 @@ class Raise:
     rate: float
     cycle_rate: float
     decisions: tuple[Decision, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One poll's raises, and the models decided (raised or not), by group in name order."""
+
+    raises: tuple[Raise, ...]
+    decided: tuple[str, ...]
 
 
 def record(*, counts: Sequence[Count], count: Count) -> tuple[Count, ...]:
@@ -126,20 +141,27 @@ def burst(
     counts: Mapping[str, Sequence[Count]],
     raised: Mapping[str, float],
     now: float,
-) -> tuple[Raise, ...]:
-    """The models to raise now, by group (`modelID|namespace`), and their raising decisions.
+    checked: Mapping[str, float] | None = None,
+) -> Outcome:
+    """The models to raise now, by group (`modelID|namespace`), their raising decisions, and
+    the models decided.
 
     `snapshot` holds the variants as they are now and the last cycle's readings and pools;
-    `counts` the models' recent counts by group; `raised` when each group was last raised.
+    `counts` the models' recent counts by group; `raised` when each group was last raised;
+    `checked` when each was last decided (`Outcome.decided` of earlier polls).
     """
+    last_checked = checked or {}
     by_group: dict[str, list[Variant]] = {}
     for variant in snapshot.variants:
         by_group.setdefault(variant.group, []).append(variant)
     pools = {pool.group: pool for pool in snapshot.pools}
     out: list[Raise] = []
+    decided: list[str] = []
     for group in sorted(by_group):
         variants = by_group[group]
         if now - raised.get(group, -math.inf) < QUIET:
+            continue
+        if now - last_checked.get(group, -math.inf) < RECHECK:
             continue
         mine = counts.get(group, ())
         if len(mine) < 2 or not any(v.current_replicas > 0 for v in variants):
@@ -154,6 +176,7 @@ def burst(
         rate = burst_rate(counts=mine, cycle_rate=base)
         if rate is None:
             continue
+        decided.append(group)
         decisions = _raise(
             snapshot=snapshot,
             variants=variants,
@@ -174,7 +197,7 @@ def burst(
                     ),
                 )
             )
-    return tuple(out)
+    return Outcome(raises=tuple(out), decided=tuple(decided))
 
 
 def _burst_pool(

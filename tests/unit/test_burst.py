@@ -48,7 +48,22 @@ def raise_on(
     state: State | None = None,
     config: Config = CONFIG,
     raised: dict[str, float] | None = None,
+    checked: dict[str, float] | None = None,
 ) -> tuple[burst.Raise, ...]:
+    return poll(
+        snapshot, rate=rate, state=state, config=config, raised=raised, checked=checked
+    ).raises
+
+
+def poll(
+    snapshot: Snapshot,
+    *,
+    rate: float,
+    state: State | None = None,
+    config: Config = CONFIG,
+    raised: dict[str, float] | None = None,
+    checked: dict[str, float] | None = None,
+) -> burst.Outcome:
     return burst.burst(
         snapshot=observed(snapshot, at=NOW),
         config=config,
@@ -56,6 +71,7 @@ def raise_on(
         counts={GROUP: counts(rate=rate, seconds=5.0, before=snapshot.pools[0].arrival_rate or 0)},
         raised=raised or {},
         now=NOW,
+        checked=checked,
     )
 
 
@@ -122,6 +138,21 @@ def test_a_model_raised_moments_ago_is_quiet() -> None:
     snapshot = fleet(h100=1, l40s=0, rate=2.0)
     assert raise_on(snapshot, rate=40.0, raised={GROUP: NOW - 1.0}) == ()
     assert raise_on(snapshot, rate=40.0, raised={GROUP: NOW - burst.QUIET}) != ()
+
+
+def test_a_model_decided_moments_ago_is_not_decided_again() -> None:
+    # A burst the fleet already serves: decided, nothing raised, and not decided on the next
+    # polls; a burst it does not serve waits at most RECHECK for its raise.
+    served = fleet(h100=8, l40s=8, rate=1.0)
+    first = poll(served, rate=20.0)
+    assert first.raises == ()
+    assert first.decided == (GROUP,)
+    assert poll(served, rate=20.0, checked={GROUP: NOW - 0.1}).decided == ()
+    short = fleet(h100=1, l40s=0, rate=2.0)
+    assert raise_on(short, rate=40.0, checked={GROUP: NOW - 0.1}) == ()
+    assert raise_on(short, rate=40.0, checked={GROUP: NOW - burst.RECHECK}) != ()
+    # Steady load proves no burst, so nothing is decided.
+    assert poll(short, rate=2.0).decided == ()
 
 
 def test_a_model_at_zero_is_left_to_scale_from_zero() -> None:

@@ -16,8 +16,9 @@ What fails and how it is treated: before the first cycle there is nothing to siz
 nothing is raised. A namespace with an EPP page unread this tick has no count for its models
 (`EppPages.arrivals`), so a page that comes and goes is never read as a fall and a burst. The
 bounds are `burst`'s: up only, every safety rule of `decide`, one raise per model per
-`burst.QUIET` seconds. A write that fails is retried as the cycle retries its own; the next
-cycle decides afresh either way. Nothing raises out of `tick`.
+`burst.QUIET` seconds, one decision per model per `burst.RECHECK` seconds. A write that fails
+is retried as the cycle retries its own; the next cycle decides afresh either way. Nothing
+raises out of `tick`.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class Bursts:
         self._cycle = cycle
         self._counts: dict[str, tuple[burst.Count, ...]] = {}
         self._raised: dict[str, float] = {}
+        self._checked: dict[str, float] = {}
         self._watched: tuple[World, Config, tuple[tuple[str, str], ...]] | None = None
 
     def watched(self, world: World) -> tuple[tuple[str, str], ...]:
@@ -119,7 +121,7 @@ class Bursts:
                     counts=self._counts.get(group, ()),
                     count=burst.Count(at=now, arrived=arrived, queued=queued),
                 )
-        raises = burst.burst(
+        outcome = burst.burst(
             snapshot=Snapshot(
                 variants=world.variants,
                 replicas=last.replicas,
@@ -131,8 +133,11 @@ class Bursts:
             counts=self._counts,
             raised=self._raised,
             now=now,
+            checked=self._checked,
         )
-        for one in raises:
+        for decided in outcome.decided:
+            self._checked[decided] = now
+        for one in outcome.raises:
             self._raised[one.group] = now
             log.info(
                 '%s: burst of %.3g req/s (the cycle sized for %.3g): raising %s',
@@ -143,4 +148,5 @@ class Bursts:
             )
             await self._cycle.raise_targets(world=world, decisions=one.decisions)
         self._raised = {g: t for g, t in self._raised.items() if now - t < burst.QUIET}
-        return raises
+        self._checked = {g: t for g, t in self._checked.items() if now - t < burst.RECHECK}
+        return outcome.raises

@@ -60,6 +60,7 @@ class CorePolicy:
         self._decisions: tuple[Decision, ...] = ()
         self._counts: dict[str, tuple[burst.Count, ...]] = {}
         self._raised: dict[str, float] = {}
+        self._checked: dict[str, float] = {}
         self._bursts: list[burst.Raise] = []
         self._snapshot: Snapshot | None = None
 
@@ -116,8 +117,11 @@ class CorePolicy:
             counts=self._counts,
             raised=self._raised,
             now=view.now,
+            checked=self._checked,
         )
-        for one in raised:
+        for group in raised.decided:
+            self._checked[group] = view.now
+        for one in raised.raises:
             self._raised[one.group] = view.now
             self._bursts.append(one)
             for decision in one.decisions:

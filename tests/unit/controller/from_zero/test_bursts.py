@@ -5,17 +5,20 @@ page that comes and goes, for a model whose policy does not ask, or before the f
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from llmscaler import burst
 from llmscaler.config.resolved import Config, ModelConfig
 from llmscaler.controller.cluster.world import World
 from llmscaler.controller.from_zero.bursts import watched
 from llmscaler.domain.snapshot import Decision, PoolMetrics, ReplicaMetrics, Snapshot
 from llmscaler.domain.state import EMPTY_STATE, State
+from llmscaler.engine import Outcome, decide
 from llmscaler.kube.scale import ScaleResult
 from llmscaler.kube.targets import ACCELERATOR_LABEL
 from tests.support.from_zero_harness import (
@@ -159,6 +162,30 @@ async def test_a_model_whose_policy_does_not_ask_is_not_read(h: Harness) -> None
     await run_counts(h, cycle, per_second=[2.0] * 3 + [40.0] * 3)
     assert cycle.raised == []
     assert h.epp.hits == 0
+
+
+async def test_a_burst_the_fleet_serves_is_decided_twice_a_second_not_every_tick(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `decide` as if the fleet served the burst: every target left where it is, so nothing is
+    # raised and nothing makes the model quiet; only RECHECK spaces the decisions.
+    calls: list[float] = []
+
+    def serves(**kwargs: Any) -> Outcome:
+        calls.append(kwargs['now'])
+        outcome = decide(**kwargs)
+        kept = tuple(dataclasses.replace(d, target=d.current) for d in outcome.decisions)
+        return dataclasses.replace(outcome, decisions=kept)
+
+    monkeypatch.setattr(burst, 'decide', serves)
+    cycle = MainCycle(config=PREDICTIVE, last_snapshot=last_cycle(h, rate=2.0))
+    await run_counts(h, cycle, per_second=[2.0] * 10 + [40.0] * 3, step=0.1)
+    assert cycle.raised == []
+    assert len(calls) >= 2, 'the burst was never decided'
+    gaps = [b - a for a, b in itertools.pairwise(calls)]
+    # Ticks every 0.1 s: a decision at most every RECHECK, give or take one tick's rounding.
+    assert min(gaps) >= burst.RECHECK - 1e-9, calls
+    assert len(calls) <= 3 / burst.RECHECK + 1, calls
 
 
 async def test_before_the_first_cycle_nothing_is_raised(h: Harness) -> None:
