@@ -3,7 +3,8 @@
 - `tiny_document()`: one model on an H100 and an L40S (one replica each at the start), ten
   minutes of conversation traffic at 4 req/s, the `default` and `keda-queue` peers; a few
   seconds to tune with a budget of a handful of runs.
-- `SMALL_SPACE`: two targets, two delays, one horizon, the variant subsets: 13 candidates.
+- `SMALL_SPACE`: two targets, two delays, one horizon, the variant subsets, and the floors and
+  caps of `space`: about fifty candidates.
 - `tiny_tune(jobs=, budget=, seeds=, warm_start=)`: the tuning of that scenario, with the
   number of runs its sweep executed.
 """

@@ -13,9 +13,10 @@ what that means for a scenario, and runs everything through the sweep it is give
   held-back part: the SLO (the scenario's, else derived), the performance models a user would
   state (`setup.intents`), the recommended configuration (`setup.core_config` of `predictive`).
 - A candidate runs as the core policy with the candidate's `PredictiveConfig` (`space.resolve`)
-  on the variants it offers. With a warm start, each run starts at the fleet its part's first
-  minutes need on the offered variants (`setup.warm_fleet`), the capacities calibrated once on
-  the first draw's search part (`setup.calibrate_capacities`: those runs are counted apart;
+  on the variants it offers, with its replica bounds (`space.bounded`). With a warm start,
+  each run starts at the fleet its part's first minutes need on the offered variants within
+  those bounds (`setup.warm_fleet`), the capacities calibrated once on the first draw's search
+  part (`setup.calibrate_capacities`: those runs are counted apart;
   the held-back part's own calibration counts with the comparison).
 - The held-back comparison runs the chosen candidate, the defaults and the scenario's policies
   (the peers, as `llmscaler simulate` builds them, on the held-back part as their workload) in
@@ -55,7 +56,7 @@ from llmscaler.sim.sweep.sweep import Sweep
 from llmscaler.sim.sweep.tasks import Finished, RunSpec
 from llmscaler.sim.tune import split as parts
 from llmscaler.sim.tune.search import Measure
-from llmscaler.sim.tune.space import Candidate, resolve
+from llmscaler.sim.tune.space import Candidate, bounded, resolve
 from llmscaler.sim.vocabulary import SLO, Trace, VariantSpec
 
 BOUNDS = ('clairvoyant', *SEARCHED_POLICIES)
@@ -177,9 +178,10 @@ class Problem:
     def variants(
         self, *, candidate: Candidate, trace: Trace, capacities: Mapping[str, float] | None
     ) -> tuple[VariantSpec, ...]:
-        """The offered variants, starting as the scenario says or, with a warm start, at the
-        fleet `trace`'s first minutes need on them (by `capacities`)."""
-        offered = tuple(v for v in self.model.variants if v.name in candidate.offered)
+        """The offered variants with `candidate`'s bounds (`space.bounded`), starting as the
+        scenario says (moved inside the bounds) or, with a warm start, at the fleet `trace`'s
+        first minutes need on them (by `capacities`, within the bounds)."""
+        offered = bounded(candidate=candidate, variants=self.model.variants)
         if capacities is None:
             return offered
         fleet = warm_fleet(variants=offered, workload=trace, capacities=capacities)

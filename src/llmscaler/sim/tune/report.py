@@ -3,9 +3,10 @@
 Why: a configuration found by search is only as believable as the comparison beside it. The
 report (report.md) states the goal, the SLO and the cut; the search's spending (simulations of
 the budget, the calibration's and the comparison's apart, wall time); the chosen settings
-against the recommended ones; the held-back part's table (the chosen configuration, the
-defaults and every peer, each with its cost and attainment, and the cheapest peer that meets
-the goal); and the cost–attainment front of every configuration tried on the search part.
+against the recommended ones, and the offered variants' replica bounds against the scenario's;
+the held-back part's table (the chosen configuration, the defaults and every peer, each with
+its cost and attainment, and the cheapest peer that meets the goal); and the cost–attainment
+front of every configuration tried on the search part.
 `front` is the same front as data (front.json).
 
 A configuration is on the front when no other tried one is as cheap and attains at least as
@@ -24,7 +25,7 @@ from typing import Any
 from llmscaler.sim.tune.output import entry
 from llmscaler.sim.tune.problem import Row
 from llmscaler.sim.tune.search import Trial
-from llmscaler.sim.tune.space import Candidate
+from llmscaler.sim.tune.space import Candidate, bounded
 from llmscaler.sim.tune.tuned import Tuned
 
 
@@ -93,6 +94,18 @@ def front(*, tuned: Tuned) -> dict[str, Any]:
     }
 
 
+def _bounds(tuned: Tuned) -> list[tuple[str, int, int]]:
+    """(`variant minReplicas`/`maxReplicas`, the scenario's, chosen) for every variant offered."""
+    problem = tuned.problem
+    scenario = {v.name: v for v in problem.model.variants}
+    found = []
+    for spec in bounded(candidate=tuned.chosen, variants=problem.model.variants):
+        given = scenario[spec.name]
+        found.append((f'{spec.name} minReplicas', given.min_replicas, spec.min_replicas))
+        found.append((f'{spec.name} maxReplicas', given.max_replicas, spec.max_replicas))
+    return found
+
+
 def _settings_table(tuned: Tuned) -> list[str]:
     problem = tuned.problem
     chosen = entry(settings=tuned.settings, model_id=problem.model.model_id, namespace='')
@@ -109,6 +122,9 @@ def _settings_table(tuned: Tuned) -> list[str]:
     offered = '+'.join(tuned.chosen.offered)
     mark = '' if set(tuned.chosen.offered) == set(variants) else ' ←'
     lines.append(f'| variants | {offered}{mark} | {"+".join(sorted(variants))} |')
+    for key, given, chosen_bound in _bounds(tuned):
+        mark = '' if chosen_bound == given else ' ←'
+        lines.append(f'| {key} | {chosen_bound}{mark} | {given} |')
     return lines
 
 
@@ -226,4 +242,7 @@ def changed_settings(*, tuned: Tuned) -> list[str]:
         found.append(
             f'variants {"+".join(sorted(problem.variant_names))} → {"+".join(tuned.chosen.offered)}'
         )
+    found += [
+        f'{key} {given} → {chosen}' for key, given, chosen in _bounds(tuned) if given != chosen
+    ]
     return found

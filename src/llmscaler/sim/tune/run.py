@@ -26,7 +26,7 @@ from llmscaler.sim.sweep.sweep import Sweep
 from llmscaler.sim.tune import output, report
 from llmscaler.sim.tune.problem import Problem
 from llmscaler.sim.tune.search import search
-from llmscaler.sim.tune.space import defaults, grid
+from llmscaler.sim.tune.space import bounded, defaults, grid
 from llmscaler.sim.tune.tuned import Options, Tuned
 
 
@@ -42,7 +42,7 @@ def tune(*, scenario: Scenario, options: Options, sweep: Sweep) -> Tuned:
         slo=options.slo,
     )
     candidates = grid(
-        space=options.space, variants=problem.variant_names, goal=options.goal, base=problem.base
+        space=options.space, variants=problem.model.variants, goal=options.goal, base=problem.base
     )
     outcome = search(
         candidates=candidates,
@@ -76,7 +76,8 @@ def write(*, tuned: Tuned, out: Path) -> list[Path]:
     """configmap.yaml, variantautoscalings.yaml, report.md and front.json in `out`."""
     out.mkdir(parents=True, exist_ok=True)
     problem = tuned.problem
-    offered = [v for v in problem.model.variants if v.name in tuned.chosen.offered]
+    # The bounds the chosen configuration ran with; the start counts are the simulation's own.
+    offered = bounded(candidate=tuned.chosen, variants=problem.model.variants)
     files = {
         'configmap.yaml': output.dump(
             [

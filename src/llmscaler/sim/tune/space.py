@@ -14,11 +14,26 @@ The dimensions:
 - the scale-down delay (`scaleDownDelaySeconds`, the policy's hysteresis);
 - the forecast horizon, as a factor on the model's start-up time (`startupSeconds`, which the
   forecast looks ahead by, plus two cycles);
-- the variants offered: every non-empty subset of the model's variants.
+- the variants offered: every non-empty subset of the model's variants;
+- the replica bounds of the offered variants, written as their VariantAutoscalings'
+  `minReplicas`/`maxReplicas` and honoured by the simulation through the variants' own bounds
+  (`VariantSpec.min_replicas`/`max_replicas`: the snapshot carries them to the enforcer, and the
+  fleet's scale subresource caps at the maximum): a floor (`FLOORS`) on the cheapest offered
+  variant (cost per replica, ties by name: the one the enforcer keeps when zero is disabled),
+  and a cap (`CAPS`) on every offered variant, as a factor on the scenario's `max_replicas`.
+  A floor of 1 keeps a replica of the cheapest variant whatever else the policy runs (with zero
+  disabled, as in every configuration tuned, the model is never below one replica, but that
+  one may be of a dearer variant); a cap of half bounds what a forecast's upper quantile or a
+  burst can buy. Two values each, so that the grid grows four-fold, not more: with the default
+  budget the pool is a sample of it in any case (`search.spread`), and two values of each come
+  up in any pool of a few configurations. A bound never loosens the scenario's: the floor is at
+  least the scenario's `min_replicas` and at most its `max_replicas`, the cap at most its
+  `max_replicas` and at least the floor and 1.
 
 `defaults(...)` is the recommended configuration, the predictive policy as `llmscaler simulate`
-runs it, unchanged; `grid(...)` lists it first, then every combination, in name order, without
-those that resolve to what an earlier one does.
+runs it, unchanged, on the scenario's bounds; `grid(...)` lists it first, then every
+combination, in name order, without those that resolve to what an earlier one does (settings,
+variants and bounds).
 
 What fails: `margin_targets` raises `ValueError` for a goal outside (0.5, 1); a factor or delay
 that puts a setting out of the ConfigMap's range raises `ValueError` in `resolve` (the ranges are
@@ -28,11 +43,13 @@ that puts a setting out of the ConfigMap's range raises `ValueError` in `resolve
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from llmscaler.config.predictive import DURATION_MAX, PredictiveOverrides
 from llmscaler.config.resolved import PredictiveConfig
+from llmscaler.sim.vocabulary import VariantSpec
 
 MARGINS = (2.0, 1.0, 0.5)
 """Factors on the goal's error budget (1 − goal) that give the policy's attainment target."""
@@ -40,6 +57,10 @@ DELAYS = (120.0, 300.0, 600.0)
 """Scale-down delays (s); 300 is the default."""
 HORIZONS = (0.75, 1.0, 1.5)
 """Factors on the start-up time the forecast looks ahead by; 1 is the default."""
+FLOORS = (0, 1)
+"""`minReplicas` at least this on the cheapest offered variant; 0 keeps the scenario's."""
+CAPS = (1.0, 0.5)
+"""Factors on each offered variant's `maxReplicas` (rounded up); 1 keeps the scenario's."""
 DEFAULTS = 'defaults'
 """The name of the recommended configuration."""
 
@@ -56,16 +77,23 @@ class Candidate:
     """Factor on `startupSeconds`."""
     offered: tuple[str, ...]
     """The variants the policy may use, in name order."""
+    floor: int = 0
+    """`minReplicas` at least this on the cheapest offered variant (`bounded`)."""
+    cap: float = 1.0
+    """Factor on each offered variant's `maxReplicas` (`bounded`)."""
 
     @property
     def name(self) -> str:
-        if self.target is None and self.delay is None and self.horizon == 1.0:
+        bounds = (f', floor {self.floor}' if self.floor else '') + (
+            f', cap ×{self.cap:g}' if self.cap != 1.0 else ''
+        )
+        if self.target is None and self.delay is None and self.horizon == 1.0 and not bounds:
             return DEFAULTS
         target = 'default' if self.target is None else f'{self.target:.4g}'
         delay = 'default' if self.delay is None else f'{self.delay:g}s'
         return (
             f'target {target}, delay {delay}, horizon ×{self.horizon:g}, '
-            f'variants {"+".join(self.offered)}'
+            f'variants {"+".join(self.offered)}{bounds}'
         )
 
 
@@ -78,6 +106,8 @@ class Space:
     horizons: tuple[float, ...] = HORIZONS
     subsets: bool = True
     """Whether subsets of the variants are offered, or all of them always."""
+    floors: tuple[int, ...] = FLOORS
+    caps: tuple[float, ...] = CAPS
 
 
 def margin_targets(*, goal: float, margins: Sequence[float]) -> tuple[float, ...]:
@@ -104,6 +134,26 @@ def defaults(*, variants: Sequence[str]) -> Candidate:
     return Candidate(target=None, delay=None, horizon=1.0, offered=tuple(sorted(variants)))
 
 
+def bounded(*, candidate: Candidate, variants: Sequence[VariantSpec]) -> tuple[VariantSpec, ...]:
+    """The variants `candidate` offers, with its bounds (module docstring) and each start count
+    moved inside them; `ValueError` for a floor or cap below 0."""
+    if candidate.floor < 0 or not candidate.cap > 0.0:
+        raise ValueError(f'floor {candidate.floor} and cap {candidate.cap:g} must be ≥ 0 and > 0')
+    offered = [v for v in variants if v.name in candidate.offered]
+    cheapest = min(offered, key=lambda v: (v.cost_per_hour, v.name), default=None)
+    found = []
+    for spec in offered:
+        floor = min(candidate.floor, spec.max_replicas) if spec is cheapest else 0
+        low = max(spec.min_replicas, floor)
+        high = spec.max_replicas
+        if candidate.cap != 1.0:
+            high = min(high, max(1, math.ceil(high * candidate.cap)))
+        high = max(low, high)
+        start = min(max(spec.initial_replicas, low), high)
+        found.append(replace(spec, min_replicas=low, max_replicas=high, initial_replicas=start))
+    return tuple(found)
+
+
 def resolve(*, candidate: Candidate, base: PredictiveConfig) -> PredictiveConfig:
     """`base` (the recommended configuration of the model) with `candidate`'s settings, set as
     an entry of `llmscaler-predictive-config` sets them (`PredictiveOverrides.over`)."""
@@ -125,25 +175,38 @@ def resolve(*, candidate: Candidate, base: PredictiveConfig) -> PredictiveConfig
     return overrides.over(base)
 
 
+def _bounds(candidate: Candidate, variants: Sequence[VariantSpec]) -> tuple[tuple[int, int], ...]:
+    return tuple(
+        (v.min_replicas, v.max_replicas) for v in bounded(candidate=candidate, variants=variants)
+    )
+
+
 def grid(
-    *, space: Space, variants: Sequence[str], goal: float, base: PredictiveConfig
+    *, space: Space, variants: Sequence[VariantSpec], goal: float, base: PredictiveConfig
 ) -> list[Candidate]:
     """The defaults, then every combination of `space` in name order, each resolving to a
-    configuration (settings and variants) no earlier candidate resolves to."""
-    offers = subsets(variants) if space.subsets else [tuple(sorted(variants))]
-    found = [defaults(variants=variants)]
+    configuration (settings, variants and their bounds) no earlier candidate resolves to."""
+    names = [v.name for v in variants]
+    offers = subsets(names) if space.subsets else [tuple(sorted(names))]
+    found = [defaults(variants=names)]
     combos = [
-        Candidate(target=t, delay=d, horizon=h, offered=o)
+        Candidate(target=t, delay=d, horizon=h, offered=o, floor=f, cap=c)
         for o in offers
         for t in margin_targets(goal=goal, margins=space.margins)
         for d in space.delays
         for h in space.horizons
+        for f in space.floors
+        for c in space.caps
     ]
     found += sorted(combos, key=lambda c: c.name)
-    seen: set[tuple[PredictiveConfig, tuple[str, ...]]] = set()
+    seen: set[tuple[PredictiveConfig, tuple[str, ...], tuple[tuple[int, int], ...]]] = set()
     unique: list[Candidate] = []
     for candidate in found:
-        key = (resolve(candidate=candidate, base=base), candidate.offered)
+        key = (
+            resolve(candidate=candidate, base=base),
+            candidate.offered,
+            _bounds(candidate, variants),
+        )
         if key not in seen:
             seen.add(key)
             unique.append(candidate)

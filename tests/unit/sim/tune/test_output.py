@@ -14,7 +14,7 @@ from llmscaler.config.resolved import PredictiveConfig, QueueingModelConfig
 from llmscaler.kube import crd
 from llmscaler.sim.hardware.presets import preset
 from llmscaler.sim.tune import output
-from llmscaler.sim.tune.space import Candidate, resolve
+from llmscaler.sim.tune.space import Candidate, bounded, resolve
 
 MODEL = 'meta-llama/Llama-3.1-8B-Instruct'
 
@@ -69,3 +69,22 @@ def test_variant_autoscalings_pass_the_crd() -> None:
     assert parsed.spec.cost == pytest.approx(spec.cost_per_hour, abs=0.005)
     with pytest.raises(ValueError, match='maxReplicas'):
         output.variant_autoscalings(variants=[replace(spec, min_replicas=3, max_replicas=2)])
+
+
+def test_the_chosen_bounds_are_the_objects_bounds() -> None:
+    specs = [
+        preset(name='llama-3.1-8b-h100', variant_name='h100', max_replicas=8),
+        preset(name='llama-3.1-8b-l40s', variant_name='l40s', max_replicas=12),
+    ]
+    chosen = Candidate(
+        target=0.995, delay=120.0, horizon=1.0, offered=('h100', 'l40s'), floor=1, cap=0.5
+    )
+    ran = bounded(candidate=chosen, variants=specs)
+    objects = output.variant_autoscalings(variants=ran)
+    found = {}
+    for document in yaml.safe_load_all(output.dump(objects)):
+        parsed = crd.parse_va(document)
+        assert isinstance(parsed, crd.VariantAutoscaling)
+        found[document['metadata']['name']] = (parsed.spec.min_replicas, parsed.spec.max_replicas)
+    assert found == {'h100': (0, 4), 'l40s': (1, 6)}
+    assert found == {v.name: (v.min_replicas, v.max_replicas) for v in ran}
