@@ -22,14 +22,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from llmscaler.sim.tune.output import entry
 from llmscaler.sim.tune.problem import Row
 from llmscaler.sim.tune.search import Trial
 from llmscaler.sim.tune.space import Candidate, bounded
 from llmscaler.sim.tune.tuned import Tuned
 
 
-def on_front(trials: Sequence[Trial[Candidate]]) -> set[str]:
+def on_front(trials: Sequence[Trial[Candidate[Any]]]) -> set[str]:
     """Names of the trials no other trial dominates (cheaper or as cheap, attaining as much or
     more, one of the two strictly)."""
     front = set()
@@ -68,6 +67,7 @@ def front(*, tuned: Tuned) -> dict[str, Any]:
     trials = tuned.outcome.trials
     best = on_front(trials)
     return {
+        'policy': tuned.options.policy.policy,
         'goal': tuned.options.goal,
         'slo': {'ttft': tuned.slo.ttft, 'itl': tuned.slo.itl},
         'chosen': tuned.chosen.name,
@@ -106,12 +106,18 @@ def _bounds(tuned: Tuned) -> list[tuple[str, int, int]]:
     return found
 
 
+def _entries(tuned: Tuned) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ConfigMap entries of the chosen configuration and of the defaults."""
+    problem, policy = tuned.problem, tuned.options.policy
+    model = problem.model.model_id
+    chosen = policy.entry(config=tuned.settings, model_id=model, namespace='')
+    default = policy.entry(config=problem.settings(tuned.defaults), model_id=model, namespace='')
+    return chosen, default
+
+
 def _settings_table(tuned: Tuned) -> list[str]:
     problem = tuned.problem
-    chosen = entry(settings=tuned.settings, model_id=problem.model.model_id, namespace='')
-    default = entry(
-        settings=problem.settings(tuned.defaults), model_id=problem.model.model_id, namespace=''
-    )
+    chosen, default = _entries(tuned)
     lines = ['| key | chosen | recommended default |', '|---|---|---|']
     for key in chosen:
         if key in ('model_id', 'namespace', 'perfParms'):
@@ -143,6 +149,7 @@ def markdown(*, tuned: Tuned) -> str:
         f'requests) with {len(problem.draws)} draw(s) of the workload (seeds from '
         f'{tuned.scenario.seed}); the comparison below is on the held-back part ({len(held):,} '
         'requests), which no search run saw.',
+        f'- Policy tuned: `{options.policy.policy}`.',
         f'- Search: {outcome.runs} simulations of a budget of {options.budget} (successive '
         f'halving over {outcome.draws} draw(s); {len(outcome.trials)} of {tuned.candidates} '
         f'configurations tried); calibration {problem.calibration_runs} runs; held-back '
@@ -161,7 +168,7 @@ def markdown(*, tuned: Tuned) -> str:
         *_settings_table(tuned),
         '',
         "Apply: `kubectl apply -f configmap.yaml` (the model's namespace-local "
-        '`llmscaler-predictive-config`) and the VariantAutoscaling fields of '
+        f'`{tuned.options.policy.configmap_name}`) and the VariantAutoscaling fields of '
         '`variantautoscalings.yaml` (their `scaleTargetRef` names a Deployment called like the '
         'variant: edit it to yours).',
     ]
@@ -230,9 +237,7 @@ def changed_settings(*, tuned: Tuned) -> list[str]:
     """The keys (and the variants) where the chosen configuration differs from the defaults,
     as `key default → chosen`."""
     problem = tuned.problem
-    model = problem.model.model_id
-    chosen = entry(settings=tuned.settings, model_id=model, namespace='')
-    default = entry(settings=problem.settings(tuned.defaults), model_id=model, namespace='')
+    chosen, default = _entries(tuned)
     found = [
         f'{key} {_cell(default.get(key))} → {_cell(value)}'
         for key, value in chosen.items()

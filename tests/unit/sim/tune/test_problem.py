@@ -4,16 +4,20 @@ of a run, where the scenario's own bounds let the policy go below and above them
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from llmscaler.sim.sweep.sweep import Sweep
+from llmscaler.sim.tune.predictive import PredictiveSpace
 from llmscaler.sim.tune.problem import Problem
 from llmscaler.sim.tune.space import Candidate, defaults
 from tests.support.tune_fixtures import tiny_scenario
 
 
-def _replicas(problem: Problem, sweep: Sweep, candidate: Candidate) -> dict[str, tuple[int, int]]:
+def _replicas(
+    problem: Problem, sweep: Sweep, candidate: Candidate[Any]
+) -> dict[str, tuple[int, int]]:
     """Each variant's fewest and most replicas over the run of `candidate` on the search part."""
     spec = problem.run_spec(
         candidate=candidate, name=candidate.name, trace=problem.draws[0].search, capacities=None
@@ -27,8 +31,14 @@ def _replicas(problem: Problem, sweep: Sweep, candidate: Candidate) -> dict[str,
 def runs() -> dict[str, dict[str, tuple[int, int]]]:
     # 20 req/s: more than one H100 replica at its peak, and no L40S for long stretches
     with Sweep(jobs=1, progress=False) as sweep:
-        problem = Problem(scenario=tiny_scenario(rate=20.0), seeds=1, holdout=0.3, sweep=sweep)
-        free = defaults(variants=problem.variant_names)
+        problem = Problem(
+            scenario=tiny_scenario(rate=20.0),
+            seeds=1,
+            holdout=0.3,
+            sweep=sweep,
+            policy=PredictiveSpace(),
+        )
+        free = defaults(policy=problem.policy, variants=problem.variant_names)
         return {
             'free': _replicas(problem, sweep, free),
             'capped': _replicas(problem, sweep, replace(free, cap=0.25)),

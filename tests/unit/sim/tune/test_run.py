@@ -74,7 +74,7 @@ def test_the_files_apply(counted: Counted, tmp_path: Path) -> None:
     config, errors = load_config_file(path=str(tmp_path / 'configmap.yaml'))
     assert errors == ()
     found = config.model(model_id=problem.model.model_id, namespace=problem.namespace)
-    assert found.predictive == counted.tuned.settings
+    assert found.predictive == counted.tuned.settings.predictive
     # every VariantAutoscaling has the bounds the chosen configuration ran with
     ran = problem.variants(
         candidate=counted.tuned.chosen, trace=problem.draws[0].search, capacities=None
