@@ -55,7 +55,10 @@ def _share(value: float) -> str:
 
 
 def _cell(value: object) -> str:
-    return f'{value:.6g}' if isinstance(value, float) else str(value)
+    if isinstance(value, float):
+        return f'{value:.6g}'
+    # An empty string is a value set (`analyzerName: ''` selects the percentage analyzer).
+    return "''" if value == '' else str(value)
 
 
 def _number(value: float) -> float | None:
