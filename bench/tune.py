@@ -18,8 +18,9 @@ that does not exist stops the benchmark with one line. `bench/perfdocs.py --only
 --write-docs` puts what it prints into docs/performance.md.
 
 Run: `.venv/bin/python bench/tune.py [--case NAME] [--duration S] [--budget N] [--seeds N]
-[--holdout F] [--jobs N] [--traces DIR] [--out DIR] [--cache]` (the traces' folder also from
-$LLMSCALER_TRACES).
+[--holdout F] [--jobs N] [--tune-policy NAME] [--traces DIR] [--out DIR] [--cache]` (the
+traces' folder also from $LLMSCALER_TRACES; `--tune-policy`: `predictive`, the default, or
+`saturation-percentage`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 from llmscaler.sim.scenario import cases, loader
 from llmscaler.sim.sweep import cache as run_cache
 from llmscaler.sim.sweep.sweep import Sweep
-from llmscaler.sim.tune import report
+from llmscaler.sim.tune import report, tunables
 from llmscaler.sim.tune.run import tune, write
 from llmscaler.sim.tune.tuned import DEFAULT_BUDGET, Options, Tuned
 
@@ -83,7 +84,7 @@ def lines(*, tuned: Tuned, case: str, duration: float, jobs: int) -> list[str]:
         f'case {case}, {duration:g} s: {tuned.scenario.workload_text}; SLO TTFT ≤ '
         f'{tuned.slo.ttft:g} s, mean ITL ≤ {tuned.slo.itl * 1000:g} ms; goal {goal * 100:g} %',
         f'cut at {problem.cut:,.0f} s; {len(problem.draws)} draw(s) searched; '
-        f'{tuned.candidates} configurations in the grid',
+        f'{tuned.candidates} configurations of {options.policy.policy} in the grid',
         f'simulations: search {outcome.runs} (budget {options.budget}), calibration '
         f'{problem.calibration_runs}, held-back comparison {tuned.held_back_runs}; '
         f'wall {tuned.wall_seconds:.0f} s with --jobs {jobs}',
@@ -117,6 +118,9 @@ def main() -> int:
     parser.add_argument('--seeds', type=int, default=2)
     parser.add_argument('--holdout', type=float, help='default 0.25; diurnal-days: 0.5')
     parser.add_argument('--jobs', type=int, default=2)
+    parser.add_argument(
+        '--tune-policy', default=tunables.DEFAULT, choices=tunables.NAMES, help='policy tuned'
+    )
     parser.add_argument('--traces', type=Path, default=TRACES)
     parser.add_argument('--out', type=Path, help='also write the files tune writes here')
     parser.add_argument('--cache', action='store_true', help='use the run cache')
@@ -130,7 +134,9 @@ def main() -> int:
         print(f'bench/tune.py: {exc}', file=sys.stderr)
         return 2
     setup = loader.from_document(document=scenario, where=args.case)
-    options = Options(budget=args.budget, seeds=args.seeds, holdout=holdout)
+    policy = tunables.by_name(args.tune_policy)
+    assert policy is not None  # argparse's choices
+    options = Options(budget=args.budget, seeds=args.seeds, holdout=holdout, policy=policy)
     store = run_cache.RunCache(directory=run_cache.default_directory()) if args.cache else None
     with Sweep(jobs=args.jobs, cache=store, progress=None, label='tune') as sweep:
         tuned = tune(scenario=setup, options=options, sweep=sweep)

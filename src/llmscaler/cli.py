@@ -8,9 +8,10 @@ Subcommands:
 - `schema`: print the JSON Schema of the snapshot file.
 - `simulate [--scenario FILE] [--trace FILE] [--policy NAME ...] [--out DIR] ...`: replay a
   workload against a simulated vLLM fleet under each policy and report cost and SLO attainment.
-- `tune [--scenario FILE|CASE] [--trace FILE] [--budget N] [--seeds N] [--holdout F] ...`: search
-  the predictive policy's settings for the cheapest that meet an attainment target, and write
-  the ConfigMap and VariantAutoscaling fields to apply with a report (docs/tune.md).
+- `tune [--scenario FILE|CASE] [--trace FILE] [--tune-policy NAME] [--budget N] [--seeds N] ...`:
+  search a policy's settings (the predictive policy's, or WVA's percentage-based saturation
+  thresholds) and the variants' replica bounds for the cheapest that meet an attainment target,
+  and write the ConfigMap and VariantAutoscaling fields to apply with a report (docs/tune.md).
 - `run [--leader-elect] [--watch-namespace NS] [--actuation direct|metrics|both] ...`: the
   Kubernetes controller (see `llmscaler run --help` and docs/controller.md).
 - `emulate [--preset P] [--replicas N] [--base-port PORT] [--epp-port PORT] [--rate R] ...`:
@@ -207,8 +208,8 @@ def _tune_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     (one line and exit status 2 for a bad value; argparse's float() takes "nan")."""
     tune = commands.add_parser(
         'tune',
-        help="search the predictive policy's settings for the cheapest that meet an SLO target",
-        description='Simulate a workload under many settings of the predictive policy (search '
+        help="search a policy's settings for the cheapest that meet an SLO target",
+        description='Simulate a workload under many settings of a policy (search '
         'part of the trace, several seeds), keep the cheapest that meets the attainment target, '
         'compare it with the defaults and the peers on the held-back part, and write the '
         'ConfigMap and VariantAutoscaling fields to apply with a report.',
@@ -232,6 +233,12 @@ def _tune_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar='NAME',
         help='peer to compare on the held-back part (repeatable; names as for simulate; '
         "default: the scenario's policies)",
+    )
+    tune.add_argument(
+        '--tune-policy',
+        metavar='NAME',
+        help='the policy whose settings are searched: predictive (the default) or '
+        "saturation-percentage (WVA's default mode: its thresholds)",
     )
     tune.add_argument('--ttft', metavar='DURATION', help='SLO: time to first token (e.g. 2s)')
     tune.add_argument('--itl', metavar='DURATION', help='SLO: mean inter-token latency (0.05)')
@@ -399,7 +406,7 @@ def _tune(args: argparse.Namespace) -> int:
     from llmscaler.sim.sweep import cache as run_cache
     from llmscaler.sim.sweep.executors import default_jobs
     from llmscaler.sim.sweep.sweep import Sweep
-    from llmscaler.sim.tune import inputs, report, run, tuned
+    from llmscaler.sim.tune import inputs, report, run, tunables, tuned
     from llmscaler.sim.workload.formats import TraceError
 
     unwritable = _output_problem(args.out, what='--out', directory=True)
@@ -421,6 +428,12 @@ def _tune(args: argparse.Namespace) -> int:
     holdout = _fraction(args.holdout, low=0.0, default=tuned.DEFAULT_HOLDOUT)
     if holdout is None:
         return _bad(f'--holdout: must be a number in (0, 1), got {args.holdout[:40]!r}')
+    policy = tunables.by_name(tunables.DEFAULT if args.tune_policy is None else args.tune_policy)
+    if policy is None:
+        return _bad(
+            f'--tune-policy: must be one of {", ".join(tunables.NAMES)}, '
+            f'got {args.tune_policy[:40]!r}'
+        )
     if (args.ttft is None) != (args.itl is None):
         return _bad('--ttft and --itl: give both or neither')
     slo: dict[str, float] = {}
@@ -449,7 +462,11 @@ def _tune(args: argparse.Namespace) -> int:
             slo=slo,
         )
         options = tuned.Options(
-            goal=goal, budget=counts['--budget'], seeds=counts['--seeds'], holdout=holdout
+            goal=goal,
+            budget=counts['--budget'],
+            seeds=counts['--seeds'],
+            holdout=holdout,
+            policy=policy,
         )
         store = run_cache.RunCache(directory=run_cache.default_directory()) if args.cache else None
         with Sweep(

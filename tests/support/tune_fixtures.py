@@ -3,9 +3,12 @@
 - `tiny_document()`: one model on an H100 and an L40S (one replica each at the start), ten
   minutes of conversation traffic at 4 req/s, the `default` and `keda-queue` peers; a few
   seconds to tune with a budget of a handful of runs.
-- `SMALL_SPACE`: two targets, two delays, one horizon, the variant subsets: 13 candidates.
-- `tiny_tune(jobs=, budget=, seeds=, warm_start=)`: the tuning of that scenario, with the
-  number of runs its sweep executed.
+- `SMALL_PREDICTIVE`: two targets, two delays, one horizon; with the variant subsets and the
+  floors and caps of `space.Space`, about fifty candidates.
+- `SMALL_SATURATION`: two KV-cache thresholds, one queue threshold, two spare factors.
+- `tiny_tune(jobs=, budget=, seeds=, warm_start=, policy=)`: the tuning of that scenario (the
+  predictive policy's small space unless `policy` says otherwise), with the number of runs its
+  sweep executed.
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ from typing import Any
 from llmscaler.sim.scenario import loader
 from llmscaler.sim.scenario.validated import Scenario
 from llmscaler.sim.sweep.sweep import Sweep
+from llmscaler.sim.tune.predictive import PredictiveSpace
 from llmscaler.sim.tune.run import tune
-from llmscaler.sim.tune.space import Space
+from llmscaler.sim.tune.saturation import SaturationSpace
+from llmscaler.sim.tune.space import PolicySpace
 from llmscaler.sim.tune.tuned import Options, Tuned
 
-SMALL_SPACE = Space(margins=(1.0, 0.5), delays=(120.0, 300.0), horizons=(1.0,))
+SMALL_PREDICTIVE = PredictiveSpace(margins=(1.0, 0.5), delays=(120.0, 300.0), horizons=(1.0,))
+SMALL_SATURATION = SaturationSpace(kv=(0.7, 0.9), queue=(5.0,), spare=(0.5, 2.0))
 
 
 def tiny_document(
@@ -52,9 +58,14 @@ class Counted:
 
 
 def tiny_tune(
-    *, jobs: int = 1, budget: int = 6, seeds: int = 2, warm_start: bool = False
+    *,
+    jobs: int = 1,
+    budget: int = 6,
+    seeds: int = 2,
+    warm_start: bool = False,
+    policy: PolicySpace[Any] = SMALL_PREDICTIVE,
 ) -> Counted:
-    options = Options(budget=budget, seeds=seeds, holdout=0.3, space=SMALL_SPACE)
+    options = Options(budget=budget, seeds=seeds, holdout=0.3, policy=policy)
     with Sweep(jobs=jobs, progress=False) as sweep:
         scenario = tiny_scenario(warm_start=warm_start)
         tuned = tune(scenario=scenario, options=options, sweep=sweep)

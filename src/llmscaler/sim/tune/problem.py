@@ -11,12 +11,14 @@ what that means for a scenario, and runs everything through the sweep it is give
   placed on the first draw's span.
 - What every run shares is fixed from the first draw's search part only, never from the
   held-back part: the SLO (the scenario's, else derived), the performance models a user would
-  state (`setup.intents`), the recommended configuration (`setup.core_config` of `predictive`).
-- A candidate runs as the core policy with the candidate's `PredictiveConfig` (`space.resolve`)
-  on the variants it offers. With a warm start, each run starts at the fleet its part's first
-  minutes need on the offered variants (`setup.warm_fleet`), the capacities calibrated once on
-  the first draw's search part (`setup.calibrate_capacities`: those runs are counted apart;
-  the held-back part's own calibration counts with the comparison).
+  state (`setup.intents`), the recommended configuration (`setup.core_config` of the policy
+  tuned, `space.PolicySpace.policy`).
+- A candidate runs as the core policy with the model's configuration under the candidate's
+  settings (`PolicySpace.resolve`) on the variants it offers, with its replica bounds
+  (`space.bounded`). With a warm start, each run starts at the fleet its part's first minutes
+  need on the offered variants within those bounds (`setup.warm_fleet`), the capacities
+  calibrated once on the first draw's search part (`setup.calibrate_capacities`: those runs
+  are counted apart; the held-back part's own calibration counts with the comparison).
 - The held-back comparison runs the chosen candidate, the defaults and the scenario's policies
   (the peers, as `llmscaler simulate` builds them, on the held-back part as their workload) in
   one round of the sweep, on the first draw's held-back part; `clairvoyant` and `static-best`
@@ -31,14 +33,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
-from llmscaler.config.resolved import Config, ModelConfig, PredictiveConfig
+from llmscaler.config.resolved import Config, ModelConfig
 from llmscaler.sim.policies.core import CorePolicy
 from llmscaler.sim.scenario.document import ScenarioError
 from llmscaler.sim.scenario.setup import (
-    PREDICTIVE,
     SEARCHED_POLICIES,
     build_policies,
     calibrate_capacities,
@@ -55,7 +57,7 @@ from llmscaler.sim.sweep.sweep import Sweep
 from llmscaler.sim.sweep.tasks import Finished, RunSpec
 from llmscaler.sim.tune import split as parts
 from llmscaler.sim.tune.search import Measure
-from llmscaler.sim.tune.space import Candidate, resolve
+from llmscaler.sim.tune.space import Candidate, PolicySpace, bounded
 from llmscaler.sim.vocabulary import SLO, Trace, VariantSpec
 
 BOUNDS = ('clairvoyant', *SEARCHED_POLICIES)
@@ -97,6 +99,7 @@ class Problem:
         seeds: int,
         holdout: float,
         sweep: Sweep,
+        policy: PolicySpace[Any],
         slo: SLO | None = None,
     ) -> None:
         if scenario.several_models:
@@ -105,6 +108,7 @@ class Problem:
             raise ValueError(f'seeds must be ≥ 1, got {seeds}')
         self.scenario = scenario
         self.sweep = sweep
+        self.policy = policy
         self.model = scenario.models[0]
         first = self._trace(scenario.seed)
         try:
@@ -126,10 +130,8 @@ class Problem:
         )
         self.slo = self.slos[self.model.name]
         stated = intents(scenario=scenario, workloads=search, slos=self.slos)
-        self.config = core_config(name=PREDICTIVE, intents=stated)
-        base = self.config.model(model_id=self.model.model_id, namespace=self.namespace).predictive
-        assert base is not None  # the predictive policy configures it
-        self.base: PredictiveConfig = base
+        self.config = core_config(name=policy.policy, intents=stated)
+        self.base = self.config.model(model_id=self.model.model_id, namespace=self.namespace)
         self.capacities: dict[str, float] | None = None
         self.calibration_runs = 0
         if scenario.warm_start:
@@ -160,12 +162,14 @@ class Problem:
     def _runs(self) -> int:
         return self.sweep.executed + self.sweep.reused
 
-    def settings(self, candidate: Candidate) -> PredictiveConfig:
-        return resolve(candidate=candidate, base=self.base)
+    def settings(self, candidate: Candidate[Any]) -> ModelConfig:
+        """The model's configuration under `candidate`: the recommended one with its settings."""
+        return self.policy.resolve(settings=candidate.settings, base=self.base)
 
-    def policy_config(self, candidate: Candidate) -> Config:
-        """The core's configuration for `candidate`: the recommended one with its settings."""
-        tuned = ModelConfig(predictive=self.settings(candidate))
+    def policy_config(self, candidate: Candidate[Any]) -> Config:
+        """The core's configuration for `candidate`: the recommended one, the model's entry
+        with its settings."""
+        tuned = self.settings(candidate)
         return replace(
             self.config,
             by_model=tuple(
@@ -175,11 +179,12 @@ class Problem:
         )
 
     def variants(
-        self, *, candidate: Candidate, trace: Trace, capacities: Mapping[str, float] | None
+        self, *, candidate: Candidate[Any], trace: Trace, capacities: Mapping[str, float] | None
     ) -> tuple[VariantSpec, ...]:
-        """The offered variants, starting as the scenario says or, with a warm start, at the
-        fleet `trace`'s first minutes need on them (by `capacities`)."""
-        offered = tuple(v for v in self.model.variants if v.name in candidate.offered)
+        """The offered variants with `candidate`'s bounds (`space.bounded`), starting as the
+        scenario says (moved inside the bounds) or, with a warm start, at the fleet `trace`'s
+        first minutes need on them (by `capacities`, within the bounds)."""
+        offered = bounded(candidate=candidate, variants=self.model.variants)
         if capacities is None:
             return offered
         fleet = warm_fleet(variants=offered, workload=trace, capacities=capacities)
@@ -188,7 +193,7 @@ class Problem:
     def run_spec(
         self,
         *,
-        candidate: Candidate,
+        candidate: Candidate[Any],
         name: str,
         trace: Trace,
         capacities: Mapping[str, float] | None,
@@ -203,7 +208,7 @@ class Problem:
             inventory=self.scenario.inventory,
         )
 
-    def evaluate(self, pairs: Sequence[tuple[Candidate, int]]) -> list[Measure]:
+    def evaluate(self, pairs: Sequence[tuple[Candidate[Any], int]]) -> list[Measure]:
         """Each (candidate, draw) run on that draw's search part: one round of the sweep."""
         tasks = [
             self.run_spec(
@@ -214,7 +219,7 @@ class Problem:
         return [measure(f) for f in self.sweep.run(tasks=tasks)]
 
     def held_back(
-        self, *, chosen: Candidate, defaults: Candidate, peers: Sequence[str]
+        self, *, chosen: Candidate[Any], defaults: Candidate[Any], peers: Sequence[str]
     ) -> tuple[list[Row], int]:
         """The chosen candidate, the defaults and `peers` on the held-back part, and how many
         runs that took (the held-back part's calibration and the peers' searches included)."""

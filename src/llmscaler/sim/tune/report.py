@@ -3,9 +3,10 @@
 Why: a configuration found by search is only as believable as the comparison beside it. The
 report (report.md) states the goal, the SLO and the cut; the search's spending (simulations of
 the budget, the calibration's and the comparison's apart, wall time); the chosen settings
-against the recommended ones; the held-back part's table (the chosen configuration, the
-defaults and every peer, each with its cost and attainment, and the cheapest peer that meets
-the goal); and the cost–attainment front of every configuration tried on the search part.
+against the recommended ones, and the offered variants' replica bounds against the scenario's;
+the held-back part's table (the chosen configuration, the defaults and every peer, each with
+its cost and attainment, and the cheapest peer that meets the goal); and the cost–attainment
+front of every configuration tried on the search part.
 `front` is the same front as data (front.json).
 
 A configuration is on the front when no other tried one is as cheap and attains at least as
@@ -21,14 +22,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from llmscaler.sim.tune.output import entry
 from llmscaler.sim.tune.problem import Row
 from llmscaler.sim.tune.search import Trial
-from llmscaler.sim.tune.space import Candidate
+from llmscaler.sim.tune.space import Candidate, bounded
 from llmscaler.sim.tune.tuned import Tuned
 
 
-def on_front(trials: Sequence[Trial[Candidate]]) -> set[str]:
+def on_front(trials: Sequence[Trial[Candidate[Any]]]) -> set[str]:
     """Names of the trials no other trial dominates (cheaper or as cheap, attaining as much or
     more, one of the two strictly)."""
     front = set()
@@ -55,7 +55,10 @@ def _share(value: float) -> str:
 
 
 def _cell(value: object) -> str:
-    return f'{value:.6g}' if isinstance(value, float) else str(value)
+    if isinstance(value, float):
+        return f'{value:.6g}'
+    # An empty string is a value set (`analyzerName: ''` selects the percentage analyzer).
+    return "''" if value == '' else str(value)
 
 
 def _number(value: float) -> float | None:
@@ -67,6 +70,7 @@ def front(*, tuned: Tuned) -> dict[str, Any]:
     trials = tuned.outcome.trials
     best = on_front(trials)
     return {
+        'policy': tuned.options.policy.policy,
         'goal': tuned.options.goal,
         'slo': {'ttft': tuned.slo.ttft, 'itl': tuned.slo.itl},
         'chosen': tuned.chosen.name,
@@ -93,12 +97,30 @@ def front(*, tuned: Tuned) -> dict[str, Any]:
     }
 
 
+def _bounds(tuned: Tuned) -> list[tuple[str, int, int]]:
+    """(`variant minReplicas`/`maxReplicas`, the scenario's, chosen) for every variant offered."""
+    problem = tuned.problem
+    scenario = {v.name: v for v in problem.model.variants}
+    found = []
+    for spec in bounded(candidate=tuned.chosen, variants=problem.model.variants):
+        given = scenario[spec.name]
+        found.append((f'{spec.name} minReplicas', given.min_replicas, spec.min_replicas))
+        found.append((f'{spec.name} maxReplicas', given.max_replicas, spec.max_replicas))
+    return found
+
+
+def _entries(tuned: Tuned) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ConfigMap entries of the chosen configuration and of the defaults."""
+    problem, policy = tuned.problem, tuned.options.policy
+    model = problem.model.model_id
+    chosen = policy.entry(config=tuned.settings, model_id=model, namespace='')
+    default = policy.entry(config=problem.settings(tuned.defaults), model_id=model, namespace='')
+    return chosen, default
+
+
 def _settings_table(tuned: Tuned) -> list[str]:
     problem = tuned.problem
-    chosen = entry(settings=tuned.settings, model_id=problem.model.model_id, namespace='')
-    default = entry(
-        settings=problem.settings(tuned.defaults), model_id=problem.model.model_id, namespace=''
-    )
+    chosen, default = _entries(tuned)
     lines = ['| key | chosen | recommended default |', '|---|---|---|']
     for key in chosen:
         if key in ('model_id', 'namespace', 'perfParms'):
@@ -109,6 +131,9 @@ def _settings_table(tuned: Tuned) -> list[str]:
     offered = '+'.join(tuned.chosen.offered)
     mark = '' if set(tuned.chosen.offered) == set(variants) else ' ←'
     lines.append(f'| variants | {offered}{mark} | {"+".join(sorted(variants))} |')
+    for key, given, chosen_bound in _bounds(tuned):
+        mark = '' if chosen_bound == given else ' ←'
+        lines.append(f'| {key} | {chosen_bound}{mark} | {given} |')
     return lines
 
 
@@ -127,6 +152,7 @@ def markdown(*, tuned: Tuned) -> str:
         f'requests) with {len(problem.draws)} draw(s) of the workload (seeds from '
         f'{tuned.scenario.seed}); the comparison below is on the held-back part ({len(held):,} '
         'requests), which no search run saw.',
+        f'- Policy tuned: `{options.policy.policy}`.',
         f'- Search: {outcome.runs} simulations of a budget of {options.budget} (successive '
         f'halving over {outcome.draws} draw(s); {len(outcome.trials)} of {tuned.candidates} '
         f'configurations tried); calibration {problem.calibration_runs} runs; held-back '
@@ -145,7 +171,7 @@ def markdown(*, tuned: Tuned) -> str:
         *_settings_table(tuned),
         '',
         "Apply: `kubectl apply -f configmap.yaml` (the model's namespace-local "
-        '`llmscaler-predictive-config`) and the VariantAutoscaling fields of '
+        f'`{tuned.options.policy.configmap_name}`) and the VariantAutoscaling fields of '
         '`variantautoscalings.yaml` (their `scaleTargetRef` names a Deployment called like the '
         'variant: edit it to yours).',
     ]
@@ -214,9 +240,7 @@ def changed_settings(*, tuned: Tuned) -> list[str]:
     """The keys (and the variants) where the chosen configuration differs from the defaults,
     as `key default → chosen`."""
     problem = tuned.problem
-    model = problem.model.model_id
-    chosen = entry(settings=tuned.settings, model_id=model, namespace='')
-    default = entry(settings=problem.settings(tuned.defaults), model_id=model, namespace='')
+    chosen, default = _entries(tuned)
     found = [
         f'{key} {_cell(default.get(key))} → {_cell(value)}'
         for key, value in chosen.items()
@@ -226,4 +250,7 @@ def changed_settings(*, tuned: Tuned) -> list[str]:
         found.append(
             f'variants {"+".join(sorted(problem.variant_names))} → {"+".join(tuned.chosen.offered)}'
         )
+    found += [
+        f'{key} {given} → {chosen}' for key, given, chosen in _bounds(tuned) if given != chosen
+    ]
     return found

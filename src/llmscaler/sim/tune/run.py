@@ -1,11 +1,11 @@
 """`llmscaler tune`'s course: split, search, compare on the held-back part, write.
 
 Why: the command and the benchmark (bench/tune.py) must do the same thing; this is that thing.
-`tune` builds the problem (`problem.Problem`: the draws, the cut, the recommended
-configuration), lists the candidates (`space.grid`), runs the successive halving within the
-budget (`search.search`), then the chosen candidate, the defaults and the scenario's policies on
-the held-back part, all through the one sweep given; `write` puts the objects to apply and the
-report into a folder.
+`tune` builds the problem (`problem.Problem`: the draws, the cut, the recommended configuration of
+the policy tuned, `Options.policy`), lists the candidates (`space.grid`), runs the successive
+halving within the budget (`search.search`), then the chosen candidate, the defaults and the
+scenario's policies on the held-back part, all through the one sweep given; `write` puts the objects
+to apply and the report into a folder.
 
 The budget counts the search's simulations only; the warm start's calibration and the
 held-back comparison (with the peers' own searches, `static-best` and `clairvoyant`) are counted
@@ -26,7 +26,7 @@ from llmscaler.sim.sweep.sweep import Sweep
 from llmscaler.sim.tune import output, report
 from llmscaler.sim.tune.problem import Problem
 from llmscaler.sim.tune.search import search
-from llmscaler.sim.tune.space import defaults, grid
+from llmscaler.sim.tune.space import bounded, defaults, grid
 from llmscaler.sim.tune.tuned import Options, Tuned
 
 
@@ -39,10 +39,15 @@ def tune(*, scenario: Scenario, options: Options, sweep: Sweep) -> Tuned:
         seeds=options.seeds,
         holdout=options.holdout,
         sweep=sweep,
+        policy=options.policy,
         slo=options.slo,
     )
     candidates = grid(
-        space=options.space, variants=problem.variant_names, goal=options.goal, base=problem.base
+        policy=options.policy,
+        space=options.space,
+        variants=problem.model.variants,
+        goal=options.goal,
+        base=problem.base,
     )
     outcome = search(
         candidates=candidates,
@@ -53,7 +58,7 @@ def tune(*, scenario: Scenario, options: Options, sweep: Sweep) -> Tuned:
         evaluate=problem.evaluate,
     )
     chosen = outcome.best.candidate
-    recommended = defaults(variants=problem.variant_names)
+    recommended = defaults(policy=options.policy, variants=problem.variant_names)
     rows, held_runs = problem.held_back(
         chosen=chosen, defaults=recommended, peers=scenario.policies
     )
@@ -76,12 +81,14 @@ def write(*, tuned: Tuned, out: Path) -> list[Path]:
     """configmap.yaml, variantautoscalings.yaml, report.md and front.json in `out`."""
     out.mkdir(parents=True, exist_ok=True)
     problem = tuned.problem
-    offered = [v for v in problem.model.variants if v.name in tuned.chosen.offered]
+    # The bounds the chosen configuration ran with; the start counts are the simulation's own.
+    offered = bounded(candidate=tuned.chosen, variants=problem.model.variants)
     files = {
         'configmap.yaml': output.dump(
             [
                 output.configmap(
-                    settings=tuned.settings,
+                    policy=tuned.options.policy,
+                    config=tuned.settings,
                     model_id=problem.model.model_id,
                     namespace=problem.namespace,
                 )

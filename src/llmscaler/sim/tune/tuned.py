@@ -10,12 +10,14 @@ below 1.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from llmscaler.config.resolved import PredictiveConfig
+from llmscaler.config.resolved import ModelConfig
 from llmscaler.sim.scenario.validated import Scenario
+from llmscaler.sim.tune.predictive import PredictiveSpace
 from llmscaler.sim.tune.problem import Problem, Row
 from llmscaler.sim.tune.search import Outcome
-from llmscaler.sim.tune.space import Candidate, Space
+from llmscaler.sim.tune.space import Candidate, PolicySpace, Space
 from llmscaler.sim.vocabulary import SLO
 
 DEFAULT_BUDGET = 40
@@ -36,7 +38,10 @@ class Options:
     holdout: float = DEFAULT_HOLDOUT
     slo: SLO | None = None
     """The SLO; None: the scenario's, else derived from the search part."""
+    policy: PolicySpace[Any] = field(default_factory=PredictiveSpace)
+    """The policy tuned and the settings searched (`tunables`)."""
     space: Space = field(default_factory=Space)
+    """The variants offered and their bounds."""
 
     def __post_init__(self) -> None:
         if not 0.5 < self.goal < 1.0:
@@ -54,10 +59,11 @@ class Tuned:
     problem: Problem
     candidates: int
     """Configurations in the grid."""
-    outcome: Outcome[Candidate]
-    chosen: Candidate
-    settings: PredictiveConfig
-    defaults: Candidate
+    outcome: Outcome[Candidate[Any]]
+    chosen: Candidate[Any]
+    settings: ModelConfig
+    """The model's configuration under the chosen candidate (what the ConfigMap says)."""
+    defaults: Candidate[Any]
     held_back: tuple[Row, ...]
     held_back_runs: int
     wall_seconds: float

@@ -1,5 +1,5 @@
 """`llmscaler tune` on the command line: bad values give one line and exit 2 before any run; a
-run on a tiny scenario writes the files and says what it found."""
+run on a tiny scenario writes the files and says what it found, in either tunable policy."""
 
 from __future__ import annotations
 
@@ -37,6 +37,9 @@ def scenario(tmp_path: Path) -> Path:
         (['--scenario', 'no-such-case'], 'no such file'),
         (['--seed', '-1'], 'seed: Input should be greater than or equal to 0'),
         (['--rate-scale', 'nan'], 'rate'),
+        (['--tune-policy', 'nobody'], '--tune-policy: must be one of predictive, saturation-'),
+        (['--tune-policy', ''], '--tune-policy'),
+        (['--tune-policy', 'saturation-token'], '--tune-policy'),
     ],
 )
 def test_bad_values_exit_2_in_one_line(
@@ -80,3 +83,18 @@ def test_a_run_writes_the_files(
         'front.json',
     }
     assert 'TTFT ≤ 2 s, mean ITL ≤ 80 ms' in (out / 'report.md').read_text()
+
+
+def test_a_run_of_the_saturation_mode_writes_its_configmap(
+    scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / 'out'
+    status = main(
+        ['tune', '--scenario', str(scenario), '--tune-policy', 'saturation-percentage',
+         '--budget', '2', '--seeds', '1', '--jobs', '1', '--ttft', '2s', '--itl', '0.08',
+         '--policy', 'default', '--out', str(out), '--no-progress']
+    )  # fmt: skip
+    assert status == 0
+    assert 'search: 2 simulations (budget 2)' in capsys.readouterr().out
+    (written,) = yaml.safe_load_all((out / 'configmap.yaml').read_text())
+    assert written['metadata']['name'] == 'wva-saturation-scaling-config'

@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import cast
 
 from llmscaler.sim.sweep.tasks import Finished
+from llmscaler.sim.tune.predictive import PredictiveSettings
 from llmscaler.sim.tune.problem import Row
 from llmscaler.sim.tune.report import cheapest_peer, on_front
 from llmscaler.sim.tune.search import Measure, Trial
 from llmscaler.sim.tune.space import Candidate
 
 
-def _trial(name: str, cost: float, attainment: float) -> Trial[Candidate]:
-    candidate = Candidate(target=None, delay=None, horizon=1.0, offered=(name,))
+def _trial(name: str, cost: float, attainment: float) -> Trial[Candidate[PredictiveSettings]]:
+    candidate = Candidate(settings=PredictiveSettings(), offered=(name,))
     return Trial(candidate=candidate, name=name, runs=(Measure(cost=cost, attainment=attainment),))
 
 

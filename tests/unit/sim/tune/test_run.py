@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from llmscaler.config.file import load_config_file
 from llmscaler.sim.tune.run import write
@@ -73,7 +74,16 @@ def test_the_files_apply(counted: Counted, tmp_path: Path) -> None:
     config, errors = load_config_file(path=str(tmp_path / 'configmap.yaml'))
     assert errors == ()
     found = config.model(model_id=problem.model.model_id, namespace=problem.namespace)
-    assert found.predictive == counted.tuned.settings
+    assert found.predictive == counted.tuned.settings.predictive
+    # every VariantAutoscaling has the bounds the chosen configuration ran with
+    ran = problem.variants(
+        candidate=counted.tuned.chosen, trace=problem.draws[0].search, capacities=None
+    )
+    objects = list(yaml.safe_load_all((tmp_path / 'variantautoscalings.yaml').read_text()))
+    written_bounds = {
+        o['metadata']['name']: (o['spec']['minReplicas'], o['spec']['maxReplicas']) for o in objects
+    }
+    assert written_bounds == {v.name: (v.min_replicas, v.max_replicas) for v in ran}
     front = json.loads((tmp_path / 'front.json').read_text())
     assert front['chosen'] == counted.tuned.chosen.name
     assert len(front['tried']) == len(counted.tuned.outcome.trials)
