@@ -150,9 +150,8 @@ async def test_an_endpoint_slice_may_not_hold_what_kube_apiserver_refuses(
         assert answer.status_code == 422, address
         assert answer.json()['reason'] == 'Invalid'
         message = f'endpoints[0].addresses[0]: Invalid value: "{address}": {why}'
-        assert (
-            answer.json()['message'] == f'EndpointSlice.discovery.k8s.io "s-1" is invalid: {message}'
-        )
+        named = 'EndpointSlice.discovery.k8s.io "s-1" is invalid'
+        assert answer.json()['message'] == f'{named}: {message}'
     assert (await http.post(path, json=endpoint_slice('::1', 'IPv6'))).status_code == 422
     created = await http.post(path, json=endpoint_slice('192.0.2.7'))
     assert created.status_code == 201
