@@ -394,6 +394,37 @@ def test_the_dashboard_reads_only_what_the_controller_exports(
         assert family in seen, family
 
 
+@pytest.fixture
+def dashboard_check() -> str:
+    built = binaries.find('grafana-dashboard-check')
+    if built is None:
+        pytest.skip(
+            'no grafana-dashboard-check: python -m llmscaler.devcluster.binaries build grafana-sdk'
+        )
+    return str(built)
+
+
+def test_the_dashboard_decodes_strictly_as_grafana_s_schema(
+    dashboard_check: str, tmp_path: Path
+) -> None:
+    # The Grafana Foundation SDK's dashboard schema, with Grafana's built-in panels' options.
+    path = MONITORING / 'dashboard.json'
+    done = run(dashboard_check, str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f'{len(dashboard()["panels"])} panels: ok' in done.stdout
+    # A panel option its plugin lacks, and a unit that is not a string, are refused by path.
+    broken = dashboard()
+    stat = next(i for i, p in enumerate(broken['panels']) if p['type'] == 'stat')
+    broken['panels'][stat]['options']['colour'] = 'red'
+    series = next(i for i, p in enumerate(broken['panels']) if p['type'] == 'timeseries')
+    broken['panels'][series]['fieldConfig']['defaults']['unit'] = 3
+    (tmp_path / 'broken.json').write_text(json.dumps(broken))
+    done = run(dashboard_check, 'broken.json', cwd=tmp_path)
+    assert done.returncode == 1
+    assert f"panels[{stat}].options.Options: unexpected field 'colour'" in done.stderr
+    assert f'panels[{series}].fieldConfig' in done.stderr
+
+
 def test_promtool_parses_every_dashboard_query(promtool: str, tmp_path: Path) -> None:
     rules = [
         {'record': f'dashboard:query_{index}', 'expr': expr}

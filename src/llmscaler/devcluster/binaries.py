@@ -1,8 +1,11 @@
-"""Binaries built from pinned Go modules: Kubernetes, etcd, a current Prometheus, Helm and KEDA.
+"""Binaries built from pinned Go modules: Kubernetes, etcd, a current Prometheus, Helm, KEDA, and
+a strict check of Grafana dashboards.
 
 Why: the tests and the demo run the real control plane (kube-apiserver, kube-controller-manager,
 kube-scheduler, etcd), kubectl, a Prometheus 3 server beside Debian's 2.42, helm, and KEDA's
-operator and metrics server (an HPA following `wva_desired_replicas`). None of them has a
+operator and metrics server (an HPA following `wva_desired_replicas`), and a check of the
+Grafana dashboard against the Grafana Foundation SDK's dashboard schema (Grafana itself is under
+the AGPL and is not built). None of them has a
 Debian package recent enough, and no download site or image registry is reachable;
 the Go module proxy is. Each family is one small Go module under `tools/` whose go.mod and go.sum
 pin the release, so a build is reproducible; the binaries land in a cache outside the work tree,
@@ -146,6 +149,14 @@ FAMILIES: dict[str, Family] = {
             # As KEDA's release build sets it (the tag without its v), for its start-up banner.
             ldflags=('-X github.com/kedacore/keda/v2/version.Version=2.21.0',),
             sources=('github.com/kedacore/keda/v2',),
+        ),
+        Family(
+            name='grafana-sdk',
+            version='v0.0.22',
+            module='grafana',
+            # Grafana itself is not built (AGPL): the dashboard is decoded strictly against the
+            # schema of the Grafana Foundation SDK (Apache-2.0), generated from Grafana's own.
+            packages=(('grafana-dashboard-check', './cmd/grafana-dashboard-check'),),
         ),
     )
 }

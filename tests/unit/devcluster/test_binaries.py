@@ -82,7 +82,9 @@ def test_every_pinned_release_is_the_one_its_go_module_requires() -> None:
         'prometheus': 'github.com/prometheus/prometheus',
         'helm': 'helm.sh/helm/v3',
         'keda': 'github.com/kedacore/keda/v2',
+        'grafana-sdk': 'github.com/grafana/grafana-foundation-sdk/go',
     }
+    assert sorted(required) == sorted(binaries.FAMILIES)
     for name, module in required.items():
         family = binaries.FAMILIES[name]
         go_mod = (repository / 'tools' / family.module / 'go.mod').read_text()
