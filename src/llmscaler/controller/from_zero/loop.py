@@ -42,7 +42,10 @@ target changed since (the main cycle or a person moved it), the API server answe
 nothing is written. A model just woken (or whose write failed) is not woken again, through any of
 its variants, for `quiet` seconds, the time the informer needs to see the new replica count.
 `concurrency` bounds the page fetches in flight, and the writes in flight, each
-(SCALE_FROM_ZERO_ENGINE_MAX_CONCURRENCY); a write never waits for a slot behind pages.
+(SCALE_FROM_ZERO_ENGINE_MAX_CONCURRENCY); a write never waits for a slot behind pages, and while
+one is in flight the fetches not yet sent wait for it (`EppPages.writing`: at most
+`pages.WRITE_FIRST` after the tick's first write), so that its answer is not handled behind a
+stream of pages on the loop.
 Nothing here raises out of `run()`.
 """
 
@@ -362,7 +365,7 @@ class FromZero:
         target = entry.target if entry is not None else None
         if entry is None or target is None:
             return None
-        async with self._write_gate:
+        async with self._write_gate, self._pages.writing():
             result = await self._scale.scale_at(
                 api_version=target.api_version,
                 kind=target.kind,

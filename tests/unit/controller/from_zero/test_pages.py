@@ -10,6 +10,7 @@ import pytest
 from llmscaler.clock import LoopClock
 from llmscaler.collect.readings import ErrorReason, SourceError
 from llmscaler.collect.scrape.source import ScrapeConfig, ScrapeTarget
+from llmscaler.controller.from_zero import pages as pages_module
 from llmscaler.controller.from_zero.pages import EppPages
 from tests.support.raw_http import Behaviour, RawServer, serve
 
@@ -101,5 +102,48 @@ async def test_within_a_tick_readers_share_a_page_and_one_giving_up_leaves_the_o
             # After the tick, the page is read afresh.
             assert await sizes() == {('m', 'llm'): 3.0}
             assert len(server.seen) == 2
+        finally:
+            await pages.aclose()
+
+
+async def test_a_write_in_flight_holds_back_fetches_once_a_tick_and_not_for_long(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pages_module, 'WRITE_FIRST', 0.5)
+    async with RawServer(serve(queue_page('target_model_name="m"'))) as server:
+        pages = EppPages(
+            clock=LoopClock(), scrape=ScrapeConfig(), timeout=2.0, concurrency=2, client=None
+        )
+        targets = [
+            ScrapeTarget(namespace='llm', pod=pod, url=f'{server.url}/{pod}', kind='epp')
+            for pod in ('epp-0', 'epp-1')
+        ]
+
+        async def sizes(pod: int = 0) -> dict[tuple[str, str], float]:
+            found, _, errors = await pages.read(
+                [targets[pod]], token=pages.token(), end=pages.end()
+            )
+            assert errors == []
+            return found
+
+        try:
+            with pages.one_tick():
+                async with pages.writing():
+                    held = asyncio.create_task(sizes())
+                    await asyncio.sleep(0.05)
+                    assert server.seen == [], 'a page was fetched while a write was in flight'
+                # The write answered: the page goes at once.
+                assert await asyncio.wait_for(held, 0.4) == {('m', 'llm'): 3.0}
+            with pages.one_tick():
+                # A write that stays in flight holds a fetch back for WRITE_FIRST at most...
+                async with pages.writing():
+                    started = asyncio.get_running_loop().time()
+                    assert await asyncio.wait_for(sizes(), 2.0) == {('m', 'llm'): 3.0}
+                    waited = asyncio.get_running_loop().time() - started
+                    assert 0.45 <= waited < 1.5
+                    # ...and a later write of the same tick holds nothing back.
+                    async with pages.writing():
+                        assert await asyncio.wait_for(sizes(1), 0.4) == {('m', 'llm'): 3.0}
+            assert len(server.seen) == 3
         finally:
             await pages.aclose()
