@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import pytest
 
@@ -41,18 +42,9 @@ def settled(snapshot: Snapshot) -> State:
     return state
 
 
-def raise_on(
-    snapshot: Snapshot,
-    *,
-    rate: float,
-    state: State | None = None,
-    config: Config = CONFIG,
-    raised: dict[str, float] | None = None,
-    checked: dict[str, float] | None = None,
-) -> tuple[burst.Raise, ...]:
-    return poll(
-        snapshot, rate=rate, state=state, config=config, raised=raised, checked=checked
-    ).raises
+def raise_on(snapshot: Snapshot, *, rate: float, **poll_args: Any) -> tuple[burst.Raise, ...]:
+    """The raises of one poll (`poll`'s arguments)."""
+    return poll(snapshot, rate=rate, **poll_args).raises
 
 
 def poll(
