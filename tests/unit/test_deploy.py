@@ -801,7 +801,13 @@ assert not leaked, leaked
 sys.exit(main(['decide', '--snapshot', sys.argv[2]]))
 """
 # The import names of the packages of the `sim` extra.
-IMPORT_NAMES = {'numpy': 'numpy', 'matplotlib': 'matplotlib', 'rich': 'rich', 'aiohttp': 'aiohttp'}
+IMPORT_NAMES = {
+    'numpy': 'numpy',
+    'matplotlib': 'matplotlib',
+    'rich': 'rich',
+    'aiohttp': 'aiohttp',
+    'common-expression-language': 'cel',
+}
 
 
 def test_the_controller_and_decide_run_without_the_sim_extra(tmp_path: Path) -> None:
