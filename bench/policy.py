@@ -12,12 +12,11 @@ cost × clairvoyant and × static-best, scale events, TTFT and ITL p99, and what
 kept after the work was done cost (not charged: docs/simulator.md, "What is charged").
 `--write-docs` puts the tables, a sentence per policy (figures from this run) and a plot into
 docs/policies.md; with the held-out cases of `sim.scenario.cases` (`--held-out`, and always with
-`--write-docs`), their goal table and tables go into a section of their own: load no constant
-of any policy was chosen on. One seed is one draw of each synthetic load (and of a scaled
-trace's copies); with `--seeds` (and always with `--write-docs`), `predictive` and the bound
-also run on every case of the run (the benchmark's and, with them, the held-out ones) with
-`SEEDS` more, and a table shows how each seed stands against the goal's attainment and cost
-terms.
+`--write-docs`), their tables go into a section of their own: load no constant of any policy was
+chosen on. One seed is one draw of each synthetic load (and of a scaled trace's copies); with
+`--seeds` (and always with `--write-docs`), every policy also runs on every case of the run
+with `SEEDS` more, and the goal table (`bench/goals.py`) says per case and seed whether
+`predictive` meets G1–G3.
 
 Every case (and every other seed's run) is one task of one sweep (`sim.sweep`): `--jobs N`
 worker processes (default: one per core), and finished cases come from the run cache
@@ -30,7 +29,7 @@ status 2.
 
 Run: `.venv/bin/python bench/policy.py [--write-docs] [--held-out] [--seeds] [--case NAME]
 [--policy NAME] [--jobs N | --ray [ADDRESS]] [--no-cache]` (about four minutes on one core for
-the benchmark's cases, three more for the held-out ones, ten for the other seeds; the searches
+the benchmark's cases, three more for the held-out ones, fourteen for the other seeds; the searches
 take most of it).
 """
 
@@ -48,6 +47,7 @@ from typing import Any
 import matplotlib as mpl
 
 import doc_blocks
+import goals
 
 mpl.use('Agg')
 import matplotlib.pyplot as plt
@@ -70,9 +70,9 @@ DOC = ROOT / 'docs' / 'policies.md'
 PLOT = ROOT / 'docs' / 'img' / 'policies.png'
 MARKERS = ('<!-- policies:begin -->', '<!-- policies:end -->')
 HELD_OUT_MARKERS = ('<!-- held-out:begin -->', '<!-- held-out:end -->')
-SEEDS_MARKERS = ('<!-- seeds:begin -->', '<!-- seeds:end -->')
+GOAL_MARKERS = ('<!-- goal:begin -->', '<!-- goal:end -->')
 SEEDS = (2, 3)
-"""The other seeds `predictive` and the bound run on (the benchmark's is 1)."""
+"""The other seeds every policy runs on (the benchmark's is 1)."""
 
 Results = Mapping[str, Sequence[PolicySummary]]
 
@@ -329,73 +329,6 @@ def sentences(results: Results) -> list[str]:
     return out
 
 
-GOAL_POINTS = 1.0
-"""`predictive` within this many percentage points of `clairvoyant`'s attainment ..."""
-GOAL_COST = 1.10
-"""... at no more than this × its cost ..."""
-GOAL_EVENTS = 1.5
-"""... with no more than this × its scale events, and cheaper than every other policy (bar the
-two hindsight baselines) that reaches the same attainment."""
-
-
-def goal_rows(*, results: Results, policy: str = 'predictive') -> list[str]:
-    """The goal table: per case, how `policy` stands against the bound, and whether it met."""
-    lines = [
-        f'| case | `{policy}` SLO % | `clairvoyant` SLO % | pp below the bound | × cost | '
-        '× events | '
-        'cheapest at its attainment | goal met |',
-        '|---|---:|---:|---:|---:|---:|---|---|',
-    ]
-    for case, rows in results.items():
-        mine, bound = _by(rows, policy), _by(rows, 'clairvoyant')
-        if mine is None or bound is None or bound.cost_usd <= 0:
-            continue
-        points, cost, near = _against(mine, bound)
-        events = mine.scale_events / max(1, bound.scale_events)
-        # At the tables' precision: 99.96 % and 100.0 % are the same attainment to a user.
-        rivals = [
-            r.policy
-            for r in rows
-            if r.policy not in (policy, 'clairvoyant', 'static-best')
-            and _shown(r.slo_attainment) >= _shown(mine.slo_attainment)
-            and r.cost_usd <= mine.cost_usd
-        ]
-        cheapest = 'yes' if not rivals else 'no: ' + ', '.join(f'`{r}`' for r in rivals)
-        met = near and events <= GOAL_EVENTS and not rivals
-        lines.append(
-            f'| {case} | {100 * mine.slo_attainment:.1f} | {100 * bound.slo_attainment:.1f} | '
-            f'{points:+.1f} | {_goal_ratio(cost)} | {events:.2f}× | {cheapest} | '
-            f'{"yes" if met else "no"} |'
-        )
-    return lines
-
-
-def _against(mine: PolicySummary, bound: PolicySummary) -> tuple[float, float, bool]:
-    """Points below the bound's attainment, × its cost, and whether both are within the goal
-    (`bound.cost_usd` > 0)."""
-    points = 100 * (bound.slo_attainment - mine.slo_attainment)
-    points = 0.0 if abs(points) < 0.05 else points  # no '-0.0'
-    cost = mine.cost_usd / bound.cost_usd
-    return points, cost, points <= GOAL_POINTS and cost <= GOAL_COST
-
-
-def _goal_ratio(cost: float) -> str:
-    """A cost ratio as the goal tables show it: to two decimals, or to as many more as it takes
-    for the figure shown to stand on the same side of `GOAL_COST` as the ratio itself (1.1004
-    is over the goal, and '1.10×' would hide it)."""
-    over = cost > GOAL_COST
-    for places in range(2, 7):
-        shown = f'{cost:.{places}f}'
-        if (float(shown) > GOAL_COST) == over:
-            break
-    return f'{shown}×'
-
-
-def _shown(attainment: float) -> int:
-    """An attainment in tenths of a percentage point, as the tables show it."""
-    return round(1000 * attainment)
-
-
 def plot(results: Results) -> None:
     columns = min(4, len(results))
     lines = math.ceil(len(results) / columns)
@@ -429,7 +362,7 @@ def block(results: Results) -> str:
         'rate ×6, code at ×2) on the '
         'built-in fleet, warm start, every policy the simulator knows by name without a file.'
     )
-    parts = [head, '', *_goals_and_tables(results)]
+    parts = [head, '', *_tables(results)]
     parts += ['![SLO attainment against cost per case](img/policies.png)', '']
     parts += sentences(results)
     return '\n'.join(parts)
@@ -440,48 +373,24 @@ def held_out_block(results: Results) -> str:
         'Generated by `bench/policy.py` (`--write-docs`): the held-out cases of '
         '`sim.scenario.cases` (30 minutes each), as the benchmark runs its own.'
     )
-    return '\n'.join([head, '', *_goals_and_tables(results)]).rstrip('\n')
+    return '\n'.join([head, '', *_tables(results)]).rstrip('\n')
 
 
-def _goals_and_tables(results: Results) -> list[str]:
+def _tables(results: Results) -> list[str]:
     parts: list[str] = []
-    goals = goal_rows(results=results)
-    if len(goals) > 2:
-        parts += [
-            f'**The goal** (`predictive` within {GOAL_POINTS:g} pp of `clairvoyant` at ≤ '
-            f'{GOAL_COST:.2f}× its cost and ≤ {GOAL_EVENTS:g}× its scale events, and no other '
-            'policy as good for less):',
-            '',
-            *goals,
-            '',
-        ]
     for case, rows in results.items():
         parts += [*table(label=case, rows=rows), '']
     return parts
 
 
-def seed_rows(results: Mapping[tuple[str, int], Sequence[PolicySummary]]) -> list[str]:
-    """Per case and seed: `predictive` against the bound, and whether it meets the goal's
-    attainment and cost terms (the scale events and the other policies are the goal table's)."""
-    lines = [
-        'Generated by `bench/policy.py` (`--write-docs`): `predictive` and `clairvoyant` on each '
-        "case of this page (the benchmark's and the held-out ones), with the seed of its "
-        'tables (1) and others.',
-        '',
-        '| case | seed | `predictive` SLO % | `clairvoyant` SLO % | × cost | within '
-        f'{GOAL_POINTS:g} pp and {GOAL_COST:.2f}× |',
-        '|---|---:|---:|---:|---:|---|',
-    ]
-    for (case, seed), rows in results.items():
-        mine, bound = _by(rows, 'predictive'), _by(rows, 'clairvoyant')
-        if mine is None or bound is None or bound.cost_usd <= 0:
-            continue
-        _, cost, met = _against(mine, bound)
-        lines.append(
-            f'| {case} | {seed} | {100 * mine.slo_attainment:.1f} | '
-            f'{100 * bound.slo_attainment:.1f} | {_goal_ratio(cost)} | {"yes" if met else "no"} |'
-        )
-    return lines
+def goal_block(runs: goals.Runs) -> str:
+    head = (
+        'Generated by `bench/policy.py` (`--write-docs`): every policy on each case of this page '
+        "(the benchmark's and the held-out ones), with the seed of its tables (1) and "
+        f'{" and ".join(str(s) for s in SEEDS)}; `predictive` judged against G1–G3 '
+        '(`bench/goals.py`).'
+    )
+    return '\n'.join([head, '', *goals.table(goals.verdicts(runs))])
 
 
 def write(text: str, *, markers: tuple[str, str] = MARKERS) -> None:
@@ -495,9 +404,7 @@ def main() -> int:
         '--case', action='append', choices=(*cases.NAMES, *cases.HELD_OUT), help='only these cases'
     )
     parser.add_argument('--held-out', action='store_true', help='also the held-out cases')
-    parser.add_argument(
-        '--seeds', action='store_true', help='also predictive and the bound on other seeds'
-    )
+    parser.add_argument('--seeds', action='store_true', help='also every policy on other seeds')
     parser.add_argument('--policy', action='append', help='only these policies (repeatable)')
     jobs_argument(parser)
     args = parser.parse_args()
@@ -505,40 +412,32 @@ def main() -> int:
     names = tuple(args.policy or policies())
     held_out = cases.HELD_OUT if args.held_out or args.write_docs else ()
     chosen = list(args.case or (*cases.NAMES, *held_out))
-    pair = ('predictive', 'clairvoyant')
     seeding = args.seeds or args.write_docs
     # On Ray a case's own runs stay in its worker: forking a Ray worker copies its threads' locks.
     inner = min(2, args.jobs) if args.ray is None else 1
     tasks = [Case(name=case, names=names, jobs=inner) for case in chosen]
     if seeding:
         tasks += [
-            Case(name=case, names=pair, seed=seed, jobs=inner) for case in chosen for seed in SEEDS
+            Case(name=case, names=names, seed=seed, jobs=inner) for case in chosen for seed in SEEDS
         ]
     with sweep_of(parser, args, label='bench/policy.py') as sweep:
         done = sweep.run(tasks=tasks, weights=[t.weight() for t in tasks])
     results: dict[str, list[PolicySummary]] = {}
-    seeded: dict[tuple[str, int], list[PolicySummary]] = {}
+    runs: dict[tuple[str, int], list[PolicySummary]] = {}
     for task, (rows, seconds) in zip(tasks, done, strict=True):
+        runs[task.name, task.seed] = rows
         if task.seed == 1:
             results[task.name] = rows
             print(f'{task.name}: {seconds:.0f} s')
             print('\n'.join(table(label=task.name, rows=rows)) + '\n', flush=True)
         else:
-            seeded[task.name, task.seed] = rows
             print(f'{task.name}, seed {task.seed}: {seconds:.0f} s', flush=True)
+    # The goal table lists a case's seeds together.
+    order = sorted(runs, key=lambda key: (chosen.index(key[0]), key[1]))
+    ordered = {key: runs[key] for key in order}
+    print('\n'.join(goal_block(ordered)))
     benchmark = {case: rows for case, rows in results.items() if case in cases.NAMES}
-    if seeding:
-        ordered: dict[tuple[str, int], list[PolicySummary]] = {}
-        for case in results:
-            ordered[case, 1] = [r for r in results[case] if r.policy in pair]
-            for seed in SEEDS:
-                ordered[case, seed] = seeded[case, seed]
-        seeded = ordered
-        print('\n'.join(seed_rows(seeded)))
     others = {case: rows for case, rows in results.items() if case in cases.HELD_OUT}
-    for part in (benchmark, others):
-        if part:
-            print('\n'.join(goal_rows(results=part)))
     print('\n'.join(sentences(benchmark)))
     if args.write_docs:
         if benchmark:
@@ -546,8 +445,7 @@ def main() -> int:
             write(block(benchmark))
         if others:
             write(held_out_block(others), markers=HELD_OUT_MARKERS)
-        if seeded:
-            write('\n'.join(seed_rows(seeded)), markers=SEEDS_MARKERS)
+        write(goal_block(ordered), markers=GOAL_MARKERS)
         print(f'wrote {DOC.relative_to(ROOT)} and {PLOT.relative_to(ROOT)}')
     return 0
 

@@ -1,4 +1,4 @@
-"""`bench/policy.py`'s goal tables: a cost ratio is shown on the side of the goal it stands."""
+"""`bench/policy.py`: how it is told where to run its sweep."""
 
 from __future__ import annotations
 
@@ -10,23 +10,6 @@ from tests.support.bench_scripts import load
 from tests.support.ray_cluster import free_port, ray_program
 
 policy = load('policy')
-
-
-@pytest.mark.parametrize(
-    ('cost', 'shown'),
-    [
-        (1.13, '1.13×'),
-        (1.0949, '1.09×'),
-        (1.0997, '1.10×'),  # at most the goal, and shown at it
-        (1.1, '1.10×'),
-        (1.1004, '1.1004×'),  # over the goal: '1.10×' would hide it
-        (1.105, '1.105×'),
-    ],
-)
-def test_a_ratio_next_to_the_goal_shows_which_side_it_is(cost: float, shown: str) -> None:
-    assert policy.GOAL_COST == 1.10
-    assert policy._goal_ratio(cost) == shown
-    assert (float(shown.rstrip('×')) > policy.GOAL_COST) == (cost > policy.GOAL_COST)
 
 
 def test_a_ray_address_nobody_answers_stops_the_script_in_one_line(
