@@ -13,7 +13,7 @@ scrapes the same endpoints itself. Then:
 |   | running and queue; per model arrival rate (the sum of the replicas') and gateway queue |
 | latency histograms (TTFT, per-request TPOT), both sources | totals = the emulator's first |
 |   | tokens / finished requests of the last minute; counts valid; attributed to the replicas |
-| both readings attributed and decided | the same decisions from `engine.decide` |
+| both readings attributed and decided | the same decision from `engine.decide`: one replica |
 | replicas scaled to 0 while requests arrive | both see the EPP queue; scale-from-zero wakes h100 |
 """
 
@@ -33,7 +33,7 @@ from llmscaler.collect.attribution import PodInfo, TargetRef, attribute
 from llmscaler.collect.prometheus.source import PrometheusConfig, PrometheusSource
 from llmscaler.collect.readings import ModelScope, PodReading, Reading
 from llmscaler.collect.scrape.source import PodScrapeSource, ScrapeConfig, ScrapeTarget
-from llmscaler.config.resolved import Config, ModelConfig, PredictiveConfig
+from llmscaler.config.resolved import Config, ModelConfig, PredictiveConfig, SaturationConfig
 from llmscaler.domain.snapshot import Snapshot, Variant
 from llmscaler.domain.state import EMPTY_STATE
 from llmscaler.emulate.load import PoissonLoad
@@ -122,6 +122,32 @@ async def count_every_half_second(
             await asyncio.wait_for(stop.wait(), timeout=0.5)
 
 
+@contextlib.asynccontextmanager
+async def in_background(
+    *,
+    running: RunningEmulator,
+    sources: tuple[PodScrapeSource, ...],
+    history: list[tuple[float, Counts]],
+) -> AsyncIterator[None]:
+    """The emulator's counts and the sources' scrapes, every half second and every second; all
+    stopped and the sources closed however the test ends, so that no task outlives it to fail,
+    unretrieved, a later test on the same worker."""
+    stop = asyncio.Event()
+    tasks = [
+        asyncio.create_task(count_every_half_second(running, history, stop)),
+        *(asyncio.create_task(scrape_every_second(source, stop)) for source in sources),
+    ]
+    try:
+        yield
+    finally:
+        stop.set()
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for source in sources:
+                await source.aclose()
+
+
 def counted_in_last_minute(history: list[tuple[float, Counts]], now: float) -> Counts:
     """What the emulator counted per pod in (now − 60, now], from the samples nearest both ends."""
     start = min(history, key=lambda entry: abs(entry[0] - (now - 60)))[1]
@@ -194,13 +220,10 @@ async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path, server
         bare = PodScrapeSource(
             config=ScrapeConfig(), targets_fn=lambda: scrape_targets(running)[:-1]
         )
-        stop = asyncio.Event()
         history: list[tuple[float, Counts]] = []
-        counting = asyncio.create_task(count_every_half_second(running, history, stop))
-        scraping = asyncio.create_task(scrape_every_second(scraper, stop))
-        bare_scraping = asyncio.create_task(scrape_every_second(bare, stop))
         (tmp_path / 'bare').mkdir()
         async with (
+            in_background(running=running, sources=(scraper, bare), history=history),
             prom.running(
                 targets=prometheus_targets(running), workdir=tmp_path, server=server
             ) as url,
@@ -294,19 +317,25 @@ async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path, server
             assert model_p.request_count > 0
             assert close(model_p.request_count, model_s.request_count, rel=0.35, abs_=5)
 
-            decided_p = decide(
-                snapshot=snapshot_of(through_prometheus, running),
-                config=Config(),
-                state=EMPTY_STATE,
-                now=now,
+            # The queue lengths are maxima over the minute sampled at different instants (above:
+            # within 2 of each other), and WVA's default queue triggers sit within that of this
+            # load (two replicas shrink to one at an average of 1 waiting request, not at 1.5). So
+            # the thresholds are moved away from it; the KV usage (4–6 %) is far from its own:
+            # both readings must then scale the lightly loaded pair down to one.
+            away = Config(
+                default=ModelConfig(
+                    saturation=SaturationConfig(
+                        queue_length_threshold=50.0, queue_spare_trigger=3.0
+                    )
+                )
             )
-            decided_s = decide(
-                snapshot=snapshot_of(scraped, running), config=Config(), state=EMPTY_STATE, now=now
-            )
-            assert [d.metrics_reason for d in decided_p.decisions] == ['MetricsFound']
-            assert [(d.variant, d.target) for d in decided_p.decisions] == [
-                (d.variant, d.target) for d in decided_s.decisions
-            ]
+            for reading in (through_prometheus, scraped):
+                decided = decide(
+                    snapshot=snapshot_of(reading, running), config=away, state=EMPTY_STATE, now=now
+                )
+                assert [
+                    (d.variant, d.target, d.analyzer, d.metrics_reason) for d in decided.decisions
+                ] == [('h100', 1, 'saturation-percentage', 'MetricsFound')], decided.decisions
 
             # No replica left: requests queue in the gateway, both sources see it.
             await running.scale(replicas=0)
@@ -316,10 +345,6 @@ async def test_both_sources_read_what_the_emulator_serves(tmp_path: Path, server
             queued_p = await source.read(scope=SCOPE, now=now)
             queued_s = await scraper.read(scope=SCOPE, now=now)
             await source.aclose()
-        stop.set()
-        await asyncio.gather(scraping, bare_scraping, counting)
-        await scraper.aclose()
-        await bare.aclose()
     for reading in (queued_p, queued_s):
         (model,) = reading.models
         assert model.queue_size is not None
