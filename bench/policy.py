@@ -28,9 +28,10 @@ here (the workers import these scripts from there); an unreachable cluster is on
 status 2.
 
 Run: `.venv/bin/python bench/policy.py [--write-docs] [--held-out] [--seeds] [--case NAME]
-[--policy NAME] [--jobs N | --ray [ADDRESS]] [--no-cache]` (about four minutes on one core for
-the benchmark's cases, three more for the held-out ones, fourteen for the other seeds; the searches
-take most of it).
+[--policy NAME] [--jobs N | --ray [ADDRESS]] [--no-cache]` (about nineteen minutes of one core
+with `--write-docs`: four for the benchmark's cases, three for the held-out ones, twelve for the
+other seeds; ten minutes of wall time with `--jobs 2` on two cores; the searches take most of
+it).
 """
 
 from __future__ import annotations
