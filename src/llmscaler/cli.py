@@ -237,8 +237,9 @@ def _tune_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     tune.add_argument(
         '--tune-policy',
         metavar='NAME',
-        help='the policy whose settings are searched: predictive (the default) or '
-        "saturation-percentage (WVA's default mode: its thresholds)",
+        help='the policy whose settings are searched: predictive (the default), '
+        "saturation-percentage (WVA's default mode: its thresholds) or saturation-token "
+        "(WVA's token mode: its thresholds)",
     )
     tune.add_argument('--ttft', metavar='DURATION', help='SLO: time to first token (e.g. 2s)')
     tune.add_argument('--itl', metavar='DURATION', help='SLO: mean inter-token latency (0.05)')

@@ -6,6 +6,7 @@
 - `SMALL_PREDICTIVE`: two targets, two delays, one horizon; with the variant subsets and the
   floors and caps of `space.Space`, about fifty candidates.
 - `SMALL_SATURATION`: two KV-cache thresholds, one queue threshold, two spare factors.
+- `SMALL_TOKEN`: two scale-up thresholds, one scale-down boundary, one KV-cache threshold.
 - `tiny_tune(jobs=, budget=, seeds=, warm_start=, policy=)`: the tuning of that scenario (the
   predictive policy's small space unless `policy` says otherwise), with the number of runs its
   sweep executed.
@@ -23,10 +24,12 @@ from llmscaler.sim.tune.predictive import PredictiveSpace
 from llmscaler.sim.tune.run import tune
 from llmscaler.sim.tune.saturation import SaturationSpace
 from llmscaler.sim.tune.space import PolicySpace
+from llmscaler.sim.tune.token import TokenSpace
 from llmscaler.sim.tune.tuned import Options, Tuned
 
 SMALL_PREDICTIVE = PredictiveSpace(margins=(1.0, 0.5), delays=(120.0, 300.0), horizons=(1.0,))
 SMALL_SATURATION = SaturationSpace(kv=(0.7, 0.9), queue=(5.0,), spare=(0.5, 2.0))
+SMALL_TOKEN = TokenSpace(up=(0.75, 0.95), down=(0.7,), kv=(0.8,))
 
 
 def tiny_document(

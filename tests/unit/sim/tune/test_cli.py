@@ -39,7 +39,7 @@ def scenario(tmp_path: Path) -> Path:
         (['--rate-scale', 'nan'], 'rate'),
         (['--tune-policy', 'nobody'], '--tune-policy: must be one of predictive, saturation-'),
         (['--tune-policy', ''], '--tune-policy'),
-        (['--tune-policy', 'saturation-token'], '--tune-policy'),
+        (['--tune-policy', 'hpa-kv'], '--tune-policy'),
     ],
 )
 def test_bad_values_exit_2_in_one_line(

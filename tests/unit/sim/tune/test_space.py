@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from llmscaler.config.resolved import ModelConfig, PredictiveConfig
+from llmscaler.config.resolved import ModelConfig, PredictiveConfig, SaturationConfig
 from llmscaler.sim.hardware.presets import preset
 from llmscaler.sim.tune.predictive import PredictiveSettings, PredictiveSpace
 from llmscaler.sim.tune.saturation import SaturationSpace
@@ -25,6 +25,7 @@ from llmscaler.sim.tune.space import (
     grid,
     subsets,
 )
+from llmscaler.sim.tune.token import TokenSpace
 from llmscaler.sim.tune.tuned import DEFAULT_BUDGET, DEFAULT_SEEDS
 from llmscaler.sim.vocabulary import VariantSpec
 
@@ -37,6 +38,7 @@ PREDICTIVE_BASE = ModelConfig(predictive=PredictiveConfig(startup_seconds=90.0))
 POLICIES: list[tuple[PolicySpace[Any], ModelConfig]] = [
     (PredictiveSpace(), PREDICTIVE_BASE),
     (SaturationSpace(), ModelConfig()),
+    (TokenSpace(), ModelConfig(saturation=SaturationConfig(analyzer_name='saturation'))),
 ]
 
 
