@@ -8,10 +8,13 @@ gone the moment the learner reports no pattern (too little history, no repeat, o
 minutes disagree with the period: the present forecast alone sizes again):
 
 - **Outlook** (`look`): the highest rate the period predicts from now to the horizon (start-up
-  plus two cycles), sampled every bucket; the policy sizes for the larger of it and the
-  forecast's upper bound. It also bounds what a scale-down keeps: the period says whether the
-  load returns before a replica could, which the backward-looking window of the scale-down
-  delay otherwise stands for.
+  plus two cycles), sampled every bucket. While the pattern holds, the policy sizes
+  (`sized`) for the larger of its upper quantile and the upper quantile of the rate seen now
+  (the short-term forecast's level): the period explains the trend and the scatter the
+  short-term forecast would otherwise extrapolate and pad for (each quantile is the Poisson
+  noise of a 1-minute count about the rate, at the forecast's quantile). It also bounds what a
+  scale-down keeps: the period says whether the load returns before a replica could, which the
+  backward-looking window of the scale-down delay otherwise stands for.
 - **Silence** (`due`): a model receiving nothing goes to its minimum once it has been idle a
   scale-down delay; a burst returning after that meets a fleet at its floor, the costliest miss
   a policy makes. When the period brings load back within a start-up plus the scale-down delay,
@@ -24,12 +27,16 @@ What fails: nothing raises. Pure.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from statistics import NormalDist
 from typing import Final
 
 from llmscaler.analyze.learning import recurring
+from llmscaler.analyze.learning.rate_forecast import RATE_WINDOW, Forecast
 from llmscaler.analyze.learning.recurring import History, Pattern
 from llmscaler.config.resolved import PERIODIC_OFF, PredictiveConfig
+from llmscaler.optimize.exact_mix import MixOption
 
 DUE_RATE: Final = 0.1
 """A predicted rate (req/s) above this is load: below it, a few requests a minute, one replica
@@ -61,6 +68,39 @@ def look(
         return Outlook(history=history, pattern=None, why=learnt.why, rate=0.0)
     peak = highest(pattern=learnt.pattern, start=now, end=now + ahead)
     return Outlook(history=history, pattern=learnt.pattern, why=learnt.why, rate=peak)
+
+
+def sized(*, outlook: Outlook, forecast: Forecast, quantile: float) -> float:
+    """The rate (req/s) a cycle sizes for (module docstring): the forecast's upper bound
+    without a pattern."""
+    if outlook.pattern is None:
+        return forecast.upper
+    return max(_upper(outlook.rate, quantile), _upper(forecast.level, quantile))
+
+
+def _upper(rate: float, quantile: float) -> float:
+    return rate + NormalDist().inv_cdf(quantile) * math.sqrt(max(0.0, rate) / RATE_WINDOW)
+
+
+def leads(*, outlook: Outlook, forecast: Forecast, quantile: float) -> bool:
+    """The period, not the rate seen now, sets what this cycle sizes for: load is due that has
+    not arrived."""
+    if outlook.pattern is None:
+        return False
+    return _upper(outlook.rate, quantile) > _upper(forecast.level, quantile)
+
+
+def serving_only(*, options: Sequence[MixOption], current: Mapping[str, int]) -> list[MixOption]:
+    """`options` with no variant that serves nothing now allowed to grow, when some variant
+    serves: load bought ahead of its arrival is bought as more of the variants that serve."""
+    if not any(current.get(o.variant, 0) > 0 for o in options if o.rate > 0):
+        return list(options)
+    return [
+        o
+        if current.get(o.variant, 0) > 0 or o.rate <= 0
+        else replace(o, high=min(o.high, current.get(o.variant, 0)))
+        for o in options
+    ]
 
 
 def highest(*, pattern: Pattern, start: float, end: float) -> float:

@@ -218,7 +218,8 @@ def predict(
         horizon=ahead,
         quantile=config.quantile,
     )
-    need = max(0.0, predicted.upper, outlook.rate) + backlog / ahead
+    sized_for = periodic.sized(outlook=outlook, forecast=predicted, quantile=config.quantile)
+    need = max(0.0, sized_for) + backlog / ahead
 
     # The histograms count the last minute's requests: a backlog drained within it made some late.
     draining = capacity.draining(replicas=replicas, pool=pool)
@@ -335,6 +336,8 @@ def predict(
         )
     current = {v.name: v.current_replicas for v in variants}
     have = exact_mix.capacity(options=options, counts=current)
+    if periodic.leads(outlook=outlook, forecast=predicted, quantile=config.quantile):
+        options = periodic.serving_only(options=options, current=current)
     recent_need = max(
         [need, *(s.need for s in kept if s.at > now - config.scale_down_delay)], default=need
     )
