@@ -227,9 +227,7 @@ def table(windows: Mapping[tuple[str, int, str], Window], names: Sequence[str]) 
             if (case, seed, BOUND) not in windows:
                 continue
             auto, off, bound = (windows[(case, seed, run)] for run in RUNS)
-            cells = [
-                f'{100 * w.attainment:.2f} % · {w.cost:.2f} $' for w in (auto, off, bound)
-            ]
+            cells = [f'{100 * w.attainment:.2f} % · {w.cost:.2f} $' for w in (auto, off, bound)]
             lines.append(
                 f'| `{case}` | {seed} | {" | ".join(cells)} | {_ratio(auto, bound)} | '
                 f'{_ratio(off, bound)} | {"yes" if holds(auto, bound) else "no"} | '
@@ -245,7 +243,7 @@ def block(windows: Mapping[tuple[str, int, str], Window], names: Sequence[str]) 
             'auto` and `periodic: off`, and `clairvoyant` (the bound), over periods 2+ (from '
             'the end of the first period: '
             + ', '.join(f'`{name}` {cases.PERIODS[name]:.0f} s' for name in names)
-            + '). G4: ≥ 99 % and ≤ 1.15× the bound\'s cost over that window.',
+            + "). G4: ≥ 99 % and ≤ 1.15× the bound's cost over that window.",
             '',
             *table(windows, names),
         ]
@@ -269,9 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         (t.case, t.seed, t.run): measure(run, start=cases.PERIODS[t.case])
         for t, run in zip(tasks, done, strict=True)
     }
-    doc_blocks.emit(
-        DOC, markers=MARKERS, body=block(windows, names), write_docs=args.write_docs
-    )
+    doc_blocks.emit(DOC, markers=MARKERS, body=block(windows, names), write_docs=args.write_docs)
     return 0
 
 
