@@ -23,11 +23,14 @@ forecasts, and falls back to the short-term one whenever this one says "no patte
 - **Prediction** (`predict`): the rate at time t as the largest bucket peak within one bucket
   of the phase t − kP over every earlier period k ≥ 1 the history holds (the highest the load
   was seen at that phase).
-- **Pattern breaks** (`holds`): each bucket of the last `BREAK_WINDOW` seconds is compared with
-  what the earlier periods showed at its phase (within one bucket): outside [low × (1 −
-  `TOLERANCE`), high × (1 + `TOLERANCE`)] widened by `NOISE_SIGMAS` standard deviations of a
-  Poisson count over a minute, it disagrees; when every one of them disagrees the pattern is
-  broken and `learn` reports no pattern.
+- **Agreement** (`agreement`, `holds`): a bucket agrees with the period when it lies within
+  what the earlier periods showed at its phase (within one bucket), [low × (1 − `TOLERANCE`),
+  high × (1 + `TOLERANCE`)] widened by `NOISE_SIGMAS` standard deviations of a Poisson count
+  over a minute. A period is used only while at least `AGREEMENT` of the buckets of the last
+  period agree (bursty traffic repeats by chance well enough to correlate, not bucket by
+  bucket), and not when every bucket of the last `BREAK_WINDOW` seconds disagrees (a daily
+  pattern that breaks is noticed in minutes, not after a tenth of a day); otherwise the
+  pattern broke (or never held) and `learn` reports no pattern.
 
 `learn` puts the three together: a `Pattern` (the period, its correlation) or None, with the
 reason as a string either way, so the decision can say why it sizes as it does.
@@ -66,6 +69,10 @@ DIP: Final = 0.0
 """The correlation must first fall to this before a lag can be a period."""
 PEAK_SLACK: Final = 0.05
 """A shorter lag within this of the best correlation is the period (the best may be a multiple)."""
+AGREEMENT: Final = 0.9
+"""Share of the last period's buckets that must agree with the periods before: a repeat seen
+once by chance in bursty traffic correlates as well as a period, but does not agree bucket by
+bucket."""
 BREAK_WINDOW: Final = 120.0
 """Seconds of recent buckets that must all disagree with the period for the pattern to break."""
 TOLERANCE: Final = 0.5
@@ -241,13 +248,17 @@ def period(*, history: History) -> tuple[float, float] | None:
     return None
 
 
-def _phase_buckets(*, history: History, period: float, at: float) -> list[Bucket]:
-    """The buckets within one bucket of the phase of `at` in each earlier period."""
+def _phase_buckets(
+    *, history: History, period: float, at: float, by_start: dict[float, Bucket] | None = None
+) -> list[Bucket]:
+    """The buckets within one bucket of the phase of `at` in each earlier period (all before
+    `at`'s own bucket); `by_start` the history's buckets by start, when the caller has it."""
     if not history.buckets or period <= 0:
         return []
     width = history.width
     first, last = history.buckets[0].at, history.buckets[-1].at
-    by_start = {b.at: b for b in history.buckets}
+    if by_start is None:
+        by_start = {b.at: b for b in history.buckets}
     seen: list[Bucket] = []
     k = 1
     while at - k * period >= first - width:
@@ -261,6 +272,35 @@ def _phase_buckets(*, history: History, period: float, at: float) -> list[Bucket
     return seen
 
 
+def _agrees(bucket: Bucket, seen: Sequence[Bucket]) -> bool:
+    """`bucket` lies within what the earlier periods showed at its phase, widened by
+    `TOLERANCE` and the noise of a 1-minute count."""
+    low = min(b.mean for b in seen)
+    high = max(b.peak for b in seen)
+    noise = NOISE_SIGMAS * math.sqrt(max(high, bucket.mean) / COUNT_WINDOW)
+    return low * (1 - TOLERANCE) - noise <= bucket.mean <= high * (1 + TOLERANCE) + noise
+
+
+def agreement(*, history: History, period: float) -> tuple[int, int]:
+    """(agreeing, compared): the buckets of the last period (at least `MIN_OVERLAP` buckets)
+    that lie within what the periods before showed at their phase, and how many could be
+    compared."""
+    if not history.buckets:
+        return 0, 0
+    by_start = {b.at: b for b in history.buckets}
+    last = history.buckets[-1].at
+    span = max(period, MIN_OVERLAP * history.width)
+    agreeing = compared = 0
+    for bucket in history.buckets:
+        if bucket.at <= last - span:
+            continue
+        seen = _phase_buckets(history=history, period=period, at=bucket.at, by_start=by_start)
+        if seen:
+            compared += 1
+            agreeing += _agrees(bucket, seen)
+    return agreeing, compared
+
+
 def predict(*, history: History, period: float, at: float) -> float | None:
     """The largest peak within one bucket of the phase of `at` in the earlier periods the
     history holds; None when it holds none."""
@@ -272,20 +312,16 @@ def holds(*, history: History, period: float, now: float) -> bool:
     """False when every bucket of the last `BREAK_WINDOW` seconds disagrees with what the
     earlier periods showed at its phase (module docstring); True otherwise, and when no
     recent bucket can be compared."""
-    recent = [b for b in history.buckets if b.at > now - BREAK_WINDOW - history.width]
+    by_start = {b.at: b for b in history.buckets}
     compared = 0
-    for bucket in recent:
-        before = History(
-            width=history.width, buckets=tuple(b for b in history.buckets if b.at < bucket.at)
-        )
-        seen = _phase_buckets(history=before, period=period, at=bucket.at)
+    for bucket in history.buckets:
+        if bucket.at <= now - BREAK_WINDOW - history.width:
+            continue
+        seen = _phase_buckets(history=history, period=period, at=bucket.at, by_start=by_start)
         if not seen:
             continue
         compared += 1
-        low = min(b.mean for b in seen)
-        high = max(b.peak for b in seen)
-        noise = NOISE_SIGMAS * math.sqrt(max(high, bucket.mean) / COUNT_WINDOW)
-        if low * (1 - TOLERANCE) - noise <= bucket.mean <= high * (1 + TOLERANCE) + noise:
+        if _agrees(bucket, seen):
             return True
     return compared == 0
 
@@ -307,6 +343,13 @@ def learn(*, history: History, now: float, fixed: float | None = None) -> Learnt
                 None, f'no period in {span:.0f} s of history (none repeats with r ≥ {THRESHOLD})'
             )
         length, correlation = found
+    agreeing, compared = agreement(history=history, period=length)
+    if compared < MIN_OVERLAP or agreeing < AGREEMENT * compared:
+        return Learnt(
+            None,
+            f'the {length:.0f}-s pattern broke or never held (only {agreeing} of the last '
+            f'{compared} buckets agree with the periods before, fewer than {AGREEMENT:.0%})',
+        )
     if not holds(history=history, period=length, now=now):
         return Learnt(
             None,

@@ -8,13 +8,14 @@ gone the moment the learner reports no pattern (too little history, no repeat, o
 minutes disagree with the period: the present forecast alone sizes again):
 
 - **Outlook** (`look`): the highest rate the period predicts from now to the horizon (start-up
-  plus two cycles), sampled every bucket. While the pattern holds, the policy sizes
-  (`sized`) for the larger of its upper quantile and the upper quantile of the rate seen now
-  (the short-term forecast's level): the period explains the trend and the scatter the
-  short-term forecast would otherwise extrapolate and pad for (each quantile is the Poisson
-  noise of a 1-minute count about the rate, at the forecast's quantile). It also bounds what a
-  scale-down keeps: the period says whether the load returns before a replica could, which the
-  backward-looking window of the scale-down delay otherwise stands for.
+  plus two cycles), sampled every bucket. While the pattern holds, the policy sizes (`sized`)
+  for the larger of the short-term forecast's upper bound and the outlook's upper quantile
+  (the Poisson noise of a 1-minute count about it, at the forecast's quantile): the period only
+  adds what is due, it never sizes for less than the forecast would, so a pattern learnt by
+  chance costs replicas, not requests. Load bought ahead of its arrival (`leads`) is bought as
+  more of the variants that serve (`serving_only`): the capacities of a fleet in a lull are
+  read on a few requests, and rebuilding the mix from them bought variants the load then found
+  slow.
 - **Silence** (`due`): a model receiving nothing goes to its minimum once it has been idle a
   scale-down delay; a burst returning after that meets a fleet at its floor, the costliest miss
   a policy makes. When the period brings load back within a start-up plus the scale-down delay,
@@ -75,7 +76,7 @@ def sized(*, outlook: Outlook, forecast: Forecast, quantile: float) -> float:
     without a pattern."""
     if outlook.pattern is None:
         return forecast.upper
-    return max(_upper(outlook.rate, quantile), _upper(forecast.level, quantile))
+    return max(forecast.upper, _upper(outlook.rate, quantile))
 
 
 def _upper(rate: float, quantile: float) -> float:

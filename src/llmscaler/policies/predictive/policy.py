@@ -33,6 +33,11 @@ one step:
 4. **Forecast** (`analyze.learning.rate_forecast`): the upper `forecastQuantile` of the model's
    arrival rate over the horizon startupSeconds + 2 cycles; the requests already waiting (replicas'
    queues and the gateway's) add backlog / horizon: load the arrival rate no longer shows.
+   With `periodic: auto`, while a learnt period holds (`policies.predictive.periodic`), the
+   need is at least what the period brings within the horizon (at the quantile of a 1-minute
+   Poisson count), and load bought ahead of its arrival is bought as more of the variants that
+   serve. An idle model the period brings load back to is sized as any other
+   (within the horizon) or held (within a start-up plus the scale-down delay).
 5. **Mix** (`optimize.exact_mix`): exact, over the variants' counts within [min, max], with the
    capacities coupled as a least-loaded router couples them. Variants without a performance
    model (no configured `perfParms`, never busy) keep their count.
@@ -341,9 +346,6 @@ def predict(
     recent_need = max(
         [need, *(s.need for s in kept if s.at > now - config.scale_down_delay)], default=need
     )
-    if outlook.pattern is not None:
-        # The period says what returns before a replica could: `need` holds it, ahead.
-        recent_need = need
     # Scale-down needs the whole window behind it: no history is no evidence of a lull.
     settled = any(s.at <= now - config.scale_down_delay for s in kept)
     chosen = hysteresis.choose(
@@ -425,7 +427,7 @@ def _periodic_text(outlook: periodic.Outlook, ahead: float) -> str:
         return f'; {outlook.why}' if outlook.history.buckets else ''
     return (
         f'; recurring load: {outlook.why} brings up to {outlook.rate:.3g} req/s within '
-        f'{ahead:.0f} s (sized for, and what a scale-down keeps)'
+        f'{ahead:.0f} s (sized for)'
     )
 
 
