@@ -115,11 +115,11 @@ def periodic_mode(mode: str) -> Iterator[None]:
         config = before(name=name, intents=intents)
         return with_periodic(config, mode) if name == setup.PREDICTIVE else config
 
-    setup.core_config = configured  # type: ignore[assignment]
+    setup.core_config = configured
     try:
         yield
     finally:
-        setup.core_config = before  # type: ignore[assignment]
+        setup.core_config = before
 
 
 def document(*, case: str, seed: int, run: str) -> dict[str, Any]:

@@ -26,12 +26,14 @@ def history(rate: Callable[[float], float], *, until: float, start: float = STEP
     return kept
 
 
-def on_off(*, period: float = 600.0, high: float = 14.0, low: float = 0.7, seed: int = 1):
+def on_off(
+    *, period: float = 600.0, high: float = 14.0, low: float = 0.7, seed: int = 1
+) -> Callable[[float], float]:
     rng = random.Random(seed)
     return lambda t: max(0.0, (high if t % period < period / 2 else low) + rng.gauss(0, 0.5))
 
 
-def days(*, seed: int = 1):
+def days(*, seed: int = 1) -> Callable[[float], float]:
     rng = random.Random(seed)
 
     def rate(t: float) -> float:

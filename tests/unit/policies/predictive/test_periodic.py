@@ -8,7 +8,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from llmscaler.config.resolved import PERIODIC_OFF, Config, ModelConfig, PredictiveConfig
+from llmscaler.config.resolved import (
+    PERIODIC_AUTO,
+    PERIODIC_OFF,
+    Config,
+    ModelConfig,
+    PredictiveConfig,
+)
 from llmscaler.domain.snapshot import Decision
 from llmscaler.domain.state import EMPTY_STATE, State
 from llmscaler.engine import decide
@@ -19,8 +25,9 @@ PERIOD = 600.0
 HIGH, LOW = 30.0, 1.0
 
 
-def configured(**changes: object) -> Config:
-    return Config(default=ModelConfig(predictive=dataclasses.replace(SETTINGS, **changes)))
+def configured(*, periodic: str = PERIODIC_AUTO, period_seconds: float | None = None) -> Config:
+    predictive = dataclasses.replace(SETTINGS, periodic=periodic, period_seconds=period_seconds)
+    return Config(default=ModelConfig(predictive=predictive))
 
 
 def on_off(offset: float) -> float:
