@@ -18,9 +18,14 @@ model, so its `perfParms` are in that form (`decodeParms`/`prefillParms`) and it
 | `sloAttainment` | (0.5, 1): the share of requests that must meet both targets |
 | `fastPath` | true or false: a burst between cycles is decided at once (`burst`) |
 | `attainmentTarget` | (0.5, 1): the share of requests to keep within the SLO (`sizing_for`) |
+| `periodic` | `auto` or `off`: learn the period the load repeats with (`recurring`) |
+| `periodSeconds` | [60, 86400]: a fixed period instead of the learnt one |
 
 `attainmentTarget` sets `sloAttainment` to itself and the `forecastQuantile` and `latencyMargin` it
 implies (`sizing_for`); keys the same entry sets explicitly win over it.
+
+YAML reads an unquoted `off` as false: `periodic: off` and `periodic: false` are the same;
+`true` (and `on`) name no mode and are refused.
 
 A duration is a number of seconds (the keys say so) or a Go duration string with a unit
 (`"2m"`, `"1m30s"`), as the other maps write durations. The layout and layering are the queueing
@@ -52,7 +57,13 @@ from llmscaler.config.configmaps import (
 from llmscaler.config.durations import parse_duration
 from llmscaler.config.errors import ConfigError
 from llmscaler.config.fields import Invalid, boolean, type_name
-from llmscaler.config.resolved import FOUR_PARAMETER, PredictiveConfig
+from llmscaler.config.resolved import (
+    FOUR_PARAMETER,
+    PERIOD_MIN,
+    PERIODIC_MODES,
+    PERIODIC_OFF,
+    PredictiveConfig,
+)
 
 PREDICTIVE_CONFIGMAP: Final = 'llmscaler-predictive-config'
 DURATION_MAX: Final = 24 * 3600.0
@@ -82,6 +93,8 @@ class PredictiveOverrides:
     attainment: float | None = None
     fast_path: bool | None = None
     attainment_target: float | None = None
+    periodic: str | None = None
+    period_seconds: float | None = None
 
     def over(self, config: PredictiveConfig) -> PredictiveConfig:
         """`config` with this entry's own keys set (the shared ones are merged apart, with the
@@ -119,7 +132,7 @@ def sizing_for(target: float) -> tuple[float, float]:
     return quantile, min(1.0, max(MARGIN_MIN, margin))
 
 
-def _seconds(value: object, *, low_open: bool) -> float:
+def _seconds(value: object, *, low_open: bool, low: float = 0.0) -> float:
     if isinstance(value, str):
         try:
             seconds = parse_duration(value)
@@ -135,10 +148,11 @@ def _seconds(value: object, *, low_open: bool) -> float:
             seconds = float(value)
         except OverflowError:
             seconds = math.inf
-    above_low = seconds > 0 if low_open else seconds >= 0
+    above_low = seconds > low if low_open else seconds >= low
     if not (above_low and seconds <= DURATION_MAX):  # NaN fails both, so it is refused too
         opening = '(' if low_open else '['
-        raise Invalid(f'must be in {opening}0, {DURATION_MAX:.15g}] seconds (24h)')
+        reach = f'{low / 60:.15g}m to 24h' if low else '24h'
+        raise Invalid(f'must be in {opening}{low:.15g}, {DURATION_MAX:.15g}] seconds ({reach})')
     return seconds
 
 
@@ -178,6 +192,22 @@ def margin(value: object) -> float:
     return number
 
 
+def periodic(value: object) -> str:
+    """periodic: `auto` or `off` (an unquoted `off` is YAML's false, so false is `off`)."""
+    if value is False:
+        return PERIODIC_OFF
+    if not isinstance(value, str):
+        raise Invalid(f'must be {" or ".join(PERIODIC_MODES)}, not {type_name(value)}')
+    if value not in PERIODIC_MODES:
+        raise Invalid(f'must be {" or ".join(PERIODIC_MODES)}')
+    return value
+
+
+def period_seconds(value: object) -> float:
+    """periodSeconds: [60, 86400] seconds."""
+    return _seconds(value, low_open=False, low=PERIOD_MIN)
+
+
 PREDICTIVE_FIELDS: Final = {
     **QUEUEING_FIELDS,
     'startupSeconds': ('startup_seconds', positive_seconds),
@@ -188,6 +218,8 @@ PREDICTIVE_FIELDS: Final = {
     'sloAttainment': ('attainment', quantile),
     'fastPath': ('fast_path', boolean),
     'attainmentTarget': ('attainment_target', quantile),
+    'periodic': ('periodic', periodic),
+    'periodSeconds': ('period_seconds', period_seconds),
 }
 
 

@@ -14,7 +14,7 @@ are seconds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Final, Literal
 
 from llmscaler.config.cron import Schedule
 from llmscaler.config.quota import Limiters
@@ -100,6 +100,15 @@ class QueueingModelConfig:
     paper's four-parameter one."""
 
 
+PERIODIC_AUTO: Final = 'auto'
+PERIODIC_OFF: Final = 'off'
+PERIODIC_MODES: Final = (PERIODIC_AUTO, PERIODIC_OFF)
+"""The values of `llmscaler-predictive-config`'s `periodic` key."""
+PERIOD_MIN: Final = 60.0
+PERIOD_MAX: Final = 86400.0
+"""The range of `periodSeconds` (s): a minute to a day, the periods the learner looks for."""
+
+
 @dataclass(frozen=True, slots=True)
 class PredictiveConfig:
     """`llmscaler-predictive-config`, one resolved entry: the `predictive` analyzer's settings.
@@ -136,6 +145,13 @@ class PredictiveConfig:
     fast_path: bool = True
     """`fastPath`: a burst the gateway shows between cycles has the model decided again at once,
     on the burst's rate, upwards only (`burst`)."""
+    periodic: str = PERIODIC_AUTO
+    """`periodic`: `auto` learns the period the arrival rate repeats with from its history and
+    provisions a start-up ahead of a rise it has seen before (`analyze.learning.recurring`);
+    `off` sizes on the short-term forecast alone."""
+    period_seconds: float | None = None
+    """`periodSeconds` in [60, 86400]: the period to use instead of the one learnt (None:
+    learnt). It still has to be seen once and hold before anything is sized on it."""
 
     def __post_init__(self) -> None:
         if self.slo.performance_model != FOUR_PARAMETER:

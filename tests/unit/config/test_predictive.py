@@ -140,6 +140,18 @@ def test_durations_are_seconds_or_go_durations(text: str, seconds: float) -> Non
         ('sloAttainment: 99', 'sloAttainment', 'must be in (0.5, 1)'),
         ('sloAttainment: .nan', 'sloAttainment', 'must be in (0.5, 1)'),
         ('historySeconds: "2d"', 'historySeconds', 'unknown unit'),
+        ('periodic: on', 'periodic', 'must be auto or off, not a boolean'),
+        ('periodic: true', 'periodic', 'must be auto or off, not a boolean'),
+        ('periodic: "daily"', 'periodic', 'must be auto or off'),
+        ('periodic: 1', 'periodic', 'must be auto or off, not int'),
+        ('periodic: null', 'periodic', 'must be auto or off, not null'),
+        ('periodSeconds: 59', 'periodSeconds', 'must be in [60, 86400] seconds'),
+        ('periodSeconds: "30s"', 'periodSeconds', 'must be in [60, 86400] seconds'),
+        ('periodSeconds: 86401', 'periodSeconds', 'must be in [60, 86400] seconds'),
+        ('periodSeconds: .nan', 'periodSeconds', 'must be in [60, 86400] seconds'),
+        ('periodSeconds: "1d"', 'periodSeconds', 'unknown unit'),
+        ('periodSeconds: "10"', 'periodSeconds', 'has no unit'),
+        ('periodSeconds: false', 'periodSeconds', 'not a boolean'),
         ('horizonSeconds: 60', 'horizonSeconds', 'unknown field'),
         # The shared keys keep the queueing map's rules.
         ('sloMultiplier: 1', 'sloMultiplier', 'must be in (1, 100]'),
@@ -219,6 +231,7 @@ OWN = {
     'historySeconds': lambda x: 0 < x <= 86400,
     'sloAttainment': lambda x: 0.5 < x < 1,
     'attainmentTarget': lambda x: 0.5 < x < 1,
+    'periodSeconds': lambda x: 60 <= x <= 86400,
 }
 
 
@@ -236,6 +249,28 @@ def test_own_keys_accept_exactly_their_range(name: str, number: float) -> None:
     assert (len(entries), len(errors)) == ((1, 0) if accepted else (0, 1))
     if not accepted:
         assert only_error(errors).field == name
+
+
+@pytest.mark.parametrize(
+    ('text', 'mode', 'period'),
+    [
+        ('periodic: auto', 'auto', None),
+        ('periodic: "off"', 'off', None),
+        # YAML reads an unquoted off as false: the same mode.
+        ('periodic: off', 'off', None),
+        ('periodic: false', 'off', None),
+        ('periodSeconds: 60', None, 60.0),
+        ('periodSeconds: "24h"', None, 86400.0),
+        ('periodic: auto\nperiodSeconds: 10m', 'auto', 600.0),
+    ],
+)
+def test_the_recurrence_keys(text: str, mode: str | None, period: float | None) -> None:
+    (entry,), errors = parse_predictive_configmap(source=source({'default': text}))
+    assert errors == ()
+    assert (entry.values.periodic, entry.values.period_seconds) == (mode, period)
+    resolved = entry.values.over(PredictiveConfig())
+    assert resolved.periodic == (mode or PredictiveConfig().periodic)
+    assert resolved.period_seconds == period
 
 
 @given(st.dictionaries(st.text(max_size=12), st.text(max_size=80), max_size=5))

@@ -33,6 +33,11 @@ one step:
 4. **Forecast** (`analyze.learning.rate_forecast`): the upper `forecastQuantile` of the model's
    arrival rate over the horizon startupSeconds + 2 cycles; the requests already waiting (replicas'
    queues and the gateway's) add backlog / horizon: load the arrival rate no longer shows.
+   With `periodic: auto`, while a learnt period holds (`policies.predictive.periodic`), the
+   need is at least what the period brings within the horizon (at the quantile of a 1-minute
+   Poisson count), and load bought ahead of its arrival is bought as more of the variants that
+   serve. An idle model the period brings load back to is sized as any other
+   (within the horizon) or held (within a start-up plus the scale-down delay).
 5. **Mix** (`optimize.exact_mix`): exact, over the variants' counts within [min, max], with the
    capacities coupled as a least-loaded router couples them. Variants without a performance
    model (no configured `perfParms`, never busy) keep their count.
@@ -76,6 +81,7 @@ from typing import Final
 
 from llmscaler.analyze.learning import kalman, rate_forecast
 from llmscaler.analyze.learning.rate_forecast import RateSample
+from llmscaler.analyze.learning.recurring import EMPTY, History
 from llmscaler.analyze.slo import analyzer, attainment, capacity
 from llmscaler.analyze.slo.capacity import VariantLearning
 from llmscaler.analyze.slo.workload import Workload, workload
@@ -84,7 +90,7 @@ from llmscaler.domain.signals import VariantTarget, held
 from llmscaler.domain.snapshot import PoolMetrics, ReplicaMetrics, Variant
 from llmscaler.domain.state import KalmanRecord
 from llmscaler.optimize import exact_mix
-from llmscaler.policies.predictive import hysteresis, inputs
+from llmscaler.policies.predictive import hysteresis, inputs, periodic
 from llmscaler.policies.predictive.state import PredictiveState
 from llmscaler.policies.protocol import Context, Intent, Proposal, Writes
 from llmscaler.policies.wva.slo_queueing import queueing_config
@@ -106,6 +112,8 @@ class PredictivePath:
     """Per variant key: what was learnt of it, as of this cycle."""
     mix: tuple[float, float] | None = None
     """The token mix (input, output tokens per request) the model last showed."""
+    recurring: History = EMPTY
+    """The arrival-rate history the period is learnt from, with this cycle's rate."""
 
 
 def horizon(*, config: PredictiveConfig, interval: float) -> float:
@@ -137,9 +145,11 @@ def predict(
     desired: Mapping[str, int],
     now: float,
     token_mix: tuple[float, float] | None = None,
+    history: History = EMPTY,
 ) -> PredictivePath:
     """The targets of one model (see the module docstring); `token_mix` is the token mix the model
-    last showed, sized on while no busy replica shows one."""
+    last showed, sized on while no busy replica shows one; `history` the arrival rates the
+    period is learnt from."""
     analysis = analyzer.analyze(
         variants=variants,
         replicas=replicas,
@@ -152,20 +162,44 @@ def predict(
     )
     kept = tuple(s for s in samples if s.at > now - config.history_seconds and s.at <= now)
     unreported = inputs.unreported(replicas)
-    if not unreported and inputs.idle(replicas=replicas, pool=pool):
+    idle = not unreported and inputs.idle(replicas=replicas, pool=pool)
+    ahead = horizon(config=config, interval=interval)
+    outlook = periodic.look(
+        config=config,
+        history=history,
+        now=now,
+        rate=0.0 if idle else dict(analysis.figures).get('arrival_rate'),
+        ahead=ahead,
+    )
+    sizable = analysis.result is not None and analysis.targets is not None
+    if idle and not (sizable and outlook.rate > periodic.DUE_RATE):
+        # An idle model the period brings no load back to within the horizon.
         quiet = (*kept, RateSample(at=now, rate=0.0, need=0.0))[-MAX_SAMPLES:]
-        return PredictivePath(
-            targets=inputs.idle_targets(
+        within = config.startup_seconds + config.scale_down_delay
+        coming = periodic.due(outlook=outlook, now=now, within=within)
+        quiet_targets = inputs.idle_targets(
+            variants=variants,
+            samples=quiet,
+            desired=desired,
+            scale_down_delay=config.scale_down_delay,
+            now=now,
+        )
+        if coming is not None:
+            until, returning = coming
+            quiet_targets = held(
                 variants=variants,
-                samples=quiet,
                 desired=desired,
-                scale_down_delay=config.scale_down_delay,
-                now=now,
-            ),
-            figures=analysis.figures,
+                why=periodic.silence_reason(
+                    outlook=outlook, until=until, rate=returning, within=within
+                ),
+            )
+        return PredictivePath(
+            targets=quiet_targets,
+            figures=(*analysis.figures, *_periodic_figures(outlook)),
             kalman_updates=analysis.kalman_updates,
             samples=quiet,
             mix=token_mix,
+            recurring=outlook.history,
         )
     if analysis.result is None or analysis.targets is None or unreported:
         return PredictivePath(
@@ -178,18 +212,19 @@ def predict(
             kalman_updates=analysis.kalman_updates,
             samples=kept,
             mix=token_mix,
+            recurring=outlook.history,
         )
     model_figures = dict(analysis.figures)
     rate = model_figures.get('arrival_rate', 0.0)
     backlog = model_figures.get('backlog_requests', 0.0)
-    ahead = horizon(config=config, interval=interval)
     predicted = rate_forecast.forecast(
         samples=(*kept, RateSample(at=now, rate=rate)),
         now=now,
         horizon=ahead,
         quantile=config.quantile,
     )
-    need = max(0.0, predicted.upper) + backlog / ahead
+    sized_for = periodic.sized(outlook=outlook, forecast=predicted, quantile=config.quantile)
+    need = max(0.0, sized_for) + backlog / ahead
 
     # The histograms count the last minute's requests: a backlog drained within it made some late.
     draining = capacity.draining(replicas=replicas, pool=pool)
@@ -306,6 +341,8 @@ def predict(
         )
     current = {v.name: v.current_replicas for v in variants}
     have = exact_mix.capacity(options=options, counts=current)
+    if periodic.leads(outlook=outlook, forecast=predicted, quantile=config.quantile):
+        options = periodic.serving_only(options=options, current=current)
     recent_need = max(
         [need, *(s.need for s in kept if s.at > now - config.scale_down_delay)], default=need
     )
@@ -335,7 +372,7 @@ def predict(
         f'forecast {predicted.upper:.3g} req/s over {ahead:.0f} s (now '
         f'{predicted.newest:.3g}, trend {60 * predicted.trend:+.3g}/min, σ {predicted.sigma:.2g})'
         f' + backlog {backlog:.0f} → need {need:.3g} req/s; mix {mix_text} costs '
-        f'{mix.cost:.4g} for {mix.capacity:.3g} req/s; {action}'
+        f'{mix.cost:.4g} for {mix.capacity:.3g} req/s; {action}{_periodic_text(outlook, ahead)}'
     )
     out = []
     by_option = {o.variant: o for o in options}
@@ -369,6 +406,7 @@ def predict(
         ('fleet_capacity', have),
         ('mix_cost', mix.cost),
         ('mix_capacity', mix.capacity),
+        *_periodic_figures(outlook),
     )
     new_samples = (*kept, RateSample(at=now, rate=rate, need=need, draining=draining))[
         -MAX_SAMPLES:
@@ -380,7 +418,23 @@ def predict(
         samples=new_samples,
         learning=learnt,
         mix=shown or token_mix,
+        recurring=outlook.history,
     )
+
+
+def _periodic_text(outlook: periodic.Outlook, ahead: float) -> str:
+    if outlook.pattern is None:
+        return f'; {outlook.why}' if outlook.history.buckets else ''
+    return (
+        f'; recurring load: {outlook.why} brings up to {outlook.rate:.3g} req/s within '
+        f'{ahead:.0f} s (sized for)'
+    )
+
+
+def _periodic_figures(outlook: periodic.Outlook) -> tuple[tuple[str, float], ...]:
+    if outlook.pattern is None:
+        return ()
+    return (('periodic_rate', outlook.rate), ('period_s', outlook.pattern.period))
 
 
 def _shown_mix(load: Workload) -> tuple[float, float] | None:
@@ -429,6 +483,7 @@ class Predictive:
             desired=context.desired,
             now=context.now,
             token_mix=state.mix if state else None,
+            history=state.recurring if state else EMPTY,
         )
         proposal = Proposal(
             targets=ahead.targets,
@@ -438,12 +493,13 @@ class Predictive:
             writes=Writes(kalman=dict(ahead.kalman_updates)),
         )
         learnt = {**known, **ahead.learning}
-        if not ahead.samples and not learnt and ahead.mix is None:
+        if not ahead.samples and not learnt and ahead.mix is None and not ahead.recurring.buckets:
             return proposal, None
         kept = PredictiveState(
             samples=ahead.samples,
             learning=tuple(sorted(learnt.items(), key=lambda i: i[0])),
             mix=ahead.mix,
+            recurring=ahead.recurring,
         )
         return proposal, kept
 

@@ -1,6 +1,7 @@
 """What the predictive policy keeps of one model between cycles.
 
 Why: the forecast needs the model's recent arrival rates and what was sized for then, the
+period the load repeats with needs a longer, coarser history of them, the
 capacity each variant is counted for carries what its latencies taught (`VariantLearning`), and
 a model coming back from a lull has no token mix in its replicas' windows but the one it last
 showed; all belong to this policy alone, so they are its own state per model (`State.policies`), not
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llmscaler.analyze.learning.rate_forecast import RateSample
+from llmscaler.analyze.learning.recurring import EMPTY, History
 from llmscaler.analyze.slo.capacity import VariantLearning
 from llmscaler.domain.basics import STRICT_KEYS
 
@@ -37,6 +39,9 @@ class PredictiveState:
     mix: tuple[float, float] | None = None
     """The token mix (input, output tokens per request) the model last showed: what a burst
     after a lull is sized on before a replica has finished one of its requests."""
+    recurring: History = EMPTY
+    """The arrival rates in buckets, for the period the load repeats with (bounded:
+    `analyze.learning.recurring.MAX_BUCKETS`); empty while `periodic` is off."""
 
 
 def from_legacy(

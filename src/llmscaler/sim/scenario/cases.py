@@ -42,6 +42,13 @@ load they were not tuned on:
   (longer than a scale-down delay and a start-up together), three bursts in 45 minutes: each
   returning burst meets the fleet the silence left.
 
+`PERIODS` names the cases whose load repeats, with their period in seconds (bench/periodic.py
+judges the learnt recurrence on them): `on-off`, `silent-bursts` and one more, outside the
+benchmark's tables:
+
+- `diurnal-days`: three compressed days of ten minutes with the same shape each day,
+  conversation traffic at ×0.3, ×1.2 and ×0.3 of 20 req/s for a third of the day each.
+
 `runs` turns a case into the runs of a sweep, one per policy (the sweep runner's tests and
 bench/sweep.py use it).
 
@@ -152,6 +159,19 @@ _SYNTHETIC['silent-bursts'] = {
         'events': [(300.0, 900.0, 0.0), (1500.0, 900.0, 0.0)],
     }
 }
+DAY = 600.0
+"""Seconds of one compressed day of `diurnal-days`."""
+_SYNTHETIC['diurnal-days'] = {
+    'synthetic': {
+        'preset': 'azure-conv',
+        'rate': 20.0,
+        'events': [
+            (day * DAY + i * DAY / 3, DAY / 3, multiplier)
+            for day in range(3)
+            for i, multiplier in enumerate((0.3, 1.2, 0.3))
+        ],
+    }
+}
 AZURE_TRACES = {
     'azure-conv': 'AzureLLMInferenceTrace_conv.csv',
     'azure-code': 'AzureLLMInferenceTrace_code.csv',
@@ -160,7 +180,12 @@ HELD_OUT = ('code-steady', 'conv-fall', 'conv-bursts', 'conv-low', 'code-sawtoot
 """The cases no policy was tuned on, reported apart."""
 BURSTS = ('silent-bursts',)
 """The cases of the fast path for bursts (bench/burst.py), beside `on-off`."""
-NAMES = (*AZURE_TRACES, *(name for name in _SYNTHETIC if name not in (*HELD_OUT, *BURSTS)))
+PERIODS = {'on-off': 600.0, 'diurnal-days': DAY, 'silent-bursts': 1200.0}
+"""The cases whose load repeats, and its period (s)."""
+NAMES = (
+    *AZURE_TRACES,
+    *(name for name in _SYNTHETIC if name not in (*HELD_OUT, *BURSTS, 'diurnal-days')),
+)
 """The benchmark's cases, in its order."""
 
 
@@ -199,7 +224,8 @@ def case(
         if name == 'multi-turn':
             settings = {'prefix_caching': True, 'router': 'prefix-aware'}
     else:
-        raise KeyError(f'unknown case {name!r}; cases: {", ".join((*NAMES, *HELD_OUT, *BURSTS))}')
+        known = (*NAMES, *HELD_OUT, *BURSTS, 'diurnal-days')
+        raise KeyError(f'unknown case {name!r}; cases: {", ".join(known)}')
     return {
         'name': name,
         'variants': copy.deepcopy(_VARIANTS),

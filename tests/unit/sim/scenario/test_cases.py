@@ -49,3 +49,30 @@ def test_the_seed_is_the_documents() -> None:
 def test_an_azure_case_needs_the_folder_of_the_traces() -> None:
     with pytest.raises(ValueError, match=r'AzureLLMInferenceTrace_conv\.csv'):
         cases.case(name='azure-conv', policies=[])
+
+
+def test_diurnal_days_is_three_days_of_the_same_shape_outside_the_benchmarks_tables() -> None:
+    document = cases.case(name='diurnal-days', policies=['predictive', 'clairvoyant'])
+    setup = loader.from_document(document=document, where='diurnal-days')
+    synthetic = setup.workload.synthetic
+    assert synthetic is not None
+    assert synthetic.duration == 3 * cases.DAY == cases.DURATION
+    events = sorted(document['workload']['synthetic']['events'])
+    day = cases.PERIODS['diurnal-days']
+    assert day == cases.DAY
+    by_day = [
+        [(at - d * day, length, m) for at, length, m in events if d * day <= at < (d + 1) * day]
+        for d in range(3)
+    ]
+    assert by_day[0] == by_day[1] == by_day[2]
+    assert [m for _, _, m in by_day[0]] == [0.3, 1.2, 0.3]
+    assert 'diurnal-days' not in (*cases.NAMES, *cases.HELD_OUT, *cases.BURSTS)
+    with pytest.raises(KeyError, match='diurnal-days'):
+        cases.case(name='nope', policies=[])
+
+
+def test_the_periodic_cases_name_their_period() -> None:
+    assert cases.PERIODS == {'on-off': 600.0, 'diurnal-days': 600.0, 'silent-bursts': 1200.0}
+    for name, period in cases.PERIODS.items():
+        synthetic = cases.case(name=name, policies=[])['workload']['synthetic']
+        assert synthetic['duration'] >= 2 * period
