@@ -132,7 +132,10 @@ def entry(*, settings: PredictiveConfig, model_id: str, namespace: str) -> dict[
         'historySeconds': settings.history_seconds,
         'sloAttainment': settings.attainment,
         'fastPath': settings.fast_path,
+        'periodic': settings.periodic,
     }
+    if settings.period_seconds is not None:
+        fields['periodSeconds'] = settings.period_seconds
     return fields
 
 

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from llmscaler.config.file import load_config_file
-from llmscaler.config.resolved import ModelConfig, PredictiveConfig, QueueingModelConfig
+from llmscaler.config.resolved import (
+    PERIODIC_OFF,
+    ModelConfig,
+    PredictiveConfig,
+    QueueingModelConfig,
+)
 from llmscaler.sim.tune import output
 from llmscaler.sim.tune.predictive import (
     PredictiveSettings,
@@ -65,6 +71,23 @@ def test_the_configmap_reads_back_as_the_settings(tmp_path: Path) -> None:
     assert config.model(model_id=MODEL, namespace='llm').predictive == settings.predictive
     # namespace-local: another namespace's model keeps its analyzer
     assert config.model(model_id=MODEL, namespace='other').predictive is None
+
+
+@pytest.mark.parametrize(
+    'recurrence', [{'periodic': PERIODIC_OFF}, {'period_seconds': 600.0}], ids=['off', 'fixed']
+)
+def test_the_recurrence_reads_back_as_simulated(tmp_path: Path, recurrence: dict[str, Any]) -> None:
+    settings = _settings()
+    assert settings.predictive is not None
+    settings = replace(settings, predictive=replace(settings.predictive, **recurrence))
+    written = output.configmap(
+        policy=PredictiveSpace(), config=settings, model_id=MODEL, namespace='llm'
+    )
+    path = tmp_path / 'configmap.yaml'
+    path.write_text(output.dump([written]))
+    config, errors = load_config_file(path=str(path))
+    assert errors == ()
+    assert config.model(model_id=MODEL, namespace='llm').predictive == settings.predictive
 
 
 def test_a_three_parameter_model_is_refused() -> None:
