@@ -54,6 +54,8 @@ BURST_INTERVAL = 45.0
 """Seconds: the cycle of the burst test, long beside the fast path's few seconds."""
 INPUT_TOKENS, OUTPUT_TOKENS = 64, 32
 MIX = re.compile(r'mix ((?:[a-z0-9.-]+=\d+(?:, )?)+) costs')
+HOLD = re.compile(r'; hold[;)]')
+"""A predictive decision that holds (the recurrence's note may follow the verdict)."""
 SCALED = re.compile(r'scaled Deployment llm/([a-z0-9-]+): (\d+) -> (\d+) \((.*)\)$', re.MULTILINE)
 
 
@@ -173,7 +175,7 @@ async def test_a_step_scales_up_to_the_explained_mix_a_restart_keeps_it_the_fall
 
             # The step absorbed (through Prometheus the rate lags the load a little longer).
             await cluster.wait_for(
-                lambda: all('; hold)' in reason(cluster, va) for va in (CHEAP, DEAR)),
+                lambda: all(HOLD.search(reason(cluster, va)) for va in (CHEAP, DEAR)),
                 timeout=60,
                 what='both VAs holding under the load',
             )
