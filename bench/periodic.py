@@ -35,7 +35,7 @@ import argparse
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from rich.console import Console
 import doc_blocks
 import policy
 from llmscaler.config.predictive import PredictiveOverrides
-from llmscaler.config.resolved import PERIODIC_AUTO, PERIODIC_OFF, Config, ModelConfig
+from llmscaler.config.resolved import PERIODIC_AUTO, PERIODIC_OFF, Config
 from llmscaler.sim import simulate
 from llmscaler.sim.report.summary import request_columns
 from llmscaler.sim.scenario import cases, loader, setup
@@ -87,24 +87,6 @@ class Window:
     cost: float
 
 
-def with_periodic(config: Config, mode: str) -> Config:
-    """`config` with every predictive model's `periodic` set to `mode`."""
-    entry = PredictiveOverrides(periodic=mode)
-
-    def one(model: ModelConfig) -> ModelConfig:
-        if model.predictive is None:
-            return model
-        return replace(model, predictive=entry.over(model.predictive))
-
-    return replace(
-        config,
-        default=one(config.default),
-        by_namespace=tuple((key, one(model)) for key, model in config.by_namespace),
-        by_model=tuple((key, one(model)) for key, model in config.by_model),
-        by_group=tuple((key, one(model)) for key, model in config.by_group),
-    )
-
-
 @contextmanager
 def periodic_mode(mode: str) -> Iterator[None]:
     """`predictive` configured with `periodic: mode` for the runs made inside (the configuration
@@ -113,7 +95,9 @@ def periodic_mode(mode: str) -> Iterator[None]:
 
     def configured(*, name: str, intents: Any = None) -> Config:
         config = before(name=name, intents=intents)
-        return with_periodic(config, mode) if name == setup.PREDICTIVE else config
+        if name != setup.PREDICTIVE:
+            return config
+        return setup.with_predictive(config, PredictiveOverrides(periodic=mode))
 
     setup.core_config = configured
     try:

@@ -166,7 +166,12 @@ def attainment_target(name: str) -> float:
 
 def with_target(config: Config, target: float) -> Config:
     """`config` with every predictive model's `attainmentTarget` set to `target`."""
-    entry = PredictiveOverrides(attainment_target=target)
+    return with_predictive(config, PredictiveOverrides(attainment_target=target))
+
+
+def with_predictive(config: Config, entry: PredictiveOverrides) -> Config:
+    """`config` with `entry` over every predictive model's settings, as a ConfigMap entry
+    naming those keys would set them."""
 
     def one(model: ModelConfig) -> ModelConfig:
         if model.predictive is None:
