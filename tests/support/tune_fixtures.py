@@ -7,6 +7,8 @@
   floors and caps of `space.Space`, about fifty candidates.
 - `SMALL_SATURATION`: two KV-cache thresholds, one queue threshold, two spare factors.
 - `SMALL_TOKEN`: two scale-up thresholds, one scale-down boundary, one KV-cache threshold.
+- `written_back(counted=, out=)`: a tuning's objects written to `out` and its ConfigMap read
+  back through the controller's own loader, as the model's resolved configuration.
 - `tiny_tune(jobs=, budget=, seeds=, warm_start=, policy=)`: the tuning of that scenario (the
   predictive policy's small space unless `policy` says otherwise), with the number of runs its
   sweep executed.
@@ -15,13 +17,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from llmscaler.config.file import load_config_file
+from llmscaler.config.resolved import ModelConfig
 from llmscaler.sim.scenario import loader
 from llmscaler.sim.scenario.validated import Scenario
 from llmscaler.sim.sweep.sweep import Sweep
 from llmscaler.sim.tune.predictive import PredictiveSpace
-from llmscaler.sim.tune.run import tune
+from llmscaler.sim.tune.run import tune, write
 from llmscaler.sim.tune.saturation import SaturationSpace
 from llmscaler.sim.tune.space import PolicySpace
 from llmscaler.sim.tune.token import TokenSpace
@@ -73,3 +78,17 @@ def tiny_tune(
         scenario = tiny_scenario(warm_start=warm_start)
         tuned = tune(scenario=scenario, options=options, sweep=sweep)
         return Counted(tuned=tuned, executed=sweep.executed)
+
+
+def written_back(*, counted: Counted, out: Path) -> ModelConfig:
+    """`counted`'s objects written to `out`, checked to be what the search ran (within its
+    budget, every run its sweep's, the choice one of its trials), and its ConfigMap read back
+    through the controller's own loader: the tuned model's configuration there."""
+    tuned = counted.tuned
+    assert tuned.outcome.runs <= tuned.options.budget
+    assert counted.executed == tuned.simulations
+    assert tuned.chosen in [t.candidate for t in tuned.outcome.trials]
+    write(tuned=tuned, out=out)
+    config, errors = load_config_file(path=str(out / 'configmap.yaml'))
+    assert errors == ()
+    return config.model(model_id=tuned.problem.model.model_id, namespace=tuned.problem.namespace)
