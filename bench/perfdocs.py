@@ -72,6 +72,7 @@ BENCHES = (
     Bench('simulate', ('bench/simulate.py', '--case', 'all')),
     Bench('sweep', ('bench/sweep.py',)),
     Bench('tune', ('bench/tune.py',)),
+    Bench('tune-diurnal', ('bench/tune.py', '--case', 'diurnal-days')),
     Bench('metrics', ('bench/metrics.py',)),
     Bench('cycle', ('bench/cycle.py',)),
     Bench('cycle-real', ('bench/cycle.py', '--backend', 'real'), control_plane=True),

@@ -7,10 +7,12 @@ the recommended defaults, and how it stands against the cheapest peer that meets
 says what tuning buys over picking another autoscaler. The case is one of `sim.scenario.cases`
 (its fleet, its warm start): by default `azure-conv`, the Azure 2023 conversation trace at rate
 ×6, its whole hour (`--duration 3600`); the search sees its first 75 % and two draws of its
-rate-scaled copies (`--seeds 2`), the last 25 % is held back. `--case diurnal-days` is two
-days of synthetic conversation traffic on a daily cycle, the second day held back. The peers
-are those `llmscaler simulate` compares (the bound, `clairvoyant`, aside: it is no autoscaler
-one can run).
+rate-scaled copies (`--seeds 2`), the last 25 % is held back. A case whose load repeats
+(`cases.PERIODS`) runs for its own duration and holds back its last period: `--case
+diurnal-days` is three days compressed into ten minutes each, the same shape each day, and its
+third day is held back, so the search sees two days and the configuration is judged on a day
+it never saw. The peers are those `llmscaler simulate` compares (the bound, `clairvoyant`,
+aside: it is no autoscaler one can run).
 
 Every run goes through one sweep (`--jobs`, default 2; the run cache off unless `--cache`), so
 the wall time is that of this machine with its neighbours. What fails: a case or trace folder
@@ -19,8 +21,8 @@ that does not exist stops the benchmark with one line. `bench/perfdocs.py --only
 
 Run: `.venv/bin/python bench/tune.py [--case NAME] [--duration S] [--budget N] [--seeds N]
 [--holdout F] [--jobs N] [--tune-policy NAME] [--traces DIR] [--out DIR] [--cache]` (the
-traces' folder also from $LLMSCALER_TRACES; `--tune-policy`: `predictive`, the default, or
-`saturation-percentage`).
+traces' folder also from $LLMSCALER_TRACES; `--tune-policy`: `predictive`, the default,
+`saturation-percentage` or `saturation-token`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from llmscaler.sim.scenario import cases, loader
 from llmscaler.sim.sweep import cache as run_cache
@@ -43,34 +44,20 @@ TRACES = Path(os.environ.get('LLMSCALER_TRACES') or ROOT.parent / 'shared' / 'tr
 """The folder of the Azure trace files: $LLMSCALER_TRACES, else `shared/traces` beside the
 repository."""
 PEERS = ('default', 'predictive', 'keda-queue', 'hpa-kv', 'kaito-realtime')
-TWO_DAYS = 2 * 86400.0
-DIURNAL = 'diurnal-days'
-"""Two days of conversation traffic on a daily cycle (24 req/s on average, the synthetic
-preset's diurnal shape: peak/trough 3), the built-in fleet, no warm start; the second day is
-held back (`--holdout 0.5`)."""
+DURATION = 3600.0
+"""Seconds of a case whose load does not repeat: the Azure traces' whole hour."""
+HOLDOUT = 0.25
+"""The held-back share of a case whose load does not repeat."""
 
 
-def document(*, case: str, duration: float | None, traces: Path) -> dict[str, Any]:
-    """The scenario of `case`: a benchmark case (`sim.scenario.cases`) or `DIURNAL`."""
-    if case != DIURNAL:
-        return cases.case(name=case, policies=list(PEERS), duration=duration, traces=traces)
-    return {
-        'name': DIURNAL,
-        'variants': [
-            {'name': 'h100', 'preset': 'llama-3.1-8b-h100', 'max_replicas': 8},
-            {'name': 'l40s', 'preset': 'llama-3.1-8b-l40s', 'max_replicas': 12},
-        ],
-        'workload': {
-            'synthetic': {
-                'preset': 'azure-conv',
-                'rate': 24.0,
-                'diurnal': True,
-                'duration': duration or TWO_DAYS,
-            }
-        },
-        'policies': list(PEERS),
-        'seed': 1,
-    }
+def defaults(*, case: str) -> tuple[float | None, float]:
+    """(duration, held-back share) of `case` unless given: a case whose load repeats
+    (`cases.PERIODS`) runs for its own duration (None) and holds back its last period."""
+    period = cases.PERIODS.get(case)
+    if period is None:
+        return DURATION, HOLDOUT
+    own = cases.case(name=case, policies=[])['workload']['synthetic']['duration']
+    return None, period / own
 
 
 def lines(*, tuned: Tuned, case: str, duration: float, jobs: int) -> list[str]:
@@ -112,11 +99,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or '').splitlines()[0])
     parser.add_argument('--case', default='azure-conv')
     parser.add_argument(
-        '--duration', type=float, help='seconds (default: 3600; diurnal-days: two days)'
+        '--duration', type=float, help="seconds (default: 3600; a periodic case: the case's own)"
     )
     parser.add_argument('--budget', type=int, default=DEFAULT_BUDGET)
     parser.add_argument('--seeds', type=int, default=2)
-    parser.add_argument('--holdout', type=float, help='default 0.25; diurnal-days: 0.5')
+    parser.add_argument(
+        '--holdout', type=float, help='default 0.25; a periodic case: its last period'
+    )
     parser.add_argument('--jobs', type=int, default=2)
     parser.add_argument(
         '--tune-policy', default=tunables.DEFAULT, choices=tunables.NAMES, help='policy tuned'
@@ -125,11 +114,13 @@ def main() -> int:
     parser.add_argument('--out', type=Path, help='also write the files tune writes here')
     parser.add_argument('--cache', action='store_true', help='use the run cache')
     args = parser.parse_args()
-    diurnal = args.case == DIURNAL
-    duration = args.duration if args.duration is not None else (None if diurnal else 3600.0)
-    holdout = args.holdout if args.holdout is not None else (0.5 if diurnal else 0.25)
     try:
-        scenario = document(case=args.case, duration=duration, traces=args.traces)
+        own_duration, own_holdout = defaults(case=args.case)
+        duration = args.duration if args.duration is not None else own_duration
+        holdout = args.holdout if args.holdout is not None else own_holdout
+        scenario = cases.case(
+            name=args.case, policies=list(PEERS), duration=duration, traces=args.traces
+        )
     except (KeyError, ValueError) as exc:
         print(f'bench/tune.py: {exc}', file=sys.stderr)
         return 2
@@ -142,9 +133,8 @@ def main() -> int:
         tuned = tune(scenario=setup, options=options, sweep=sweep)
     if args.out is not None:
         write(tuned=tuned, out=args.out)
-    body = '\n'.join(
-        lines(tuned=tuned, case=args.case, duration=duration or TWO_DAYS, jobs=args.jobs)
-    )
+    span = next(iter(scenario['workload'].values()))['duration']
+    body = '\n'.join(lines(tuned=tuned, case=args.case, duration=span, jobs=args.jobs))
     print(body)
     return 0
 
