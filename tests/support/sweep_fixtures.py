@@ -6,6 +6,8 @@
   runner's order, caching and errors cheaply; `Fails` raises; `mixed` lists both kinds.
 - `Reads(variable, imports)`: a task whose result is the environment variable `variable`
   where it ran and the name of the module `imports`, imported there (what a worker was given).
+- `Stamp(pause, tag)`: a task that returns when it started (the system's monotonic clock, the
+  same in every process) and its tag, after sleeping `pause` s: the order tasks started in.
 - `Wide(jobs)`: an executor that claims `jobs` workers and runs everything here (the searches'
   rounds as N workers would see them, at no cost).
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -76,6 +79,24 @@ class Reads:
         return os.environ.get(self.variable, ''), importlib.import_module(self.imports).__name__
 
 
+@dataclass(frozen=True)
+class Stamp:
+    pause: float
+    tag: str
+
+    @property
+    def label(self) -> str:
+        return f'stamp {self.tag}'
+
+    def identity(self) -> object:
+        return ('stamp', self.pause, self.tag)
+
+    def __call__(self) -> tuple[float, str]:
+        began = time.monotonic()
+        time.sleep(self.pause)
+        return began, self.tag
+
+
 def mixed(*tasks: Square | Fails) -> list[Task[int]]:
     """Tasks of both kinds in one list (a sweep of int results)."""
     return list(tasks)
@@ -88,7 +109,7 @@ class Wide:
     def __init__(self, *, jobs: int) -> None:
         self.jobs = jobs
 
-    def start(self, *, tasks: Sequence[Task[R]]) -> Iterator[tuple[int, R]]:
+    def start(self, *, tasks: Sequence[Task[R]], behind: bool = False) -> Iterator[tuple[int, R]]:
         for index, task in enumerate(tasks):
             yield index, task()
 

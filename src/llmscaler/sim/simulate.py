@@ -18,7 +18,9 @@ goes through the sweep given (`--jobs` worker processes, the run cache), so the 
 same whichever the number of workers; without one, they run here, one after another. With more
 than one worker and no warm start, the calibration's search and the search of the best fixed
 fleet (`static-best`, the bound's) run side by side, in two threads sharing the workers: the
-fixed fleet's search starts from the scenario's own fleet, so neither waits for the other.
+fixed fleet's search starts from the scenario's own fleet, so neither waits for the other. The
+policies that wait for no search run beside them too, on the workers the searches' rounds leave
+idle (`Sweep.run`'s `behind`), and take their place in the report's order.
 
 What fails: bad scenario or trace input raises `ScenarioError` / `TraceError` (one line each) before
 anything runs; the caller turns them into an exit status. Wall-clock time is read here (for the
@@ -28,9 +30,10 @@ progress bar and the run time in the report) and nowhere in the simulated logic.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -55,7 +58,7 @@ from llmscaler.sim.scenario.setup import (
 from llmscaler.sim.scenario.validated import Scenario
 from llmscaler.sim.scenario.workloads import Workloads, build_workloads, model_slos
 from llmscaler.sim.sweep.sweep import Sweep
-from llmscaler.sim.sweep.tasks import RunSpec
+from llmscaler.sim.sweep.tasks import Finished, RunSpec
 from llmscaler.sim.vocabulary import SLO, SimResult, Trace, VariantSpec
 
 
@@ -131,6 +134,58 @@ def _header(setup: Scenario, workloads: Workloads, slos: dict[str, SLO]) -> str:
     )
 
 
+SEARCHED = ('clairvoyant', 'static-best')
+"""The policies whose runs wait for a search (the bound's and the best fixed fleet's)."""
+
+
+def _only(setup: Scenario, *, searched: bool) -> Scenario:
+    """`setup` with only its policies that wait for a search (`searched`), or only the others."""
+    return dataclasses.replace(
+        setup, policies=tuple(n for n in setup.policies if (n in SEARCHED) == searched)
+    )
+
+
+def _runs(
+    *,
+    scenario: Scenario,
+    workloads: Workloads,
+    slos: dict[str, SLO],
+    judged: metrics.SLOs,
+    sweep: Sweep,
+    capacities: dict[str, float] | None = None,
+    fleet: Fleet | None = None,
+) -> list[RunSpec]:
+    """A run, its whole result kept, of each of `scenario`'s policies, in their order."""
+    policies = build_policies(
+        scenario=scenario,
+        workloads=workloads,
+        slos=slos,
+        capacities=capacities,
+        sweep=sweep,
+        fleet=fleet,
+    )
+    return [
+        RunSpec(
+            traces=workloads.traces,
+            variants=scenario.variants,
+            policy=policy,
+            settings=scenario.settings,
+            slos=judged,
+            inventory=scenario.inventory,
+            keep=True,
+        )
+        for policy in policies
+    ]
+
+
+def _in_order(
+    *, names: tuple[str, ...], searched: list[Finished], plain: list[Finished]
+) -> list[Finished]:
+    """The two lists merged back into the order of `names` (`SEARCHED` ones from `searched`)."""
+    picks = {True: iter(searched), False: iter(plain)}
+    return [next(picks[name in SEARCHED]) for name in names]
+
+
 def run(
     *,
     setup: Scenario,
@@ -164,57 +219,72 @@ def run(
     capacities: dict[str, float] | None = None
     calibration_seconds: float | None = None
     fleet: Fleet | None = None
-    if needs_capacities(scenario=setup):
-        calibrating = time.perf_counter()
-        if not setup.warm_start and needs_fleet(scenario=setup) and sweep.jobs > 1:
-            # The two searches are independent when the start fleet is the scenario's own:
-            # their rounds share the workers (each reads only its own runs: the same answers).
-            with ThreadPoolExecutor(max_workers=1) as other:
-                searching = other.submit(
+    # Without a warm start, the policies that search nothing run from the scenario's own fleet:
+    # with more than one worker they run beside the searches, on the workers the searches'
+    # rounds leave idle (module docstring).
+    beside = (
+        not setup.warm_start
+        and sweep.jobs > 1
+        and needs_fleet(scenario=setup)
+        and any(name not in SEARCHED for name in setup.policies)
+    )
+    with ThreadPoolExecutor(max_workers=2) as side:
+        plain: Future[list[Finished]] | None = None
+        if beside:
+            plain = side.submit(
+                functools.partial(sweep.run, behind=True),
+                tasks=_runs(
+                    scenario=_only(setup, searched=False),
+                    workloads=workloads,
+                    slos=slos,
+                    judged=judged,
+                    sweep=sweep,
+                ),
+            )
+        if needs_capacities(scenario=setup):
+            calibrating = time.perf_counter()
+            if not setup.warm_start and needs_fleet(scenario=setup) and sweep.jobs > 1:
+                # The two searches are independent when the start fleet is the scenario's own:
+                # their rounds share the workers (each reads only its own runs: the same
+                # answers).
+                searching = side.submit(
                     best_fleet, scenario=setup, workloads=workloads, slos=slos, sweep=sweep
                 )
                 capacities = calibrate_capacities(
                     scenario=setup, workloads=workloads, slos=slos, sweep=sweep
                 )
                 fleet = searching.result()
-        else:
-            capacities = calibrate_capacities(
-                scenario=setup, workloads=workloads, slos=slos, sweep=sweep
+            else:
+                capacities = calibrate_capacities(
+                    scenario=setup, workloads=workloads, slos=slos, sweep=sweep
+                )
+            calibration_seconds = time.perf_counter() - calibrating
+            if not progress:
+                console.print(
+                    'calibration: '
+                    + ', '.join(f'{escape(n)} {c:.3g} req/s' for n, c in capacities.items())
+                    + f' per replica ({calibration_seconds:.1f} s)'
+                )
+        if setup.warm_start:
+            assert capacities is not None  # needs_capacities
+            initial = warm_start_fleet(scenario=setup, workloads=workloads, capacities=capacities)
+            setup = with_start_fleet(scenario=setup, initial=initial)
+            console.print(f'warm start: {escape(_fleet(setup))}')
+        done = sweep.run(
+            tasks=_runs(
+                scenario=_only(setup, searched=True) if plain is not None else setup,
+                workloads=workloads,
+                slos=slos,
+                judged=judged,
+                sweep=sweep,
+                capacities=capacities,
+                fleet=fleet,
             )
-        calibration_seconds = time.perf_counter() - calibrating
-        if not progress:
-            console.print(
-                'calibration: '
-                + ', '.join(f'{escape(n)} {c:.3g} req/s' for n, c in capacities.items())
-                + f' per replica ({calibration_seconds:.1f} s)'
-            )
-    if setup.warm_start:
-        assert capacities is not None  # needs_capacities
-        initial = warm_start_fleet(scenario=setup, workloads=workloads, capacities=capacities)
-        setup = with_start_fleet(scenario=setup, initial=initial)
-        console.print(f'warm start: {escape(_fleet(setup))}')
-    policies = build_policies(
-        scenario=setup,
-        workloads=workloads,
-        slos=slos,
-        capacities=capacities,
-        sweep=sweep,
-        fleet=fleet,
-    )
-    runs = [
-        RunSpec(
-            traces=workloads.traces,
-            variants=setup.variants,
-            policy=policy,
-            settings=setup.settings,
-            slos=judged,
-            inventory=setup.inventory,
-            keep=True,
         )
-        for policy in policies
-    ]
+        if plain is not None:
+            done = _in_order(names=setup.policies, searched=done, plain=plain.result())
     results: list[SimResult] = []
-    for finished in sweep.run(tasks=runs):
+    for finished in done:
         assert finished.result is not None  # keep=True
         results.append(finished.result)
         if not progress:

@@ -35,9 +35,11 @@ candidate is a whole simulated run of the scenario, with its router, start fleet
 Both assume attainment is monotone in capacity, which a simulated fleet only nearly is; a
 candidate the search skipped on that assumption is not measured. The target is TARGET (99 %).
 
-The runs go through the setting's sweep (`sim.sweep`: local worker processes, a run cache), in
-rounds: the clairvoyant search advances every variant set's search by one run per round, the
-static search every variant's bisection, then its mixes `jobs` at a time, cheapest first. The
+The runs go through the setting's sweep (`sim.sweep`: local worker processes, a run cache). The
+clairvoyant search's variant sets, and the static search's variants alone, are searched side by
+side (`_side_by_side`: with one worker in rounds of one run each, with more each in a thread
+that asks for its next run as soon as its last is done); then the static search's mixes go
+`jobs` at a time, cheapest first. The
 answer is the one the searches give run after run, whatever the number of workers: the runs a
 set or a variant would have made are the same (each search reads only its own runs), the best is
 chosen in the order the searches would have made them, and a mix run ahead of its turn whose
@@ -55,7 +57,9 @@ import contextlib
 import dataclasses
 import itertools
 import math
+import threading
 from collections.abc import Callable, Generator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -157,13 +161,35 @@ class Setting:
         return measured
 
 
-def _in_rounds(
+def _side_by_side(
     *,
     searches: Sequence[Search[C]],
     measure: Callable[[list[C]], list[Measured]],
+    jobs: int,
 ) -> list[list[tuple[C, Measured]]]:
-    """Drive independent searches together: each round measures the next candidate of every
-    search still going, in one call; per search, its (candidate, measured) in its order."""
+    """Drive independent searches together; per search, its (candidate, measured) in its order.
+
+    With one job, in rounds: each round measures the next candidate of every search still
+    going, in one call. With more, each search in a thread of its own, asking for its next
+    candidate as soon as its last is measured: no search waits for another's run (a round
+    would wait for its slowest), so a worker idles only while fewer runs are asked for than
+    there are workers. Either way each search reads only its own runs: the same answers."""
+    if jobs > 1 and len(searches) > 1:
+
+        def alone(search: Search[C]) -> list[tuple[C, Measured]]:
+            made: list[tuple[C, Measured]] = []
+            candidate = next(search, None)
+            while candidate is not None:
+                (result,) = measure([candidate])
+                made.append((candidate, result))
+                try:
+                    candidate = search.send(result)
+                except StopIteration:
+                    candidate = None
+            return made
+
+        with ThreadPoolExecutor(max_workers=len(searches)) as threads:
+            return list(threads.map(alone, searches))
     made: list[list[tuple[C, Measured]]] = [[] for _ in searches]
     wanted: dict[int, C] = {}
     for index, search in enumerate(searches):
@@ -225,6 +251,7 @@ def bound_capacities(
     halvings = round(math.log2(1 / LOWEST_FACTOR))
     most = len(variant_sets(variants=setting.variants)) * (halvings + 1 + BISECTIONS)
     runs = 0
+    counting = threading.Lock()  # the searches may run in threads (`_side_by_side`)
 
     def capacities(names: tuple[str, ...], factor: float) -> dict[str, float]:
         return {v: (base[v] * factor if v in names else 0.0) for v in sorted(base)}
@@ -236,14 +263,16 @@ def bound_capacities(
             caps = capacities(names, factor)
             runs_asked.append((setting.plan(capacities=caps, cycle=cycle), start(caps)))
         measured = setting.measure_all(candidates=runs_asked)
-        runs += len(candidates)
-        if progress is not None:
-            progress(min(1.0, runs / most))
+        with counting:
+            runs += len(candidates)
+            if progress is not None:
+                progress(min(1.0, runs / most))
         return measured
 
-    made = _in_rounds(
+    made = _side_by_side(
         searches=[_factor_search(names=names, target=target) for names in sets],
         measure=measure,
+        jobs=setting.jobs,
     )
     best: tuple[Measured, dict[str, float]] | None = None
     for runs_of_set in made:  # the order of the runs one after another: set by set
@@ -383,12 +412,13 @@ def best_static(
 
     # Each variant alone: the fewest replicas that meet the target (bisection over [1, max]),
     # every variant's bisection in the same rounds, kept in the order of one after another.
-    alone = _in_rounds(
+    alone = _side_by_side(
         searches=[
             _alone_search(index=index, size=len(variants), bound=bound, target=target)
             for index, bound in enumerate(bounds)
         ],
         measure=measure,
+        jobs=setting.jobs,
     )
     for runs_of_variant in alone:
         for counts, result in runs_of_variant:

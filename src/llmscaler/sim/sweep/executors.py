@@ -13,7 +13,14 @@ with two, and this process with a Ray cluster.
   any progress bar's thread: a fork copies no thread, and a worker forked later could inherit a
   lock such a thread held) and kept for the executor's life (`close`). Workers are forked where
   the platform can (Linux: no re-import, the parent's modules are already loaded), else
-  spawned. Each task is pickled to its worker and its result back.
+  spawned. Each task is pickled to its worker and its result back. A task goes to the pool
+  only when a worker is free, from one queue shared by every thread that calls `start`: the
+  tasks of a call `behind` wait there until no other task does, so they take only the workers
+  the others leave idle (a search's rounds, each waiting for the last, leave some) and never
+  delay them by more than the one run a worker has already started.
+
+`behind` is a hint: `InProcess` runs one call's tasks at a time anyway, and `on_ray.OnRay`
+leaves the order to Ray's scheduler.
 
 What fails: an exception a task raises is re-raised by `start`'s iterator in the caller, with
 the task's own traceback chained; a worker that dies (killed, out of memory) raises
@@ -22,11 +29,14 @@ the task's own traceback chained; a worker that dies (killed, out of memory) rai
 
 from __future__ import annotations
 
+import functools
+import heapq
 import multiprocessing
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from llmscaler.sim.sweep import on_ray
 from llmscaler.sim.sweep.tasks import Task
@@ -40,8 +50,9 @@ class Executor(Protocol):
     @property
     def jobs(self) -> int: ...
 
-    def start(self, *, tasks: Sequence[Task[R]]) -> Iterator[tuple[int, R]]:
-        """Run `tasks`; yield (index in `tasks`, result) as each finishes."""
+    def start(self, *, tasks: Sequence[Task[R]], behind: bool = False) -> Iterator[tuple[int, R]]:
+        """Run `tasks`; yield (index in `tasks`, result) as each finishes; `behind`: after
+        every task of other calls that waits (module docstring)."""
         ...
 
     def close(self) -> None:
@@ -62,7 +73,7 @@ class InProcess:
 
     jobs = 1
 
-    def start(self, *, tasks: Sequence[Task[R]]) -> Iterator[tuple[int, R]]:
+    def start(self, *, tasks: Sequence[Task[R]], behind: bool = False) -> Iterator[tuple[int, R]]:
         for index, task in enumerate(tasks):
             yield index, task()
 
@@ -82,6 +93,13 @@ class LocalProcesses:
             raise ValueError(f'jobs must be at least 1, got {jobs}')
         self._jobs = jobs
         self._pool: ProcessPoolExecutor | None = None
+        # Reentrant: a pool future that is already done runs its callback at once, in
+        # `_dispatch`, which holds the lock.
+        self._lock = threading.RLock()
+        # (behind, order, task, the caller's future): what waits for a free worker.
+        self._queue: list[tuple[bool, int, Task[Any], Future[Any]]] = []
+        self._order = 0
+        self._busy = 0
         self._workers()
 
     @property
@@ -97,11 +115,16 @@ class LocalProcesses:
             wait([self._pool.submit(int) for _ in range(self._jobs)])
         return self._pool
 
-    def start(self, *, tasks: Sequence[Task[R]]) -> Iterator[tuple[int, R]]:
-        pool = self._workers()
-        futures: dict[Future[R], int] = {
-            pool.submit(_call, task): index for index, task in enumerate(tasks)
-        }
+    def start(self, *, tasks: Sequence[Task[R]], behind: bool = False) -> Iterator[tuple[int, R]]:
+        self._workers()
+        futures: dict[Future[R], int] = {}
+        with self._lock:
+            for index, task in enumerate(tasks):
+                waiting: Future[R] = Future()
+                futures[waiting] = index
+                heapq.heappush(self._queue, (behind, self._order, task, waiting))
+                self._order += 1
+        self._dispatch()
         pending = set(futures)
         try:
             while pending:
@@ -110,12 +133,40 @@ class LocalProcesses:
                     yield futures[future], future.result()
         finally:
             for future in pending:
-                future.cancel()
+                future.cancel()  # still queued: `_dispatch` drops it; running: it finishes
+
+    def _dispatch(self) -> None:
+        """Send queued tasks to the pool while a worker is free, those not `behind` first."""
+        with self._lock:
+            while self._pool is not None and self._queue and self._busy < self._jobs:
+                _, _, task, waiting = heapq.heappop(self._queue)
+                if not waiting.set_running_or_notify_cancel():
+                    continue
+                self._busy += 1
+                running = self._pool.submit(_call, task)
+                running.add_done_callback(functools.partial(self._finished, waiting))
+
+    def _finished(self, waiting: Future[Any], running: Future[Any]) -> None:
+        with self._lock:
+            self._busy -= 1
+        if running.cancelled():
+            waiting.set_exception(RuntimeError('the worker pool was shut down'))
+        elif (error := running.exception()) is not None:
+            waiting.set_exception(error)
+        else:
+            waiting.set_result(running.result())
+        self._dispatch()
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        with self._lock:
+            pool, self._pool = self._pool, None
+            queued, self._queue = self._queue, []
+        for _, _, _, waiting in queued:
+            # A cancel alone wakes no `wait`: the notification is what tells the caller.
+            waiting.cancel()
+            waiting.set_running_or_notify_cancel()
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def executor_for(*, jobs: int, ray: str | None = None) -> Executor:

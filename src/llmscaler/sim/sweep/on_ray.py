@@ -150,7 +150,7 @@ class OnRay:
                 self._shared[id(value)] = found
             return found[1]
 
-    def start(self, *, tasks: Sequence[Task[R]]) -> Iterator[tuple[int, R]]:
+    def start(self, *, tasks: Sequence[Task[R]], behind: bool = False) -> Iterator[tuple[int, R]]:
         futures: dict[Any, int] = {}
         for index, task in enumerate(tasks):
             if isinstance(task, Splittable):

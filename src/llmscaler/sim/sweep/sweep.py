@@ -15,7 +15,9 @@ their tasks share the workers.
 Order: results always come back in the tasks' order; `weights` (an estimate of each task's cost,
 any unit) only changes the order in which they start, heaviest first (ties: input order), so
 that a long task does not start last and run alone while the other workers idle (longest
-processing time first).
+processing time first). `behind` runs a call's tasks on the workers the other calls leave idle:
+tasks no search waits for (the plain policies of `llmscaler simulate`) fill the gaps between a
+search's rounds instead of delaying them (`executors`).
 
 `executed` and `reused` count the tasks run and the tasks found in the cache over the sweep's
 life (what the tests and the benchmarks report).
@@ -63,9 +65,15 @@ class Sweep:
     def jobs(self) -> int:
         return self.executor.jobs
 
-    def run(self, *, tasks: Sequence[Task[R]], weights: Sequence[float] | None = None) -> list[R]:
+    def run(
+        self,
+        *,
+        tasks: Sequence[Task[R]],
+        weights: Sequence[float] | None = None,
+        behind: bool = False,
+    ) -> list[R]:
         """The results of `tasks`, in their order (cached ones reused, the others run, the
-        heaviest of `weights` first)."""
+        heaviest of `weights` first; `behind`: on the workers other calls leave idle)."""
         if weights is not None and len(weights) != len(tasks):
             raise ValueError(f'{len(weights)} weights for {len(tasks)} tasks')
         results: list[R | None] = [None] * len(tasks)
@@ -85,7 +93,9 @@ class Sweep:
         todo = [index for index in range(len(tasks)) if not done[index]]
         if weights is not None:
             todo.sort(key=lambda index: (-weights[index], index))
-        for position, value in self.executor.start(tasks=[tasks[index] for index in todo]):
+        for position, value in self.executor.start(
+            tasks=[tasks[index] for index in todo], behind=behind
+        ):
             index = todo[position]
             results[index] = value
             if self.cache is not None:

@@ -128,7 +128,9 @@ def test_weights_start_the_heaviest_first_and_keep_the_order_of_results() -> Non
     started: list[int] = []
 
     class Recording(Wide):
-        def start(self, *, tasks: Sequence[Task[R]]) -> Iterator[tuple[int, R]]:
+        def start(
+            self, *, tasks: Sequence[Task[R]], behind: bool = False
+        ) -> Iterator[tuple[int, R]]:
             for index, task in enumerate(tasks):
                 started.append(task.value)  # type: ignore[attr-defined]
                 yield index, task()

@@ -1,0 +1,90 @@
+"""`sim.sweep.executors`: local worker processes take the tasks of a call `behind` only when no
+other task waits, and what a task raises or a closed pool cancels reaches the caller."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from llmscaler.sim.sweep.executors import LocalProcesses
+from tests.support.sweep_fixtures import Fails, Stamp
+
+
+def collect(
+    executor: LocalProcesses, tasks: list[Stamp], behind: bool, into: list[tuple[float, str]]
+) -> threading.Thread:
+    def run() -> None:
+        into.extend(value for _, value in executor.start(tasks=tasks, behind=behind))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_tasks_behind_wait_for_the_tasks_of_other_calls() -> None:
+    executor = LocalProcesses(jobs=1)
+    started: list[tuple[float, str]] = []
+    try:
+        # The one worker is busy for a second while both calls queue: the plain call was
+        # queued last and starts first, then the ones behind in their order.
+        threads = [collect(executor, [Stamp(1.0, 'busy')], False, started)]
+        time.sleep(0.2)
+        threads.append(
+            collect(executor, [Stamp(0.0, 'behind 1'), Stamp(0.0, 'behind 2')], True, started)
+        )
+        time.sleep(0.2)
+        threads.append(collect(executor, [Stamp(0.0, 'plain')], False, started))
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        executor.close()
+    assert [tag for _, tag in sorted(started)] == ['busy', 'plain', 'behind 1', 'behind 2']
+
+
+def test_two_workers_run_tasks_behind_beside_a_plain_one() -> None:
+    executor = LocalProcesses(jobs=2)
+    started: list[tuple[float, str]] = []
+    try:
+        threads = [collect(executor, [Stamp(1.0, 'plain')], False, started)]
+        time.sleep(0.2)
+        threads.append(collect(executor, [Stamp(0.0, 'behind')], True, started))
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        executor.close()
+    begun = {tag: at for at, tag in started}
+    assert begun['behind'] < begun['plain'] + 1.0  # on the idle worker, not after the plain one
+
+
+def test_a_task_s_exception_reaches_the_caller_and_the_next_call_runs() -> None:
+    executor = LocalProcesses(jobs=2)
+    try:
+        with pytest.raises(RuntimeError, match='this task fails'):
+            list(executor.start(tasks=[Fails()], behind=True))
+        assert next(v for _, v in executor.start(tasks=[Stamp(0.0, 'after')]))[1] == 'after'
+    finally:
+        executor.close()
+
+
+def test_closing_cancels_what_still_waits_for_a_worker() -> None:
+    executor = LocalProcesses(jobs=1)
+    got: list[tuple[float, str]] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            got.extend(v for _, v in executor.start(tasks=[Stamp(0.5, 'a'), Stamp(0.0, 'b')]))
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(0.2)
+    executor.close()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert 'b' not in [tag for _, tag in got]  # never ran: the caller was told, not left waiting
+    assert len(errors) == 1
+    assert type(errors[0]).__name__ == 'CancelledError'
