@@ -53,8 +53,9 @@ two prompts equal at a key are equal before it. Hence:
 - Where a walk along a prompt from its first block leaves a run (at the run's end, or at the
   first key that differs, bisected: one key decides for all before it), the prompt's next key,
   when cached, starts a run: were it inside one, that run would hold the key just passed too,
-  which is in the run left (a key is in one run). So `lookup`, `holds` (the router's score) and
-  `acquire` take one dictionary probe and a comparison of keys per run, however long.
+  which is in the run left (a key is in one run). So `lookup` (also the router's score, on every
+  replica for every arrival) and `acquire` take one dictionary probe and a comparison of keys
+  per run, however long.
 - A request holds whole runs: it takes refs on leading runs, the last one cut where its refs
   end (its top becomes a run of its own), and registers new runs; other requests' cuts only
   divide them further, and a run's first block never changes. So a request's refs, in the
@@ -84,7 +85,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, MutableSequence, Sequence
-from heapq import heappop, heappush
+from heapq import heappop, heappush, heapreplace
 from itertools import compress
 
 
@@ -179,9 +180,10 @@ class PrefixCache:
                 assert run.lo == j, 'keys are not chained'
 
     def lookup(self, keys: Sequence[int], limit: int) -> tuple[int, int]:
-        """(leading keys cached, how many of them are free) over at most `limit` keys."""
+        """(leading keys cached, held or free, how many of them are free) over at most `limit`
+        keys. It reads a few keys where they are, so the router can pass the trace's ids."""
         starts = self._starts
-        n = min(limit, len(keys))
+        n = limit if limit < len(keys) else len(keys)
         hits = idle = 0
         while hits < n:
             run = starts.get(keys[hits])
@@ -278,16 +280,20 @@ class PrefixCache:
         longer fit among them (blocks taken from the pool beyond the uncached ones)."""
         heap = self._heap
         while self._free > free_blocks:
-            seq, top, _, run = heappop(heap)
+            seq, top, uid, run = heap[0]
             if run.ref or run.seq != seq or run.hi != -top:
-                continue  # acquired, freed again, cut or evicted since
-            evict = min(self._free - free_blocks, run.hi - run.lo)
-            run.hi -= evict
-            self._free -= evict
-            if run.hi > run.lo:
-                self._push(run)
-            else:
-                del self._starts[run.keys[run.lo]]
+                heappop(heap)  # acquired, freed again, cut or evicted since
+                continue
+            evict = self._free - free_blocks
+            if evict < run.hi - run.lo:
+                run.hi -= evict
+                self._free = free_blocks
+                heapreplace(heap, (seq, -run.hi, uid, run))
+                return
+            self._free -= run.hi - run.lo
+            run.hi = run.lo
+            heappop(heap)
+            del self._starts[run.keys[run.lo]]
 
     def shared(self) -> int:
         """Refs beyond the first on held blocks: what summing requests' blocks overcounts."""
@@ -301,9 +307,3 @@ class PrefixCache:
         self._starts.clear()
         self._heap.clear()
         self._free = self._extra = 0
-
-    def holds(self, keys: Sequence[int], *, count: int | None = None) -> int:
-        """Leading keys cached (held or free) among the first `count` (all by default). For
-        the router's score, which runs on every replica for every arrival: a walk of a few
-        runs, so it can take the trace's ids as they are."""
-        return self.lookup(keys, len(keys) if count is None else count)[0]
