@@ -142,10 +142,11 @@ class PrefixCache:
     """The cached blocks of one engine, as runs (`_Run`): `_starts` maps each run's first key to
     the run; free runs wait in a heap ordered by when they were freed."""
 
-    __slots__ = ('_extra', '_free', '_heap', '_seq', '_starts', '_uid')
+    __slots__ = ('_extra', '_first', '_free', '_heap', '_seq', '_starts', '_uid')
 
     def __init__(self) -> None:
         self._starts: dict[int, _Run] = {}
+        self._first = self._starts.keys()  # a live view: registering tests a chunk against it
         # (seq, -hi, uid, run): the run's top block is the next to evict; an entry is current
         # only while the run is free with that seq and hi (acquiring, cutting or evicting a
         # run leaves the old entry behind rather than searching the heap for it).
@@ -231,7 +232,7 @@ class PrefixCache:
         chunk = keys[lo:hi]
         # Usually the block before the chunk is the request's own (so no run holding it goes
         # on into the chunk) and no key of the chunk starts a run: nothing of it is cached.
-        if (not lo or (into and into[-1] == keys[lo - 1])) and starts.keys().isdisjoint(chunk):
+        if (not lo or (into and into[-1] == keys[lo - 1])) and self._first.isdisjoint(chunk):
             starts[keys[lo]] = _Run(keys, lo, hi, 1, 0)
             into.extend(chunk)
             return
