@@ -223,9 +223,9 @@ class PrefixCache:
         return taken if isinstance(taken, array | list) else list(taken)
 
     def register(self, keys: Sequence[int], lo: int, hi: int, into: MutableSequence[int]) -> None:
-        """Cache keys[lo:hi] (blocks just scheduled) under a new ref each, appended to `into`,
-        the refs of the request these keys are the prompt of; a key already cached is left to
-        its owner."""
+        """Cache keys[lo:hi] (blocks just scheduled, after those of the request's earlier chunks)
+        under a new ref each, appended to `into`, the refs of the request these keys are the
+        prompt of; a key already cached is left to its owner."""
         if hi <= lo:
             return
         starts = self._starts
