@@ -265,10 +265,11 @@ class EngineBase:
         if self._cache is None or request.prefix is None:
             return 0
         if request.prefix_block == self._bs:
-            # The trace's ids are the keys (`block_keys`): the bisection probes a few of them
-            # where they are rather than copying them all.
-            count = min(len(request.prefix), request.input_tokens // self._bs)
-            return self._cache.holds(request.prefix, count=count) * self._bs
+            # The trace's ids are the keys (`block_keys`): the lookup reads a few of them where
+            # they are rather than copying them all.
+            return (
+                self._cache.lookup(request.prefix, request.input_tokens // self._bs)[0] * self._bs
+            )
         keys = None if memo is None else memo.get(self._bs)
         if keys is None:
             keys = block_keys(
@@ -279,7 +280,7 @@ class EngineBase:
             )
             if memo is not None:
                 memo[self._bs] = keys
-        return self._cache.holds(keys) * self._bs
+        return self._cache.lookup(keys, len(keys))[0] * self._bs
 
     def drain_requests(self) -> list[SimRequest]:
         """Remove every running (in admission order) then waiting request and return them."""

@@ -44,29 +44,49 @@ The structure: runs, not blocks. The semantics above are per block, but a reques
 share their holders: it registers a prefill chunk's blocks together, takes refs on a leading
 run of them and drops all its refs at once. So the cache keeps runs (`_Run`: consecutive blocks
 of one prompt's key list, with one refcount and, when free, one place in the eviction order;
-SGLang's radix cache counts its refs per node the same way) and does its bookkeeping per run:
-a release is one step per run (a request holds a handful, not hundreds of blocks), a lookup
-walks from run to run comparing slices of keys, and free runs wait in a heap by when they were
-freed, evicted from their top block down (the order in which a release frees them). A run is
-cut where a request takes refs on part of it. Per block remain only the dictionary of cached
-keys (`where`, each key's run: the router's bisection probes any block, and a chunk's blocks
-already cached must be found), one entry in and one out per cached block, done by the
-interpreter's own loops; a run keeps the very objects it put there, so evicting finds them by
-identity. Keys are the trace's 64-bit id array when its blocks are the engine's (`block_keys`):
-sliced and compared as machine words, where lists would hold an object per block. Made-up
-keys that repeat inside or across prompts (tests) take a slower path, one block at a time,
-with the same results; `test_prefix_cache` checks the runs against a per-block model.
+SGLang's radix cache counts its refs per node the same way), and a dictionary (`_starts`) of the
+first key of each run only, never of the blocks inside; it does its bookkeeping per run. The
+first keys are enough because keys are chained: a key stands for its prompt up to the end of
+its block, so a cached key is at the same index in its run as in any prompt that has it, and
+two prompts equal at a key are equal before it. Hence:
+
+- Where a walk along a prompt from its first block leaves a run (at the run's end, or at the
+  first key that differs, bisected: one key decides for all before it), the prompt's next key,
+  when cached, starts a run: were it inside one, that run would hold the key just passed too,
+  which is in the run left (a key is in one run). So `lookup` (also the router's score, on every
+  replica for every arrival) and `acquire` take one dictionary probe and a comparison of keys
+  per run, however long.
+- A request holds whole runs: it takes refs on leading runs, the last one cut where its refs
+  end (its top becomes a run of its own), and registers new runs; other requests' cuts only
+  divide them further, and a run's first block never changes. So a request's refs, in the
+  order taken, are tiled by runs, each starting at the ref after the last one's end, and
+  `release` finds them by those keys, one step per run.
+- A chunk being registered starts after the request's last ref, so a cached key of the chunk
+  starts a run, unless its run goes on from the block before the chunk: when that block is not
+  the request's own (it was left to another request), a walk finds its run. The chunk's keys
+  are checked against the dictionary in one pass of the interpreter's own loops: the only work
+  per block left, besides copying keys into the request's refs.
+- Free runs wait in a heap by when they were freed, evicted from their top block down (the
+  order in which a release frees them); a run leaves the dictionary with its last block.
+
+Keys are the trace's 64-bit id array when its blocks are the engine's (`block_keys`): copied as
+machine words, where lists would hold an object per block. `test_prefix_cache` checks the runs
+against a per-block model.
 
 What fails: `acquire` of keys that `lookup` did not find cached, or `release` of refs this
-cache did not hand out, raise (AssertionError, KeyError); the engines never do either.
+cache did not hand out, raise (KeyError, AssertionError); the engines never do either. Keys
+that are not chained (one key at two indices, in one prompt or two, as made-up keys may be) do
+not give the per-block semantics: a lookup that finds a run's first key at another index
+raises AssertionError, other cases go unnoticed. Every key the engines make is chained
+(`SimRequest.prefix` is, and `block_keys` keeps it so).
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import MutableSequence, Sequence
-from heapq import heappop, heappush
-from itertools import repeat
+from collections.abc import Iterator, MutableSequence, Sequence
+from heapq import heappop, heappush, heapreplace
+from itertools import compress
 
 
 def block_keys(
@@ -90,56 +110,45 @@ def block_keys(
 class _Run:
     """Consecutive blocks `keys[lo:hi]` of one chain (block j at index j), cached, with one
     refcount; when free (`ref` 0), freed together: evicted from `hi - 1` down, after every block
-    freed before `seq`. `boxed[j - off]` is the object that keys block j in the cache's
-    dictionary: removing a key by that very object needs no comparison of values."""
+    freed before `seq`. `lo` never changes: the run is found by its first key."""
 
-    __slots__ = ('boxed', 'hi', 'keys', 'lo', 'off', 'ref', 'seq')
+    __slots__ = ('hi', 'keys', 'lo', 'ref', 'seq')
 
-    def __init__(
-        self,
-        keys: Sequence[int],
-        lo: int,
-        hi: int,
-        ref: int,
-        seq: int,
-        boxed: list[int],
-        off: int,
-    ) -> None:
+    def __init__(self, keys: Sequence[int], lo: int, hi: int, ref: int, seq: int) -> None:
         self.keys = keys
         self.lo = lo
         self.hi = hi
         self.ref = ref
         self.seq = seq
-        self.boxed = boxed
-        self.off = off
 
 
-def _common(a: Sequence[int], i: int, b: Sequence[int], j: int, n: int) -> int:
-    """The longest m <= n with a[i:i + m] == b[j:j + m], given a[i] == b[j] (so m >= 1): slice
-    comparisons, bisected (equal prefixes are monotone in their length), so that the
-    interpreter compares the blocks, not a loop of ours."""
-    if a[i : i + n] == b[j : j + n]:
-        return n
-    lo, hi = 1, n - 1  # a[i:i + lo] equal, a[i:i + hi + 1] not
+def _agree(a: Sequence[int], b: Sequence[int], j: int, end: int) -> int:
+    """Where chains `a` and `b`, equal at index j, first differ before `end` (`end` if not):
+    chained keys equal at an index are equal before it, so one key decides for all before it
+    and the first difference is bisected, one key per probe."""
+    if a[end - 1] == b[end - 1]:
+        return end
+    lo, hi = j + 1, end - 1  # equal at lo - 1, not at hi
     while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[i : i + mid] == b[j : j + mid]:
-            lo = mid
+        mid = (lo + hi) // 2
+        if a[mid] == b[mid]:
+            lo = mid + 1
         else:
-            hi = mid - 1
+            hi = mid
     return lo
 
 
 class PrefixCache:
-    """The cached blocks of one engine, as runs (`_Run`): `where` maps every cached key to its
-    run; free runs wait in a heap ordered by when they were freed."""
+    """The cached blocks of one engine, as runs (`_Run`): `_starts` maps each run's first key to
+    the run; free runs wait in a heap ordered by when they were freed."""
 
-    __slots__ = ('_extra', '_free', '_heap', '_seq', '_uid', 'where')
+    __slots__ = ('_extra', '_first', '_free', '_heap', '_seq', '_starts', '_uid')
 
     def __init__(self) -> None:
-        self.where: dict[int, _Run] = {}
+        self._starts: dict[int, _Run] = {}
+        self._first = self._starts.keys()  # a live view: registering tests a chunk against it
         # (seq, -hi, uid, run): the run's top block is the next to evict; an entry is current
-        # only while the run is free with that seq and hi (acquiring, splitting or evicting a
+        # only while the run is free with that seq and hi (acquiring, cutting or evicting a
         # run leaves the old entry behind rather than searching the heap for it).
         self._heap: list[tuple[int, int, int, _Run]] = []
         self._free = 0  # free cached blocks
@@ -151,125 +160,110 @@ class PrefixCache:
         self._uid += 1
         heappush(self._heap, (run.seq, -run.hi, self._uid, run))
 
-    def _locate(self, run: _Run, key: int, j: int) -> int:
-        """Where `key` (block j of a prompt) sits in `run`: at j, unless keys repeat across
-        positions (only made-up keys do)."""
-        if run.lo <= j < run.hi and run.keys[j] == key:
-            return j
-        return list(run.keys).index(key, run.lo, run.hi)
-
-    def _split(self, run: _Run, a: int, b: int) -> _Run:
-        """Cut `run` so that its blocks [a, b) are a run of their own (returned); the rest keep
-        its refcount and, when free, its place in the eviction order."""
-        lo, hi, keys, where = run.lo, run.hi, run.keys, self.where
-        boxed, off = run.boxed, run.off
-        if a > lo:
-            low = _Run(keys, lo, a, run.ref, run.seq, boxed, off)
-            for key in boxed[lo - off : a - off]:
-                where[key] = low
-            if not run.ref:
-                self._push(low)
-        if b < hi:
-            high = _Run(keys, b, hi, run.ref, run.seq, boxed, off)
-            for key in boxed[b - off : hi - off]:
-                where[key] = high
-            if not run.ref:
-                self._push(high)
-        run.lo, run.hi = a, b
-        return run
-
-    def _extent(self, keys: Sequence[int], j: int, n: int) -> tuple[_Run, int, int] | None:
-        """The run holding block j of `keys`, where, and how many of keys[j:n] follow in it."""
-        key = keys[j]
-        run = self.where.get(key)
-        if run is None:
-            return None
-        p = self._locate(run, key, j)
-        return run, p, _common(keys, j, run.keys, p, min(run.hi - p, n - j))
+    def _segments(
+        self, keys: Sequence[int], lo: int, hi: int, run: _Run | None
+    ) -> Iterator[tuple[_Run, int, int]]:
+        """The cached blocks among keys[lo:hi], run by run in order: (run, from, to), given
+        `run`, the run holding block lo - 1 (None when it is not cached)."""
+        starts = self._starts
+        j = lo
+        while j < hi:
+            if run is not None and run.hi > j and run.keys[j] == keys[j]:
+                end = _agree(keys, run.keys, j, min(run.hi, hi))
+                yield run, j, end
+                j = end
+                if j == hi:
+                    return
+            # The next cached block, if any, starts a run: the first key in the dictionary.
+            j = next(compress(range(j, hi), map(starts.__contains__, keys[j:hi])), hi)
+            if j < hi:
+                run = starts[keys[j]]
+                assert run.lo == j, 'keys are not chained'
 
     def lookup(self, keys: Sequence[int], limit: int) -> tuple[int, int]:
-        """(leading keys cached, how many of them are free) over at most `limit` keys."""
-        n = min(limit, len(keys))
+        """(leading keys cached, held or free, how many of them are free) over at most `limit`
+        keys. It reads a few keys where they are, so the router can pass the trace's ids."""
+        starts = self._starts
+        n = limit if limit < len(keys) else len(keys)
         hits = idle = 0
         while hits < n:
-            found = self._extent(keys, hits, n)
-            if found is None:
+            run = starts.get(keys[hits])
+            if run is None:
                 break
-            run, _, m = found
-            hits += m
+            assert run.lo == hits, 'keys are not chained'
+            end = run.hi if run.hi < n else n
+            if keys[end - 1] != run.keys[end - 1]:  # the prompt branches off inside the run
+                end = _agree(keys, run.keys, hits, end)
             if not run.ref:
-                idle += m
+                idle += end - hits
+            hits = end
         return hits, idle
 
     def acquire(self, keys: Sequence[int], hits: int) -> MutableSequence[int]:
         """Take a ref on each of the first `hits` keys (all cached); the keys now held."""
+        starts = self._starts
         j = 0
         while j < hits:
-            found = self._extent(keys, j, hits)
-            assert found is not None
-            run, p, m = found
-            if p != run.lo or p + m != run.hi:
-                run = self._split(run, p, p + m)
+            run = starts[keys[j]]
+            assert run.lo == j, 'keys are not chained'
+            b = _agree(keys, run.keys, j, min(run.hi, hits))
+            if b < run.hi:  # the rest of the run, its own run now
+                high = _Run(run.keys, b, run.hi, run.ref, run.seq)
+                starts[run.keys[b]] = high
+                if not run.ref:
+                    self._push(high)
+                run.hi = b
             if not run.ref:
-                self._free -= m
+                self._free -= b - j
             else:
-                self._extra += m
+                self._extra += b - j
             run.ref += 1
-            j += m
+            j = b
         taken = keys[:hits]
         return taken if isinstance(taken, array | list) else list(taken)
 
     def register(self, keys: Sequence[int], lo: int, hi: int, into: MutableSequence[int]) -> None:
-        """Cache keys[lo:hi] (blocks just scheduled) under a new ref each, appended to `into`;
-        a key already cached is left to its owner."""
-        where = self.where
+        """Cache keys[lo:hi] (blocks just scheduled, after those of the request's earlier chunks)
+        under a new ref each, appended to `into`, the refs of the request these keys are the
+        prompt of; a key already cached is left to its owner."""
+        if hi <= lo:
+            return
+        starts = self._starts
         chunk = keys[lo:hi]
-        boxed = chunk.tolist() if isinstance(chunk, array) else list(chunk)
-        run = _Run(keys, lo, hi, 1, 0, boxed, lo)
-        size = len(where)
-        # One probe per key: the chunk is usually all new, so insert first and undo otherwise.
-        found = list(map(where.setdefault, boxed, repeat(run)))
-        if len(where) - size == hi - lo:
+        # Usually the block before the chunk is the request's own (so no run holding it goes
+        # on into the chunk) and no key of the chunk starts a run: nothing of it is cached.
+        if (not lo or (into and into[-1] == keys[lo - 1])) and self._first.isdisjoint(chunk):
+            starts[keys[lo]] = _Run(keys, lo, hi, 1, 0)
             into.extend(chunk)
             return
-        for key, got in zip(boxed, found, strict=True):  # some cached or repeated: one by one
-            if got is run:
-                where.pop(key, None)
-        current: _Run | None = None  # the run of uncached keys being extended
-        for j in range(lo, hi):
-            key = keys[j]
-            if key in where:
-                current = None
-                continue
-            if current is None:
-                current = _Run(keys, j, j + 1, 1, 0, [key], j)
-            else:
-                current.hi = j + 1
-                current.boxed.append(key)
-            where[key] = current
-            into.append(key)
+        before = None  # the run holding block lo - 1
+        for run, _, b in self._segments(keys, 0, lo, None):
+            if b == lo:
+                before = run
+        j = lo
+        for _, a, b in [*self._segments(keys, lo, hi, before), (None, hi, hi)]:
+            if a > j:
+                starts[keys[j]] = _Run(keys, j, a, 1, 0)
+                into.extend(keys[j:a])
+            j = b
 
     def release(self, refs: Sequence[int]) -> int:
         """Drop one ref on each key; the number of blocks that became free (now cached-free)."""
-        where = self.where
+        # The refs are whole runs, in order (see the module docstring): each next ref starts
+        # one.
+        starts = self._starts
+        runs = []
+        i, n = 0, len(refs)
+        while i < n:
+            run = starts[refs[i]]
+            runs.append(run)
+            i += run.hi - run.lo
+        assert i == n, 'releasing refs this cache did not hand out'
         freed = 0
-        i = len(refs)
-        while i:
-            key = refs[i - 1]
-            run = where[key]
-            lo, hi = run.lo, run.hi
-            size = hi - lo
-            # Most refs are whole runs, in order: one step for the run. vLLM frees a request's
-            # blocks last first, so the run's top goes first, as its heap entry says.
-            if not (
-                run.keys[hi - 1] == key and size <= i and refs[i - size : i] == run.keys[lo:hi]
-            ):
-                # Keys of two kinds (an array against a list never compares equal) or
-                # made-up ones: the key alone, as a run of its own.
-                p = self._locate(run, key, hi - 1)
-                run = self._split(run, p, p + 1)
-                size = 1
-            i -= size
+        # vLLM frees a request's blocks last first: the top run goes first, its top block
+        # first, as its heap entry says.
+        for run in reversed(runs):
+            size = run.hi - run.lo
             if run.ref > 1:
                 self._extra -= size
                 run.ref -= 1
@@ -285,41 +279,32 @@ class PrefixCache:
     def trim(self, free_blocks: int) -> None:
         """The engine has `free_blocks` free blocks: evict the oldest free cached blocks that no
         longer fit among them (blocks taken from the pool beyond the uncached ones)."""
-        heap, where = self._heap, self.where
+        heap = self._heap
         while self._free > free_blocks:
-            seq, top, _, run = heap[0]
-            heappop(heap)
+            seq, top, uid, run = heap[0]
             if run.ref or run.seq != seq or run.hi != -top:
-                continue  # acquired, freed again, split or evicted since
-            evict = min(self._free - free_blocks, run.hi - run.lo)
-            for key in run.boxed[run.hi - evict - run.off : run.hi - run.off]:
-                del where[key]
-            run.hi -= evict
-            self._free -= evict
-            if run.hi > run.lo:
-                self._push(run)
+                heappop(heap)  # acquired, freed again, cut or evicted since
+                continue
+            evict = self._free - free_blocks
+            if evict < run.hi - run.lo:
+                run.hi -= evict
+                self._free = free_blocks
+                heapreplace(heap, (seq, -run.hi, uid, run))
+                return
+            self._free -= run.hi - run.lo
+            run.hi = run.lo
+            heappop(heap)
+            del self._starts[run.keys[run.lo]]
 
     def shared(self) -> int:
         """Refs beyond the first on held blocks: what summing requests' blocks overcounts."""
         return self._extra
 
+    def cached(self) -> list[int]:
+        """Every cached key (one per block: for checks)."""
+        return [key for run in self._starts.values() for key in run.keys[run.lo : run.hi]]
+
     def clear(self) -> None:
-        self.where.clear()
+        self._starts.clear()
         self._heap.clear()
         self._free = self._extra = 0
-
-    def holds(self, keys: Sequence[int], *, count: int | None = None) -> int:
-        """Leading keys cached (held or free) among the first `count` (all by default), found
-        by bisection: exact when the cached keys of the prompt are a prefix of it, as they are
-        unless eviction took a block out of the middle of a chain (a prompt's tail is evicted
-        before its head, so rarely). For the router's score, which runs on every replica for
-        every arrival: it probes a few keys, so it can take the trace's ids as they are."""
-        where = self.where
-        lo, hi = 0, len(keys) if count is None else count  # keys[:lo] cached; keys[hi:] not
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if keys[mid] in where:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
