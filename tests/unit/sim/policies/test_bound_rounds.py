@@ -8,6 +8,7 @@ import dataclasses
 import itertools
 import threading
 from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 import pytest
 
@@ -131,16 +132,24 @@ class Headroom(bound.Setting):
 ONE_REPLICA = 4.0
 
 
-def test_the_headroom_search_keeps_the_earlier_set_at_equal_cost_whatever_the_rounds() -> None:
+H = TypeVar('H', bound=Headroom)
+
+
+def headroom(kind: type[H], *, jobs: int) -> H:
+    """A `Headroom` setting of `kind` on the fleet of a short run, with `jobs` workers."""
     (run,) = small_sweep(policies=('default',), duration=60.0)
     assert isinstance(run.traces, Mapping)
-    setting = Headroom(
+    return kind(
         traces=run.traces,
         variants=tuple(run.variants),
         settings=run.settings,
         slos=run.slos,
-        sweep=Sweep(executor=Wide(jobs=3)),
+        sweep=Sweep(executor=Wide(jobs=jobs)),
     )
+
+
+def test_the_headroom_search_keeps_the_earlier_set_at_equal_cost_whatever_the_rounds() -> None:
+    setting = headroom(Headroom, jobs=3)
     names = sorted(v.name for v in setting.variants)
     base = dict.fromkeys(names, ONE_REPLICA)
     found = bound.bound_capacities(
@@ -179,15 +188,7 @@ class Waiting(Headroom):
 
 
 def test_with_several_workers_no_variant_set_waits_for_another_s_runs() -> None:
-    (run,) = small_sweep(policies=('default',), duration=60.0)
-    assert isinstance(run.traces, Mapping)
-    setting = Waiting(
-        traces=run.traces,
-        variants=tuple(run.variants),
-        settings=run.settings,
-        slos=run.slos,
-        sweep=Sweep(executor=Wide(jobs=2)),
-    )
+    setting = headroom(Waiting, jobs=2)
     names = sorted(v.name for v in setting.variants)
     found = bound.bound_capacities(
         setting=setting,
