@@ -8,6 +8,7 @@
   where it ran and the name of the module `imports`, imported there (what a worker was given).
 - `Stamp(pause, tag)`: a task that returns when it started (the system's monotonic clock, the
   same in every process) and its tag, after sleeping `pause` s: the order tasks started in.
+- `Dies`: a task that ends the process it runs in (a worker killed, out of memory).
 - `Wide(jobs)`: an executor that claims `jobs` workers and runs everything here (the searches'
   rounds as N workers would see them, at no cost).
 """
@@ -95,6 +96,19 @@ class Stamp:
         began = time.monotonic()
         time.sleep(self.pause)
         return began, self.tag
+
+
+@dataclass(frozen=True)
+class Dies:
+    @property
+    def label(self) -> str:
+        return 'dies'
+
+    def identity(self) -> object:
+        return 'dies'
+
+    def __call__(self) -> int:
+        os._exit(3)
 
 
 def mixed(*tasks: Square | Fails) -> list[Task[int]]:

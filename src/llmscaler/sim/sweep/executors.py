@@ -143,7 +143,12 @@ class LocalProcesses:
                 if not waiting.set_running_or_notify_cancel():
                     continue
                 self._busy += 1
-                running = self._pool.submit(_call, task)
+                try:
+                    running = self._pool.submit(_call, task)
+                except Exception as error:  # a broken pool: the caller is told, not left waiting
+                    self._busy -= 1
+                    waiting.set_exception(error)
+                    continue
                 running.add_done_callback(functools.partial(self._finished, waiting))
 
     def _finished(self, waiting: Future[Any], running: Future[Any]) -> None:

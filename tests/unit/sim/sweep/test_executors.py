@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
 from llmscaler.sim.sweep.executors import LocalProcesses
-from tests.support.sweep_fixtures import Fails, Stamp
+from llmscaler.sim.sweep.tasks import Task
+from tests.support.sweep_fixtures import Dies, Fails, Stamp
 
 
 def collect(
@@ -18,7 +20,7 @@ def collect(
     def run() -> None:
         into.extend(value for _, value in executor.start(tasks=tasks, behind=behind))
 
-    thread = threading.Thread(target=run)
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
 
@@ -79,7 +81,7 @@ def test_closing_cancels_what_still_waits_for_a_worker() -> None:
         except BaseException as exc:
             errors.append(exc)
 
-    thread = threading.Thread(target=run)
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     time.sleep(0.2)
     executor.close()
@@ -88,3 +90,31 @@ def test_closing_cancels_what_still_waits_for_a_worker() -> None:
     assert 'b' not in [tag for _, tag in got]  # never ran: the caller was told, not left waiting
     assert len(errors) == 1
     assert type(errors[0]).__name__ == 'CancelledError'
+
+
+def test_a_worker_that_dies_fails_the_runs_of_other_calls_still_queued() -> None:
+    executor = LocalProcesses(jobs=1)
+    errors: dict[str, BaseException] = {}
+
+    def run(name: str, tasks: list[Task[object]]) -> threading.Thread:
+        def calls() -> None:
+            try:
+                list(executor.start(tasks=tasks))
+            except BaseException as exc:  # what each caller is told is the point
+                errors[name] = exc
+
+        thread = threading.Thread(target=calls, daemon=True)
+        thread.start()
+        return thread
+
+    try:
+        threads = [run('dying', [Stamp(0.5, 'first'), Dies()])]
+        time.sleep(0.2)
+        threads.append(run('queued', [Stamp(0.0, 'queued')]))
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        executor.close()
+    assert not any(thread.is_alive() for thread in threads)
+    assert isinstance(errors['dying'], BrokenProcessPool)
+    assert isinstance(errors['queued'], BrokenProcessPool)
