@@ -219,18 +219,13 @@ def run(
     capacities: dict[str, float] | None = None
     calibration_seconds: float | None = None
     fleet: Fleet | None = None
-    # Without a warm start, the policies that search nothing run from the scenario's own fleet:
-    # with more than one worker they run beside the searches, on the workers the searches'
-    # rounds leave idle (module docstring).
-    beside = (
-        not setup.warm_start
-        and sweep.jobs > 1
-        and needs_fleet(scenario=setup)
-        and any(name not in SEARCHED for name in setup.policies)
-    )
+    # Without a warm start every run starts from the scenario's own fleet, so with more than one
+    # worker the searches run side by side, and the policies that wait for none run beside them
+    # on the workers the searches' runs leave idle (module docstring).
+    side_by_side = not setup.warm_start and sweep.jobs > 1 and needs_fleet(scenario=setup)
     with ThreadPoolExecutor(max_workers=2) as side:
         plain: Future[list[Finished]] | None = None
-        if beside:
+        if side_by_side and any(name not in SEARCHED for name in setup.policies):
             plain = side.submit(
                 functools.partial(sweep.run, behind=True),
                 tasks=_runs(
@@ -243,10 +238,8 @@ def run(
             )
         if needs_capacities(scenario=setup):
             calibrating = time.perf_counter()
-            if not setup.warm_start and needs_fleet(scenario=setup) and sweep.jobs > 1:
-                # The two searches are independent when the start fleet is the scenario's own:
-                # their rounds share the workers (each reads only its own runs: the same
-                # answers).
+            if side_by_side:
+                # Each search reads only its own runs: the same answers.
                 searching = side.submit(
                     best_fleet, scenario=setup, workloads=workloads, slos=slos, sweep=sweep
                 )

@@ -3,6 +3,7 @@
 | case | expectation |
 |---|---|
 | default scenario, all policies | clairvoyant costs no more than any policy at least as good |
+| two workers, searched and plain policies mixed | one worker's report, in the scenario's order |
 | short run via the CLI | table printed, summary.json/report.html/PNGs written, exit 0 |
 | trace file with a malformed row | `file:line` on stderr, exit 2; with --skip-bad-rows it runs |
 | unknown policy / preset | the valid names on stderr, exit 2, no traceback |
@@ -19,6 +20,7 @@ from llmscaler.cli import main
 from llmscaler.sim import simulate
 from llmscaler.sim.scenario import loader
 from llmscaler.sim.scenario.document import DEFAULT_DOCUMENT, with_overrides
+from llmscaler.sim.sweep.sweep import Sweep
 
 
 @pytest.fixture(scope='module')
@@ -57,6 +59,24 @@ def test_the_default_workload_needs_several_replicas_of_both_variants(
     # The bound's cheapest plan (capacities measured on this workload) needs two H100 at the
     # peak: more than one replica, so a policy that holds one would miss.
     assert peak >= 2
+
+
+def test_two_workers_report_what_one_does_in_the_scenario_s_order() -> None:
+    # The plain policies run behind the searches with two workers: interleaved with the
+    # searched ones here, they must still come back in the scenario's order, with the same runs.
+    document = with_overrides(
+        document=DEFAULT_DOCUMENT,
+        policies=['hpa-kv', 'clairvoyant', 'default', 'static-best', 'keda-queue'],
+        duration=600.0,
+    )
+    setup = loader.from_document(document=document)
+    reports = []
+    for jobs in (1, 2):
+        with Sweep(jobs=jobs, progress=False) as sweep:
+            outcome = simulate.run(setup=setup, out=None, progress=False, sweep=sweep)
+        reports.append([(s.policy, s.cost_usd, s.slo_attainment) for s in outcome.summaries])
+    assert [policy for policy, _, _ in reports[1]] == list(setup.policies)
+    assert reports[1] == reports[0]
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
