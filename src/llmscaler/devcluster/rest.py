@@ -12,8 +12,10 @@ the uid as precondition). Kinds are resolved through the fake API's resource tab
 (`fakeapi.resources`), which names every kind the project reads or writes.
 
 What fails: every verb raises `ApiError` with the answer's status and message for a non-2xx
-answer, and for a kind the table does not hold (code 404, as the server would answer); httpx
-errors (connection refused, timeout: 10 s per request) propagate.
+answer, and for a kind the table does not hold (code 404, as the server would answer). A
+connection that fails to open (refused, or a TLS handshake the server aborts) is opened up to
+`CONNECT_RETRIES` more times; then, as every other httpx error (timeout: 10 s per request), its
+error propagates.
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ import httpx
 from llmscaler.devcluster.fakeapi import resources
 from llmscaler.devcluster.fakeapi.semantics import ApiError
 
-__all__ = ['Rest']
+__all__ = ['CONNECT_RETRIES', 'Rest']
 
 Obj = dict[str, Any]
+
+CONNECT_RETRIES = 2
+"""Further attempts to open a connection that failed before any request was sent."""
 
 
 class Rest:
@@ -39,7 +44,10 @@ class Rest:
     def __init__(self, *, url: str, ca: Path, cert: Path, key: Path) -> None:
         context = ssl.create_default_context(cafile=str(ca))
         context.load_cert_chain(str(cert), str(key))
-        self._client = httpx.Client(base_url=url, verify=context, timeout=10)
+        # A connection the server refuses mid-handshake (a TLS alert, seen under load from many
+        # threads at once) sent nothing: opening it again is safe for every verb.
+        transport = httpx.HTTPTransport(verify=context, retries=CONNECT_RETRIES)
+        self._client = httpx.Client(base_url=url, transport=transport, timeout=10)
 
     def close(self) -> None:
         self._client.close()

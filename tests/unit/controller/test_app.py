@@ -529,7 +529,8 @@ async def test_healthz_fails_when_the_leading_loop_stops_finishing_cycles(api: F
         )
         assert await get(controller.health_port, '/readyz') == (200, 'ok')  # not readiness
         source.release.set()  # the cycle ends: live again
-        await eventually(lambda: cycles(controller) == 1, 'the cycle to end')
+        # 14 s late, the loop starts its next cycle at once: one or two may have ended by now.
+        await eventually(lambda: cycles(controller) >= 1, 'the cycle to end')
         assert await get(controller.health_port, '/healthz') == (200, 'ok')
 
 
