@@ -4,6 +4,7 @@
 |---|---|
 | default scenario, all policies | clairvoyant costs no more than any policy at least as good |
 | two workers, searched and plain policies mixed | one worker's report, in the scenario's order |
+| the bound compared with the best fixed fleet | its plan's run is the search's, not run again |
 | short run via the CLI | table printed, summary.json/report.html/PNGs written, exit 0 |
 | trace file with a malformed row | `file:line` on stderr, exit 2; with --skip-bad-rows it runs |
 | unknown policy / preset | the valid names on stderr, exit 2, no traceback |
@@ -77,6 +78,19 @@ def test_two_workers_report_what_one_does_in_the_scenario_s_order() -> None:
         reports.append([(s.policy, s.cost_usd, s.slo_attainment) for s in outcome.summaries])
     assert [policy for policy, _, _ in reports[1]] == list(setup.policies)
     assert reports[1] == reports[0]
+
+
+def test_the_bound_s_comparison_is_its_search_s_run_of_the_capacities_chosen() -> None:
+    document = with_overrides(document=DEFAULT_DOCUMENT, policies=['clairvoyant'], duration=600.0)
+    setup = loader.from_document(document=document)
+    with Sweep(jobs=1, progress=False) as sweep:
+        outcome = simulate.run(setup=setup, out=None, progress=False, sweep=sweep)
+    # The plan on the capacities the search chose was the search's run: the comparison with
+    # the best fixed fleet is answered without a run.
+    assert sweep.reused == 1
+    (reported,) = outcome.summaries
+    assert reported.policy == 'clairvoyant'
+    assert reported.requests > 0
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

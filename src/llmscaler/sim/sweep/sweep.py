@@ -5,9 +5,13 @@ Why: every sweep of the project (the bound's searches, `static-best`, the polici
 goes through this one class, so each gets the same parallelism (`--jobs`), the same progress
 bar and the same resume. `Sweep.run`
 takes the tasks of one round (a search asks for the next round once it has read this one's
-results), looks each up in the run cache (`cache`), runs the others on the executor
-(`executors`), stores each result as it finishes, and returns them all in the tasks' order, so
-what a caller does with them does not depend on which finished first. With one job a round runs
+results), looks each up among the results the sweep already holds and in the run cache
+(`cache`), runs the others on the executor (`executors`), stores each result as it finishes,
+and returns them all in the tasks' order, so what a caller does with them does not depend on
+which finished first. A sweep runs a task once in its life: the same inputs (the same
+`identity`) asked for again, in the same call or a later one, get the result it holds in
+memory (the bound's plan on the capacities its search chose, run again to compare it with the
+best fixed fleet, is the search's own run of those capacities). With one job a round runs
 in this process. The executor's workers live as long as the sweep (`close`, or a `with` block).
 Several threads may call `run` at once (two independent searches, each waiting for its rounds):
 their tasks share the workers.
@@ -19,8 +23,10 @@ processing time first). `behind` runs a call's tasks on the workers the other ca
 tasks no search waits for (the plain policies of `llmscaler simulate`) fill the gaps between a
 search's rounds instead of delaying them (`executors`).
 
-`executed` and `reused` count the tasks run and the tasks found in the cache over the sweep's
-life (what the tests and the benchmarks report).
+`executed` and `reused` count the tasks run and the tasks answered without a run (held in
+memory or found in the cache) over the sweep's life (what the tests and the benchmarks report).
+What the sweep holds in memory is every result it returned: summaries, and the whole runs a
+caller asked to keep, which that caller holds anyway.
 
 What fails: a task's exception propagates (the results that finished before it are in the
 cache); `jobs` < 1 raises `ValueError`. Wall-clock time is read nowhere here: a result is the
@@ -59,6 +65,7 @@ class Sweep:
         self.bar = Bar(label=label, show=progress)
         self.executed = 0
         self.reused = 0
+        self._memo: dict[str, object] = {}
         self._lock = threading.Lock()
 
     @property
@@ -78,19 +85,36 @@ class Sweep:
             raise ValueError(f'{len(weights)} weights for {len(tasks)} tasks')
         results: list[R | None] = [None] * len(tasks)
         done = [False] * len(tasks)
-        keys: list[str | None] = [None] * len(tasks)
+        keys = [run_cache.key(identity=task.identity()) for task in tasks]
         with self._lock:
             self.bar.add(count=len(tasks))
+            for index, key in enumerate(keys):
+                if key in self._memo:
+                    results[index], done[index] = cast(R, self._memo[key]), True
+                    self.reused += 1
+                    self.bar.advance()
         if self.cache is not None:
-            for index, task in enumerate(tasks):
-                keys[index] = run_cache.key(identity=task.identity())
-                found, value = self.cache.get(key=cast(str, keys[index]))
+            for index, key in enumerate(keys):
+                if done[index]:
+                    continue
+                found, value = self.cache.get(key=key)
                 if found:
                     results[index], done[index] = cast(R, value), True
                     with self._lock:
+                        self._memo[key] = value
                         self.reused += 1
                         self.bar.advance()
-        todo = [index for index in range(len(tasks)) if not done[index]]
+        # A task given twice runs once: the first of its copies runs, the others take its result.
+        first: dict[str, int] = {}
+        copies: list[tuple[int, int]] = []
+        for index, key in enumerate(keys):
+            if done[index]:
+                continue
+            if key in first:
+                copies.append((index, first[key]))
+            else:
+                first[key] = index
+        todo = sorted(first.values())
         if weights is not None:
             todo.sort(key=lambda index: (-weights[index], index))
         for position, value in self.executor.start(
@@ -99,9 +123,15 @@ class Sweep:
             index = todo[position]
             results[index] = value
             if self.cache is not None:
-                self.cache.put(key=cast(str, keys[index]), value=value)
+                self.cache.put(key=keys[index], value=value)
             with self._lock:
+                self._memo[keys[index]] = value
                 self.executed += 1
+                self.bar.advance()
+        for index, original in copies:
+            results[index] = results[original]
+            with self._lock:
+                self.reused += 1
                 self.bar.advance()
         return cast(list[R], results)
 

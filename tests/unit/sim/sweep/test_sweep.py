@@ -55,6 +55,17 @@ def test_results_come_in_input_order_whatever_finishes_first() -> None:
         ]
 
 
+def test_a_task_given_twice_runs_once_in_one_call_or_in_a_later_one() -> None:
+    with Sweep(jobs=2) as sweep:
+        assert sweep.run(tasks=[Square(2), Square(3), Square(2)]) == [4, 9, 4]
+        assert (sweep.executed, sweep.reused) == (2, 1)
+        assert sweep.run(tasks=[Square(3), Square(5)]) == [9, 25]
+        assert (sweep.executed, sweep.reused) == (3, 2)
+        # Other inputs are another task, even where the result would be the same.
+        assert sweep.run(tasks=[Square(-3)]) == [9]
+        assert (sweep.executed, sweep.reused) == (4, 2)
+
+
 def test_a_second_sweep_on_the_same_inputs_simulates_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
