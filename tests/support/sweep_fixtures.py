@@ -117,15 +117,19 @@ def mixed(*tasks: Square | Fails) -> list[Task[int]]:
 
 
 class Wide:
-    """An executor that says it has `jobs` workers and runs every task here, in order: what a
-    search does with N workers, without starting any."""
+    """An executor that says it has `jobs` workers, `idle` of them free, and runs every task
+    here, in order: what a search does with N workers, without starting any."""
 
-    def __init__(self, *, jobs: int) -> None:
+    def __init__(self, *, jobs: int, idle: int = 0) -> None:
         self.jobs = jobs
+        self.free = idle
 
     def start(self, *, tasks: Sequence[Task[R]], behind: bool = False) -> Iterator[tuple[int, R]]:
         for index, task in enumerate(tasks):
             yield index, task()
+
+    def idle(self) -> int:
+        return self.free
 
     def close(self) -> None:
         pass

@@ -38,11 +38,13 @@ candidate the search skipped on that assumption is not measured. The target is T
 The runs go through the setting's sweep (`sim.sweep`: local worker processes, a run cache). The
 clairvoyant search's variant sets, and the static search's variants alone, are searched side by
 side (`_side_by_side`: with one worker in rounds of one run each, with more each in a thread
-that asks for its next run as soon as its last is done); then the static search's mixes go
-`jobs` at a time, cheapest first. The
+that asks for its next run as soon as its last is done, and runs beside it, on workers nothing
+else wants, the candidates it would ask for next whichever way that run goes); then the static
+search's mixes go `jobs` at a time, cheapest first. The
 answer is the one the searches give run after run, whatever the number of workers: the runs a
-set or a variant would have made are the same (each search reads only its own runs), the best is
-chosen in the order the searches would have made them, and a mix run ahead of its turn whose
+set or a variant would have made are the same (each search reads only its own runs, and a
+candidate run ahead that it does not then ask for is never read), the best is chosen in the
+order the searches would have made them, and a mix run ahead of its turn whose
 result the search, at its turn, would have skipped (a cheaper mix met the target, or a larger
 one missed) or not reached (MAX_STATIC_RUNS) is dropped, as if never run.
 
@@ -55,6 +57,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import itertools
 import math
 import threading
@@ -84,7 +87,8 @@ MAX_COMBINATIONS = 200_000
 Progress = Callable[[float], None]
 C = TypeVar('C')
 Search = Generator[C, 'Measured', None]
-"""A search that yields the candidate it wants measured and is sent its `Measured`."""
+"""A search that yields the candidate it wants measured and is sent its `Measured`; it goes on
+by whether that met the target, and by nothing else (`_side_by_side` runs ahead on that)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +114,10 @@ class Setting:
     @property
     def jobs(self) -> int:
         return self.sweep.jobs if self.sweep is not None else 1
+
+    def idle(self) -> int:
+        """Workers with nothing to run now (`Sweep.idle`; 0 without a sweep)."""
+        return self.sweep.idle() if self.sweep is not None else 0
 
     def measure_all(
         self, *, candidates: Sequence[tuple[Policy, Sequence[VariantSpec] | None]]
@@ -161,26 +169,64 @@ class Setting:
         return measured
 
 
+MET = Measured(attainment=1.0, cost=0.0)
+"""What a search is sent to learn where it goes after a run that meets the target."""
+MISSED = Measured(attainment=0.0, cost=0.0)
+"""... and after one that misses it."""
+
+
+def _asked_after(start: Callable[[], Search[C]], sent: Sequence[Measured]) -> C | None:
+    """The candidate a fresh copy of the search asks for once sent `sent` (None: it is done)."""
+    search = start()
+    try:
+        candidate = next(search)
+        for measured in sent:
+            candidate = search.send(measured)
+    except StopIteration:
+        return None
+    return candidate
+
+
 def _side_by_side(
     *,
-    searches: Sequence[Search[C]],
+    searches: Sequence[Callable[[], Search[C]]],
     measure: Callable[[list[C]], list[Measured]],
     jobs: int,
+    idle: Callable[[], int] = lambda: 0,
 ) -> list[list[tuple[C, Measured]]]:
-    """Drive independent searches together; per search, its (candidate, measured) in its order.
+    """Drive independent searches together; per search (each made by its `start` function),
+    its (candidate, measured) in its order.
 
     With one job, in rounds: each round measures the next candidate of every search still
     going, in one call. With more, each search in a thread of its own, asking for its next
     candidate as soon as its last is measured: no search waits for another's run (a round
     would wait for its slowest), so a worker idles only while fewer runs are asked for than
-    there are workers. Either way each search reads only its own runs: the same answers."""
-    if jobs > 1 and len(searches) > 1:
+    there are workers. Then, when `idle()` says workers beyond the one its next run takes are
+    free, a search runs beside that run the candidates it would ask for next if the run met
+    the target, then if it missed (one per free worker): a search branches only on that, so
+    the one it asks for next is among them and needs no run of its own, and runs that only
+    wait for each other's outcome (a bisection's) go two steps at a time. Either way each
+    search reads only its own runs: the same answers."""
+    if jobs > 1:
 
-        def alone(search: Search[C]) -> list[tuple[C, Measured]]:
+        def alone(start: Callable[[], Search[C]]) -> list[tuple[C, Measured]]:
+            search = start()
             made: list[tuple[C, Measured]] = []
+            ahead: list[tuple[C, Measured]] = []  # run beside an earlier candidate
             candidate = next(search, None)
             while candidate is not None:
-                (result,) = measure([candidate])
+                known = [m for c, m in ahead if c == candidate]
+                if known:
+                    result = known[0]
+                else:
+                    sent = [m for _, m in made]
+                    batch = [candidate]
+                    for outcome in (MET, MISSED)[: max(0, idle() - 1)]:
+                        guess = _asked_after(start, [*sent, outcome])
+                        if guess is not None and guess not in batch:
+                            batch.append(guess)
+                    result, *beside = measure(batch)
+                    ahead = list(zip(batch[1:], beside, strict=True))
                 made.append((candidate, result))
                 try:
                     candidate = search.send(result)
@@ -188,11 +234,12 @@ def _side_by_side(
                     candidate = None
             return made
 
-        with ThreadPoolExecutor(max_workers=len(searches)) as threads:
+        with ThreadPoolExecutor(max_workers=max(1, len(searches))) as threads:
             return list(threads.map(alone, searches))
+    running = [start() for start in searches]
     made: list[list[tuple[C, Measured]]] = [[] for _ in searches]
     wanted: dict[int, C] = {}
-    for index, search in enumerate(searches):
+    for index, search in enumerate(running):
         first = next(search, None)
         if first is not None:
             wanted[index] = first
@@ -203,7 +250,7 @@ def _side_by_side(
         for index, result in zip(order, results, strict=True):
             made[index].append((asked[index], result))
             with contextlib.suppress(StopIteration):
-                wanted[index] = searches[index].send(result)
+                wanted[index] = running[index].send(result)
     return made
 
 
@@ -270,9 +317,10 @@ def bound_capacities(
         return measured
 
     made = _side_by_side(
-        searches=[_factor_search(names=names, target=target) for names in sets],
+        searches=[functools.partial(_factor_search, names=names, target=target) for names in sets],
         measure=measure,
         jobs=setting.jobs,
+        idle=setting.idle,
     )
     best: tuple[Measured, dict[str, float]] | None = None
     for runs_of_set in made:  # the order of the runs one after another: set by set
@@ -414,11 +462,14 @@ def best_static(
     # every variant's bisection in the same rounds, kept in the order of one after another.
     alone = _side_by_side(
         searches=[
-            _alone_search(index=index, size=len(variants), bound=bound, target=target)
+            functools.partial(
+                _alone_search, index=index, size=len(variants), bound=bound, target=target
+            )
             for index, bound in enumerate(bounds)
         ],
         measure=measure,
         jobs=setting.jobs,
+        idle=setting.idle,
     )
     for runs_of_variant in alone:
         for counts, result in runs_of_variant:

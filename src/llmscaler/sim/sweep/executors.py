@@ -20,7 +20,9 @@ with two, and this process with a Ray cluster.
   delay them by more than the one run a worker has already started.
 
 `behind` is a hint: `InProcess` runs one call's tasks at a time anyway, and `on_ray.OnRay`
-leaves the order to Ray's scheduler.
+leaves the order to Ray's scheduler. So is `idle` (workers free with nothing queued for them,
+what a search may fill with runs ahead of its turn): `LocalProcesses` counts them, the others
+say 0.
 
 What fails: an exception a task raises is re-raised by `start`'s iterator in the caller, with
 the task's own traceback chained; a worker that dies (killed, out of memory) raises
@@ -55,6 +57,11 @@ class Executor(Protocol):
         every task of other calls that waits (module docstring)."""
         ...
 
+    def idle(self) -> int:
+        """Workers free now with no task waiting for them: a hint for a caller that could run
+        something ahead of its turn (0 where the executor cannot tell)."""
+        ...
+
     def close(self) -> None:
         """Release what the executor holds (workers); it may not be used after."""
         ...
@@ -76,6 +83,9 @@ class InProcess:
     def start(self, *, tasks: Sequence[Task[R]], behind: bool = False) -> Iterator[tuple[int, R]]:
         for index, task in enumerate(tasks):
             yield index, task()
+
+    def idle(self) -> int:
+        return 0  # its one worker is the caller
 
     def close(self) -> None:
         pass
@@ -134,6 +144,10 @@ class LocalProcesses:
         finally:
             for future in pending:
                 future.cancel()  # still queued: `_dispatch` drops it; running: it finishes
+
+    def idle(self) -> int:
+        with self._lock:
+            return max(0, self._jobs - self._busy - len(self._queue))
 
     def _dispatch(self) -> None:
         """Send queued tasks to the pool while a worker is free, those not `behind` first."""

@@ -168,6 +168,9 @@ class OnRay:
             for future in pending:
                 self._ray.cancel(future)
 
+    def idle(self) -> int:
+        return 0  # the cluster's scheduler knows; a search does not run ahead on it
+
     def close(self) -> None:
         self._shared.clear()
         if self._connected:

@@ -72,6 +72,10 @@ class Sweep:
     def jobs(self) -> int:
         return self.executor.jobs
 
+    def idle(self) -> int:
+        """Workers free now with nothing waiting for them (`executors.Executor.idle`)."""
+        return self.executor.idle()
+
     def run(
         self,
         *,

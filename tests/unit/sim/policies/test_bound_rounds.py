@@ -66,7 +66,8 @@ def formula(*, maxima: dict[str, int], demand: float, jobs: int, crowd: int = 10
         variants=fleet(maxima=maxima),
         settings=run.settings,
         slos=run.slos,
-        sweep=Sweep(executor=Wide(jobs=jobs)),
+        # Every worker says it is free: the searches run ahead wherever they can.
+        sweep=Sweep(executor=Wide(jobs=jobs, idle=jobs if jobs > 1 else 0)),
         demand=demand,
         crowd=crowd,
     )
@@ -201,3 +202,56 @@ def test_with_several_workers_no_variant_set_waits_for_another_s_runs() -> None:
     assert setting.went_on.is_set()
     assert setting.log.index(tuple(names)) >= setting.others
     assert all(found[n] > 0 for n in names)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Logged(Headroom):
+    """`Headroom` that logs the factor of every candidate of each call, in its order."""
+
+    calls: list[tuple[float, ...]] = dataclasses.field(default_factory=list, compare=False)
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, compare=False)
+
+    def measure_all(
+        self, *, candidates: Sequence[tuple[Policy, Sequence[VariantSpec] | None]]
+    ) -> list[bound.Measured]:
+        factors = []
+        for policy, _ in candidates:
+            assert isinstance(policy, ClairvoyantPolicy)
+            factors.append(max(policy.capacities.values()) / ONE_REPLICA)
+        with self.lock:
+            self.calls.append(tuple(factors))
+        return Headroom.measure_all(self, candidates=candidates)
+
+
+def logged(*, jobs: int, idle: int, room: float) -> Logged:
+    setting = headroom(Logged, jobs=jobs)
+    setting.sweep.executor = Wide(jobs=jobs, idle=idle)  # type: ignore[union-attr]
+    return dataclasses.replace(setting, room=room)
+
+
+@pytest.mark.parametrize('room', [0.05, 0.3, 1.0, 1.3, 2.9, 5.0])
+@pytest.mark.parametrize('idle', [2, 3])
+def test_idle_workers_run_a_search_s_next_candidates_beside_its_run_for_the_same_answer(
+    room: float, idle: int
+) -> None:
+    def found(setting: Logged) -> dict[str, float]:
+        return bound.bound_capacities(
+            setting=setting,
+            base=dict.fromkeys(sorted(v.name for v in setting.variants), ONE_REPLICA),
+            cycle=30.0,
+            start=lambda _: setting.variants,
+        )
+
+    alone = logged(jobs=1, idle=0, room=room)
+    busy = logged(jobs=idle, idle=0, room=room)
+    ahead = logged(jobs=idle, idle=idle, room=room)
+    assert found(ahead) == found(busy) == found(alone)
+    # With no worker to spare, a call per candidate; with some, every candidate asked for was
+    # run, first in a call or beside another, and some were known before their turn came.
+    assert all(len(call) == 1 for call in busy.calls)
+    assert {f for (f,) in busy.calls} <= {f for call in ahead.calls for f in call}
+    assert len(ahead.calls) <= len(busy.calls)
+    if idle > 2 or room > bound.LOWEST_FACTOR:
+        # Either outcome run beside, or the one guessed (met) right at least once.
+        assert len(ahead.calls) < len(busy.calls)
+    assert max(len(call) for call in ahead.calls) == idle

@@ -45,6 +45,25 @@ def test_tasks_behind_wait_for_the_tasks_of_other_calls() -> None:
     assert [tag for _, tag in sorted(started)] == ['busy', 'plain', 'behind 1', 'behind 2']
 
 
+def test_idle_counts_the_workers_that_no_task_runs_on_or_waits_for() -> None:
+    executor = LocalProcesses(jobs=2)
+    started: list[tuple[float, str]] = []
+    try:
+        assert executor.idle() == 2
+        first = collect(executor, [Stamp(1.0, 'one')], False, started)
+        time.sleep(0.3)
+        assert executor.idle() == 1
+        second = collect(executor, [Stamp(1.0, 'two'), Stamp(0.0, 'waits')], False, started)
+        time.sleep(0.3)
+        assert executor.idle() == 0  # both busy, one task queued
+        for thread in (first, second):
+            thread.join(timeout=60)
+        assert executor.idle() == 2
+    finally:
+        executor.close()
+    assert sorted(tag for _, tag in started) == ['one', 'two', 'waits']
+
+
 def test_two_workers_run_tasks_behind_beside_a_plain_one() -> None:
     executor = LocalProcesses(jobs=2)
     started: list[tuple[float, str]] = []
