@@ -11,8 +11,9 @@ Nothing here does I/O.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol
 
 import numpy as np
@@ -263,6 +264,14 @@ class SimRequest:
         if self.output_tokens <= 1:
             return math.nan
         return (self.finished - self.first_token) / (self.output_tokens - 1)
+
+    def __reduce__(self) -> tuple[type[SimRequest], tuple[object, ...]]:
+        # A kept run crosses from a sweep's worker with every request: its fields as the
+        # constructor's arguments pickle and load in under half the time of the default state.
+        return SimRequest, _request_fields(self)
+
+
+_request_fields = operator.attrgetter(*(f.name for f in fields(SimRequest)))
 
 
 @dataclass(frozen=True, slots=True)
