@@ -17,7 +17,9 @@ with two, and this process with a Ray cluster.
   only when a worker is free, from one queue shared by every thread that calls `start`: the
   tasks of a call `behind` wait there until no other task does, so they take only the workers
   the others leave idle (a search's rounds, each waiting for the last, leave some) and never
-  delay them by more than the one run a worker has already started.
+  delay them by more than the one run a worker has already started. A worker that a task not
+  behind frees is held for such tasks a moment (`GRACE`) first: the search just answered asks
+  for its next run within it, where a task behind would take the worker for a whole run.
 
 `behind` is a hint: `InProcess` runs one call's tasks at a time anyway, and `on_ray.OnRay`
 leaves the order to Ray's scheduler. So is `idle` (workers free with nothing queued for them,
@@ -91,6 +93,11 @@ class InProcess:
         pass
 
 
+GRACE = 0.1
+"""Seconds a worker freed by a task not `behind` is kept from the tasks behind (more than a
+search takes to ask for its next run once given its last)."""
+
+
 def _call(task: Task[R]) -> R:
     return task()
 
@@ -149,11 +156,14 @@ class LocalProcesses:
         with self._lock:
             return max(0, self._jobs - self._busy - len(self._queue))
 
-    def _dispatch(self) -> None:
-        """Send queued tasks to the pool while a worker is free, those not `behind` first."""
+    def _dispatch(self, *, plain_only: bool = False) -> None:
+        """Send queued tasks to the pool while a worker is free, those not `behind` first
+        (`plain_only`: those alone)."""
         with self._lock:
             while self._pool is not None and self._queue and self._busy < self._jobs:
-                _, _, task, waiting = heapq.heappop(self._queue)
+                if plain_only and self._queue[0][0]:
+                    break
+                behind, _, task, waiting = heapq.heappop(self._queue)
                 if not waiting.set_running_or_notify_cancel():
                     continue
                 self._busy += 1
@@ -163,9 +173,9 @@ class LocalProcesses:
                     self._busy -= 1
                     waiting.set_exception(error)
                     continue
-                running.add_done_callback(functools.partial(self._finished, waiting))
+                running.add_done_callback(functools.partial(self._finished, waiting, behind))
 
-    def _finished(self, waiting: Future[Any], running: Future[Any]) -> None:
+    def _finished(self, waiting: Future[Any], behind: bool, running: Future[Any]) -> None:
         with self._lock:
             self._busy -= 1
         if running.cancelled():
@@ -174,7 +184,18 @@ class LocalProcesses:
             waiting.set_exception(error)
         else:
             waiting.set_result(running.result())
-        self._dispatch()
+        if behind:
+            self._dispatch()
+            return
+        # The caller just answered is often a search about to ask for its next run: the worker
+        # waits GRACE for that before a task behind takes it for a whole run.
+        self._dispatch(plain_only=True)
+        with self._lock:
+            later = bool(self._queue) and self._busy < self._jobs
+        if later:
+            timer = threading.Timer(GRACE, self._dispatch)
+            timer.daemon = True
+            timer.start()
 
     def close(self) -> None:
         with self._lock:

@@ -45,6 +45,27 @@ def test_tasks_behind_wait_for_the_tasks_of_other_calls() -> None:
     assert [tag for _, tag in sorted(started)] == ['busy', 'plain', 'behind 1', 'behind 2']
 
 
+def test_a_caller_given_its_result_asks_again_before_a_task_behind_takes_its_worker() -> None:
+    executor = LocalProcesses(jobs=1)
+    started: list[tuple[float, str]] = []
+
+    def search() -> None:
+        # A search: its next run is asked for as soon as its last is back.
+        started.extend(value for _, value in executor.start(tasks=[Stamp(0.5, 'first')]))
+        started.extend(value for _, value in executor.start(tasks=[Stamp(0.0, 'next')]))
+
+    try:
+        searching = threading.Thread(target=search, daemon=True)
+        searching.start()
+        time.sleep(0.2)
+        behind = collect(executor, [Stamp(0.0, 'behind')], True, started)
+        for thread in (searching, behind):
+            thread.join(timeout=60)
+    finally:
+        executor.close()
+    assert [tag for _, tag in sorted(started)] == ['first', 'next', 'behind']
+
+
 def test_idle_counts_the_workers_that_no_task_runs_on_or_waits_for() -> None:
     executor = LocalProcesses(jobs=2)
     started: list[tuple[float, str]] = []
