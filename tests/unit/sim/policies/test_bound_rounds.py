@@ -136,8 +136,9 @@ ONE_REPLICA = 4.0
 H = TypeVar('H', bound=Headroom)
 
 
-def headroom(kind: type[H], *, jobs: int) -> H:
-    """A `Headroom` setting of `kind` on the fleet of a short run, with `jobs` workers."""
+def headroom(kind: type[H], *, jobs: int, idle: int = 0) -> H:
+    """A `Headroom` setting of `kind` on the fleet of a short run, with `jobs` workers (`idle`
+    of them said to be free)."""
     (run,) = small_sweep(policies=('default',), duration=60.0)
     assert isinstance(run.traces, Mapping)
     return kind(
@@ -145,7 +146,7 @@ def headroom(kind: type[H], *, jobs: int) -> H:
         variants=tuple(run.variants),
         settings=run.settings,
         slos=run.slos,
-        sweep=Sweep(executor=Wide(jobs=jobs)),
+        sweep=Sweep(executor=Wide(jobs=jobs, idle=idle)),
     )
 
 
@@ -224,9 +225,7 @@ class Logged(Headroom):
 
 
 def logged(*, jobs: int, idle: int, room: float) -> Logged:
-    setting = headroom(Logged, jobs=jobs)
-    setting.sweep.executor = Wide(jobs=jobs, idle=idle)  # type: ignore[union-attr]
-    return dataclasses.replace(setting, room=room)
+    return dataclasses.replace(headroom(Logged, jobs=jobs, idle=idle), room=room)
 
 
 @pytest.mark.parametrize('room', [0.05, 0.3, 1.0, 1.3, 2.9, 5.0])
