@@ -156,23 +156,39 @@ def passes(
 ) -> list[tuple[float, list[object], list[int]]]:
     """Per executor: seconds per run (the fastest of `REPEATS` passes, after a warm-up; the
     executors' passes alternate, so that a neighbour's load weighs on both alike), the
-    summaries, and the peak RSS of each worker seen."""
-    sweeps = [Sweep(executor=executor, progress=False) for executor in executors]
-    for sweep in sweeps:
-        sweep.run(tasks=small_runs(duration=duration)[: sweep.jobs])
-    best = [math.inf] * len(sweeps)
-    summaries: list[list[object]] = [[] for _ in sweeps]
+    summaries, and the peak RSS of each worker seen.
+
+    Each pass is a sweep of its own on the executor's workers: a sweep answers inputs it has
+    run before from memory, and a pass so answered would time no run at all. A pass that did
+    not simulate every run raises `RuntimeError`."""
+    for executor in executors:
+        pass_on(executor).run(tasks=small_runs(duration=duration)[: executor.jobs])
+    best = [math.inf] * len(executors)
+    summaries: list[list[object]] = [[] for _ in executors]
     for _ in range(REPEATS):
-        for index, sweep in enumerate(sweeps):
-            tasks = small_runs(duration=duration)  # fresh policies: a run changes its policy
+        for index, executor in enumerate(executors):
+            tasks = small_runs(duration=duration)
+            sweep = pass_on(executor)
             started = time.perf_counter()
             summaries[index] = [f.summary for f in sweep.run(tasks=tasks)]
             best[index] = min(best[index], (time.perf_counter() - started) / len(tasks))
+            if sweep.executed != len(tasks):
+                raise RuntimeError(f'a pass simulated {sweep.executed} of {len(tasks)} runs')
     peaks = [
-        sorted(dict(sweep.run(tasks=[Resident(turn) for turn in range(4 * sweep.jobs)])).values())
-        for sweep in sweeps
+        sorted(
+            dict(
+                pass_on(executor).run(tasks=[Resident(turn) for turn in range(4 * executor.jobs)])
+            ).values()
+        )
+        for executor in executors
     ]
     return list(zip(best, summaries, peaks, strict=True))
+
+
+def pass_on(executor: Executor) -> Sweep:
+    """A sweep with nothing in memory on `executor`'s workers (left open: the caller closes
+    the executor)."""
+    return Sweep(executor=executor, progress=False)
 
 
 def ray_sweep(*, duration: float, address: str | None) -> bool:
