@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run demo test lint typecheck contracts unit binaries bench docs perf-docs clean
+.PHONY: run demo test lint typecheck contracts unit binaries native bench docs perf-docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[sim,ray]' --group dev
 	touch $(STAMP)
 
-run: $(STAMP)
+run: $(STAMP) native
 	$(BIN)/llmscaler simulate --out out
 
 # The controller scaling emulated vLLM pods, no cluster needed: on the real control plane once
@@ -37,13 +37,20 @@ contracts: $(STAMP)
 binaries: $(STAMP)
 	$(BIN)/python -m llmscaler.devcluster.binaries build
 
+# The simulator's replica engine compiled with mypyc (a C compiler and the interpreter's headers)
+# into a cache outside the work tree (~/.cache/llmscaler/native, or $$LLMSCALER_NATIVE_CACHE),
+# once per change to its sources; where it cannot be built, the simulator runs it from source,
+# about half as fast, with the same results (docs/simulator.md).
+native: $(STAMP)
+	-$(BIN)/python -m llmscaler.sim.native.build --quiet
+
 # One worker per core: the suite is CPU-bound and its tests share no ports or files.
-unit: $(STAMP) binaries
+unit: $(STAMP) binaries native
 	$(BIN)/pytest -n auto
 
 test: lint typecheck contracts unit
 
-bench: $(STAMP)
+bench: $(STAMP) native
 	$(BIN)/python bench/decide.py
 	$(BIN)/python bench/simulate.py
 	$(BIN)/python bench/metrics.py
@@ -53,7 +60,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/policy.py
 
 # Figures quoted in the README and docs, regenerated from runs (the tests check they are current).
-docs: $(STAMP)
+docs: $(STAMP) native
 	$(BIN)/python bench/readme.py
 	$(BIN)/python bench/fidelity.py --write-docs
 	$(BIN)/python bench/peers.py --write-docs
@@ -65,7 +72,7 @@ docs: $(STAMP)
 # most of it the real control plane's runs; bench/instructions.py needs valgrind and the real
 # runs `make binaries`: without them nothing runs), and the cold build time of
 # `make binaries` in docs/contributing.md (as long as that build: over twenty minutes).
-perf-docs: $(STAMP)
+perf-docs: $(STAMP) native
 	$(BIN)/python bench/perfdocs.py --write-docs
 	$(BIN)/python bench/binaries.py --write-docs
 

@@ -263,8 +263,13 @@ def _bad(message: str) -> int:
 
 
 def _without_sim(command: str, *, packages: Sequence[str] = SIM_PACKAGES) -> int | None:
-    """Exit status 2 and one line when one of `packages` (of the `sim` extra) is missing, else
-    None."""
+    """Exit status 2 and one line when one of `packages` (of the `sim` extra) is missing or
+    `LLMSCALER_NATIVE` has a value the simulator's engine refuses, else None."""
+    from llmscaler.sim.native import engine
+
+    wrong = engine.problem()
+    if wrong is not None:
+        return _bad(wrong)
     try:
         for name in packages:
             importlib.import_module(name)

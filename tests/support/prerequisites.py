@@ -46,3 +46,13 @@ def need_built(name: str) -> Path:
     if found is None:
         missing(f'{name} is not built (make binaries; cache: {binaries.cache_root()})')
     return found
+
+
+def need_native() -> Path:
+    """The folder of the simulator's compiled engine built from its current sources (`make
+    native`), or skip / fail."""
+    from llmscaler.sim.native import engine
+
+    if engine.library(engine.directory()) is None:
+        missing(f'the compiled engine is not built (make native; cache: {engine.cache_root()})')
+    return engine.directory()

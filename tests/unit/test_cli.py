@@ -605,3 +605,14 @@ def test_simulate_can_leave_out_the_request_files(
         main(['simulate', '--requests-csv', 'zip', '--out', str(out)])
     assert exited.value.code == 2
     assert "invalid choice: 'zip'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('command', ['simulate', 'tune'])
+def test_an_unknown_native_engine_mode_gives_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    monkeypatch.setenv('LLMSCALER_NATIVE', 'yes')
+    code, out, err = run(capsys, command)
+    assert code == 2
+    assert out == ''
+    assert err.strip() == "llmscaler: LLMSCALER_NATIVE must be one of auto, off, got 'yes'"
