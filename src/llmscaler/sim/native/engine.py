@@ -34,6 +34,8 @@ import platform
 import sys
 from pathlib import Path
 
+from llmscaler import user_cache
+
 ENV = 'LLMSCALER_NATIVE'
 """The environment variable that turns the compiled engine off."""
 
@@ -79,11 +81,7 @@ def key() -> str:
 
 def cache_root() -> Path:
     """Where compiled copies are kept (the module docstring)."""
-    named = os.environ.get(CACHE_ENV)
-    if named:
-        return Path(named)
-    base = os.environ.get('XDG_CACHE_HOME') or str(Path.home() / '.cache')
-    return Path(base) / 'llmscaler' / 'native'
+    return user_cache.folder(variable=CACHE_ENV, name='native')
 
 
 def directory() -> Path:

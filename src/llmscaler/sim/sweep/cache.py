@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import llmscaler
+from llmscaler import user_cache
 from llmscaler.version import version
 
 ENV = 'LLMSCALER_RUN_CACHE'
@@ -41,11 +42,7 @@ ENV = 'LLMSCALER_RUN_CACHE'
 
 def default_directory() -> Path:
     """Where the cache lives unless told (the module docstring)."""
-    named = os.environ.get(ENV)
-    if named:
-        return Path(named)
-    base = os.environ.get('XDG_CACHE_HOME') or str(Path.home() / '.cache')
-    return Path(base) / 'llmscaler' / 'runs'
+    return user_cache.folder(variable=ENV, name='runs')
 
 
 class _Canonical(pickle.Pickler):
