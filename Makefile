@@ -40,7 +40,7 @@ binaries: $(STAMP)
 # The simulator's replica engine compiled with mypyc (a C compiler and the interpreter's headers)
 # into a cache outside the work tree (~/.cache/llmscaler/native, or $$LLMSCALER_NATIVE_CACHE),
 # once per change to its sources; where it cannot be built, the simulator runs it from source,
-# about half as fast, with the same results (docs/simulator.md).
+# about 1.7 times slower, with the same results (docs/simulator.md).
 native: $(STAMP)
 	-$(BIN)/python -m llmscaler.sim.native.build --quiet
 

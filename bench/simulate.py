@@ -159,7 +159,7 @@ def from_source() -> float:
         text=True,
         check=True,
     )
-    return float(done.stdout.split()[-1])
+    return float(done.stdout)
 
 
 def day_case() -> None:
@@ -182,6 +182,9 @@ def main() -> None:
         '--core-only', action='store_true', help="(b)'s core policy alone: its wall seconds"
     )
     args = parser.parse_args()
+    if args.core_only:
+        print(timed(workload=day(), variants=day_fleet(), policy=core_policy()).wall_seconds)
+        return
     print(f'replica engine: {"compiled (mypyc)" if engine.active() else "from source"}')
     if args.case in ('a', 'all'):
         path = TRACES / 'AzureLLMInferenceTrace_conv.csv'
@@ -194,9 +197,6 @@ def main() -> None:
                 workload=workload,
                 variants=fleet(h100_max=16, l40s_max=16),
             )
-    if args.core_only:
-        print(timed(workload=day(), variants=day_fleet(), policy=core_policy()).wall_seconds)
-        return
     if args.case in ('b', 'all'):
         day_case()
     if args.case in ('c', 'all'):

@@ -9,7 +9,7 @@ whole: a build interrupted halfway leaves no copy that `engine` would load.
 
 Needs: mypy (with mypyc, the `lint` dependency group), setuptools, a C compiler and the
 interpreter's headers (`gcc` and `python3-dev` on Debian). Without them the simulator runs its
-engine from source, about half as fast, with the same results.
+engine from source, about 1.7 times slower, with the same results.
 
 What fails: a missing prerequisite or a failed compilation exits with status 1 and the
 compiler's last lines on standard error; nothing is left in the cache.
