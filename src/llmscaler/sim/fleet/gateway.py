@@ -14,16 +14,15 @@ What it models (the fleet's docstring has the whole picture):
   picks the fewest waiting + running requests (ties: lowest name); `round-robin` takes the
   replicas in name order, continuing after the last replica picked; `prefix-aware` scores each
   replica as the inference gateway's endpoint picker does with its prefix-cache, queue and
-  KV-cache scorers, each in [0, 1] and summed with weights (`PREFIX_WEIGHT`, `QUEUE_WEIGHT`,
-  `KV_WEIGHT`: 3, 2, 2; configurable in the real EPP, fixed here), and picks the highest (ties:
-  lowest name). The prefix score is the share of the prompt the replica's prefix cache holds
-  (`sim.vllm.prefix_cache`, `PrefixCache.holds`; matched blocks over the prompt, as the EPP's scorer
-  has it); the EPP's
-  approximate scorer guesses that from the prefixes it routed to each replica, the simulator
-  reads the replica's cache itself, as the precise scorer that follows vLLM's KV events does.
-  The queue score is (most waiting − waiting)/(most − fewest waiting) over the replicas (1 when
-  all wait equally); the KV-cache score is 1 − KV usage. Without prefix caching on the
-  replicas, the prefix score is always 0.
+  KV-cache scorers, each in [0, 1] and summed with weights (3, 2, 2; configurable in the real
+  EPP, fixed here), and picks the highest (ties: lowest name). The scores and their weights
+  are `sim.vllm.scorers`' (compiled with the engines, whose state every score reads). The
+  prefix score is the share of the prompt the replica's prefix cache holds (matched blocks over
+  the prompt, as the EPP's scorer has it); the EPP's approximate scorer guesses that from the
+  prefixes it routed to each replica, the simulator reads the replica's cache itself, as the
+  precise scorer that follows vLLM's KV events does. The queue score is (most waiting −
+  waiting)/(most − fewest waiting) over the replicas (1 when all wait equally); the KV-cache
+  score is 1 − KV usage. Without prefix caching on the replicas, the prefix score is always 0.
 - **Queue.** With no routable replica a request waits in a FIFO queue and is dispatched, in
   arrival order, as soon as one is routable (`drain`). A request still queued `gateway_timeout`
   seconds after its arrival (or `request_timeout`, when shorter) fails, `failure =
@@ -48,21 +47,16 @@ import math
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, cast
 
 from llmscaler.sim.fleet.disagg import Handoff
 from llmscaler.sim.fleet.pods import Replica
+from llmscaler.sim.vllm.base import EngineBase
+from llmscaler.sim.vllm.scorers import best_scored
 from llmscaler.sim.vocabulary import SimRequest
 
 Router = Literal['least-loaded', 'round-robin', 'prefix-aware']
 ROUTERS: tuple[Router, ...] = ('least-loaded', 'round-robin', 'prefix-aware')
-
-PREFIX_WEIGHT = 3.0
-"""Weight of the prefix score (cached share of the prompt) in `prefix-aware` routing."""
-QUEUE_WEIGHT = 2.0
-"""Weight of the queue score (fewest waiting requests) in `prefix-aware` routing."""
-KV_WEIGHT = 2.0
-"""Weight of the KV-cache score (1 − KV usage) in `prefix-aware` routing."""
 
 BYTES_PER_TOKEN = 4
 """The EPP counts queued prompt bytes; a token is about four bytes of text."""
@@ -254,20 +248,9 @@ class Gateway:
 
 def _best_scored(routable: Sequence[Replica], request: SimRequest | None) -> Replica:
     """The replica of the highest weighted score (ties: lowest name; see the module docstring)."""
-    engines = [r.engine for r in routable]
-    queues = [e.waiting if e is not None else 0 for e in engines]
-    low, high = min(queues), max(queues)
-    best, best_score = routable[0], -math.inf
-    memo: dict[int, Sequence[int]] = {}
-    for replica, engine, queue in zip(routable, engines, queues, strict=True):
-        assert engine is not None
-        score = QUEUE_WEIGHT * ((high - queue) / (high - low) if high > low else 1.0)
-        score += KV_WEIGHT * (1.0 - engine.kv_usage)
-        if request is not None and request.prefix is not None:
-            score += PREFIX_WEIGHT * engine.cached_prefix(request, memo) / request.input_tokens
-        if score > best_score:
-            best, best_score = replica, score
-    return best
+    # Every routable replica has an engine of `sim.vllm`; the compiled scorer checks each.
+    engines = cast('list[EngineBase]', [r.engine for r in routable])
+    return routable[best_scored(engines, request)]
 
 
 def _name(replica: Replica) -> str:
