@@ -250,7 +250,7 @@ def _best_scored(routable: Sequence[Replica], request: SimRequest | None) -> Rep
     """The replica of the highest weighted score (ties: lowest name; see the module docstring)."""
     # Every routable replica has an engine of `sim.vllm`; the compiled scorer checks each.
     engines = cast('list[EngineBase]', [r.engine for r in routable])
-    return routable[best_scored(engines, request)]
+    return routable[best_scored(engines=engines, request=request)]
 
 
 def _name(replica: Replica) -> str:

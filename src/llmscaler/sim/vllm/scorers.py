@@ -34,7 +34,7 @@ KV_WEIGHT = 2.0
 """Weight of the KV-cache score (1 − KV usage) in `prefix-aware` routing."""
 
 
-def best_scored(engines: Sequence[EngineBase], request: SimRequest | None) -> int:
+def best_scored(*, engines: Sequence[EngineBase], request: SimRequest | None) -> int:
     """The index of the engine of the highest weighted score, the first of equal scores (the
     gateway passes them in name order); without a request, the queue and KV-cache scores
     only."""

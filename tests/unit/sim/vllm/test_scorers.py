@@ -30,11 +30,11 @@ def served(cls: type[Engine], *ids: int) -> Engine:
 def test_the_engine_holding_the_prompt_wins(cls: type[Engine]) -> None:
     empty, holder = served(cls), served(cls, 7, 8)
     ask = prompt(1, ids=(7, 8), at=1.0)
-    assert best_scored([empty, holder], ask) == 1
-    assert best_scored([holder, empty], ask) == 0
+    assert best_scored(engines=[empty, holder], request=ask) == 1
+    assert best_scored(engines=[holder, empty], request=ask) == 0
     # Another prompt, or none: equal scores, the first engine.
-    assert best_scored([empty, holder], prompt(2, ids=(9, 10))) == 0
-    assert best_scored([empty, holder], None) == 0
+    assert best_scored(engines=[empty, holder], request=prompt(2, ids=(9, 10))) == 0
+    assert best_scored(engines=[empty, holder], request=None) == 0
 
 
 @ENGINES
@@ -43,14 +43,14 @@ def test_fewer_waiting_wins_without_a_cached_prefix(cls: type[Engine]) -> None:
     for rid in range(3):
         busy.submit(request=prompt(rid, ids=(100 + rid,)), now=1.0)
     assert busy.waiting == 3
-    assert best_scored([busy, idle], prompt(9, ids=(1,))) == 1
+    assert best_scored(engines=[busy, idle], request=prompt(9, ids=(1,))) == 1
     # The queue score (2) outweighs a half-cached prompt (3 · 1/2): the idle engine still wins.
     holder = served(cls, 1)
     for rid in range(3):
         holder.submit(request=prompt(rid, ids=(200 + rid,)), now=1.0)
-    assert best_scored([holder, served(cls)], prompt(9, ids=(1, 2), at=1.0)) == 1
+    assert best_scored(engines=[holder, served(cls)], request=prompt(9, ids=(1, 2), at=1.0)) == 1
 
 
 def test_no_engine_raises() -> None:
     with pytest.raises(ValueError, match='no engine'):
-        best_scored([], None)
+        best_scored(engines=[], request=None)
