@@ -52,10 +52,13 @@ SCALE_DOWN_DELAY = 20.0
 """Seconds: `scaleDownDelaySeconds` of the test's ConfigMap."""
 BURST_INTERVAL = 45.0
 """Seconds: the cycle of the burst test, long beside the fast path's few seconds."""
+FALLEN = 0.5
+"""Requests a second after the fall: one replica of either variant serves it."""
 INPUT_TOKENS, OUTPUT_TOKENS = 64, 32
 MIX = re.compile(r'mix ((?:[a-z0-9.-]+=\d+(?:, )?)+) costs')
 HOLD = re.compile(r'; hold[;)]')
 """A predictive decision that holds (the recurrence's note may follow the verdict)."""
+NOW = re.compile(r'\(now (\d+(?:\.\d+)?),')
 SCALED = re.compile(r'scaled Deployment llm/([a-z0-9-]+): (\d+) -> (\d+) \((.*)\)$', re.MULTILINE)
 
 
@@ -112,6 +115,13 @@ def mix(text: str) -> dict[str, int]:
         return {}
     pairs = (part.split('=') for part in found.group(1).split(', '))
     return {name: int(count) for name, count in pairs}
+
+
+def reading(text: str) -> float:
+    """The arrival rate a predictive reason read (`(now 2.46, ...`), in req/s."""
+    found = NOW.search(text)
+    assert found is not None, text
+    return float(found.group(1))
 
 
 def deciding(cluster: Cluster) -> bool:
@@ -180,24 +190,28 @@ async def test_a_step_scales_up_to_the_explained_mix_a_restart_keeps_it_the_fall
                 what='both VAs holding under the load',
             )
             # The fall: held while the need of the last SCALE_DOWN_DELAY seconds is in memory.
-            before = {va: len(scale_writes(cluster, va)) for va in (CHEAP, DEAR)}
             mark = len(restarted.log())
-            cluster.set_rate(model_id=MODEL_8B, rate=0.5)
+            cluster.set_rate(model_id=MODEL_8B, rate=FALLEN)
             fell = time.monotonic()
 
+            def since_the_fall() -> list[tuple[str, int, int, str]]:
+                return scaled(restarted.log()[mark:])
+
             def trimmed() -> bool:
-                return any(len(scale_writes(cluster, va)) > before[va] for va in (CHEAP, DEAR))
+                return any(to < was for _, was, to, _ in since_the_fall())
 
             await cluster.wait_for(trimmed, timeout=120, what='a scale-down after the delay')
             assert time.monotonic() - fell >= SCALE_DOWN_DELAY
-            for va in (CHEAP, DEAR):
-                later = scale_writes(cluster, va)[before[va] :]
-                assert later == sorted(later, reverse=True), (va, later)  # only down now
-                assert all(n >= 1 for n in later), (va, later)  # never below minReplicas
-            downs = scaled(restarted.log()[mark:])
-            assert downs, restarted.log()[mark:]
-            for va, before_count, to, why in downs:
-                assert to < before_count, why
+            after = since_the_fall()
+            first_down = next(i for i, (_, was, to, _) in enumerate(after) if to < was)
+            # A rate read through Prometheus may still be rising when the load falls: an addition
+            # then is the lag, made on a reading well above the new load, never after a trim.
+            for _, _, _, why in after[:first_down]:
+                assert 'scale up' in why, why
+                assert reading(why) > 2 * FALLEN, why
+            for va, was, to, why in after[first_down:]:
+                assert to < was, why  # only down once the fall is seen
+                assert to >= 1, why  # never below minReplicas
                 assert 'scale down' in why, why
                 assert mix(why)[va] == to, why
             assert main_resource_writes(cluster) == []
