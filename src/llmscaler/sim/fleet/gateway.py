@@ -14,15 +14,12 @@ What it models (the fleet's docstring has the whole picture):
   picks the fewest waiting + running requests (ties: lowest name); `round-robin` takes the
   replicas in name order, continuing after the last replica picked; `prefix-aware` scores each
   replica as the inference gateway's endpoint picker does with its prefix-cache, queue and
-  KV-cache scorers, each in [0, 1] and summed with weights (3, 2, 2; configurable in the real
-  EPP, fixed here), and picks the highest (ties: lowest name). The scores and their weights
-  are `sim.vllm.scorers`' (compiled with the engines, whose state every score reads). The
-  prefix score is the share of the prompt the replica's prefix cache holds (matched blocks over
-  the prompt, as the EPP's scorer has it); the EPP's approximate scorer guesses that from the
-  prefixes it routed to each replica, the simulator reads the replica's cache itself, as the
-  precise scorer that follows vLLM's KV events does. The queue score is (most waiting −
-  waiting)/(most − fewest waiting) over the replicas (1 when all wait equally); the KV-cache
-  score is 1 − KV usage. Without prefix caching on the replicas, the prefix score is always 0.
+  KV-cache scorers and picks the highest weighted sum (ties: lowest name). The scores, their
+  formulas and weights are `sim.vllm.scorers`' (compiled with the engines, whose state every
+  score reads). The prefix score follows the EPP's precise scorer, which tracks vLLM's KV
+  events, not its approximate one, which guesses from the prefixes it routed: the simulator
+  reads each replica's prefix cache itself. Without prefix caching on the replicas, the prefix
+  score is always 0.
 - **Queue.** With no routable replica a request waits in a FIFO queue and is dispatched, in
   arrival order, as soon as one is routable (`drain`). A request still queued `gateway_timeout`
   seconds after its arrival (or `request_timeout`, when shorter) fails, `failure =
